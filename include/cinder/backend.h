@@ -1,0 +1,124 @@
+/* cinder: the backend interface, for people who write a backend.
+ *
+ * A backend is a table of kernels plus memory functions, registered at run time under a name.
+ * The router (src/dispatch) is the only caller of these functions: it has already checked
+ * devices, kinds, dtypes and shapes, broadcast the inputs, and allocated the outputs before a
+ * kernel runs. A kernel only computes. A backend registered by a program is as good as a built-in
+ * one: `cn_backend_register` gives it an id, and `cn_device_parse("name")` finds it.
+ *
+ * Kernel contracts, by op family (views: see cn_view):
+ * - elementwise (unary, binary, scalar, clamp, where, compare, logical, cast, copy):
+ *   every input view has the output's shape (the router broadcast them; strides may be 0);
+ *   the output may be strided too (copy into a slice). Output dtype: the input's, bool for
+ *   comparisons and logic, the target for cast. Attributes: reals[0] the scalar (add/mul/pow
+ *   scalar), reals[0..1] = lo, hi (clamp), ints[0] = cn_gelu_approx (gelu).
+ * - fill: out[0] (possibly strided) set to reals[0]. rand_uniform / rand_normal: out[0]
+ *   contiguous; ints[0] = seed, ints[1] = offset; reals[0..1] = (low, high) or (mean, std).
+ * - reductions: in[0] any strides; ints[0] = the (non-negative) dim; out[0] contiguous with the
+ *   input's ndim and size 1 at dim. var: ints[1] = correction. argmax/argmin write i64.
+ * - softmax / log_softmax: in[0] any strides, ints[0] = dim; out[0] contiguous, same shape.
+ * - matmul: in[0] [B.., M, K], in[1] [B.., K, N], out[0] [B.., M, N] contiguous; all share ndim
+ *   (>= 2) and batch dims (expanded inputs may have stride 0 there).
+ * - gather: in = (x, index i64), ints[0] = dim, out has index's shape.
+ *   scatter_add: in = (x, index i64, src), ints[0] = dim, out = x with src added (x's shape).
+ *   index_select: in = (x, index 1-D i64), ints[0] = dim. one_hot: in = (index int),
+ *   ints[0] = classes, out = index shape + [classes]. Out-of-range indices: CN_ERR_INDEX.
+ * - conv2d: in = (x [N,C,H,W], w [O,C/g,KH,KW], optional b [O]); ints = stride h, w, padding h,
+ *   w, dilation h, w, groups. max_pool2d / avg_pool2d: ints = kernel h, w, stride h, w,
+ *   padding h, w.
+ * A kernel that fails calls cn_set_error and returns its status; it must leave inputs untouched. */
+#ifndef CINDER_BACKEND_H
+#define CINDER_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cinder/error.h"
+#include "cinder/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every op a backend may implement. Append only: the numbers are part of the backend ABI. */
+typedef enum cn_op {
+    /* elementwise unary */
+    CN_OP_NEG, CN_OP_ABS, CN_OP_RELU, CN_OP_EXP, CN_OP_LOG, CN_OP_LOG1P, CN_OP_SQRT, CN_OP_RSQRT,
+    CN_OP_SIN, CN_OP_COS, CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU,
+    /* elementwise with scalars */
+    CN_OP_ADD_SCALAR, CN_OP_MUL_SCALAR, CN_OP_POW_SCALAR, CN_OP_CLAMP,
+    /* elementwise binary */
+    CN_OP_ADD, CN_OP_SUB, CN_OP_MUL, CN_OP_DIV, CN_OP_POW, CN_OP_MAXIMUM, CN_OP_MINIMUM,
+    /* comparisons and logic */
+    CN_OP_EQ, CN_OP_NE, CN_OP_LT, CN_OP_LE, CN_OP_GT, CN_OP_GE,
+    CN_OP_LOGICAL_AND, CN_OP_LOGICAL_OR, CN_OP_LOGICAL_NOT, CN_OP_WHERE,
+    /* data movement and creation */
+    CN_OP_CAST, CN_OP_COPY, CN_OP_FILL, CN_OP_RAND_UNIFORM, CN_OP_RAND_NORMAL,
+    /* reductions */
+    CN_OP_SUM, CN_OP_MEAN, CN_OP_MAX, CN_OP_MIN, CN_OP_PROD, CN_OP_ARGMAX, CN_OP_ARGMIN,
+    CN_OP_VAR, CN_OP_LOGSUMEXP, CN_OP_SOFTMAX, CN_OP_LOG_SOFTMAX,
+    /* linear algebra, indexing, convolution */
+    CN_OP_MATMUL, CN_OP_GATHER, CN_OP_SCATTER_ADD, CN_OP_INDEX_SELECT, CN_OP_ONE_HOT,
+    CN_OP_CONV2D, CN_OP_MAX_POOL2D, CN_OP_AVG_POOL2D,
+    CN_OP_COUNT
+} cn_op;
+
+/* The name of an op as users see it ("add", "softmax"); "unknown" otherwise. */
+const char *cn_op_name(cn_op op);
+
+/* A strided view of device memory, as a kernel sees it. */
+typedef struct cn_view {
+    void *data;                     /* device address of element [0, ..., 0] */
+    cn_dtype dtype;
+    int ndim;
+    int64_t shape[CN_MAX_DIMS];
+    int64_t strides[CN_MAX_DIMS];   /* in elements; 0 on broadcast dims */
+} cn_view;
+
+typedef struct cn_kernel_args {
+    cn_op op;
+    int device;                     /* device index within the backend */
+    int n_in;
+    const cn_view *in;
+    int n_out;
+    const cn_view *out;
+    int n_ints;
+    const int64_t *ints;
+    int n_reals;
+    const double *reals;
+    void *ctx;                      /* the backend's ctx */
+} cn_kernel_args;
+
+typedef cn_status (*cn_kernel_fn)(const cn_kernel_args *args);
+
+typedef struct cn_backend {
+    const char *name;               /* "cpu", "cuda", or a program's own */
+    void *ctx;                      /* passed back to every function */
+    int (*device_count)(void *ctx); /* usable devices now; 0 = compiled in but unavailable */
+    /* Memory: the only code that touches device memory. alloc returns CN_ERR_OUT_OF_MEMORY with
+     * the error set on failure; nbytes may be 0. */
+    cn_status (*alloc)(void *ctx, int device, size_t nbytes, void **ptr);
+    void (*free)(void *ctx, int device, void *ptr);
+    cn_status (*copy_from_host)(void *ctx, int device, void *dst, const void *src, size_t nbytes);
+    cn_status (*copy_to_host)(void *ctx, int device, void *dst, const void *src, size_t nbytes);
+    /* Waits until queued work is done (NULL: the backend is synchronous). */
+    cn_status (*synchronize)(void *ctx, int device);
+    cn_kernel_fn kernels[CN_OP_COUNT]; /* NULL: the backend lacks the op (a clear error) */
+} cn_backend;
+
+/* Registers a backend; the table is copied. Returns its id (>= 0), or -1 with the error set when
+ * the name is taken, the table is incomplete (memory functions missing) or the registry is full.
+ * The CPU backend registers itself as id 0. */
+int cn_backend_register(const cn_backend *backend);
+
+/* The registered table of a backend id, or NULL. For wrapping a backend (e.g. one that counts the
+ * calls of the CPU kernels and forwards them). */
+const cn_backend *cn_backend_get(int id);
+
+/* The id of the backend registered under name, or -1. */
+int cn_backend_find(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,13 @@
+/* cinder: one include for the whole public API. */
+#ifndef CINDER_CINDER_H
+#define CINDER_CINDER_H
+
+#include "cinder/backend.h"
+#include "cinder/device.h"
+#include "cinder/error.h"
+#include "cinder/memory.h"
+#include "cinder/ops.h"
+#include "cinder/tensor.h"
+#include "cinder/version.h"
+
+#endif

@@ -1,0 +1,51 @@
+/* cinder: scopes, and the allocation-failure test mode.
+ *
+ * Scopes spare training loops from releasing every intermediate by hand:
+ *
+ *     cn_scope_begin();
+ *     cn_tensor *h = cn_relu(cn_linear(x, w, b));   // intermediates owned by the scope
+ *     cn_tensor *loss = cn_keep(cn_mean(h));          // survives the scope
+ *     cn_scope_end();                                 // releases everything else
+ *
+ * Every tensor that a call returns while a scope is open is owned by the innermost scope: do not
+ * cn_release it yourself. cn_keep hands its reference to the enclosing scope (or to the caller
+ * when it is the outermost). Scopes are per thread and nest. */
+#ifndef CINDER_MEMORY_H
+#define CINDER_MEMORY_H
+
+#include <stdint.h>
+
+#include "cinder/error.h"
+#include "cinder/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Opens a scope. Returns CN_ERR_OUT_OF_MEMORY if the scope stack cannot grow. */
+cn_status cn_scope_begin(void);
+
+/* Releases every tensor the innermost scope owns, and closes it. CN_ERR_SCOPE without a scope. */
+cn_status cn_scope_end(void);
+
+/* Moves t out of the innermost scope (to the enclosing one, or to the caller); returns t. A tensor
+ * the scope does not own is returned unchanged (a NULL stays NULL, keeping the error). */
+cn_tensor *cn_keep(cn_tensor *t);
+
+/* Number of scopes open on this thread. */
+int cn_scope_depth(void);
+
+/* Allocation-failure test mode (SQLite style). After cn_alloc_fail_after(n), the n-th host or
+ * device allocation from now on fails (n = 1: the next one), and every later one succeeds again.
+ * n <= 0 switches the mode off. cn_alloc_count() counts allocations since the process started,
+ * so a test can measure how many a computation makes and then fail each in turn. */
+void cn_alloc_fail_after(int64_t n);
+int64_t cn_alloc_count(void);
+
+/* Live tensor objects in this process (for leak checks in tests and benchmarks). */
+int64_t cn_live_tensors(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

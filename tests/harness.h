@@ -1,0 +1,146 @@
+/* A small test harness: CHECK macros that record failures, a runner that also checks each test
+ * leaves no live tensor behind, and helpers to build tensors and read them back as doubles. */
+#ifndef CINDER_TESTS_HARNESS_H
+#define CINDER_TESTS_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cinder/cinder.h"
+
+static int th_checks_failed;
+static int th_tests_passed, th_tests_failed;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: %s)\n", __FILE__,   \
+                    __LINE__, #cond, cn_last_error());                               \
+            th_checks_failed++;                                                      \
+        }                                                                            \
+    } while (0)
+
+/* |got - want| <= tol * max(1, |want|) */
+#define CHECK_NEAR(got, want, tol)                                                   \
+    do {                                                                             \
+        double g_ = (double)(got), w_ = (double)(want);                              \
+        double s_ = fabs(w_) > 1.0 ? fabs(w_) : 1.0;                                 \
+        if (!(fabs(g_ - w_) <= (tol) * s_) && !(isnan(g_) && isnan(w_))) {           \
+            fprintf(stderr, "%s:%d: %s = %.17g, want %.17g (tol %g)\n", __FILE__,       \
+                    __LINE__, #got, g_, w_, (double)(tol));                          \
+            th_checks_failed++;                                                      \
+        }                                                                            \
+    } while (0)
+
+/* Checks an op failed with `status` and a message containing `needle`, then clears the error. */
+#define CHECK_FAILS(expr, status, needle)                                            \
+    do {                                                                             \
+        cn_clear_error();                                                            \
+        cn_tensor *r_ = (expr);                                                      \
+        CHECK(r_ == NULL);                                                           \
+        if (r_) cn_release(r_);                                                      \
+        CHECK(cn_last_status() == (status));                                         \
+        if (!strstr(cn_last_error(), (needle))) {                                    \
+            fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__,  \
+                    cn_last_error(), (needle));                                      \
+            th_checks_failed++;                                                      \
+        }                                                                            \
+        cn_clear_error();                                                            \
+    } while (0)
+
+typedef void (*th_fn)(void);
+
+static void th_run(const char *name, th_fn fn) {
+    int before = th_checks_failed;
+    int64_t live = cn_live_tensors();
+    cn_clear_error();
+    fn();
+    if (cn_live_tensors() != live) {
+        fprintf(stderr, "%s: %lld tensors leaked\n", name,
+                (long long)(cn_live_tensors() - live));
+        th_checks_failed++;
+    }
+    if (th_checks_failed == before) {
+        th_tests_passed++;
+        printf("ok   %s\n", name);
+    } else {
+        th_tests_failed++;
+        printf("FAIL %s\n", name);
+    }
+}
+
+#define RUN(fn) th_run(#fn, fn)
+
+static int th_finish(void) {
+    printf("%d passed, %d failed\n", th_tests_passed, th_tests_failed);
+    return th_tests_failed ? 1 : 0;
+}
+
+/* A tensor of `dtype` on the CPU from doubles (converted element by element). */
+static cn_tensor *th_tensor(const double *v, const int64_t *shape, int ndim, cn_dtype dtype) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    cn_tensor *f64 = cn_from_data(v, shape, ndim, CN_F64, cn_cpu());
+    if (dtype == CN_F64) return f64;
+    cn_tensor *t = cn_cast(f64, dtype);
+    cn_release(f64);
+    (void)n;
+    return t;
+}
+
+/* Reads any tensor as doubles into out (numel entries); returns numel, or -1 on error. */
+static int64_t th_read(cn_tensor *t, double *out) {
+    if (!t) return -1;
+    cn_tensor *d = cn_cast(t, CN_F64);
+    if (!d) return -1;
+    int64_t n = cn_numel(d);
+    cn_status s = cn_read(d, out, (size_t)n * sizeof(double));
+    cn_release(d);
+    return s == CN_OK ? n : -1;
+}
+
+/* Checks t's values against want (numel entries) within tol; releases nothing. */
+static void th_check_values(const char *what, cn_tensor *t, const double *want, int64_t n,
+                            double tol) {
+    if (!t) {
+        fprintf(stderr, "%s: tensor is NULL (%s)\n", what, cn_last_error());
+        th_checks_failed++;
+        return;
+    }
+    if (cn_numel(t) != n) {
+        fprintf(stderr, "%s: numel %lld, want %lld\n", what, (long long)cn_numel(t),
+                (long long)n);
+        th_checks_failed++;
+        return;
+    }
+    double *got = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (th_read(t, got) != n) {
+        fprintf(stderr, "%s: read failed (%s)\n", what, cn_last_error());
+        th_checks_failed++;
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            double s = fabs(want[i]) > 1.0 ? fabs(want[i]) : 1.0;
+            int both_nan = isnan(got[i]) && isnan(want[i]);
+            int same_inf = isinf(got[i]) && got[i] == want[i];
+            if (!both_nan && !same_inf && !(fabs(got[i] - want[i]) <= tol * s)) {
+                fprintf(stderr, "%s[%lld] = %.17g, want %.17g\n", what, (long long)i, got[i],
+                        want[i]);
+                th_checks_failed++;
+                break;
+            }
+        }
+    }
+    free(got);
+}
+
+/* Checks t's shape. */
+static void th_check_shape(const char *what, cn_tensor *t, const int64_t *shape, int ndim) {
+    if (!t || cn_ndim(t) != ndim || memcmp(cn_shape(t), shape, sizeof(int64_t) * ndim) != 0) {
+        fprintf(stderr, "%s: wrong shape\n", what);
+        th_checks_failed++;
+    }
+}
+
+#endif

@@ -28,6 +28,8 @@ struct cn_tensor {
     cn_device device;             /* as the user sees it (may carry the autodiff flag) */
     cn_storage *storage;          /* NULL for autodiff primitives that wrap an inner tensor */
     void *autograd;               /* the autodiff layer's node data; NULL for concrete tensors */
+    int64_t scope_slot;           /* index in this thread's scope list, -1 when not scoped */
+    int scope_kept;               /* cn_keep was called: survives the innermost scope's end */
 };
 
 /* Allocates an uninitialised contiguous tensor on a concrete device. Checks that the backend and
@@ -54,8 +56,12 @@ int cn__norm_dim(const char *op, const char *arg, int dim, int ndim);
 /* Formats "[2, 3]" into buf. */
 const char *cn__shape_str(const int64_t *shape, int ndim, char *buf, size_t size);
 
-/* Registers t in the innermost scope, if any (every op result passes through here). On failure
- * t is released and NULL returned with the error set. */
-cn_tensor *cn__scope_track(cn_tensor *t);
+/* Scope bookkeeping (scope.c). Every tensor header is registered in the innermost open scope when
+ * it is made; a tensor freed before its scope ends is forgotten by the scope. */
+cn_status cn__scope_register(cn_tensor *t);
+void cn__scope_forget(cn_tensor *t);
+
+/* Hook for the autodiff layer: frees t->autograd when a tracked tensor dies. */
+extern void (*cn__autograd_free)(cn_tensor *t);
 
 #endif

@@ -1,0 +1,223 @@
+/* Tensor headers and storage: allocation, views, reference counting, metadata. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cinder/memory.h"
+#include "core/alloc.h"
+#include "core/error_internal.h"
+#include "core/tensor_impl.h"
+#include "dispatch/registry.h"
+
+void (*cn__autograd_free)(cn_tensor *t);
+
+static _Atomic int64_t live_tensors;
+
+int64_t cn_live_tensors(void) { return live_tensors; }
+
+/* ---- geometry helpers --------------------------------------------------------------------- */
+
+cn_status cn__contiguous_strides(const int64_t *shape, int ndim, int64_t *strides,
+                                 int64_t *numel) {
+    int64_t n = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = n;
+        if (shape[d] != 0 && n > INT64_MAX / shape[d]) return CN_ERR_OVERFLOW;
+        n *= shape[d];
+    }
+    *numel = n;
+    return CN_OK;
+}
+
+const char *cn__shape_str(const int64_t *shape, int ndim, char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < ndim && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, d ? ", %lld" : "%lld",
+                                 (long long)shape[d]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+int cn__norm_dim(const char *op, const char *arg, int dim, int ndim) {
+    int n = ndim == 0 ? 1 : ndim; /* a scalar accepts dim 0 and -1, like PyTorch */
+    int d = dim < 0 ? dim + n : dim;
+    if (d < 0 || d >= n) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "%s = %d is out of range for a tensor with %d "
+                     "dim%s; use a dim in [%d, %d]", arg, dim, ndim, ndim == 1 ? "" : "s", -n,
+                     n - 1);
+        return -1;
+    }
+    return d;
+}
+
+/* ---- headers ------------------------------------------------------------------------------ */
+
+static cn_tensor *header_new(const char *op) {
+    cn_tensor *t = cn__malloc(op, sizeof *t);
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    t->refcount = 1;
+    t->scope_slot = -1;
+    if (cn__scope_register(t) != CN_OK) {
+        cn__free(t);
+        return NULL;
+    }
+    atomic_fetch_add(&live_tensors, 1);
+    return t;
+}
+
+static void storage_release(cn_storage *s) {
+    if (!s || --s->refcount > 0) return;
+    const cn_backend *b = cn__backend(s->device.backend);
+    if (b && s->data) b->free(b->ctx, s->device.index, s->data);
+    cn__free(s);
+}
+
+cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_dtype dtype,
+                            cn_device device) {
+    char buf[160];
+    if (ndim < 0 || ndim > CN_MAX_DIMS) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "ndim = %d; tensors have 0 to %d dims", ndim,
+                     CN_MAX_DIMS);
+        return NULL;
+    }
+    if (ndim > 0 && !shape) {
+        cn__null_arg(op, "shape");
+        return NULL;
+    }
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) {
+            cn_set_error(CN_ERR_INVALID_ARG, op, "shape %s has a negative size at dim %d; sizes "
+                         "must be >= 0", cn__shape_str(shape, ndim, buf, sizeof buf), d);
+            return NULL;
+        }
+    }
+    if (cn_dtype_size(dtype) == 0) {
+        cn_set_error(CN_ERR_DTYPE, op, "dtype value %d is not a cn_dtype; use CN_F32, CN_I64, ...",
+                     (int)dtype);
+        return NULL;
+    }
+    int64_t strides[CN_MAX_DIMS], numel;
+    size_t esize = cn_dtype_size(dtype);
+    if (cn__contiguous_strides(shape, ndim, strides, &numel) != CN_OK ||
+        numel > (int64_t)(SIZE_MAX / 2 / esize)) {
+        cn_set_error(CN_ERR_OVERFLOW, op, "shape %s of %s has too many elements (the byte size "
+                     "overflows); check the shape for a mistake",
+                     cn__shape_str(shape, ndim, buf, sizeof buf), cn_dtype_name(dtype));
+        return NULL;
+    }
+    cn_device concrete = device;
+    concrete.autodiff = 0;
+    concrete.checkpoint = 0;
+    const cn_backend *b = cn__backend_for_device(op, concrete);
+    if (!b) return NULL;
+
+    cn_storage *s = cn__malloc(op, sizeof *s);
+    if (!s) return NULL;
+    memset(s, 0, sizeof *s);
+    s->refcount = 1;
+    s->device = concrete;
+    s->nbytes = (size_t)numel * esize;
+    if (b->alloc(b->ctx, concrete.index, s->nbytes, &s->data) != CN_OK) {
+        cn__free(s);
+        return NULL;
+    }
+    cn_tensor *t = header_new(op);
+    if (!t) {
+        storage_release(s);
+        return NULL;
+    }
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        t->shape[d] = shape[d];
+        t->strides[d] = strides[d];
+    }
+    t->numel = numel;
+    t->device = concrete;
+    t->storage = s;
+    return t;
+}
+
+cn_tensor *cn__tensor_view(cn_tensor *src, const int64_t *shape, const int64_t *strides, int ndim,
+                           int64_t offset) {
+    cn_tensor *t = header_new("view");
+    if (!t) return NULL;
+    t->dtype = src->dtype;
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        t->shape[d] = shape[d];
+        t->strides[d] = strides[d];
+        t->numel *= shape[d];
+    }
+    t->offset = offset;
+    t->device = src->device;
+    t->storage = src->storage;
+    t->storage->refcount++;
+    return t;
+}
+
+void cn__tensor_as_view(const cn_tensor *t, cn_view *v) {
+    v->data = (char *)t->storage->data + t->offset * (int64_t)cn_dtype_size(t->dtype);
+    v->dtype = t->dtype;
+    v->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) {
+        v->shape[d] = t->shape[d];
+        v->strides[d] = t->strides[d];
+    }
+}
+
+/* ---- references --------------------------------------------------------------------------- */
+
+cn_tensor *cn_retain(cn_tensor *t) {
+    if (t) t->refcount++;
+    return t;
+}
+
+void cn_release(cn_tensor *t) {
+    if (!t || --t->refcount > 0) return;
+    cn__scope_forget(t);
+    if (t->autograd && cn__autograd_free) cn__autograd_free(t);
+    storage_release(t->storage);
+    atomic_fetch_sub(&live_tensors, 1);
+    cn__free(t);
+}
+
+/* ---- metadata ----------------------------------------------------------------------------- */
+
+int cn_ndim(const cn_tensor *t) { return t ? t->ndim : -1; }
+const int64_t *cn_shape(const cn_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *cn_strides(const cn_tensor *t) { return t ? t->strides : NULL; }
+int64_t cn_numel(const cn_tensor *t) { return t ? t->numel : -1; }
+cn_dtype cn_dtype_of(const cn_tensor *t) { return t ? t->dtype : CN_DTYPE_COUNT; }
+cn_kind cn_kind_of(const cn_tensor *t) { return t ? cn_dtype_kind(t->dtype) : CN_KIND_COUNT; }
+
+cn_device cn_device_of(const cn_tensor *t) {
+    if (t) return t->device;
+    cn_device bad = {CN_BACKEND_INVALID, 0, 0, 0};
+    return bad;
+}
+
+int cn_is_contiguous(const cn_tensor *t) {
+    if (!t) return 0;
+    int64_t expect = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != expect) return 0;
+        expect *= t->shape[d];
+    }
+    return 1;
+}
+
+const char *cn_tensor_str(const cn_tensor *t, char *buf, size_t size) {
+    if (!t) {
+        snprintf(buf, size, "NULL");
+        return buf;
+    }
+    char shape[128], dev[64];
+    snprintf(buf, size, "%s %s %s", cn__shape_str(t->shape, t->ndim, shape, sizeof shape),
+             cn_dtype_name(t->dtype), cn_device_str(t->device, dev, sizeof dev));
+    return buf;
+}

@@ -1,0 +1,125 @@
+/* Front-ends of matmul and linear: numpy.matmul promotion of 1-D operands, batch broadcasting. */
+#include <string.h>
+
+#include "cinder/ops.h"
+#include "core/error_internal.h"
+#include "dispatch/router.h"
+
+cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b) {
+    const char *op = "matmul";
+    cn_tensor *in[2] = {a, b};
+    const char *names[2] = {"a", "b"};
+    cn_device dev;
+    const cn_backend *be = cn__route(op, in, names, 2, &dev);
+    if (!be || cn__check_kind(op, "a", a, CN_KINDS_FLOAT) != CN_OK ||
+        cn__check_kind(op, "b", b, CN_KINDS_FLOAT) != CN_OK ||
+        cn__check_same_dtype(op, "a", a, "b", b) != CN_OK)
+        return NULL;
+    char x[128], y[128];
+    if (a->ndim == 0 || b->ndim == 0) {
+        cn_set_error(CN_ERR_SHAPE, op, "'%s' is 0-d (%s); matmul needs at least 1-D operands "
+                     "(use cn_mul for scalars)", a->ndim == 0 ? "a" : "b",
+                     cn_tensor_str(a->ndim == 0 ? a : b, x, sizeof x));
+        return NULL;
+    }
+    /* views of a as [..., M, K] and b as [..., K, N], promoting 1-D operands */
+    cn_view va, vb;
+    cn__tensor_as_view(a, &va);
+    cn__tensor_as_view(b, &vb);
+    int a_vec = a->ndim == 1, b_vec = b->ndim == 1;
+    if (a_vec) {
+        va.ndim = 2;
+        va.shape[1] = a->shape[0];
+        va.strides[1] = a->strides[0];
+        va.shape[0] = 1;
+        va.strides[0] = 0;
+    }
+    if (b_vec) {
+        vb.ndim = 2;
+        vb.shape[1] = 1;
+        vb.strides[1] = 0;
+    }
+    int64_t M = va.shape[va.ndim - 2], K = va.shape[va.ndim - 1];
+    int64_t K2 = vb.shape[vb.ndim - 2], N = vb.shape[vb.ndim - 1];
+    if (K != K2) {
+        cn_set_error(CN_ERR_SHAPE, op, "inner dims differ: 'a' %s has K = %lld but 'b' %s has "
+                     "K = %lld; transpose or reshape one so a's last dim equals b's second to "
+                     "last", cn_tensor_str(a, x, sizeof x), (long long)K,
+                     cn_tensor_str(b, y, sizeof y), (long long)K2);
+        return NULL;
+    }
+    /* broadcast the batch dims */
+    int ba = va.ndim - 2, bb = vb.ndim - 2, nb = ba > bb ? ba : bb;
+    int64_t shape[CN_MAX_DIMS];
+    cn_view xa = va, xb = vb;
+    xa.ndim = xb.ndim = nb + 2;
+    for (int i = 0; i < nb; i++) {
+        int da = ba - nb + i, db = bb - nb + i;
+        int64_t sa = da >= 0 ? va.shape[da] : 1, sb = db >= 0 ? vb.shape[db] : 1;
+        if (sa != sb && sa != 1 && sb != 1) {
+            cn_set_error(CN_ERR_SHAPE, op, "batch dims of 'a' %s and 'b' %s do not broadcast "
+                         "(%lld vs %lld); make them equal or 1", cn_tensor_str(a, x, sizeof x),
+                         cn_tensor_str(b, y, sizeof y), (long long)sa, (long long)sb);
+            return NULL;
+        }
+        shape[i] = sa == 1 ? sb : sa;
+        xa.shape[i] = xb.shape[i] = shape[i];
+        xa.strides[i] = (da >= 0 && va.shape[da] == shape[i]) ? va.strides[da] : 0;
+        xb.strides[i] = (db >= 0 && vb.shape[db] == shape[i]) ? vb.strides[db] : 0;
+    }
+    xa.shape[nb] = M;
+    xa.shape[nb + 1] = K;
+    xa.strides[nb] = va.strides[ba];
+    xa.strides[nb + 1] = va.strides[ba + 1];
+    xb.shape[nb] = K;
+    xb.shape[nb + 1] = N;
+    xb.strides[nb] = vb.strides[bb];
+    xb.strides[nb + 1] = vb.strides[bb + 1];
+    shape[nb] = M;
+    shape[nb + 1] = N;
+
+    cn_tensor *out = cn__tensor_alloc(op, shape, nb + 2, a->dtype, dev);
+    if (!out) return NULL;
+    cn_view views[2] = {xa, xb};
+    if (cn__launch(be, dev, CN_OP_MATMUL, views, 2, &out, 1, NULL, 0, NULL, 0) != CN_OK) {
+        cn_release(out);
+        return NULL;
+    }
+    /* drop the promoted dims again (size 1, so the header stays contiguous) */
+    if (a_vec && b_vec) {
+        out->ndim -= 2;
+    } else if (b_vec) {
+        out->ndim--;
+    } else if (a_vec) {
+        out->shape[out->ndim - 2] = out->shape[out->ndim - 1];
+        out->strides[out->ndim - 2] = out->strides[out->ndim - 1];
+        out->ndim--;
+    }
+    return out;
+}
+
+cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
+    const char *op = "linear";
+    if (!x || !w) {
+        cn__null_arg(op, !x ? "x" : "w");
+        return NULL;
+    }
+    char s[128];
+    if (w->ndim != 2) {
+        cn_set_error(CN_ERR_SHAPE, op, "'w' is %s; it must be 2-D [out, in]",
+                     cn_tensor_str(w, s, sizeof s));
+        return NULL;
+    }
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
+        cn_set_error(CN_ERR_SHAPE, op, "'b' is %s; it must be 1-D [out] = [%lld] to match 'w'",
+                     cn_tensor_str(b, s, sizeof s), (long long)w->shape[0]);
+        return NULL;
+    }
+    cn_tensor *wt = cn_transpose(w, 0, 1);
+    cn_tensor *y = cn_matmul(x, wt);
+    cn_release(wt);
+    if (!y || !b) return y;
+    cn_tensor *out = cn_add(y, b);
+    cn_release(y);
+    return out;
+}

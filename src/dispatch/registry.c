@@ -1,0 +1,85 @@
+/* The backend registry: a fixed table of vtables, indexed by backend id. The CPU registers itself
+ * first (id 0); programs may add their own at run time. */
+#include <pthread.h>
+#include <string.h>
+
+#include "core/error_internal.h"
+#include "dispatch/registry.h"
+
+void cn__cpu_backend_fill(cn_backend *b);
+
+static cn_backend backends[CN_MAX_BACKENDS];
+static int backend_count;
+static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void register_builtins(void) {
+    cn__cpu_backend_fill(&backends[CN_BACKEND_CPU]);
+    backend_count = 1;
+}
+
+static void ensure_builtins(void) { pthread_once(&builtins_once, register_builtins); }
+
+const cn_backend *cn__backend(int id) {
+    ensure_builtins();
+    if (id < 0 || id >= backend_count) return NULL;
+    return &backends[id];
+}
+
+const cn_backend *cn_backend_get(int id) { return cn__backend(id); }
+
+int cn_backend_find(const char *name) {
+    ensure_builtins();
+    if (!name) return -1;
+    for (int i = 0; i < backend_count; i++)
+        if (strcmp(backends[i].name, name) == 0) return i;
+    return -1;
+}
+
+int cn_backend_register(const cn_backend *b) {
+    ensure_builtins();
+    const char *op = "backend_register";
+    if (!b || !b->name || !b->name[0]) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "the backend table or its name is NULL; give it a "
+                     "non-empty name");
+        return -1;
+    }
+    if (!b->device_count || !b->alloc || !b->free || !b->copy_from_host || !b->copy_to_host) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "backend '%s' lacks a memory function (device_count, "
+                     "alloc, free, copy_from_host and copy_to_host are required)", b->name);
+        return -1;
+    }
+    pthread_mutex_lock(&registry_lock);
+    int id = -1;
+    if (cn_backend_find(b->name) >= 0) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "a backend named '%s' is already registered; choose "
+                     "another name", b->name);
+    } else if (backend_count == CN_MAX_BACKENDS) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "the registry is full (%d backends); register fewer "
+                     "backends", CN_MAX_BACKENDS);
+    } else {
+        id = backend_count;
+        backends[id] = *b;
+        backend_count++;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return id;
+}
+
+const cn_backend *cn__backend_for_device(const char *op, cn_device device) {
+    const cn_backend *b = cn__backend(device.backend);
+    if (!b) {
+        cn_set_error(CN_ERR_UNKNOWN_DEVICE, op, "backend id %d is not registered (an invalid "
+                     "device, e.g. from a bad CINDER_DEVICE); use cn_cpu() or cn_device_parse",
+                     device.backend);
+        return NULL;
+    }
+    int count = b->device_count(b->ctx);
+    if (device.index < 0 || device.index >= count) {
+        cn_set_error(CN_ERR_DEVICE_UNAVAILABLE, op, "device %s:%d is not available (%d device%s "
+                     "of backend '%s' usable here); pick another device, e.g. cpu", b->name,
+                     device.index, count, count == 1 ? "" : "s", b->name);
+        return NULL;
+    }
+    return b;
+}

@@ -1,0 +1,135 @@
+/* The router's shared checks and the launch into a backend kernel. */
+#include <string.h>
+
+#include "core/error_internal.h"
+#include "dispatch/registry.h"
+#include "dispatch/router.h"
+
+static const char *const kind_names[CN_KIND_COUNT] = {"float", "int", "bool", "quantized"};
+
+static const char *mask_str(unsigned mask) {
+    switch (mask) {
+    case CN_KINDS_FLOAT: return "float";
+    case CN_KINDS_INT: return "int";
+    case CN_KINDS_BOOL: return "bool";
+    case CN_KINDS_NUMERIC: return "float or int";
+    default: return "float, int or bool";
+    }
+}
+
+const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *const *names, int n,
+                            cn_device *device) {
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) {
+            cn__null_arg(op, names[i]);
+            return NULL;
+        }
+    }
+    for (int i = 1; i < n; i++) {
+        if (!cn_device_eq(in[i]->device, in[0]->device)) {
+            char a[128], b[128];
+            cn_set_error(CN_ERR_DEVICE_MISMATCH, op, "'%s' is %s but '%s' is %s; move one with "
+                         "cn_to_device(t, device) so both live on one device", names[0],
+                         cn_tensor_str(in[0], a, sizeof a), names[i],
+                         cn_tensor_str(in[i], b, sizeof b));
+            return NULL;
+        }
+    }
+    *device = in[0]->device;
+    cn_device concrete = *device;
+    concrete.autodiff = 0;
+    concrete.checkpoint = 0;
+    return cn__backend_for_device(op, concrete);
+}
+
+cn_status cn__check_kind(const char *op, const char *arg, const cn_tensor *t, unsigned mask) {
+    cn_kind k = cn_dtype_kind(t->dtype);
+    if (mask & (1u << k)) return CN_OK;
+    char buf[128];
+    return cn_set_error(CN_ERR_KIND, op, "'%s' is %s, a %s tensor, but %s takes %s tensors; "
+                        "convert it first, e.g. cn_cast(%s, %s)", arg,
+                        cn_tensor_str(t, buf, sizeof buf), kind_names[k], op, mask_str(mask), arg,
+                        mask & CN_KINDS_FLOAT ? "CN_F32" : mask & CN_KINDS_INT ? "CN_I64"
+                                                                               : "CN_BOOL");
+}
+
+cn_status cn__check_same_dtype(const char *op, const char *an, const cn_tensor *a, const char *bn,
+                               const cn_tensor *b) {
+    if (a->dtype == b->dtype) return CN_OK;
+    char x[128], y[128];
+    return cn_set_error(CN_ERR_DTYPE, op, "'%s' is %s but '%s' is %s; cinder does not promote "
+                        "dtypes silently: cast one, e.g. cn_cast(%s, %s)", an,
+                        cn_tensor_str(a, x, sizeof x), bn, cn_tensor_str(b, y, sizeof y), bn,
+                        a->dtype == CN_F64 ? "CN_F64" : a->dtype == CN_F32 ? "CN_F32"
+                                                                             : "<a's dtype>");
+}
+
+cn_status cn__broadcast_shapes(const char *op, const char *an, const cn_tensor *a, const char *bn,
+                               const cn_tensor *b, int64_t *out, int *out_ndim) {
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int i = 0; i < nd; i++) {
+        int da = a->ndim - nd + i, db = b->ndim - nd + i;
+        int64_t sa = da >= 0 ? a->shape[da] : 1, sb = db >= 0 ? b->shape[db] : 1;
+        if (sa != sb && sa != 1 && sb != 1) {
+            char x[128], y[128];
+            return cn_set_error(CN_ERR_SHAPE, op, "'%s' %s and '%s' %s do not broadcast (dim %d: "
+                                "%lld vs %lld); make the sizes equal or 1, e.g. with cn_reshape "
+                                "or cn_unsqueeze", an, cn_tensor_str(a, x, sizeof x), bn,
+                                cn_tensor_str(b, y, sizeof y), i - nd, (long long)sa,
+                                (long long)sb);
+        }
+        out[i] = sa == 1 ? sb : sa;
+    }
+    *out_ndim = nd;
+    return CN_OK;
+}
+
+void cn__broadcast_view(const cn_tensor *t, const int64_t *shape, int ndim, cn_view *v) {
+    cn__tensor_as_view(t, v);
+    v->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        int d = t->ndim - ndim + i;
+        v->shape[i] = shape[i];
+        v->strides[i] = (d >= 0 && t->shape[d] == shape[i]) ? t->strides[d] : 0;
+    }
+}
+
+cn_status cn__launch_views(const cn_backend *b, cn_device device, cn_op op, const cn_view *in,
+                           int n_in, const cn_view *out, int n_out, const int64_t *ints,
+                           int n_ints, const double *reals, int n_reals) {
+    cn_kernel_fn k = b->kernels[op];
+    if (!k)
+        return cn_set_error(CN_ERR_NO_KERNEL, cn_op_name(op), "backend '%s' has no kernel for "
+                            "'%s'; move the inputs to a backend that has one (cn_to_device, e.g. "
+                            "to cn_cpu()) or add the kernel to the backend's table", b->name,
+                            cn_op_name(op));
+    cn_kernel_args args = {op,    device.index, n_in, in, n_out, out, n_ints,
+                           ints, n_reals,       reals, b->ctx};
+    return k(&args);
+}
+
+cn_status cn__launch(const cn_backend *b, cn_device device, cn_op op, const cn_view *in, int n_in,
+                     cn_tensor *const *out, int n_out, const int64_t *ints, int n_ints,
+                     const double *reals, int n_reals) {
+    cn_view views[4] = {0};
+    for (int i = 0; i < n_out; i++) cn__tensor_as_view(out[i], &views[i]);
+    cn_status s = cn__launch_views(b, device, op, in, n_in, views, n_out, ints, n_ints, reals,
+                                   n_reals);
+    if (s == CN_OK)
+        for (int i = 0; i < n_out; i++) out[i]->storage->version++;
+    return s;
+}
+
+cn_status cn__copy_into(cn_tensor *dst, const cn_view *dst_view, cn_tensor *src) {
+    cn_device dev;
+    cn_tensor *pair[2] = {dst, src};
+    const char *names[2] = {"dst", "src"};
+    const cn_backend *b = cn__route("copy", pair, names, 2, &dev);
+    if (!b) return cn_last_status();
+    cn_view sv;
+    cn__broadcast_view(src, dst_view->shape, dst_view->ndim, &sv);
+    cn_status s = cn__launch_views(b, dev, src->dtype == dst->dtype ? CN_OP_COPY : CN_OP_CAST,
+                                   &sv, 1, dst_view, 1, NULL, 0, NULL, 0);
+    if (s == CN_OK) dst->storage->version++;
+    return s;
+}

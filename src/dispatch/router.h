@@ -1,0 +1,50 @@
+/* The router: the checks every op shares, and the one call into a backend's kernel. The op files
+ * (ops_*.c) are front-ends: each computes its output geometry and then calls cn__launch. */
+#ifndef CINDER_DISPATCH_ROUTER_H
+#define CINDER_DISPATCH_ROUTER_H
+
+#include "cinder/backend.h"
+#include "core/tensor_impl.h"
+
+/* Kinds an op accepts, as a mask of (1 << cn_kind). */
+#define CN_KINDS_FLOAT (1u << CN_KIND_FLOAT)
+#define CN_KINDS_INT (1u << CN_KIND_INT)
+#define CN_KINDS_BOOL (1u << CN_KIND_BOOL)
+#define CN_KINDS_NUMERIC (CN_KINDS_FLOAT | CN_KINDS_INT)
+#define CN_KINDS_ALL (CN_KINDS_FLOAT | CN_KINDS_INT | CN_KINDS_BOOL)
+
+/* Checks the n inputs are non-NULL and share one device; writes it to *device. Returns the
+ * device's backend, or NULL with the error set (NULL inputs keep the earlier error). names[i]
+ * names input i in messages ("a", "b", "x"). */
+const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *const *names, int n,
+                            cn_device *device);
+
+/* Checks t's kind is in mask; the message names arg and suggests a cast. */
+cn_status cn__check_kind(const char *op, const char *arg, const cn_tensor *t, unsigned mask);
+
+/* Checks a and b share a dtype. */
+cn_status cn__check_same_dtype(const char *op, const char *an, const cn_tensor *a, const char *bn,
+                               const cn_tensor *b);
+
+/* NumPy broadcasting of two shapes into out (ndim *out_ndim). */
+cn_status cn__broadcast_shapes(const char *op, const char *an, const cn_tensor *a, const char *bn,
+                               const cn_tensor *b, int64_t *out, int *out_ndim);
+
+/* A view of t stretched to shape (t broadcasts to it: checked by the caller). */
+void cn__broadcast_view(const cn_tensor *t, const int64_t *shape, int ndim, cn_view *v);
+
+/* Calls backend b's kernel for op with the given views and attributes. A missing kernel is
+ * CN_ERR_NO_KERNEL naming op and backend. Bumps the version of the outputs' storage. */
+cn_status cn__launch(const cn_backend *b, cn_device device, cn_op op, const cn_view *in, int n_in,
+                     cn_tensor *const *out, int n_out, const int64_t *ints, int n_ints,
+                     const double *reals, int n_reals);
+
+/* Same, writing into explicit output views (copy into a slice). */
+cn_status cn__launch_views(const cn_backend *b, cn_device device, cn_op op, const cn_view *in,
+                           int n_in, const cn_view *out, int n_out, const int64_t *ints,
+                           int n_ints, const double *reals, int n_reals);
+
+/* Copies src into the (same-shaped) view dst of another tensor, converting dtype. */
+cn_status cn__copy_into(cn_tensor *dst, const cn_view *dst_view, cn_tensor *src);
+
+#endif

@@ -52,7 +52,7 @@ static int th_tests_passed, th_tests_failed;
 
 typedef void (*th_fn)(void);
 
-static void th_run(const char *name, th_fn fn) {
+static inline void th_run(const char *name, th_fn fn) {
     int before = th_checks_failed;
     int64_t live = cn_live_tensors();
     cn_clear_error();
@@ -73,13 +73,13 @@ static void th_run(const char *name, th_fn fn) {
 
 #define RUN(fn) th_run(#fn, fn)
 
-static int th_finish(void) {
+static inline int th_finish(void) {
     printf("%d passed, %d failed\n", th_tests_passed, th_tests_failed);
     return th_tests_failed ? 1 : 0;
 }
 
 /* A tensor of `dtype` on the CPU from doubles (converted element by element). */
-static cn_tensor *th_tensor(const double *v, const int64_t *shape, int ndim, cn_dtype dtype) {
+static inline cn_tensor *th_tensor(const double *v, const int64_t *shape, int ndim, cn_dtype dtype) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     cn_tensor *f64 = cn_from_data(v, shape, ndim, CN_F64, cn_cpu());
@@ -91,7 +91,7 @@ static cn_tensor *th_tensor(const double *v, const int64_t *shape, int ndim, cn_
 }
 
 /* Reads any tensor as doubles into out (numel entries); returns numel, or -1 on error. */
-static int64_t th_read(cn_tensor *t, double *out) {
+static inline int64_t th_read(cn_tensor *t, double *out) {
     if (!t) return -1;
     cn_tensor *d = cn_cast(t, CN_F64);
     if (!d) return -1;
@@ -102,7 +102,7 @@ static int64_t th_read(cn_tensor *t, double *out) {
 }
 
 /* Checks t's values against want (numel entries) within tol; releases nothing. */
-static void th_check_values(const char *what, cn_tensor *t, const double *want, int64_t n,
+static inline void th_check_values(const char *what, cn_tensor *t, const double *want, int64_t n,
                             double tol) {
     if (!t) {
         fprintf(stderr, "%s: tensor is NULL (%s)\n", what, cn_last_error());
@@ -136,7 +136,7 @@ static void th_check_values(const char *what, cn_tensor *t, const double *want, 
 }
 
 /* Checks t's shape. */
-static void th_check_shape(const char *what, cn_tensor *t, const int64_t *shape, int ndim) {
+static inline void th_check_shape(const char *what, cn_tensor *t, const int64_t *shape, int ndim) {
     if (!t || cn_ndim(t) != ndim || memcmp(cn_shape(t), shape, sizeof(int64_t) * ndim) != 0) {
         fprintf(stderr, "%s: wrong shape\n", what);
         th_checks_failed++;

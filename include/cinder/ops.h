@@ -107,9 +107,9 @@ cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b);
 cn_tensor *cn_cat(cn_tensor *const *ts, int n, int dim);
 /* Stacks n tensors of one shape along a new dim. */
 cn_tensor *cn_stack(cn_tensor *const *ts, int n, int dim);
-/* Views of consecutive pieces of `size` along dim (the last may be smaller). Writes at most
- * max_parts references into parts and returns the number of pieces, or -1 on error (nothing
- * written then). */
+/* Views of consecutive pieces of `size` along dim (the last may be smaller). Returns the number
+ * of pieces (like snprintf, even when more than max_parts) and writes references to the first
+ * min(pieces, max_parts) into parts; -1 on error, with nothing written. */
 int cn_split(cn_tensor *x, int64_t size, int dim, cn_tensor **parts, int max_parts);
 /* `chunks` pieces of equal size (the last may be smaller), like torch.chunk. Same contract. */
 int cn_chunk(cn_tensor *x, int chunks, int dim, cn_tensor **parts, int max_parts);

@@ -87,9 +87,9 @@ static const cn_error_entry catalogue[] = {
             "that the tensor does not have (dims may be negative and count from the end, so a "
             "tensor of ndim n accepts -n .. n-1, and n for cn_unsqueeze), a permutation that "
             "is not a rearrangement of 0 .. ndim-1, a zero step in cn_arange or a step below 1 "
-            "in cn_slice, lo > hi in cn_clamp, a split size or chunk count below 1, more than "
-            "CN_MAX_DIMS (8) dimensions, pooling padding above half the kernel. The detail "
-            "names the argument, its value and the accepted range.",
+            "in cn_slice, lo > hi in cn_clamp, a split size or chunk count below 1, a negative "
+            "size in a shape, an ndim outside 0 .. CN_MAX_DIMS (8), pooling padding above half "
+            "the kernel. The detail names the argument, its value and the accepted range.",
         .trigger_scenarios =
             "cn_transpose(t, 0, 7) on a 2-D tensor; cn_softmax(x, 2) on a [B, C] tensor; "
             "cn_slice(t, 0, 0, 4, 0) (step 0); cn_arange(0, 10, 0, CN_F32, dev); "
@@ -147,8 +147,8 @@ static const cn_error_entry catalogue[] = {
             "intended axes (a bias [C] becomes [C, 1, 1] for NCHW).",
             "Pass keepdim = 1 to _dim reductions whose result is combined with the input, as "
             "in x - mean.",
-            "For matmul, transpose the operand with the wrong inner size (cn_transpose(w, 0, 1)) "
-            "or use cn_linear for [out, in] weights."),
+            "For matmul, transpose the operand whose inner size is wrong (cn_transpose of its "
+            "last two dims) or use cn_linear for [out, in] weights."),
         .example_fix =
             "// before: x is [8, 16, 32, 32] (NCHW), bias is [16]\n"
             "cn_tensor *y = cn_add(x, bias);        /* fails: CN_ERR_SHAPE (32 vs 16) */\n"
@@ -612,16 +612,18 @@ static const cn_error_entry catalogue[] = {
         .slug = "buffer-size-mismatch",
         PHRASE("buffer has the wrong size"),
         .documentation =
-            "A host buffer handed to cinder does not have the exact size the call needs. "
-            "cn_read copies numel * cn_dtype_size(dtype) bytes in row-major order and requires "
-            "nbytes to be exactly that: a smaller buffer would be overrun, and a larger one "
-            "usually means the caller expects another dtype or shape. The detail gives the "
-            "size expected and the size passed.",
+            "A buffer handed to cinder does not have the size the call needs. cn_read copies "
+            "numel * cn_dtype_size(dtype) bytes in row-major order and requires nbytes to be "
+            "exactly that: a smaller buffer would be overrun, and a larger one usually means "
+            "the caller expects another dtype or shape. cn_split and cn_chunk write one tensor "
+            "per piece into `parts` and fail this way when max_parts is smaller than the "
+            "number of pieces. The detail gives the size needed and the size passed.",
         .trigger_scenarios =
             "cn_read(t, out, sizeof out) with `double out[6]` and t an f32 [2, 3] tensor (48 "
             "bytes passed, 24 needed); reading a [B, C] tensor into a buffer sized for one row; "
             "passing sizeof of a pointer (8) as the size of a heap buffer; reading after a "
-            "reshape or reduction changed the element count.",
+            "reshape or reduction changed the element count; cn_split of a dim of size 10 in "
+            "pieces of 3 (4 pieces) into a parts array with max_parts = 3.",
         .common_situations =
             "sizeof applied to a pointer parameter; assuming doubles when tensors are f32; a "
             "buffer sized from an old shape after the model changed.",
@@ -630,7 +632,9 @@ static const cn_error_entry catalogue[] = {
             "cn_dtype_size(cn_dtype_of(t)).",
             "To read in another element type, cn_cast the tensor first, then read the cast "
             "tensor.",
-            "Allocate the buffer from that computed size instead of from assumptions."),
+            "Allocate the buffer from that computed size instead of from assumptions.",
+            "For cn_split / cn_chunk, size `parts` for ceil(size of dim / piece size) pieces "
+            "and pass that count as max_parts."),
         .example_fix =
             "// before: t is f32 [2, 3], the buffer holds doubles\n"
             "double out[6];\n"

@@ -19,13 +19,16 @@ int64_t cn_live_tensors(void) { return live_tensors; }
 
 cn_status cn__contiguous_strides(const int64_t *shape, int ndim, int64_t *strides,
                                  int64_t *numel) {
+    int empty = 0;
+    for (int d = 0; d < ndim; d++) empty |= shape[d] == 0;
     int64_t n = 1;
     for (int d = ndim - 1; d >= 0; d--) {
         strides[d] = n;
-        if (shape[d] != 0 && n > INT64_MAX / shape[d]) return CN_ERR_OVERFLOW;
-        n *= shape[d];
+        /* an empty tensor has no elements whatever its other sizes: no overflow to report */
+        if (!empty && n > INT64_MAX / shape[d]) return CN_ERR_OVERFLOW;
+        if (!empty || shape[d] <= 1) n *= shape[d];
     }
-    *numel = n;
+    *numel = empty ? 0 : n;
     return CN_OK;
 }
 

@@ -49,11 +49,13 @@ cn_tensor *cn_full(const int64_t *shape, int ndim, double value, cn_dtype dtype,
 }
 
 cn_tensor *cn_zeros(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device) {
-    return cn_full(shape, ndim, 0.0, dtype, device);
+    double zero = 0.0;
+    return create_with("zeros", shape, ndim, dtype, device, CN_OP_FILL, NULL, 0, &zero, 1);
 }
 
 cn_tensor *cn_ones(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device) {
-    return cn_full(shape, ndim, 1.0, dtype, device);
+    double one = 1.0;
+    return create_with("ones", shape, ndim, dtype, device, CN_OP_FILL, NULL, 0, &one, 1);
 }
 
 cn_tensor *cn_arange(double start, double end, double step, cn_dtype dtype, cn_device device) {

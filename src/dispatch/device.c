@@ -73,6 +73,10 @@ cn_device cn_default_device(void) {
     if (!env || !*env) return cn_cpu();
     cn_device d;
     if (cn_device_parse(env, &d) != CN_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", cn_last_error());
+        cn_set_error(cn_last_status(), "default_device", "CINDER_DEVICE='%s' is unusable (%s); "
+                     "unset it or set it to a device this build has, e.g. cpu", env, why);
         cn_device bad = {CN_BACKEND_INVALID, 0, 0, 0};
         return bad;
     }

@@ -201,18 +201,30 @@ cn_tensor *cn_stack(cn_tensor *const *ts, int n, int dim) {
         cn_set_error(CN_ERR_INVALID_ARG, op, "n = %d; give 1 to 4096 tensors", n);
         return NULL;
     }
-    cn_tensor *views[4096];
     for (int i = 0; i < n; i++) {
-        if (ts[i] && ts[0] && (ts[i]->ndim != ts[0]->ndim ||
-                               memcmp(ts[i]->shape, ts[0]->shape,
-                                      sizeof(int64_t) * (size_t)ts[0]->ndim) != 0)) {
-            char a[128], b[128];
-            cn_set_error(CN_ERR_SHAPE, op, "ts[0] is %s but ts[%d] is %s; stacked tensors must "
-                         "have one shape", cn_tensor_str(ts[0], a, sizeof a), i,
-                         cn_tensor_str(ts[i], b, sizeof b));
+        if (!ts[i]) {
+            cn__null_arg(op, "ts[i]");
             return NULL;
         }
     }
+    /* checked here so that errors name stack, not the cat and unsqueeze it is made of */
+    if (cn__norm_dim(op, "dim", dim, ts[0]->ndim + 1) < 0) return NULL;
+    char a[128], b[128];
+    for (int i = 1; i < n; i++) {
+        cn_status s = !cn_device_eq(ts[i]->device, ts[0]->device) ? CN_ERR_DEVICE_MISMATCH
+                      : ts[i]->dtype != ts[0]->dtype                ? CN_ERR_DTYPE
+                      : ts[i]->ndim != ts[0]->ndim ||
+                              memcmp(ts[i]->shape, ts[0]->shape,
+                                     sizeof(int64_t) * (size_t)ts[0]->ndim) != 0
+                          ? CN_ERR_SHAPE
+                          : CN_OK;
+        if (s == CN_OK) continue;
+        cn_set_error(s, op, "ts[0] is %s but ts[%d] is %s; stacked tensors must share one "
+                     "device, dtype and shape", cn_tensor_str(ts[0], a, sizeof a), i,
+                     cn_tensor_str(ts[i], b, sizeof b));
+        return NULL;
+    }
+    cn_tensor *views[4096];
     int made = 0;
     cn_tensor *out = NULL;
     for (; made < n; made++) {
@@ -239,12 +251,14 @@ int cn_split(cn_tensor *x, int64_t size, int dim, cn_tensor **parts, int max_par
     }
     int64_t len = x->ndim ? x->shape[d] : 1;
     int64_t count = len == 0 ? 1 : (len + size - 1) / size;
-    if (count > max_parts) {
-        cn_set_error(CN_ERR_BUFFER, op, "%lld pieces of size %lld do not fit in max_parts = %d; "
-                     "pass a larger parts array", (long long)count, (long long)size, max_parts);
+    if (count > INT32_MAX) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "%lld pieces are too many; use a larger size",
+                     (long long)count);
         return -1;
     }
-    for (int64_t i = 0; i < count; i++) {
+    /* like snprintf: the count of all pieces, but only max_parts of them written */
+    int64_t written = count < max_parts ? count : (max_parts > 0 ? max_parts : 0);
+    for (int64_t i = 0; i < written; i++) {
         parts[i] = cn_slice(x, d, i * size, (i + 1) * size, 1);
         if (!parts[i]) {
             for (int64_t j = 0; j < i; j++) cn_release(parts[j]);

@@ -10,8 +10,15 @@ void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views) {
     const cn_view *out = views[0];
     it->nops = nops;
     it->numel = 1;
-    for (int d = 0; d < out->ndim; d++) it->numel *= out->shape[d];
+    for (int d = 0; d < out->ndim; d++) it->numel = out->shape[d] == 0 ? 0 : it->numel;
+    for (int d = 0; it->numel && d < out->ndim; d++) it->numel *= out->shape[d];
     for (int k = 0; k < nops; k++) it->base[k] = (char *)views[k]->data;
+    if (it->numel == 0) { /* nothing to visit; other sizes may be huge, so do not merge them */
+        it->ndim = 1;
+        it->shape[0] = 0;
+        for (int k = 0; k < nops; k++) it->strides[k][0] = 0;
+        return;
+    }
 
     /* Drop size-1 dims, then merge dim d into d+1 when every operand steps through them as one. */
     int nd = 0;

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cinder builds and runs with. Safe to run again.
+set -euo pipefail
+packages=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+if [ "${1:-}" = "--test" ]; then
+  packages+=(libclang-rt-14-dev)
+fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi

@@ -1,0 +1,505 @@
+/* CPU elementwise kernels: unary, scalar, binary, comparison, logic and where.
+ *
+ * Each kernel checks the dtype, picks a row function for it and hands that to the strided
+ * iterator (strided.c), which calls it on runs of elements (operand 0 is the output). A row
+ * function switches on the op once per run, outside the element loop, and each loop has a dense
+ * path over restrict pointers that the compiler can vectorise.
+ *
+ * Integer arithmetic wraps (it is done in the unsigned type) rather than being undefined on
+ * overflow. Float maximum/minimum propagate NaN. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "cinder/ops.h" /* cn_gelu_approx */
+
+/* What a row function needs besides the data. */
+typedef struct ew_ctx {
+    cn_op op;
+    int gelu_tanh;          /* gelu: 1 for the tanh approximation */
+    double s0, s1;          /* the scalar (add/mul/pow_scalar) or lo, hi (clamp), for floats */
+    int64_t i0, i1;         /* the same for integers, already saturated to the dtype's range */
+    atomic_int *found_zero; /* integer div: set when a divisor is zero */
+} ew_ctx;
+
+/* ---- run loops -------------------------------------------------------------------------------- *
+ * Used inside row functions, whose parameters are (char **ptrs, const int64_t *step, int64_t n,
+ * const void *ctx). EXPR computes an output element from x (and y, and c for where). */
+
+/* out = EXPR(x) */
+#define MAP1(TO, TX, EXPR)                                                                     \
+    do {                                                                                       \
+        if (step[0] == (int64_t)sizeof(TO) && step[1] == (int64_t)sizeof(TX)) {                \
+            TO *restrict o_ = (TO *)ptrs[0];                                                   \
+            const TX *restrict x_ = (const TX *)ptrs[1];                                       \
+            for (int64_t i_ = 0; i_ < n; i_++) {                                               \
+                const TX x = x_[i_];                                                           \
+                o_[i_] = (EXPR);                                                               \
+            }                                                                                  \
+        } else {                                                                               \
+            for (int64_t i_ = 0; i_ < n; i_++) {                                               \
+                const TX x = *(const TX *)(ptrs[1] + i_ * step[1]);                            \
+                *(TO *)(ptrs[0] + i_ * step[0]) = (EXPR);                                      \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+/* out = EXPR(x, y), with dense paths for both inputs dense and for one broadcast (stride 0). */
+#define MAP2(TO, TX, TY, EXPR)                                                                 \
+    do {                                                                                       \
+        const int dense_o_ = step[0] == (int64_t)sizeof(TO);                                   \
+        const int dense_x_ = step[1] == (int64_t)sizeof(TX);                                   \
+        const int dense_y_ = step[2] == (int64_t)sizeof(TY);                                   \
+        TO *restrict o_ = (TO *)ptrs[0];                                                       \
+        if (dense_o_ && dense_x_ && dense_y_) {                                                \
+            const TX *restrict x_ = (const TX *)ptrs[1];                                       \
+            const TY *restrict y_ = (const TY *)ptrs[2];                                       \
+            for (int64_t i_ = 0; i_ < n; i_++) {                                               \
+                const TX x = x_[i_];                                                           \
+                const TY y = y_[i_];                                                           \
+                o_[i_] = (EXPR);                                                               \
+            }                                                                                  \
+        } else if (dense_o_ && dense_x_ && step[2] == 0) {                                     \
+            const TX *restrict x_ = (const TX *)ptrs[1];                                       \
+            const TY y = *(const TY *)ptrs[2];                                                 \
+            for (int64_t i_ = 0; i_ < n; i_++) {                                               \
+                const TX x = x_[i_];                                                           \
+                o_[i_] = (EXPR);                                                               \
+            }                                                                                  \
+        } else if (dense_o_ && step[1] == 0 && dense_y_) {                                     \
+            const TX x = *(const TX *)ptrs[1];                                                 \
+            const TY *restrict y_ = (const TY *)ptrs[2];                                       \
+            for (int64_t i_ = 0; i_ < n; i_++) {                                               \
+                const TY y = y_[i_];                                                           \
+                o_[i_] = (EXPR);                                                               \
+            }                                                                                  \
+        } else {                                                                               \
+            for (int64_t i_ = 0; i_ < n; i_++) {                                               \
+                const TX x = *(const TX *)(ptrs[1] + i_ * step[1]);                            \
+                const TY y = *(const TY *)(ptrs[2] + i_ * step[2]);                            \
+                *(TO *)(ptrs[0] + i_ * step[0]) = (EXPR);                                      \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+/* ---- scalar helpers --------------------------------------------------------------------------- */
+
+/* Numerically stable logistic: exp only ever sees -|x|, so it cannot overflow, and for large
+ * negative x the result underflows to 0 instead of becoming inf/inf. */
+static inline float sigmoid_f32(float x) {
+    float e = expf(-fabsf(x));
+    float r = 1.0f / (1.0f + e);
+    return x >= 0.0f ? r : e * r;
+}
+
+static inline double sigmoid_f64(double x) {
+    double e = exp(-fabs(x));
+    double r = 1.0 / (1.0 + e);
+    return x >= 0.0 ? r : e * r;
+}
+
+/* gelu(x) = 0.5 x (1 + erf(x / sqrt 2)), or with tanh(sqrt(2/pi) (x + 0.044715 x^3)) for erf. */
+static inline float gelu_f32(float x, int tanh_form) {
+    if (tanh_form)
+        return 0.5f * x * (1.0f + tanhf(0.797884560802865356f * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + erff(x * 0.707106781186547524f));
+}
+
+static inline double gelu_f64(double x, int tanh_form) {
+    if (tanh_form)
+        return 0.5 * x * (1.0 + tanh(0.797884560802865356 * (x + 0.044715 * x * x * x)));
+    return 0.5 * x * (1.0 + erf(x * 0.707106781186547524));
+}
+
+/* A double truncated toward zero and saturated to [lo, hi]; NaN gives 0. */
+static int64_t to_int_sat(double v, int64_t lo, int64_t hi) {
+    if (isnan(v)) return 0;
+    if (v <= (double)lo) return lo;
+    if (v >= (double)hi) return hi; /* (double)INT64_MAX is 2^63: compare before converting */
+    return (int64_t)v;
+}
+
+/* The range of an integer dtype. */
+static void int_range(cn_dtype dt, int64_t *lo, int64_t *hi) {
+    if (dt == CN_I32) {
+        *lo = INT32_MIN;
+        *hi = INT32_MAX;
+    } else {
+        *lo = INT64_MIN;
+        *hi = INT64_MAX;
+    }
+}
+
+static cn_status unsupported(const cn_kernel_args *a, cn_dtype dt) {
+    return cn_set_error(CN_ERR_DTYPE, cn_op_name(a->op),
+                        "the cpu kernel does not support dtype %s for this op; cast the input "
+                        "with cn_cast to a supported dtype (f32, f64, or i32/i64 where allowed)",
+                        cn_dtype_name(dt));
+}
+
+/* ---- unary ------------------------------------------------------------------------------------ */
+
+static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
+    const ew_ctx *c = ctx;
+    switch (c->op) {
+    case CN_OP_NEG: MAP1(float, float, -x); break;
+    case CN_OP_ABS: MAP1(float, float, fabsf(x)); break;
+    case CN_OP_RELU: MAP1(float, float, x < 0.0f ? 0.0f : x); break;
+    case CN_OP_EXP: MAP1(float, float, expf(x)); break;
+    case CN_OP_LOG: MAP1(float, float, logf(x)); break;
+    case CN_OP_LOG1P: MAP1(float, float, log1pf(x)); break;
+    case CN_OP_SQRT: MAP1(float, float, sqrtf(x)); break;
+    case CN_OP_RSQRT: MAP1(float, float, 1.0f / sqrtf(x)); break;
+    case CN_OP_SIN: MAP1(float, float, sinf(x)); break;
+    case CN_OP_COS: MAP1(float, float, cosf(x)); break;
+    case CN_OP_TANH: MAP1(float, float, tanhf(x)); break;
+    case CN_OP_SIGMOID: MAP1(float, float, sigmoid_f32(x)); break;
+    case CN_OP_SILU: MAP1(float, float, x * sigmoid_f32(x)); break;
+    case CN_OP_GELU: MAP1(float, float, gelu_f32(x, c->gelu_tanh)); break;
+    default: break;
+    }
+}
+
+static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
+    const ew_ctx *c = ctx;
+    switch (c->op) {
+    case CN_OP_NEG: MAP1(double, double, -x); break;
+    case CN_OP_ABS: MAP1(double, double, fabs(x)); break;
+    case CN_OP_RELU: MAP1(double, double, x < 0.0 ? 0.0 : x); break;
+    case CN_OP_EXP: MAP1(double, double, exp(x)); break;
+    case CN_OP_LOG: MAP1(double, double, log(x)); break;
+    case CN_OP_LOG1P: MAP1(double, double, log1p(x)); break;
+    case CN_OP_SQRT: MAP1(double, double, sqrt(x)); break;
+    case CN_OP_RSQRT: MAP1(double, double, 1.0 / sqrt(x)); break;
+    case CN_OP_SIN: MAP1(double, double, sin(x)); break;
+    case CN_OP_COS: MAP1(double, double, cos(x)); break;
+    case CN_OP_TANH: MAP1(double, double, tanh(x)); break;
+    case CN_OP_SIGMOID: MAP1(double, double, sigmoid_f64(x)); break;
+    case CN_OP_SILU: MAP1(double, double, x * sigmoid_f64(x)); break;
+    case CN_OP_GELU: MAP1(double, double, gelu_f64(x, c->gelu_tanh)); break;
+    default: break;
+    }
+}
+
+/* neg, abs, relu on a signed integer type T with unsigned twin U (so -INT_MIN wraps). */
+#define DEFINE_UNARY_INT(NAME, T, U)                                                           \
+    static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
+        const ew_ctx *c = ctx;                                                                 \
+        switch (c->op) {                                                                       \
+        case CN_OP_NEG: MAP1(T, T, (T)((U)0 - (U)x)); break;                                   \
+        case CN_OP_ABS: MAP1(T, T, x < 0 ? (T)((U)0 - (U)x) : x); break;                       \
+        case CN_OP_RELU: MAP1(T, T, x < 0 ? (T)0 : x); break;                                  \
+        default: break;                                                                        \
+        }                                                                                      \
+    }
+
+DEFINE_UNARY_INT(unary_i32, int32_t, uint32_t)
+DEFINE_UNARY_INT(unary_i64, int64_t, uint64_t)
+
+static int is_int_unary(cn_op op) {
+    return op == CN_OP_NEG || op == CN_OP_ABS || op == CN_OP_RELU;
+}
+
+/* in[0] -> out[0], same dtype. ints[0] = cn_gelu_approx for gelu. */
+cn_status cpu_unary(const cn_kernel_args *a) {
+    cn_dtype dt = a->in[0].dtype;
+    cpu_row_fn fn = NULL;
+    switch (dt) {
+    case CN_F32: fn = unary_f32; break;
+    case CN_F64: fn = unary_f64; break;
+    case CN_I32: fn = is_int_unary(a->op) ? unary_i32 : NULL; break;
+    case CN_I64: fn = is_int_unary(a->op) ? unary_i64 : NULL; break;
+    default: break;
+    }
+    if (!fn || a->out[0].dtype != dt) return unsupported(a, dt);
+
+    ew_ctx c = {.op = a->op};
+    if (a->op == CN_OP_GELU) c.gelu_tanh = a->n_ints > 0 && a->ints[0] == CN_GELU_TANH;
+    const cn_view *views[2] = {&a->out[0], &a->in[0]};
+    cpu_iter it;
+    cpu_iter_init(&it, 2, views);
+    cpu_iter_run(&it, fn, &c);
+    return CN_OK;
+}
+
+/* ---- with scalars ----------------------------------------------------------------------------- */
+
+/* add/mul/pow_scalar and clamp on a float type T; POW is powf or pow. Clamp lets NaN through. */
+#define DEFINE_SCALAR_FLOAT(NAME, T, POW)                                                      \
+    static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
+        const ew_ctx *c = ctx;                                                                 \
+        const T s = (T)c->s0, lo = (T)c->s0, hi = (T)c->s1;                                    \
+        switch (c->op) {                                                                       \
+        case CN_OP_ADD_SCALAR: MAP1(T, T, x + s); break;                                       \
+        case CN_OP_MUL_SCALAR: MAP1(T, T, x * s); break;                                       \
+        case CN_OP_POW_SCALAR: MAP1(T, T, POW(x, s)); break;                                   \
+        case CN_OP_CLAMP: MAP1(T, T, x < lo ? lo : (x > hi ? hi : x)); break;                  \
+        default: break;                                                                        \
+        }                                                                                      \
+    }
+
+DEFINE_SCALAR_FLOAT(scalar_f32, float, powf)
+DEFINE_SCALAR_FLOAT(scalar_f64, double, pow)
+
+/* add/mul_scalar (wrapping) and clamp on a signed integer type T with unsigned twin U. */
+#define DEFINE_SCALAR_INT(NAME, T, U)                                                          \
+    static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
+        const ew_ctx *c = ctx;                                                                 \
+        const T s = (T)c->i0, lo = (T)c->i0, hi = (T)c->i1;                                    \
+        switch (c->op) {                                                                       \
+        case CN_OP_ADD_SCALAR: MAP1(T, T, (T)((U)x + (U)s)); break;                            \
+        case CN_OP_MUL_SCALAR: MAP1(T, T, (T)((U)x * (U)s)); break;                            \
+        case CN_OP_CLAMP: MAP1(T, T, x < lo ? lo : (x > hi ? hi : x)); break;                  \
+        default: break;                                                                        \
+        }                                                                                      \
+    }
+
+DEFINE_SCALAR_INT(scalar_i32, int32_t, uint32_t)
+DEFINE_SCALAR_INT(scalar_i64, int64_t, uint64_t)
+
+/* in[0] -> out[0], same dtype. reals[0] = the scalar, or reals[0..1] = lo, hi for clamp.
+ * Integers: the scalar is truncated toward zero; clamp keeps x within [ceil(lo), floor(hi)]
+ * (the integers inside [lo, hi]); both saturate to the dtype's range. lo > hi gives hi. */
+cn_status cpu_scalar(const cn_kernel_args *a) {
+    cn_dtype dt = a->in[0].dtype;
+    int is_float = dt == CN_F32 || dt == CN_F64;
+    int is_int = dt == CN_I32 || dt == CN_I64;
+    int need = a->op == CN_OP_CLAMP ? 2 : 1;
+    if (!(is_float || (is_int && a->op != CN_OP_POW_SCALAR)) || a->out[0].dtype != dt)
+        return unsupported(a, dt);
+    if (a->n_reals < need)
+        return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
+                            "the kernel needs %d scalar argument(s) but got %d; call the op "
+                            "through its cn_ function",
+                            need, a->n_reals);
+
+    ew_ctx c = {.op = a->op, .s0 = a->reals[0], .s1 = need > 1 ? a->reals[1] : 0.0};
+    if (is_int) {
+        int64_t lo, hi;
+        int_range(dt, &lo, &hi);
+        if (a->op == CN_OP_CLAMP) {
+            c.i0 = to_int_sat(ceil(c.s0), lo, hi);
+            c.i1 = to_int_sat(floor(c.s1), lo, hi);
+        } else {
+            c.i0 = to_int_sat(c.s0, lo, hi);
+        }
+    }
+    cpu_row_fn fn = dt == CN_F32   ? scalar_f32
+                    : dt == CN_F64 ? scalar_f64
+                    : dt == CN_I32 ? scalar_i32
+                                   : scalar_i64;
+    const cn_view *views[2] = {&a->out[0], &a->in[0]};
+    cpu_iter it;
+    cpu_iter_init(&it, 2, views);
+    cpu_iter_run(&it, fn, &c);
+    return CN_OK;
+}
+
+/* ---- binary ----------------------------------------------------------------------------------- */
+
+/* add sub mul div pow maximum minimum on a float type T; POW is powf or pow. */
+#define DEFINE_BINARY_FLOAT(NAME, T, POW)                                                      \
+    static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
+        const ew_ctx *c = ctx;                                                                 \
+        switch (c->op) {                                                                       \
+        case CN_OP_ADD: MAP2(T, T, T, x + y); break;                                           \
+        case CN_OP_SUB: MAP2(T, T, T, x - y); break;                                           \
+        case CN_OP_MUL: MAP2(T, T, T, x * y); break;                                           \
+        case CN_OP_DIV: MAP2(T, T, T, x / y); break;                                           \
+        case CN_OP_POW: MAP2(T, T, T, POW(x, y)); break;                                       \
+        case CN_OP_MAXIMUM: MAP2(T, T, T, (x != x || x > y) ? x : y); break;                   \
+        case CN_OP_MINIMUM: MAP2(T, T, T, (x != x || x < y) ? x : y); break;                   \
+        default: break;                                                                        \
+        }                                                                                      \
+    }
+
+DEFINE_BINARY_FLOAT(binary_f32, float, powf)
+DEFINE_BINARY_FLOAT(binary_f64, double, pow)
+
+/* add sub mul div maximum minimum on a signed integer type T with unsigned twin U. Division
+ * truncates; the caller has checked for zero divisors; MIN / -1 wraps to MIN. */
+#define DEFINE_BINARY_INT(NAME, T, U)                                                          \
+    static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
+        const ew_ctx *c = ctx;                                                                 \
+        switch (c->op) {                                                                       \
+        case CN_OP_ADD: MAP2(T, T, T, (T)((U)x + (U)y)); break;                                \
+        case CN_OP_SUB: MAP2(T, T, T, (T)((U)x - (U)y)); break;                                \
+        case CN_OP_MUL: MAP2(T, T, T, (T)((U)x * (U)y)); break;                                \
+        case CN_OP_DIV: MAP2(T, T, T, y == -1 ? (T)((U)0 - (U)x) : (T)(x / y)); break;         \
+        case CN_OP_MAXIMUM: MAP2(T, T, T, x > y ? x : y); break;                               \
+        case CN_OP_MINIMUM: MAP2(T, T, T, x < y ? x : y); break;                               \
+        default: break;                                                                        \
+        }                                                                                      \
+    }
+
+DEFINE_BINARY_INT(binary_i32, int32_t, uint32_t)
+DEFINE_BINARY_INT(binary_i64, int64_t, uint64_t)
+
+/* Sets *found_zero when the run (operand 0: the divisor) holds a zero. */
+#define DEFINE_FIND_ZERO(NAME, T)                                                              \
+    static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
+        const ew_ctx *c = ctx;                                                                 \
+        int zero = 0;                                                                          \
+        for (int64_t i = 0; i < n; i++) zero |= *(const T *)(ptrs[0] + i * step[0]) == 0;      \
+        if (zero) atomic_store_explicit(c->found_zero, 1, memory_order_relaxed);               \
+    }
+
+DEFINE_FIND_ZERO(find_zero_i32, int32_t)
+DEFINE_FIND_ZERO(find_zero_i64, int64_t)
+
+/* in[0] op in[1] -> out[0], all one dtype. Integer division checks every divisor before writing
+ * anything, so a division by zero fails cleanly. */
+cn_status cpu_binary(const cn_kernel_args *a) {
+    cn_dtype dt = a->in[0].dtype;
+    if (a->in[1].dtype != dt || a->out[0].dtype != dt) return unsupported(a, a->in[1].dtype);
+    cpu_row_fn fn = NULL;
+    switch (dt) {
+    case CN_F32: fn = binary_f32; break;
+    case CN_F64: fn = binary_f64; break;
+    case CN_I32: fn = a->op != CN_OP_POW ? binary_i32 : NULL; break;
+    case CN_I64: fn = a->op != CN_OP_POW ? binary_i64 : NULL; break;
+    default: break;
+    }
+    if (!fn) return unsupported(a, dt);
+
+    atomic_int found_zero = 0;
+    ew_ctx c = {.op = a->op, .found_zero = &found_zero};
+    cpu_iter it;
+    if (a->op == CN_OP_DIV && (dt == CN_I32 || dt == CN_I64)) {
+        const cn_view *divisor[1] = {&a->in[1]};
+        cpu_iter_init(&it, 1, divisor);
+        cpu_iter_run(&it, dt == CN_I32 ? find_zero_i32 : find_zero_i64, &c);
+        if (atomic_load(&found_zero))
+            return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
+                                "integer division by zero: the divisor (%s) has a zero element; "
+                                "mask the zeros with cn_where, or cast both inputs to a float "
+                                "dtype to get inf/nan instead",
+                                cn_dtype_name(dt));
+    }
+    const cn_view *views[3] = {&a->out[0], &a->in[0], &a->in[1]};
+    cpu_iter_init(&it, 3, views);
+    cpu_iter_run(&it, fn, &c);
+    return CN_OK;
+}
+
+/* ---- comparisons and logic -------------------------------------------------------------------- */
+
+/* eq ne lt le gt ge on T -> bool (uint8_t 0/1). NaN compares unequal to everything. */
+#define DEFINE_COMPARE(NAME, T)                                                                \
+    static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
+        const ew_ctx *c = ctx;                                                                 \
+        switch (c->op) {                                                                       \
+        case CN_OP_EQ: MAP2(uint8_t, T, T, x == y); break;                                     \
+        case CN_OP_NE: MAP2(uint8_t, T, T, x != y); break;                                     \
+        case CN_OP_LT: MAP2(uint8_t, T, T, x < y); break;                                      \
+        case CN_OP_LE: MAP2(uint8_t, T, T, x <= y); break;                                     \
+        case CN_OP_GT: MAP2(uint8_t, T, T, x > y); break;                                      \
+        case CN_OP_GE: MAP2(uint8_t, T, T, x >= y); break;                                     \
+        default: break;                                                                        \
+        }                                                                                      \
+    }
+
+DEFINE_COMPARE(compare_f32, float)
+DEFINE_COMPARE(compare_f64, double)
+DEFINE_COMPARE(compare_i32, int32_t)
+DEFINE_COMPARE(compare_i64, int64_t)
+DEFINE_COMPARE(compare_u8, uint8_t) /* u8 and bool */
+
+/* in[0] op in[1] -> out[0] bool; the inputs share a dtype. */
+cn_status cpu_compare(const cn_kernel_args *a) {
+    cn_dtype dt = a->in[0].dtype;
+    cpu_row_fn fn = NULL;
+    switch (dt) {
+    case CN_F32: fn = compare_f32; break;
+    case CN_F64: fn = compare_f64; break;
+    case CN_I32: fn = compare_i32; break;
+    case CN_I64: fn = compare_i64; break;
+    case CN_U8:
+    case CN_BOOL: fn = compare_u8; break;
+    default: break;
+    }
+    if (!fn || a->in[1].dtype != dt || a->out[0].dtype != CN_BOOL) return unsupported(a, dt);
+
+    ew_ctx c = {.op = a->op};
+    const cn_view *views[3] = {&a->out[0], &a->in[0], &a->in[1]};
+    cpu_iter it;
+    cpu_iter_init(&it, 3, views);
+    cpu_iter_run(&it, fn, &c);
+    return CN_OK;
+}
+
+static void logical_binary(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
+    const ew_ctx *c = ctx;
+    if (c->op == CN_OP_LOGICAL_AND)
+        MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) & (y != 0)));
+    else
+        MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) | (y != 0)));
+}
+
+static void logical_not(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
+    (void)ctx;
+    MAP1(uint8_t, uint8_t, (uint8_t)(x == 0));
+}
+
+/* logical_and / logical_or: in[0], in[1] bool -> out[0] bool; logical_not: in[0] -> out[0]. */
+cn_status cpu_logical(const cn_kernel_args *a) {
+    int unary = a->op == CN_OP_LOGICAL_NOT;
+    for (int k = 0; k < (unary ? 1 : 2); k++)
+        if (a->in[k].dtype != CN_BOOL) return unsupported(a, a->in[k].dtype);
+    if (a->out[0].dtype != CN_BOOL) return unsupported(a, a->out[0].dtype);
+
+    ew_ctx c = {.op = a->op};
+    const cn_view *views[3] = {&a->out[0], &a->in[0], unary ? NULL : &a->in[1]};
+    cpu_iter it;
+    cpu_iter_init(&it, unary ? 2 : 3, views);
+    cpu_iter_run(&it, unary ? logical_not : logical_binary, &c);
+    return CN_OK;
+}
+
+/* ---- where ------------------------------------------------------------------------------------ */
+
+/* out = cond ? a : b, moving elements as raw T-sized words (any dtype of that size). */
+#define DEFINE_WHERE(NAME, T)                                                                  \
+    static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
+        (void)ctx;                                                                             \
+        const int64_t es = (int64_t)sizeof(T);                                                 \
+        if (step[0] == es && step[1] == 1 && step[2] == es && step[3] == es) {                 \
+            T *restrict o = (T *)ptrs[0];                                                      \
+            const uint8_t *restrict cond = (const uint8_t *)ptrs[1];                           \
+            const T *restrict x = (const T *)ptrs[2];                                          \
+            const T *restrict y = (const T *)ptrs[3];                                          \
+            for (int64_t i = 0; i < n; i++) o[i] = cond[i] ? x[i] : y[i];                      \
+        } else {                                                                               \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                const uint8_t cond = *(const uint8_t *)(ptrs[1] + i * step[1]);                \
+                const char *src = cond ? ptrs[2] + i * step[2] : ptrs[3] + i * step[3];        \
+                *(T *)(ptrs[0] + i * step[0]) = *(const T *)src;                               \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+DEFINE_WHERE(where_8, uint8_t)
+DEFINE_WHERE(where_16, uint16_t)
+DEFINE_WHERE(where_32, uint32_t)
+DEFINE_WHERE(where_64, uint64_t)
+
+/* in = (cond bool, a, b) -> out[0] of a's dtype. */
+cn_status cpu_where(const cn_kernel_args *a) {
+    cn_dtype dt = a->in[1].dtype;
+    if (a->in[0].dtype != CN_BOOL) return unsupported(a, a->in[0].dtype);
+    if (a->in[2].dtype != dt || a->out[0].dtype != dt) return unsupported(a, a->in[2].dtype);
+    cpu_row_fn fn = NULL;
+    switch (cn_dtype_size(dt)) {
+    case 1: fn = where_8; break;
+    case 2: fn = where_16; break;
+    case 4: fn = where_32; break;
+    case 8: fn = where_64; break;
+    default: return unsupported(a, dt);
+    }
+    const cn_view *views[4] = {&a->out[0], &a->in[0], &a->in[1], &a->in[2]};
+    cpu_iter it;
+    cpu_iter_init(&it, 4, views);
+    cpu_iter_run(&it, fn, NULL);
+    return CN_OK;
+}

@@ -1,0 +1,414 @@
+/* CPU kernels for indexing: gather, scatter_add, index_select and one_hot.
+ *
+ * Each kernel checks every index value against its bound before it writes anything, so a bad
+ * index never leads to an out-of-bounds access or a half-written result. Inputs may be strided;
+ * outputs are addressed through their strides too. Elements are moved by size (1, 2, 4 or 8
+ * bytes), so the data-movement kernels serve every dtype. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+/* v itself, or for a 0-d view an equivalent [1] view, so loops always have an innermost dim. */
+static cn_view at_least_1d(const cn_view *v) {
+    cn_view r = *v;
+    if (r.ndim == 0) {
+        r.ndim = 1;
+        r.shape[0] = 1;
+        r.strides[0] = 0;
+    }
+    return r;
+}
+
+/* The element count; 0 as soon as any dim is 0 (the product of the other dims may not fit). */
+static int64_t view_numel(const cn_view *v) {
+    for (int d = 0; d < v->ndim; d++)
+        if (v->shape[d] == 0) return 0;
+    int64_t n = 1;
+    for (int d = 0; d < v->ndim; d++)
+        n *= v->shape[d];
+    return n;
+}
+
+static int is_int_dtype(cn_dtype dt) { return dt == CN_I64 || dt == CN_I32 || dt == CN_U8; }
+
+/* The integer at element offset `off` of data in an int dtype (i64, i32 or u8). */
+static int64_t read_int(const void *data, cn_dtype dt, int64_t off) {
+    switch (dt) {
+    case CN_I64:
+        return ((const int64_t *)data)[off];
+    case CN_I32:
+        return ((const int32_t *)data)[off];
+    default:
+        return ((const uint8_t *)data)[off];
+    }
+}
+
+/* The element offsets, under each of `nops` stride sets, of position r (counted row-major) of
+ * `shape` taken over every dim except `skip` (-1: none). The skipped dim is the caller's inner
+ * loop. */
+static void pos_offsets(int ndim, const int64_t *shape, int skip, int64_t r, int nops,
+                        const int64_t *const *strides, int64_t *off) {
+    for (int k = 0; k < nops; k++)
+        off[k] = 0;
+    for (int d = ndim - 1; d >= 0 && r > 0; d--) {
+        if (d == skip) continue;
+        int64_t i = r % shape[d];
+        r /= shape[d];
+        for (int k = 0; k < nops; k++)
+            off[k] += i * strides[k][d];
+    }
+}
+
+/* The row-major position of the first value of the int view idx outside [0, limit), or -1. */
+static int64_t first_bad_index(const cn_view *idx0, int64_t limit) {
+    cn_view v = at_least_1d(idx0);
+    int last = v.ndim - 1;
+    int64_t inner = v.shape[last], n = view_numel(&v);
+    if (n == 0) return -1;
+    int64_t rows = n / inner, bad = INT64_MAX, step = v.strides[last];
+    const int64_t *st[1] = {v.strides};
+#pragma omp parallel for reduction(min : bad) if (n >= CPU_PARALLEL_GRAIN)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off;
+        pos_offsets(v.ndim, v.shape, last, r, 1, st, &off);
+        for (int64_t j = 0; j < inner; j++) {
+            int64_t x = read_int(v.data, v.dtype, off + j * step);
+            if (x < 0 || x >= limit) {
+                if (r * inner + j < bad) bad = r * inner + j;
+                break;
+            }
+        }
+    }
+    return bad == INT64_MAX ? -1 : bad;
+}
+
+/* Reports the out-of-range value at row-major position pos of idx. `bound` says what the value
+ * indexes ("dim 1 of size 3", "num_classes 4") and `fix` how to get out. */
+static cn_status index_error(const char *op, const cn_view *idx, int64_t pos, const char *bound,
+                             int64_t limit, const char *fix) {
+    int64_t coord[CN_MAX_DIMS], off = 0, r = pos;
+    for (int d = idx->ndim - 1; d >= 0; d--) {
+        coord[d] = r % idx->shape[d];
+        r /= idx->shape[d];
+        off += coord[d] * idx->strides[d];
+    }
+    char where[CN_MAX_DIMS * 24 + 4];
+    size_t len = 0;
+    where[len++] = '[';
+    for (int d = 0; d < idx->ndim; d++)
+        len += (size_t)snprintf(where + len, sizeof where - len, "%s%lld", d ? ", " : "",
+                                (long long)coord[d]);
+    snprintf(where + len, sizeof where - len, "]");
+    char range[64];
+    if (limit > 0)
+        snprintf(range, sizeof range, "values must lie in 0..%lld", (long long)(limit - 1));
+    else
+        snprintf(range, sizeof range, "no value is valid for an empty range");
+    return cn_set_error(CN_ERR_INDEX, op,
+                        "index value %lld at position %s is out of range for %s; %s "
+                        "(negative values are not wrapped); %s",
+                        (long long)read_int(idx->data, idx->dtype, off), where, bound, range, fix);
+}
+
+/* Checks every value of idx against [0, x_size) for dim `dim` of the indexed tensor. */
+static cn_status check_dim_indices(const char *op, const cn_view *idx, int dim, int64_t x_size) {
+    int64_t bad = first_bad_index(idx, x_size);
+    if (bad < 0) return CN_OK;
+    char bound[64];
+    snprintf(bound, sizeof bound, "dim %d of size %lld", dim, (long long)x_size);
+    return index_error(op, idx, bad, bound, x_size,
+                       "fix the index values or choose the dim they index");
+}
+
+static cn_status require_i64_index(const char *op, const cn_view *idx) {
+    if (idx->dtype == CN_I64) return CN_OK;
+    return cn_set_error(CN_ERR_DTYPE, op, "index has dtype %s, need i64; convert it with cn_cast",
+                        cn_dtype_name(idx->dtype));
+}
+
+/* ---- gather and index_select ---------------------------------------------------------------- */
+
+/* Moves one run of `inner` elements of size ES: out[j] = x[j, with coordinate dim replaced by
+ * irow[j * isl]] (offsets in elements). */
+#define GATHER_RUN(ES)                                                                             \
+    for (int64_t j = 0; j < inner; j++)                                                            \
+    memcpy(orow + j * os * (ES), xrow + (j * xsl + irow[j * isl] * xdim) * (ES), (ES))
+
+/* Over every position p of out's shape: out[p] = x[p with coordinate dim replaced by the index
+ * value at element offset sum(p[d] * istr[d]) of ip]. Gather passes the index's own strides;
+ * index_select passes a stride only at dim, so each row reads one entry of its 1-D index. Views
+ * have ndim >= 1 and the indices are already checked. */
+static void gather_rows(const cn_view *out, const cn_view *x, int dim, const int64_t *ip,
+                        const int64_t *istr) {
+    int nd = out->ndim, last = nd - 1;
+    int64_t inner = out->shape[last], n = view_numel(out);
+    if (n == 0) return;
+    int64_t rows = n / inner;
+    int64_t xs[CN_MAX_DIMS]; /* x's strides with dim removed: its coordinate comes from ip */
+    memcpy(xs, x->strides, sizeof xs);
+    xs[dim] = 0;
+    const int64_t xdim = x->strides[dim], os = out->strides[last], xsl = xs[last], isl = istr[last];
+    const int64_t *st[3] = {out->strides, xs, istr};
+    const size_t es = cn_dtype_size(out->dtype);
+    char *obase = (char *)out->data;
+    const char *xbase = (const char *)x->data;
+    /* a row whose index value is fixed and whose data is dense is one memcpy */
+    const int dense_rows = isl == 0 && os == 1 && xsl == 1;
+
+#pragma omp parallel for if (n >= CPU_PARALLEL_GRAIN)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off[3];
+        pos_offsets(nd, out->shape, last, r, 3, st, off);
+        char *orow = obase + off[0] * (int64_t)es;
+        const char *xrow = xbase + off[1] * (int64_t)es;
+        const int64_t *irow = ip + off[2];
+        if (dense_rows) {
+            memcpy(orow, xrow + irow[0] * xdim * (int64_t)es, (size_t)inner * es);
+            continue;
+        }
+        switch (es) {
+        case 1:
+            GATHER_RUN(1);
+            break;
+        case 2:
+            GATHER_RUN(2);
+            break;
+        case 4:
+            GATHER_RUN(4);
+            break;
+        default:
+            GATHER_RUN(8);
+            break;
+        }
+    }
+}
+
+/* in = (x, index i64), ints[0] = dim; out has index's shape (sizes <= x's off dim):
+ * out[i][j][k] = x[i][index[i][j][k]][k] for dim = 1. */
+cn_status cpu_gather(const cn_kernel_args *a) {
+    cn_view x = at_least_1d(&a->in[0]), idx = at_least_1d(&a->in[1]);
+    cn_view out = at_least_1d(&a->out[0]);
+    int dim = (int)a->ints[0];
+    cn_status s = require_i64_index("gather", &idx);
+    if (s) return s;
+    if (idx.ndim != x.ndim || out.ndim != idx.ndim || dim < 0 || dim >= x.ndim)
+        return cn_set_error(CN_ERR_SHAPE, "gather",
+                            "index has %d dims and x %d (dim %d); they must match", idx.ndim,
+                            x.ndim, dim);
+    for (int d = 0; d < x.ndim; d++)
+        if (out.shape[d] != idx.shape[d] || (d != dim && idx.shape[d] > x.shape[d]))
+            return cn_set_error(CN_ERR_SHAPE, "gather",
+                                "index size %lld at dim %d exceeds x's %lld; shrink the index",
+                                (long long)idx.shape[d], d, (long long)x.shape[d]);
+    s = check_dim_indices("gather", &a->in[1], dim, x.shape[dim]);
+    if (s) return s;
+    gather_rows(&out, &x, dim, (const int64_t *)idx.data, idx.strides);
+    return CN_OK;
+}
+
+/* in = (x, index 1-D i64), ints[0] = dim; out = x's shape with dim of len(index):
+ * out[..., i, ...] = x[..., index[i], ...]. */
+cn_status cpu_index_select(const cn_kernel_args *a) {
+    cn_view x = at_least_1d(&a->in[0]), idx = at_least_1d(&a->in[1]);
+    cn_view out = at_least_1d(&a->out[0]);
+    int dim = (int)a->ints[0];
+    cn_status s = require_i64_index("index_select", &idx);
+    if (s) return s;
+    if (idx.ndim != 1 || out.ndim != x.ndim || dim < 0 || dim >= x.ndim ||
+        out.shape[dim] != idx.shape[0])
+        return cn_set_error(CN_ERR_SHAPE, "index_select",
+                            "need a 1-D index whose length is the output's size at dim %d", dim);
+    s = check_dim_indices("index_select", &a->in[1], dim, x.shape[dim]);
+    if (s) return s;
+    int64_t istr[CN_MAX_DIMS] = {0};
+    istr[dim] = idx.strides[0];
+    gather_rows(&out, &x, dim, (const int64_t *)idx.data, istr);
+    return CN_OK;
+}
+
+/* ---- scatter_add ---------------------------------------------------------------------------- */
+
+static void copy_row(char **p, const int64_t *step, int64_t n, const void *ctx) {
+    size_t es = *(const size_t *)ctx;
+    if (step[0] == (int64_t)es && step[1] == (int64_t)es) {
+        memcpy(p[0], p[1], (size_t)n * es);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        memcpy(p[0] + i * step[0], p[1] + i * step[1], es);
+}
+
+/* Adds along dim: out[.., index[.., i, ..], ..] += src[.., i, ..] for i in [0, len). Integers
+ * wrap on overflow (unsigned arithmetic) rather than invoking undefined behaviour. */
+#define SCATTER_RUN(T, ADD)                                                                        \
+    do {                                                                                           \
+        T *o_ = (T *)obase + off[0];                                                               \
+        const T *s_ = (const T *)sbase + off[2];                                                   \
+        for (int64_t i = 0; i < len; i++) {                                                        \
+            T *dst_ = o_ + ip[off[1] + i * idim] * odim;                                           \
+            T v_ = s_[i * sdim];                                                                   \
+            *dst_ = ADD(*dst_, v_);                                                                \
+        }                                                                                          \
+    } while (0)
+#define ADD_PLAIN(a, b)  ((a) + (b))
+#define ADD_WRAP32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
+#define ADD_WRAP64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
+
+/* in = (x, index i64, src), ints[0] = dim; out[0] contiguous with x's shape: a copy of x with
+ * src[p] added at p with coordinate dim replaced by index[p], for every position p of index. */
+cn_status cpu_scatter_add(const cn_kernel_args *a) {
+    const cn_view *x0 = &a->in[0], *idx0 = &a->in[1];
+    cn_view x = at_least_1d(x0), idx = at_least_1d(idx0), src = at_least_1d(&a->in[2]);
+    cn_view out = at_least_1d(&a->out[0]);
+    int dim = (int)a->ints[0];
+    cn_status s = require_i64_index("scatter_add", &idx);
+    if (s) return s;
+    cn_dtype dt = out.dtype;
+    if (dt != CN_F32 && dt != CN_F64 && dt != CN_I32 && dt != CN_I64)
+        return cn_set_error(CN_ERR_DTYPE, "scatter_add",
+                            "x has dtype %s; scatter_add supports f32, f64, i32 and i64: cast "
+                            "x and src with cn_cast",
+                            cn_dtype_name(dt));
+    if (idx.ndim != x.ndim || src.ndim != x.ndim || out.ndim != x.ndim || dim < 0 || dim >= x.ndim)
+        return cn_set_error(CN_ERR_SHAPE, "scatter_add",
+                            "x, index and src must have the same number of dims");
+    for (int d = 0; d < x.ndim; d++)
+        if (idx.shape[d] > src.shape[d] || (d != dim && idx.shape[d] > x.shape[d]) ||
+            out.shape[d] != x.shape[d])
+            return cn_set_error(CN_ERR_SHAPE, "scatter_add",
+                                "index size %lld at dim %d exceeds src's or x's; shrink the index",
+                                (long long)idx.shape[d], d);
+    s = check_dim_indices("scatter_add", idx0, dim, x.shape[dim]);
+    if (s) return s;
+
+    /* out = x */
+    size_t es = cn_dtype_size(dt);
+    const cn_view *pair[2] = {&out, &x};
+    cpu_iter it;
+    cpu_iter_init(&it, 2, pair);
+    cpu_iter_run(&it, copy_row, &es);
+
+    /* Positions that differ off dim write disjoint parts of out, so the outer loop runs in
+     * parallel without races, and each inner loop adds in index order (deterministic). */
+    int64_t n = view_numel(&idx), len = idx.shape[dim];
+    if (n == 0) return CN_OK;
+    int64_t outer = n / len;
+    int64_t os[CN_MAX_DIMS];
+    memcpy(os, out.strides, sizeof os);
+    os[dim] = 0;
+    const int64_t odim = out.strides[dim], idim = idx.strides[dim], sdim = src.strides[dim];
+    const int64_t *st[3] = {os, idx.strides, src.strides};
+    const int64_t *ip = (const int64_t *)idx.data;
+    char *obase = (char *)out.data;
+    const char *sbase = (const char *)src.data;
+#pragma omp parallel for if (n >= CPU_PARALLEL_GRAIN)
+    for (int64_t r = 0; r < outer; r++) {
+        int64_t off[3];
+        pos_offsets(idx.ndim, idx.shape, dim, r, 3, st, off);
+        switch (dt) {
+        case CN_F32:
+            SCATTER_RUN(float, ADD_PLAIN);
+            break;
+        case CN_F64:
+            SCATTER_RUN(double, ADD_PLAIN);
+            break;
+        case CN_I32:
+            SCATTER_RUN(int32_t, ADD_WRAP32);
+            break;
+        default:
+            SCATTER_RUN(int64_t, ADD_WRAP64);
+            break;
+        }
+    }
+    return CN_OK;
+}
+
+/* ---- one_hot -------------------------------------------------------------------------------- */
+
+/* The bytes of the value 1 in dtype dt (0 is all-zero bytes in every dtype). */
+static void one_bytes(cn_dtype dt, unsigned char *b) {
+    memset(b, 0, 8);
+    switch (dt) {
+    case CN_F32: {
+        float v = 1.0f;
+        memcpy(b, &v, sizeof v);
+        break;
+    }
+    case CN_F64: {
+        double v = 1.0;
+        memcpy(b, &v, sizeof v);
+        break;
+    }
+    case CN_F16: {
+        uint16_t v = 0x3C00;
+        memcpy(b, &v, sizeof v);
+        break;
+    }
+    case CN_BF16: {
+        uint16_t v = 0x3F80;
+        memcpy(b, &v, sizeof v);
+        break;
+    }
+    case CN_I32: {
+        int32_t v = 1;
+        memcpy(b, &v, sizeof v);
+        break;
+    }
+    case CN_I64: {
+        int64_t v = 1;
+        memcpy(b, &v, sizeof v);
+        break;
+    }
+    default:
+        b[0] = 1;
+        break; /* u8, bool */
+    }
+}
+
+/* in = (index of i32/i64/u8, any shape), ints[0] = C; out = index's shape + [C] in any dtype:
+ * out[p][c] = (c == index[p]). */
+cn_status cpu_one_hot(const cn_kernel_args *a) {
+    const cn_view *idx = &a->in[0], *out = &a->out[0];
+    int64_t classes = a->ints[0];
+    if (!is_int_dtype(idx->dtype))
+        return cn_set_error(CN_ERR_DTYPE, "one_hot",
+                            "index has dtype %s, need i32, i64 or u8; convert it with cn_cast",
+                            cn_dtype_name(idx->dtype));
+    int nd = idx->ndim;
+    if (out->ndim != nd + 1 || out->shape[nd] != classes)
+        return cn_set_error(CN_ERR_SHAPE, "one_hot",
+                            "the output must have the index's shape plus [%lld]",
+                            (long long)classes);
+    int64_t bad = first_bad_index(idx, classes);
+    if (bad >= 0) {
+        char bound[64];
+        snprintf(bound, sizeof bound, "num_classes %lld", (long long)classes);
+        return index_error("one_hot", idx, bad, bound, classes,
+                           "raise num_classes or fix the labels");
+    }
+
+    unsigned char one[8];
+    one_bytes(out->dtype, one);
+    const size_t es = cn_dtype_size(out->dtype);
+    const int64_t n = view_numel(idx), cs = out->strides[nd];
+    const int64_t *st[2] = {idx->strides, out->strides};
+    char *obase = (char *)out->data;
+#pragma omp parallel for if (n * classes >= CPU_PARALLEL_GRAIN)
+    for (int64_t p = 0; p < n; p++) {
+        int64_t off[2];
+        pos_offsets(nd, idx->shape, -1, p, 2, st, off);
+        char *row = obase + off[1] * (int64_t)es;
+        if (cs == 1) {
+            memset(row, 0, (size_t)classes * es);
+        } else {
+            for (int64_t c = 0; c < classes; c++)
+                memset(row + c * cs * (int64_t)es, 0, es);
+        }
+        memcpy(row + read_int(idx->data, idx->dtype, off[0]) * cs * (int64_t)es, one, es);
+    }
+    return CN_OK;
+}

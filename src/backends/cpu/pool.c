@@ -1,0 +1,87 @@
+/* CPU 2-D max and average pooling.
+ *
+ * x: [N, C, H, W] (any strides) -> out: [N, C, OH, OW] contiguous, with
+ * out[n, c, oh, ow] = max or mean of x[n, c, oh*sh - ph + i, ow*sw - pw + j], 0 <= i < KH,
+ * 0 <= j < KW. Max skips padded positions (they count as -inf); avg counts them as zeros and
+ * divides by KH*KW (PyTorch's count_include_pad=True). One (n, c) plane per task. */
+#include <math.h>
+#include <stdint.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+typedef struct pool_geom {
+    int64_t H, W, OH, OW;
+    int64_t KH, KW, sh, sw, ph, pw;
+    int64_t xs_h, xs_w;         /* element strides of x along H and W */
+    int is_max;
+} pool_geom;
+
+/* The window of output index o along one axis, clipped to [0, size): [*lo, *hi). */
+static void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t size,
+                        int64_t *lo, int64_t *hi) {
+    int64_t start = o * stride - pad, end = start + k;
+    *lo = start < 0 ? 0 : start;
+    *hi = end > size ? size : end;
+}
+
+#define DEFINE_POOL_PLANE(T, name)                                                              \
+    static void name(const pool_geom *g, const T *x, T *out) {                                  \
+        T inv = (T)1 / (T)(g->KH * g->KW);                                                      \
+        for (int64_t oh = 0; oh < g->OH; oh++) {                                                \
+            int64_t h0, h1;                                                                     \
+            clip_window(oh, g->sh, g->ph, g->KH, g->H, &h0, &h1);                               \
+            for (int64_t ow = 0; ow < g->OW; ow++) {                                            \
+                int64_t w0, w1;                                                                 \
+                clip_window(ow, g->sw, g->pw, g->KW, g->W, &w0, &w1);                           \
+                T acc = g->is_max ? (T)-INFINITY : (T)0;                                        \
+                for (int64_t h = h0; h < h1; h++) {                                             \
+                    const T *row = x + h * g->xs_h;                                             \
+                    if (g->is_max) {                                                            \
+                        for (int64_t w = w0; w < w1; w++) {                                     \
+                            T v = row[w * g->xs_w];                                             \
+                            if (v > acc || isnan(v)) acc = v; /* NaN wins, as in PyTorch */     \
+                            if (isnan(acc)) break;                                              \
+                        }                                                                       \
+                    } else {                                                                    \
+                        for (int64_t w = w0; w < w1; w++) acc += row[w * g->xs_w];              \
+                    }                                                                           \
+                }                                                                               \
+                out[oh * g->OW + ow] = g->is_max ? acc : acc * inv;                             \
+            }                                                                                   \
+        }                                                                                       \
+    }
+DEFINE_POOL_PLANE(float, pool_plane_f32)
+DEFINE_POOL_PLANE(double, pool_plane_f64)
+#undef DEFINE_POOL_PLANE
+
+cn_status cpu_pool2d(const cn_kernel_args *args) {
+    const cn_view *xv = &args->in[0], *ov = &args->out[0];
+    cn_dtype dt = ov->dtype;
+    const char *op = args->op == CN_OP_MAX_POOL2D ? "max_pool2d" : "avg_pool2d";
+    if (dt != CN_F32 && dt != CN_F64)
+        return cn_set_error(CN_ERR_DTYPE, op, "the CPU kernel takes f32 or f64, not %s",
+                            cn_dtype_name(dt));
+    pool_geom g = {
+        .H = xv->shape[2], .W = xv->shape[3], .OH = ov->shape[2], .OW = ov->shape[3],
+        .KH = args->ints[0], .KW = args->ints[1], .sh = args->ints[2], .sw = args->ints[3],
+        .ph = args->ints[4], .pw = args->ints[5],
+        .xs_h = xv->strides[2], .xs_w = xv->strides[3],
+        .is_max = args->op == CN_OP_MAX_POOL2D,
+    };
+    int64_t C = xv->shape[1], planes = xv->shape[0] * C, plane = g.OH * g.OW;
+    size_t es = cn_dtype_size(dt);
+    double work = (double)planes * (double)plane * (double)(g.KH * g.KW);
+
+#pragma omp parallel for schedule(static) if (planes > 1 && work >= CPU_PARALLEL_GRAIN)
+    for (int64_t p = 0; p < planes; p++) {
+        int64_t n = p / C, c = p % C;
+        const char *x = (const char *)xv->data + (n * xv->strides[0] + c * xv->strides[1]) *
+                                                     (int64_t)es;
+        char *out = (char *)ov->data + (size_t)(p * plane) * es;
+        if (dt == CN_F32)
+            pool_plane_f32(&g, (const float *)x, (float *)out);
+        else
+            pool_plane_f64(&g, (const double *)x, (double *)out);
+    }
+    return CN_OK;
+}

@@ -1,0 +1,876 @@
+/* CPU reductions (sum, mean, max, min, prod, argmax, argmin, var, logsumexp) and softmax /
+ * log_softmax.
+ *
+ * Geometry. The input view splits into the reduced dim (n elements at stride rs) and the kept
+ * dims, which index the contiguous output row-major. Kept dims are coalesced where the input
+ * allows; the innermost kept dim (stride cs) is cut into tiles of up to TILE outputs, and an
+ * "item" is one tile. Two strategies:
+ * - rows: each output reduces its own run of n elements (rs == 1, or no kept dim is contiguous).
+ *   Inner loops keep LANES independent accumulators so they vectorise without -ffast-math.
+ * - columns: the innermost kept dim is contiguous in the input (cs == 1, rs != 1: e.g. reducing
+ *   dim 0 of a row-major matrix). The loop over the reduced dim adds whole contiguous rows of the
+ *   tile into a row of partials, so the inner loop runs over adjacent outputs.
+ *
+ * Each op is one or two passes of a primitive: sum of f(x) (f = x, (x-c)^2 or exp(x-c)), product,
+ * extreme (NaN-propagating max / min), first index of a value. var = mean, then the sum of squared
+ * deviations (two-pass: no cancellation); logsumexp = max, then the sum of exp(x - max); argmax =
+ * max, then the first index holding it (NaN counts as the largest, as in PyTorch). Float sums are
+ * pairwise (blocks split in halves), so rounding error grows like log(n), not n. Integer sums and
+ * products accumulate in 64 bits, wrapping, and are narrowed to the dtype.
+ *
+ * Threads take whole items when there are enough; otherwise (a few long reductions, e.g. a full
+ * sum) each item's reduced dim is cut into one chunk per thread and the partials are combined in
+ * thread order, so a result does not depend on timing. */
+/* Nothing here reads floating-point exception flags. Without this, gcc keeps every float compare
+ * behind its branch (a compare may raise "invalid" on NaN), so no loop with a compare-select (max,
+ * NaN checks, the clamps in exp_f32) would vectorise. */
+#pragma GCC optimize("no-trapping-math")
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backends/cpu/cpu_internal.h"
+
+#define TILE 128       /* outputs per item */
+#define SPLIT_TILE 32  /* outputs per item when the reduced dim is split across threads */
+#define MAX_SPLIT 64   /* most threads that split one item */
+#define PAIR_BLOCK 256 /* row sums: elements summed in lanes before a block is halved */
+#define COL_BLOCK 32   /* column sums: rows added in sequence before a block is halved */
+#define SOFTMAX_TILE_BYTES (256 * 1024) /* a column softmax tile ([n, w]) aims to fit in L2 */
+
+#define MAYBE_UNUSED __attribute__((unused))
+
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+static int max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* ---- exp for f32, vectorisable -------------------------------------------------------------- *
+ * Straight-line code (no calls, no branches) so loops over it vectorise: exp(x) = 2^k e^r with
+ * k = round(x / ln2) and r = x - k ln2 (ln2 split into a part exact in float and a remainder),
+ * |r| <= ln2/2; e^r by its Taylor series to degree 7 (truncation < 1e-8 relative). 2^k is applied
+ * as two halves so results in the subnormal range and overflow to inf come out right. Measured
+ * within 2 ulp of expf; NaN gives NaN, -inf gives 0, +inf gives inf. */
+static inline float exp_f32(float x) {
+    float xc = x < -104.0f ? -104.0f : x; /* below: 0 even as a subnormal */
+    xc = xc > 89.0f ? 89.0f : xc;         /* above: inf */
+    xc = xc == xc ? xc : 0.0f;            /* NaN: compute something harmless, select NaN below */
+    const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float kf = (xc * 1.44269504f + round_magic) - round_magic;
+    float r = xc - kf * 0.693359375f; /* ln2 = 0.693359375 - 2.12194440e-4 */
+    r = r + kf * 2.12194440e-4f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t k = (int32_t)kf; /* in [-150, 128] */
+    int32_t k1 = k / 2, k2 = k - k1;
+    union { uint32_t u; float f; } s1, s2;
+    s1.u = (uint32_t)(k1 + 127) << 23;
+    s2.u = (uint32_t)(k2 + 127) << 23;
+    float y = p * s1.f * s2.f;
+    return x == x ? y : x;
+}
+
+#define EXP_f32(x) exp_f32(x)
+#define EXP_f64(x) exp(x)
+
+/* ---- primitives ------------------------------------------------------------------------------ *
+ * Row forms reduce n elements at stride rs to one value; column forms reduce n rows (stride rs)
+ * of w contiguous elements to w values. */
+
+#define F_ID(x, c) (x)
+#define F_SQ(x, c) (((x) - (c)) * ((x) - (c)))
+#define F_EX_f32(x, c) exp_f32((x) - (c))
+#define F_EX_f64(x, c) exp((x) - (c))
+
+/* Pairwise sum of F(x, c). */
+#define DEF_SUM(T, SUF, LANES, NAME, F)                                                           \
+    MAYBE_UNUSED static T sum_leaf_##NAME##_##SUF(const T *restrict p, int64_t n, int64_t rs,    \
+                                                  T c) {                                         \
+        (void)c;                                                                                  \
+        T acc[LANES] = {0};                                                                       \
+        int64_t i = 0;                                                                            \
+        if (rs == 1)                                                                              \
+            for (; i + LANES <= n; i += LANES)                                                    \
+                for (int j = 0; j < LANES; j++) acc[j] += F(p[i + j], c);                         \
+        for (int h = LANES / 2; h > 0; h /= 2)                                                    \
+            for (int j = 0; j < h; j++) acc[j] += acc[j + h];                                     \
+        T s = 0;                                                                                  \
+        for (; i < n; i++) s += F(p[i * rs], c);                                                  \
+        return acc[0] + s;                                                                        \
+    }                                                                                             \
+    MAYBE_UNUSED static T sum_row_##NAME##_##SUF(const T *p, int64_t n, int64_t rs, T c) {        \
+        if (n <= PAIR_BLOCK) return sum_leaf_##NAME##_##SUF(p, n, rs, c);                         \
+        int64_t h = (n / 2 + LANES - 1) / LANES * LANES;                                          \
+        return sum_row_##NAME##_##SUF(p, h, rs, c) +                                              \
+               sum_row_##NAME##_##SUF(p + h * rs, n - h, rs, c);                                  \
+    }                                                                                             \
+    MAYBE_UNUSED static void sum_col_##NAME##_##SUF(const T *p, int64_t n, int64_t rs, int64_t w, \
+                                                    const T *restrict c, T *restrict acc) {      \
+        if (n <= COL_BLOCK) {                                                                     \
+            for (int64_t j = 0; j < w; j++) acc[j] = 0;                                           \
+            for (int64_t k = 0; k < n; k++) {                                                     \
+                const T *restrict q = p + k * rs;                                                 \
+                for (int64_t j = 0; j < w; j++) acc[j] += F(q[j], c[j]);                          \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
+        T tmp[TILE];                                                                              \
+        int64_t h = n / 2;                                                                        \
+        sum_col_##NAME##_##SUF(p, h, rs, w, c, acc);                                              \
+        sum_col_##NAME##_##SUF(p + h * rs, n - h, rs, w, c, tmp);                                 \
+        for (int64_t j = 0; j < w; j++) acc[j] += tmp[j];                                         \
+    }
+
+/* Product in sequence (lanes for contiguous rows). */
+#define DEF_PROD(T, SUF, LANES)                                                                   \
+    static T prod_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                        \
+        T acc[LANES];                                                                             \
+        for (int j = 0; j < LANES; j++) acc[j] = 1;                                               \
+        int64_t i = 0;                                                                            \
+        if (rs == 1)                                                                              \
+            for (; i + LANES <= n; i += LANES)                                                    \
+                for (int j = 0; j < LANES; j++) acc[j] *= p[i + j];                               \
+        for (; i < n; i++) acc[0] *= p[i * rs];                                                   \
+        for (int j = 1; j < LANES; j++) acc[0] *= acc[j];                                         \
+        return acc[0];                                                                            \
+    }                                                                                             \
+    static void prod_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w, T *restrict acc) {  \
+        for (int64_t j = 0; j < w; j++) acc[j] = 1;                                               \
+        for (int64_t k = 0; k < n; k++) {                                                         \
+            const T *restrict q = p + k * rs;                                                     \
+            for (int64_t j = 0; j < w; j++) acc[j] *= q[j];                                       \
+        }                                                                                         \
+    }
+
+/* NaN tests (ints have none); "v beats m" for max and min, NaN aside: NaN beats everything, so
+ * it propagates (ABOVE_NAN / BELOW_NAN, for combining partials). */
+#define ISNAN_F(v) ((v) != (v))
+#define ISNAN_I(v) 0
+#define ABOVE(v, m) ((v) > (m))
+#define BELOW(v, m) ((v) < (m))
+#define ABOVE_NAN(v, m) (((v) > (m)) | ((v) != (v)))
+#define BELOW_NAN(v, m) (((v) < (m)) | ((v) != (v)))
+
+#define PRAGMA(x) _Pragma(#x)
+
+/* Extreme (max or min, by BEATS; RED names the same for OpenMP) starting from INIT, the identity.
+ * The contiguous row loop is an OpenMP simd max/min plus a NaN flag: gcc vectorises that form,
+ * not a select-with-NaN-check carried in lanes. */
+#define DEF_EXTREME(T, SUF, NAME, RED, BEATS, ISNAN, INIT)                                        \
+    static T NAME##_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                      \
+        T m = INIT;                                                                               \
+        int bad = 0;                                                                              \
+        if (rs == 1) {                                                                            \
+            PRAGMA(omp simd reduction(RED : m) reduction(| : bad))                                \
+            for (int64_t i = 0; i < n; i++) {                                                     \
+                T v = p[i];                                                                       \
+                m = BEATS(v, m) ? v : m;                                                          \
+                bad |= ISNAN(v);                                                                  \
+            }                                                                                     \
+        } else {                                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                                     \
+                T v = p[i * rs];                                                                  \
+                m = BEATS(v, m) ? v : m;                                                          \
+                bad |= ISNAN(v);                                                                  \
+            }                                                                                     \
+        }                                                                                         \
+        if (bad) /* a NaN beats everything: return one */                                        \
+            for (int64_t i = 0; i < n; i++)                                                       \
+                if (ISNAN(p[i * rs])) return p[i * rs];                                           \
+        return m;                                                                                 \
+    }                                                                                             \
+    static void NAME##_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,                    \
+                                 T *restrict acc) {                                               \
+        for (int64_t j = 0; j < w; j++) acc[j] = INIT;                                            \
+        for (int64_t k = 0; k < n; k++) {                                                         \
+            const T *restrict q = p + k * rs;                                                     \
+            for (int64_t j = 0; j < w; j++)                                                       \
+                acc[j] = (BEATS(q[j], acc[j]) | ISNAN(q[j])) ? q[j] : acc[j];                     \
+        }                                                                                         \
+    }
+
+/* First index holding c (any NaN matches a NaN c); -1 if none. c has the accumulator type A. */
+#define DEF_FIRST(T, SUF, A, ISNAN)                                                               \
+    static int64_t first_row_##SUF(const T *p, int64_t n, int64_t rs, A c) {                     \
+        int cnan = ISNAN(c);                                                                      \
+        for (int64_t k = 0; k < n; k++) {                                                         \
+            T v = p[k * rs];                                                                      \
+            if ((A)v == c || (cnan && ISNAN(v))) return k;                                        \
+        }                                                                                         \
+        return -1;                                                                                \
+    }                                                                                             \
+    static void first_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w, const A *c,        \
+                                int64_t *idx) {                                                   \
+        int64_t left = w;                                                                         \
+        for (int64_t j = 0; j < w; j++) idx[j] = -1;                                              \
+        for (int64_t k = 0; k < n && left > 0; k++) {                                             \
+            const T *q = p + k * rs;                                                              \
+            for (int64_t j = 0; j < w; j++)                                                       \
+                if (idx[j] < 0 && ((A)q[j] == c[j] || (ISNAN(c[j]) && ISNAN(q[j])))) {            \
+                    idx[j] = k;                                                                   \
+                    left--;                                                                       \
+                }                                                                                 \
+        }                                                                                         \
+    }
+
+/* Integer sum and product, in 64 bits modulo 2^64 (unsigned: wrapping is defined). */
+#define DEF_INT_ARITH(T, SUF)                                                                     \
+    static uint64_t sum_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                  \
+        uint64_t s = 0;                                                                           \
+        if (rs == 1)                                                                              \
+            for (int64_t k = 0; k < n; k++) s += (uint64_t)p[k];                                  \
+        else                                                                                      \
+            for (int64_t k = 0; k < n; k++) s += (uint64_t)p[k * rs];                             \
+        return s;                                                                                 \
+    }                                                                                             \
+    static uint64_t prod_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                 \
+        uint64_t s = 1;                                                                           \
+        for (int64_t k = 0; k < n; k++) s *= (uint64_t)p[k * rs];                                 \
+        return s;                                                                                 \
+    }                                                                                             \
+    static void sum_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,                       \
+                              uint64_t *restrict acc) {                                           \
+        for (int64_t j = 0; j < w; j++) acc[j] = 0;                                               \
+        for (int64_t k = 0; k < n; k++) {                                                         \
+            const T *restrict q = p + k * rs;                                                     \
+            for (int64_t j = 0; j < w; j++) acc[j] += (uint64_t)q[j];                             \
+        }                                                                                         \
+    }                                                                                             \
+    static void prod_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,                      \
+                               uint64_t *restrict acc) {                                          \
+        for (int64_t j = 0; j < w; j++) acc[j] = 1;                                               \
+        for (int64_t k = 0; k < n; k++) {                                                         \
+            const T *restrict q = p + k * rs;                                                     \
+            for (int64_t j = 0; j < w; j++) acc[j] *= (uint64_t)q[j];                             \
+        }                                                                                         \
+    }
+
+/* ---- reduction items ------------------------------------------------------------------------- */
+
+typedef enum prim { P_NONE, P_SUM, P_SUMSQ, P_SUMEXP, P_PROD, P_MAX, P_MIN, P_FIRST } prim;
+
+typedef struct rctx {
+    cn_op op;
+    prim p1, p2;        /* the passes; p2 sees c = between(result of p1) */
+    int col;            /* column strategy */
+    int64_t n, rs;      /* reduced length and input stride, in elements */
+    int64_t cs;         /* input stride between an item's outputs (1 for columns) */
+    int64_t correction; /* var */
+    cn_dtype out_dtype;
+    int nsplit;         /* threads that split each item's reduced dim; 0: not split */
+} rctx;
+
+/* Reduces one item of w outputs whose first input element is at x; writes w outputs at y. */
+typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
+
+/* run_pass: one pass over an item, split across r->nsplit threads when set (partials combined in
+ * thread order). item: both passes, then the family's finalisation. */
+#define DEF_ITEM(T, A, SUF)                                                                       \
+    static void run_pass_##SUF(const rctx *r, prim k, const T *p, int64_t w, const A *c, A *acc, \
+                               int64_t *idx) {                                                    \
+        if (r->nsplit == 0) {                                                                     \
+            pass_##SUF(r, k, p, r->n, w, c, acc, idx);                                            \
+            return;                                                                               \
+        }                                                                                         \
+        A part[MAX_SPLIT][SPLIT_TILE];                                                            \
+        int64_t pidx[MAX_SPLIT][SPLIT_TILE];                                                      \
+        int used = 1;                                                                             \
+        _Pragma("omp parallel num_threads(r->nsplit)")                                            \
+        {                                                                                         \
+            int t = thread_id(), nt = thread_count();                                             \
+            int64_t k0 = r->n * t / nt, k1 = r->n * (t + 1) / nt;                                 \
+            pass_##SUF(r, k, p + k0 * r->rs, k1 - k0, w, c, part[t], pidx[t]);                    \
+            if (k == P_FIRST)                                                                     \
+                for (int64_t j = 0; j < w; j++)                                                   \
+                    if (pidx[t][j] >= 0) pidx[t][j] += k0;                                        \
+            if (t == 0) used = nt;                                                                \
+        }                                                                                         \
+        for (int64_t j = 0; j < w; j++) {                                                         \
+            if (k == P_FIRST) {                                                                   \
+                idx[j] = -1;                                                                      \
+                for (int t = 0; t < used && idx[j] < 0; t++) idx[j] = pidx[t][j];                 \
+            } else {                                                                              \
+                acc[j] = part[0][j];                                                              \
+                for (int t = 1; t < used; t++) acc[j] = combine_##SUF(k, acc[j], part[t][j]);     \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    static void item_##SUF(const rctx *r, const char *x, int64_t w, char *y) {                    \
+        const T *p = (const T *)x;                                                                \
+        A acc1[TILE], acc2[TILE], c[TILE];                                                        \
+        int64_t idx[TILE];                                                                        \
+        run_pass_##SUF(r, r->p1, p, w, NULL, acc1, idx);                                          \
+        if (r->p2 != P_NONE) {                                                                    \
+            for (int64_t j = 0; j < w; j++) c[j] = between_##SUF(r, acc1[j]);                    \
+            run_pass_##SUF(r, r->p2, p, w, c, acc2, idx);                                         \
+        }                                                                                         \
+        final_##SUF(r, acc1, acc2, idx, w, y);                                                    \
+    }
+
+/* The float family: every op; accumulators in T itself. */
+#define DEF_FLOAT_FAMILY(T, SUF, LANES)                                                           \
+    DEF_SUM(T, SUF, LANES, id, F_ID)                                                              \
+    DEF_SUM(T, SUF, LANES, sq, F_SQ)                                                              \
+    DEF_SUM(T, SUF, LANES, ex, F_EX_##SUF)                                                        \
+    DEF_PROD(T, SUF, LANES)                                                                       \
+    DEF_EXTREME(T, SUF, max, max, ABOVE, ISNAN_F, (T)-INFINITY)                                   \
+    DEF_EXTREME(T, SUF, min, min, BELOW, ISNAN_F, (T)INFINITY)                                    \
+    DEF_FIRST(T, SUF, T, ISNAN_F)                                                                 \
+    static void pass_##SUF(const rctx *r, prim k, const T *p, int64_t n, int64_t w, const T *c,  \
+                           T *acc, int64_t *idx) {                                                \
+        int64_t rs = r->rs, cs = r->cs;                                                           \
+        if (r->col) {                                                                             \
+            switch (k) {                                                                          \
+            case P_SUM: sum_col_id_##SUF(p, n, rs, w, c, acc); break;                             \
+            case P_SUMSQ: sum_col_sq_##SUF(p, n, rs, w, c, acc); break;                           \
+            case P_SUMEXP: sum_col_ex_##SUF(p, n, rs, w, c, acc); break;                          \
+            case P_PROD: prod_col_##SUF(p, n, rs, w, acc); break;                                 \
+            case P_MAX: max_col_##SUF(p, n, rs, w, acc); break;                                   \
+            case P_MIN: min_col_##SUF(p, n, rs, w, acc); break;                                   \
+            case P_FIRST: first_col_##SUF(p, n, rs, w, c, idx); break;                            \
+            case P_NONE: break;                                                                   \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
+        for (int64_t j = 0; j < w; j++) {                                                         \
+            const T *q = p + j * cs;                                                              \
+            switch (k) {                                                                          \
+            case P_SUM: acc[j] = sum_row_id_##SUF(q, n, rs, 0); break;                            \
+            case P_SUMSQ: acc[j] = sum_row_sq_##SUF(q, n, rs, c[j]); break;                       \
+            case P_SUMEXP: acc[j] = sum_row_ex_##SUF(q, n, rs, c[j]); break;                      \
+            case P_PROD: acc[j] = prod_row_##SUF(q, n, rs); break;                                \
+            case P_MAX: acc[j] = max_row_##SUF(q, n, rs); break;                                  \
+            case P_MIN: acc[j] = min_row_##SUF(q, n, rs); break;                                  \
+            case P_FIRST: idx[j] = first_row_##SUF(q, n, rs, c[j]); break;                        \
+            case P_NONE: break;                                                                   \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    static T combine_##SUF(prim k, T a, T b) {                                                    \
+        switch (k) {                                                                              \
+        case P_PROD: return a * b;                                                                \
+        case P_MAX: return ABOVE_NAN(b, a) ? b : a;                                               \
+        case P_MIN: return BELOW_NAN(b, a) ? b : a;                                               \
+        default: return a + b;                                                                    \
+        }                                                                                         \
+    }                                                                                             \
+    /* var: deviations from the mean; logsumexp: shift by a finite max (else the result is the  \
+     * max itself, see final); argmax/argmin: look for the extreme. */                            \
+    static T between_##SUF(const rctx *r, T a) {                                                  \
+        if (r->op == CN_OP_VAR) return (T)((double)a / (double)r->n);                             \
+        if (r->op == CN_OP_LOGSUMEXP) return isfinite(a) ? a : 0;                                 \
+        return a;                                                                                 \
+    }                                                                                             \
+    static void final_##SUF(const rctx *r, const T *a1, const T *a2, const int64_t *idx,          \
+                            int64_t w, char *y) {                                                 \
+        T *out = (T *)y;                                                                          \
+        double n = (double)r->n, dof = (double)(r->n - r->correction);                           \
+        for (int64_t j = 0; j < w; j++) {                                                         \
+            switch (r->op) {                                                                      \
+            case CN_OP_MEAN: out[j] = (T)((double)a1[j] / n); break; /* n = 0: NaN */            \
+            case CN_OP_VAR: out[j] = r->n > 0 && dof > 0 ? (T)((double)a2[j] / dof) : (T)NAN;     \
+                break;                                                                            \
+            case CN_OP_LOGSUMEXP: /* all -inf (or empty): -inf; a +inf: +inf; a NaN: NaN */       \
+                out[j] = isfinite(a1[j]) ? (T)((double)a1[j] + log((double)a2[j])) : a1[j];       \
+                break;                                                                            \
+            case CN_OP_ARGMAX:                                                                    \
+            case CN_OP_ARGMIN: ((int64_t *)y)[j] = idx[j]; break;                                 \
+            default: out[j] = a1[j]; break;                                                       \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    DEF_ITEM(T, T, SUF)
+
+/* The integer family (and bool as u8): sum, prod, max, min, argmax, argmin; accumulators in
+ * int64. */
+#define DEF_INT_FAMILY(T, SUF, TMIN, TMAX)                                                        \
+    DEF_INT_ARITH(T, SUF)                                                                         \
+    DEF_EXTREME(T, SUF, max, max, ABOVE, ISNAN_I, TMIN)                                           \
+    DEF_EXTREME(T, SUF, min, min, BELOW, ISNAN_I, TMAX)                                           \
+    DEF_FIRST(T, SUF, int64_t, ISNAN_I)                                                           \
+    static void pass_##SUF(const rctx *r, prim k, const T *p, int64_t n, int64_t w,               \
+                           const int64_t *c, int64_t *acc, int64_t *idx) {                        \
+        int64_t rs = r->rs, cs = r->cs;                                                           \
+        if (r->col && k != P_FIRST) {                                                             \
+            if (k == P_SUM || k == P_PROD) {                                                      \
+                uint64_t u[TILE];                                                                 \
+                if (k == P_SUM)                                                                   \
+                    sum_col_##SUF(p, n, rs, w, u);                                                \
+                else                                                                              \
+                    prod_col_##SUF(p, n, rs, w, u);                                               \
+                for (int64_t j = 0; j < w; j++) acc[j] = (int64_t)u[j];                           \
+            } else {                                                                              \
+                T v[TILE];                                                                        \
+                if (k == P_MIN)                                                                   \
+                    min_col_##SUF(p, n, rs, w, v);                                                \
+                else                                                                              \
+                    max_col_##SUF(p, n, rs, w, v);                                                \
+                for (int64_t j = 0; j < w; j++) acc[j] = (int64_t)v[j];                           \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
+        if (r->col) {                                                                             \
+            first_col_##SUF(p, n, rs, w, c, idx);                                                 \
+            return;                                                                               \
+        }                                                                                         \
+        for (int64_t j = 0; j < w; j++) {                                                         \
+            const T *q = p + j * cs;                                                              \
+            switch (k) {                                                                          \
+            case P_SUM: acc[j] = (int64_t)sum_row_##SUF(q, n, rs); break;                         \
+            case P_PROD: acc[j] = (int64_t)prod_row_##SUF(q, n, rs); break;                       \
+            case P_MIN: acc[j] = min_row_##SUF(q, n, rs); break;                                  \
+            case P_FIRST: idx[j] = first_row_##SUF(q, n, rs, c[j]); break;                        \
+            default: acc[j] = max_row_##SUF(q, n, rs); break;                                     \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    static int64_t combine_##SUF(prim k, int64_t a, int64_t b) {                                  \
+        switch (k) {                                                                              \
+        case P_SUM: return (int64_t)((uint64_t)a + (uint64_t)b);                                  \
+        case P_PROD: return (int64_t)((uint64_t)a * (uint64_t)b);                                 \
+        case P_MIN: return b < a ? b : a;                                                         \
+        default: return b > a ? b : a;                                                            \
+        }                                                                                         \
+    }                                                                                             \
+    static int64_t between_##SUF(const rctx *r, int64_t a) {                                      \
+        (void)r;                                                                                  \
+        return a;                                                                                 \
+    }                                                                                             \
+    static void final_##SUF(const rctx *r, const int64_t *a1, const int64_t *a2,                  \
+                            const int64_t *idx, int64_t w, char *y) {                             \
+        (void)a2;                                                                                 \
+        if (r->op == CN_OP_ARGMAX || r->op == CN_OP_ARGMIN)                                       \
+            for (int64_t j = 0; j < w; j++) ((int64_t *)y)[j] = idx[j];                           \
+        else /* narrowing keeps the low bits: sums and products wrap like the dtype's own */    \
+            for (int64_t j = 0; j < w; j++) ((T *)y)[j] = (T)(uint64_t)a1[j];                     \
+    }                                                                                             \
+    DEF_ITEM(T, int64_t, SUF)
+
+DEF_FLOAT_FAMILY(float, f32, 16)
+DEF_FLOAT_FAMILY(double, f64, 8)
+DEF_INT_FAMILY(int32_t, i32, INT32_MIN, INT32_MAX)
+DEF_INT_FAMILY(int64_t, i64, INT64_MIN, INT64_MAX)
+DEF_INT_FAMILY(uint8_t, u8, 0, UINT8_MAX)
+
+/* ---- geometry -------------------------------------------------------------------------------- */
+
+typedef struct dims {
+    int nd;
+    int64_t shape[CN_MAX_DIMS];
+    int64_t stride[CN_MAX_DIMS];
+} dims;
+
+/* Appends a dim, dropping size 1 and merging it into the previous dim when one stride steps
+ * through both (the previous dim's stride is this one's times its size). */
+static void dims_push(dims *d, int64_t size, int64_t stride) {
+    if (size == 1) return;
+    if (d->nd > 0 && d->stride[d->nd - 1] == stride * size) {
+        d->shape[d->nd - 1] *= size;
+        d->stride[d->nd - 1] = stride;
+        return;
+    }
+    d->shape[d->nd] = size;
+    d->stride[d->nd] = stride;
+    d->nd++;
+}
+
+/* Removes the innermost dim into (*size, *stride): (1, 0) when there is none. */
+static void dims_pop(dims *d, int64_t *size, int64_t *stride) {
+    if (d->nd == 0) {
+        *size = 1;
+        *stride = 0;
+        return;
+    }
+    d->nd--;
+    *size = d->shape[d->nd];
+    *stride = d->stride[d->nd];
+}
+
+/* Row-major walk over dims, tracking the input offset. */
+typedef struct walker {
+    dims d;
+    int64_t idx[CN_MAX_DIMS];
+    int64_t off;
+} walker;
+
+static void walker_seek(walker *w, int64_t i) {
+    w->off = 0;
+    for (int k = w->d.nd - 1; k >= 0; k--) {
+        w->idx[k] = i % w->d.shape[k];
+        i /= w->d.shape[k];
+        w->off += w->idx[k] * w->d.stride[k];
+    }
+}
+
+static void walker_next(walker *w) {
+    for (int k = w->d.nd - 1; k >= 0; k--) {
+        w->off += w->d.stride[k];
+        if (++w->idx[k] < w->d.shape[k]) return;
+        w->off -= w->d.stride[k] * w->d.shape[k];
+        w->idx[k] = 0;
+    }
+}
+
+/* Items [begin, end) of a reduction: item i is tile i % ntiles of outer position i / ntiles. */
+typedef struct rplan {
+    rctx r;
+    item_fn fn;
+    dims outer;        /* kept dims but the innermost */
+    int64_t m;         /* size of the innermost kept dim */
+    int64_t tile, ntiles;
+    const char *x;
+    char *y;
+    size_t in_size, out_size;
+} rplan;
+
+static void reduce_items(const rplan *pl, int64_t begin, int64_t end) {
+    walker wk;
+    wk.d = pl->outer;
+    int64_t o = begin / pl->ntiles;
+    walker_seek(&wk, o);
+    for (int64_t i = begin; i < end; i++) {
+        for (; o < i / pl->ntiles; o++) walker_next(&wk);
+        int64_t j0 = (i % pl->ntiles) * pl->tile;
+        int64_t w = pl->m - j0 < pl->tile ? pl->m - j0 : pl->tile;
+        pl->fn(&pl->r, pl->x + (size_t)(wk.off + j0 * pl->r.cs) * pl->in_size, w,
+               pl->y + (size_t)(o * pl->m + j0) * pl->out_size);
+    }
+}
+
+/* The op's passes and item function for dtype dt; NULL when the pair is not supported. */
+static item_fn reduce_setup(rctx *r, cn_dtype dt) {
+    switch (r->op) {
+    case CN_OP_SUM: r->p1 = P_SUM; break;
+    case CN_OP_MEAN: r->p1 = P_SUM; break;
+    case CN_OP_PROD: r->p1 = P_PROD; break;
+    case CN_OP_MAX: r->p1 = P_MAX; break;
+    case CN_OP_MIN: r->p1 = P_MIN; break;
+    case CN_OP_ARGMAX: r->p1 = P_MAX, r->p2 = P_FIRST; break;
+    case CN_OP_ARGMIN: r->p1 = P_MIN, r->p2 = P_FIRST; break;
+    case CN_OP_VAR: r->p1 = P_SUM, r->p2 = P_SUMSQ; break;
+    case CN_OP_LOGSUMEXP: r->p1 = P_MAX, r->p2 = P_SUMEXP; break;
+    default: return NULL;
+    }
+    int float_only = r->op == CN_OP_MEAN || r->op == CN_OP_VAR || r->op == CN_OP_LOGSUMEXP;
+    int extreme = r->p1 == P_MAX || r->p1 == P_MIN;
+    switch (dt) {
+    case CN_F32: return item_f32;
+    case CN_F64: return item_f64;
+    case CN_I32: return float_only ? NULL : item_i32;
+    case CN_I64: return float_only ? NULL : item_i64;
+    case CN_U8: return float_only ? NULL : item_u8;
+    case CN_BOOL: return extreme && r->op != CN_OP_LOGSUMEXP ? item_u8 : NULL;
+    default: return NULL;
+    }
+}
+
+/* in[0]: any strides; ints[0] = dim, ints[1] = correction (var); out[0]: contiguous, the input's
+ * shape with 1 at dim (i64 for argmax/argmin). */
+cn_status cpu_reduce(const cn_kernel_args *a) {
+    const cn_view *x = &a->in[0], *y = &a->out[0];
+    const char *name = cn_op_name(a->op);
+    rplan pl;
+    memset(&pl, 0, sizeof pl);
+    rctx *r = &pl.r;
+    r->op = a->op;
+    r->correction = a->op == CN_OP_VAR && a->n_ints > 1 ? a->ints[1] : 0;
+    pl.fn = reduce_setup(r, x->dtype);
+    if (!pl.fn)
+        return cn_set_error(CN_ERR_DTYPE, name, "the CPU backend has no %s kernel for %s; cast "
+                            "the input to f32 or f64", name, cn_dtype_name(x->dtype));
+    int arg = a->op == CN_OP_ARGMAX || a->op == CN_OP_ARGMIN;
+    cn_dtype want = arg ? CN_I64 : x->dtype;
+    if (y->dtype != want)
+        return cn_set_error(CN_ERR_DTYPE, name, "output dtype is %s, expected %s",
+                            cn_dtype_name(y->dtype), cn_dtype_name(want));
+    int dim = a->n_ints > 0 ? (int)a->ints[0] : 0;
+    if (x->ndim > 0 && (dim < 0 || dim >= x->ndim))
+        return cn_set_error(CN_ERR_INVALID_ARG, name, "dim %d is out of range for %d dims", dim,
+                            x->ndim);
+    r->n = x->ndim > 0 ? x->shape[dim] : 1;
+    r->rs = x->ndim > 0 ? x->strides[dim] : 0;
+    if (r->n == 0 && (r->p1 == P_MAX || r->p1 == P_MIN) && r->op != CN_OP_LOGSUMEXP)
+        return cn_set_error(CN_ERR_SHAPE, name, "the reduced dim %d is empty, and an empty set "
+                            "has no %s", dim, name);
+
+    dims kept = {0};
+    int64_t count = 1; /* outputs */
+    for (int d = 0; d < x->ndim; d++) {
+        if (d == dim) continue;
+        count *= x->shape[d];
+        dims_push(&kept, x->shape[d], x->strides[d]);
+    }
+    if (count == 0) return CN_OK;
+    pl.outer = kept;
+    dims_pop(&pl.outer, &pl.m, &r->cs);
+    r->col = r->cs == 1 && r->rs != 1;
+    r->out_dtype = y->dtype;
+    pl.x = (const char *)x->data;
+    pl.y = (char *)y->data;
+    pl.in_size = cn_dtype_size(x->dtype);
+    pl.out_size = cn_dtype_size(y->dtype);
+    pl.tile = pl.m < TILE ? pl.m : TILE;
+    pl.ntiles = (pl.m + pl.tile - 1) / pl.tile;
+    int64_t items = count / pl.m * pl.ntiles;
+
+    int nt = max_threads();
+    if (nt == 1 || count * (r->n > 0 ? r->n : 1) < CPU_PARALLEL_GRAIN) {
+        reduce_items(&pl, 0, items);
+    } else if (items >= nt || r->n < 2 * nt) {
+#pragma omp parallel
+        {
+            int t = thread_id(), tn = thread_count();
+            int64_t chunk = (items + tn - 1) / tn;
+            int64_t b = t * chunk, e = b + chunk < items ? b + chunk : items;
+            if (b < e) reduce_items(&pl, b, e);
+        }
+    } else { /* few long reductions: split each one's reduced dim across the threads */
+        r->nsplit = nt < MAX_SPLIT ? nt : MAX_SPLIT;
+        pl.tile = pl.m < SPLIT_TILE ? pl.m : SPLIT_TILE;
+        pl.ntiles = (pl.m + pl.tile - 1) / pl.tile;
+        reduce_items(&pl, 0, count / pl.m * pl.ntiles);
+    }
+    return CN_OK;
+}
+
+/* ---- softmax --------------------------------------------------------------------------------- *
+ * softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max); log_softmax(x)_i = (x_i - max) - log(sum).
+ * Subtracting the max keeps exp in range for any finite input. A row that holds a NaN, a +inf, or
+ * only -inf gives NaN everywhere (x - max is NaN somewhere), as PyTorch does. Rows are contiguous
+ * runs of the output; a column item is a tile of w adjacent positions across n rows. */
+
+#define DEF_SOFTMAX(T, SUF, LANES)                                                                \
+    /* exp(x - mx) into y, returning the sum; pairwise like sum_row. Contiguous x and y. */      \
+    static T expsum_row_##SUF(const T *restrict x, int64_t n, T mx, T *restrict y) {             \
+        if (n > PAIR_BLOCK) {                                                                     \
+            int64_t h = (n / 2 + LANES - 1) / LANES * LANES;                                      \
+            return expsum_row_##SUF(x, h, mx, y) + expsum_row_##SUF(x + h, n - h, mx, y + h);     \
+        }                                                                                         \
+        T acc[LANES] = {0};                                                                       \
+        int64_t i = 0;                                                                            \
+        for (; i + LANES <= n; i += LANES)                                                        \
+            for (int j = 0; j < LANES; j++) {                                                     \
+                T e = EXP_##SUF(x[i + j] - mx);                                                   \
+                y[i + j] = e;                                                                     \
+                acc[j] += e;                                                                      \
+            }                                                                                     \
+        for (int h = LANES / 2; h > 0; h /= 2)                                                    \
+            for (int j = 0; j < h; j++) acc[j] += acc[j + h];                                     \
+        T s = 0;                                                                                  \
+        for (; i < n; i++) {                                                                      \
+            y[i] = EXP_##SUF(x[i] - mx);                                                          \
+            s += y[i];                                                                            \
+        }                                                                                         \
+        return acc[0] + s;                                                                        \
+    }                                                                                             \
+    /* One row: x at stride xs, y at stride ys. */                                                \
+    static void softmax_row_##SUF(const T *x, int64_t n, int64_t xs, T *y, int64_t ys, int lg) {  \
+        T mx = max_row_##SUF(x, n, xs);                                                           \
+        int dense = xs == 1 && ys == 1;                                                           \
+        if (lg) {                                                                                 \
+            T ls = (T)log((double)sum_row_ex_##SUF(x, n, xs, mx));                                \
+            if (dense)                                                                            \
+                for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mx) - ls;                          \
+            else                                                                                  \
+                for (int64_t i = 0; i < n; i++) y[i * ys] = (x[i * xs] - mx) - ls;                \
+            return;                                                                               \
+        }                                                                                         \
+        T s;                                                                                      \
+        if (dense) {                                                                              \
+            s = expsum_row_##SUF(x, n, mx, y);                                                    \
+        } else {                                                                                  \
+            for (int64_t i = 0; i < n; i++) y[i * ys] = EXP_##SUF(x[i * xs] - mx);                \
+            s = sum_row_id_##SUF(y, n, ys, 0);                                                    \
+        }                                                                                         \
+        T inv = 1 / s;                                                                            \
+        if (dense)                                                                                \
+            for (int64_t i = 0; i < n; i++) y[i] *= inv;                                          \
+        else                                                                                      \
+            for (int64_t i = 0; i < n; i++) y[i * ys] *= inv;                                     \
+    }                                                                                             \
+    /* exp(x - mx) of a [n, w] tile into y (row stride ys), summing each column pairwise. */     \
+    static void expsum_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w,                    \
+                                 const T *restrict mx, T *y, int64_t ys, T *restrict acc) {       \
+        if (n > COL_BLOCK) {                                                                      \
+            T tmp[TILE];                                                                          \
+            int64_t h = n / 2;                                                                    \
+            expsum_col_##SUF(x, h, xs, w, mx, y, ys, acc);                                        \
+            expsum_col_##SUF(x + h * xs, n - h, xs, w, mx, y + h * ys, ys, tmp);                  \
+            for (int64_t j = 0; j < w; j++) acc[j] += tmp[j];                                     \
+            return;                                                                               \
+        }                                                                                         \
+        for (int64_t j = 0; j < w; j++) acc[j] = 0;                                               \
+        for (int64_t k = 0; k < n; k++) {                                                         \
+            const T *restrict xk = x + k * xs;                                                    \
+            T *restrict yk = y + k * ys;                                                          \
+            for (int64_t j = 0; j < w; j++) {                                                     \
+                T e = EXP_##SUF(xk[j] - mx[j]);                                                   \
+                yk[j] = e;                                                                        \
+                acc[j] += e;                                                                      \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    /* A tile of w adjacent columns: x rows at stride xs (columns contiguous), y rows at ys. */   \
+    static void softmax_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w, T *y, int64_t ys, \
+                                  int lg) {                                                       \
+        T mx[TILE], s[TILE];                                                                      \
+        max_col_##SUF(x, n, xs, w, mx);                                                           \
+        if (lg) {                                                                                 \
+            sum_col_ex_##SUF(x, n, xs, w, mx, s);                                                 \
+            for (int64_t j = 0; j < w; j++) s[j] = (T)log((double)s[j]);                          \
+            for (int64_t k = 0; k < n; k++) {                                                     \
+                const T *restrict xk = x + k * xs;                                                \
+                T *restrict yk = y + k * ys;                                                      \
+                for (int64_t j = 0; j < w; j++) yk[j] = (xk[j] - mx[j]) - s[j];                   \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
+        expsum_col_##SUF(x, n, xs, w, mx, y, ys, s);                                              \
+        for (int64_t j = 0; j < w; j++) s[j] = 1 / s[j];                                          \
+        for (int64_t k = 0; k < n; k++) {                                                         \
+            T *restrict yk = y + k * ys;                                                          \
+            for (int64_t j = 0; j < w; j++) yk[j] *= s[j];                                        \
+        }                                                                                         \
+    }
+
+DEF_SOFTMAX(float, f32, 16)
+DEF_SOFTMAX(double, f64, 8)
+
+/* Items of a softmax: item i is tile i % ntiles of walker position i / ntiles, where the walker
+ * runs over the outer dims (before dim) then the inner dims but the innermost. */
+typedef struct splan {
+    int lg, f64;
+    int col;         /* tiles are contiguous in the input: column kernel */
+    int64_t n, rs;   /* softmax dim: size and input stride */
+    int64_t inner;   /* output stride of dim = product of the inner sizes */
+    walker wk;       /* over outer + inner-but-innermost */
+    int64_t m, cs;   /* innermost inner dim: size and input stride (1, 0 when none) */
+    int64_t tile, ntiles;
+    const char *x;
+    char *y;
+} splan;
+
+static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
+    walker wk = pl->wk;
+    int64_t q = begin / pl->ntiles;
+    walker_seek(&wk, q);
+    size_t es = pl->f64 ? sizeof(double) : sizeof(float);
+    for (int64_t i = begin; i < end; i++) {
+        for (; q < i / pl->ntiles; q++) walker_next(&wk);
+        int64_t j0 = (i % pl->ntiles) * pl->tile;
+        int64_t w = pl->m - j0 < pl->tile ? pl->m - j0 : pl->tile;
+        int64_t kept = q * pl->m + j0; /* row-major index over all non-softmax dims */
+        const char *xp = pl->x + (size_t)(wk.off + j0 * pl->cs) * es;
+        char *yp = pl->y + (size_t)(kept / pl->inner * pl->n * pl->inner + kept % pl->inner) * es;
+        if (pl->col) {
+            if (pl->f64)
+                softmax_col_f64((const double *)xp, pl->n, pl->rs, w, (double *)yp, pl->inner,
+                                pl->lg);
+            else
+                softmax_col_f32((const float *)xp, pl->n, pl->rs, w, (float *)yp, pl->inner,
+                                pl->lg);
+            continue;
+        }
+        for (int64_t j = 0; j < w; j++) {
+            if (pl->f64)
+                softmax_row_f64((const double *)xp + j * pl->cs, pl->n, pl->rs,
+                                (double *)yp + j, pl->inner, pl->lg);
+            else
+                softmax_row_f32((const float *)xp + j * pl->cs, pl->n, pl->rs, (float *)yp + j,
+                                pl->inner, pl->lg);
+        }
+    }
+}
+
+/* in[0]: any strides; ints[0] = dim; out[0]: contiguous, same shape. f32 and f64. */
+cn_status cpu_softmax(const cn_kernel_args *a) {
+    const cn_view *x = &a->in[0], *y = &a->out[0];
+    const char *name = cn_op_name(a->op);
+    if ((x->dtype != CN_F32 && x->dtype != CN_F64) || y->dtype != x->dtype)
+        return cn_set_error(CN_ERR_DTYPE, name, "the CPU backend has no %s kernel for %s; cast "
+                            "the input to f32 or f64", name, cn_dtype_name(x->dtype));
+    int dim = a->n_ints > 0 ? (int)a->ints[0] : 0;
+    if (x->ndim > 0 && (dim < 0 || dim >= x->ndim))
+        return cn_set_error(CN_ERR_INVALID_ARG, name, "dim %d is out of range for %d dims", dim,
+                            x->ndim);
+    splan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.lg = a->op == CN_OP_LOG_SOFTMAX;
+    pl.f64 = x->dtype == CN_F64;
+    pl.n = x->ndim > 0 ? x->shape[dim] : 1;
+    pl.rs = x->ndim > 0 ? x->strides[dim] : 0;
+    int64_t numel = pl.n;
+    dims outer = {0}, inner = {0};
+    pl.inner = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d == dim) continue;
+        numel *= x->shape[d];
+        if (d < dim) {
+            dims_push(&outer, x->shape[d], x->strides[d]);
+        } else {
+            dims_push(&inner, x->shape[d], x->strides[d]);
+            pl.inner *= x->shape[d];
+        }
+    }
+    if (numel == 0) return CN_OK;
+    dims_pop(&inner, &pl.m, &pl.cs);
+    pl.wk.d = outer; /* then the inner dims but the innermost: outer and inner never merge */
+    for (int k = 0; k < inner.nd; k++) {
+        pl.wk.d.shape[pl.wk.d.nd] = inner.shape[k];
+        pl.wk.d.stride[pl.wk.d.nd] = inner.stride[k];
+        pl.wk.d.nd++;
+    }
+    pl.col = pl.m > 1 && pl.cs == 1;
+    pl.tile = pl.m < TILE ? pl.m : TILE;
+    if (pl.col) { /* narrower tiles for long columns, so a tile stays in cache between passes */
+        int64_t fit = SOFTMAX_TILE_BYTES / (pl.n * (int64_t)cn_dtype_size(x->dtype));
+        fit = fit < 16 ? 16 : fit / 16 * 16;
+        if (pl.tile > fit) pl.tile = fit;
+    }
+    pl.ntiles = (pl.m + pl.tile - 1) / pl.tile;
+    pl.x = (const char *)x->data;
+    pl.y = (char *)y->data;
+    int64_t items = numel / pl.n / pl.m * pl.ntiles;
+
+    if (max_threads() == 1 || numel < CPU_PARALLEL_GRAIN || items == 1) {
+        softmax_items(&pl, 0, items);
+        return CN_OK;
+    }
+#pragma omp parallel
+    {
+        int t = thread_id(), tn = thread_count();
+        int64_t chunk = (items + tn - 1) / tn;
+        int64_t b = t * chunk, e = b + chunk < items ? b + chunk : items;
+        if (b < e) softmax_items(&pl, b, e);
+    }
+    return CN_OK;
+}

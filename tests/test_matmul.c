@@ -1,0 +1,360 @@
+/* cn_matmul and cn_linear against a double-precision triple loop written here: plain, batched
+ * with broadcast batch dims, 1-D operands (numpy.matmul promotion), transposed and sliced
+ * (non-contiguous) inputs, empty dims, and the router's errors. */
+#include "harness.h"
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+/* Tensors made in a test, released together at its end. */
+static cn_tensor *owned[256];
+static int n_owned;
+
+static cn_tensor *own(cn_tensor *t) {
+    if (t && n_owned < (int)(sizeof owned / sizeof *owned)) owned[n_owned++] = t;
+    return t;
+}
+
+static void release_owned(void) {
+    while (n_owned) cn_release(owned[--n_owned]);
+}
+
+/* Deterministic values k/8 for k in [-16, 16]: exact in f32, so products and short sums are too. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static void fill_values(double *v, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = (double)((int)((rng_state >> 33) % 33) - 16) / 8.0;
+    }
+}
+
+static double *alloc_doubles(int64_t n) {
+    return malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+}
+
+static int64_t prod(const int64_t *shape, int ndim) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+/* A tensor of random values; the values (row-major) are written to *vals (caller frees). */
+static cn_tensor *rand_tensor(const int64_t *shape, int ndim, cn_dtype dt, double **vals) {
+    int64_t n = prod(shape, ndim);
+    double *v = alloc_doubles(n);
+    fill_values(v, n);
+    *vals = v;
+    return own(th_tensor(v, shape, ndim, dt));
+}
+
+/* The reference: out = a @ b for a [.., M, K], b [.., K, N] (both ndim >= 2), batch dims
+ * broadcast with numpy rules. Writes the result shape into oshape/ondim; returns malloc'd data. */
+static double *ref_matmul(const double *a, const int64_t *as, int an, const double *b,
+                          const int64_t *bs, int bn, int64_t *oshape, int *ondim) {
+    int nb = (an > bn ? an : bn) - 2;
+    int64_t M = as[an - 2], K = as[an - 1], N = bs[bn - 1];
+    int64_t ab[CN_MAX_DIMS], bb[CN_MAX_DIMS]; /* batch shapes, left-padded with 1 */
+    for (int d = 0; d < nb; d++) {
+        int da = d - (nb - (an - 2)), db = d - (nb - (bn - 2));
+        ab[d] = da >= 0 ? as[da] : 1;
+        bb[d] = db >= 0 ? bs[db] : 1;
+        oshape[d] = ab[d] > bb[d] ? ab[d] : bb[d];
+    }
+    oshape[nb] = M;
+    oshape[nb + 1] = N;
+    *ondim = nb + 2;
+    int64_t count = prod(oshape, nb);
+    double *out = alloc_doubles(count * M * N);
+    for (int64_t i = 0; i < count; i++) {
+        int64_t rem = i, ia = 0, ib = 0, sa = 1, sb = 1;
+        for (int d = nb - 1; d >= 0; d--) {
+            int64_t idx = rem % oshape[d];
+            rem /= oshape[d];
+            ia += (ab[d] == 1 ? 0 : idx) * sa;
+            ib += (bb[d] == 1 ? 0 : idx) * sb;
+            sa *= ab[d];
+            sb *= bb[d];
+        }
+        const double *A = a + ia * M * K, *B = b + ib * K * N;
+        double *C = out + i * M * N;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++) s += A[m * K + k] * B[k * N + n];
+                C[m * N + n] = s;
+            }
+    }
+    return out;
+}
+
+static double tol_of(cn_dtype dt) { return dt == CN_F32 ? 1e-5 : 1e-12; }
+
+/* Checks cn_matmul(a, b) for random a: ashape, b: bshape (both ndim >= 2). */
+static void check_matmul(const char *what, const int64_t *as, int an, const int64_t *bs, int bn,
+                         cn_dtype dt) {
+    double *av, *bv;
+    cn_tensor *a = rand_tensor(as, an, dt, &av), *b = rand_tensor(bs, bn, dt, &bv);
+    int64_t oshape[CN_MAX_DIMS];
+    int ondim;
+    double *want = ref_matmul(av, as, an, bv, bs, bn, oshape, &ondim);
+    cn_tensor *c = own(cn_matmul(a, b));
+    th_check_shape(what, c, oshape, ondim);
+    th_check_values(what, c, want, prod(oshape, ondim), tol_of(dt));
+    CHECK(!c || cn_dtype_of(c) == dt);
+    free(av);
+    free(bv);
+    free(want);
+}
+
+/* The transpose of a row-major [R, C] matrix (batched over the leading `batch` matrices). */
+static double *transposed(const double *v, int64_t batch, int64_t R, int64_t C) {
+    double *t = alloc_doubles(batch * R * C);
+    for (int64_t i = 0; i < batch; i++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++) t[i * R * C + c * R + r] = v[i * R * C + r * C + c];
+    return t;
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+static void test_2d_matches_reference(void) {
+    const cn_dtype dts[] = {CN_F32, CN_F64};
+    for (int i = 0; i < 2; i++) {
+        check_matmul("2d small", (int64_t[]){7, 5}, 2, (int64_t[]){5, 3}, 2, dts[i]);
+        check_matmul("2d 1x1", (int64_t[]){1, 1}, 2, (int64_t[]){1, 1}, 2, dts[i]);
+        check_matmul("2d row times matrix", (int64_t[]){1, 9}, 2, (int64_t[]){9, 4}, 2, dts[i]);
+        check_matmul("2d column times row", (int64_t[]){6, 1}, 2, (int64_t[]){1, 5}, 2, dts[i]);
+        check_matmul("2d odd sizes", (int64_t[]){65, 33}, 2, (int64_t[]){33, 17}, 2, dts[i]);
+        check_matmul("2d big (threaded BLAS)", (int64_t[]){96, 80}, 2, (int64_t[]){80, 72}, 2,
+                     dts[i]);
+    }
+    release_owned();
+}
+
+static void test_batched_with_broadcast_batch_dims(void) {
+    const cn_dtype dts[] = {CN_F32, CN_F64};
+    for (int i = 0; i < 2; i++) {
+        cn_dtype dt = dts[i];
+        check_matmul("3d", (int64_t[]){4, 3, 5}, 3, (int64_t[]){4, 5, 2}, 3, dt);
+        check_matmul("[2,1,3,4] @ [5,4,2]", (int64_t[]){2, 1, 3, 4}, 4, (int64_t[]){5, 4, 2}, 3,
+                     dt);
+        check_matmul("4d both broadcast", (int64_t[]){3, 1, 2, 4}, 4,
+                     (int64_t[]){1, 2, 4, 3}, 4, dt);
+        check_matmul("3d @ shared 2d", (int64_t[]){3, 6, 5}, 3, (int64_t[]){5, 4}, 2, dt);
+        check_matmul("4d @ shared 2d", (int64_t[]){2, 3, 6, 5}, 4, (int64_t[]){5, 4}, 2, dt);
+        check_matmul("shared 2d @ 3d", (int64_t[]){6, 5}, 2, (int64_t[]){3, 5, 4}, 3, dt);
+        check_matmul("[1,M,K] @ [B,K,N]", (int64_t[]){1, 2, 3}, 3, (int64_t[]){4, 3, 2}, 3, dt);
+        check_matmul("many small (threaded batch)", (int64_t[]){64, 16, 12}, 3,
+                     (int64_t[]){64, 12, 20}, 3, dt);
+        check_matmul("many 1-row matrices @ shared", (int64_t[]){40, 1, 7}, 3,
+                     (int64_t[]){7, 3}, 2, dt);
+    }
+    release_owned();
+}
+
+static void test_one_dim_operands_promote_like_numpy(void) {
+    double *av, *bv, *cv, *dv;
+    cn_tensor *a = rand_tensor((int64_t[]){4}, 1, CN_F64, &av);
+    cn_tensor *b = rand_tensor((int64_t[]){4}, 1, CN_F64, &bv);
+    cn_tensor *m = rand_tensor((int64_t[]){3, 4}, 2, CN_F64, &cv);  /* [3, 4] */
+    cn_tensor *bm = rand_tensor((int64_t[]){2, 4, 3}, 3, CN_F64, &dv); /* [2, 4, 3] */
+
+    /* vector . vector -> 0-d */
+    double dot = 0;
+    for (int k = 0; k < 4; k++) dot += av[k] * bv[k];
+    cn_tensor *r = own(cn_matmul(a, b));
+    CHECK(r && cn_ndim(r) == 0);
+    th_check_values("vec @ vec", r, &dot, 1, 1e-12);
+
+    /* matrix @ vector -> [3] */
+    double mv[3];
+    for (int i = 0; i < 3; i++) {
+        mv[i] = 0;
+        for (int k = 0; k < 4; k++) mv[i] += cv[i * 4 + k] * av[k];
+    }
+    r = own(cn_matmul(m, a));
+    th_check_shape("mat @ vec", r, (int64_t[]){3}, 1);
+    th_check_values("mat @ vec", r, mv, 3, 1e-12);
+
+    /* vector @ matrix: [4] @ [4, 3] (the transpose of m's data read as [4, 3]) */
+    cn_tensor *mt = own(cn_transpose(m, 0, 1)); /* [4, 3] */
+    double vm[3];
+    for (int j = 0; j < 3; j++) {
+        vm[j] = 0;
+        for (int k = 0; k < 4; k++) vm[j] += av[k] * cv[j * 4 + k];
+    }
+    r = own(cn_matmul(a, mt));
+    th_check_shape("vec @ mat", r, (int64_t[]){3}, 1);
+    th_check_values("vec @ mat", r, vm, 3, 1e-12);
+
+    /* vector @ batched: [4] @ [2, 4, 3] -> [2, 3] */
+    double vb[6];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) {
+            vb[i * 3 + j] = 0;
+            for (int k = 0; k < 4; k++) vb[i * 3 + j] += av[k] * dv[i * 12 + k * 3 + j];
+        }
+    r = own(cn_matmul(a, bm));
+    th_check_shape("vec @ batched", r, (int64_t[]){2, 3}, 2);
+    th_check_values("vec @ batched", r, vb, 6, 1e-12);
+
+    /* batched @ vector: [2, 3, 4] (bm transposed) @ [4] -> [2, 3] */
+    cn_tensor *bmt = own(cn_transpose(bm, 1, 2));
+    r = own(cn_matmul(bmt, a));
+    th_check_shape("batched @ vec", r, (int64_t[]){2, 3}, 2);
+    th_check_values("batched @ vec", r, vb, 6, 1e-12);
+
+    free(av);
+    free(bv);
+    free(cv);
+    free(dv);
+    release_owned();
+}
+
+/* a and b given as views that BLAS cannot always read directly. */
+static void test_transposed_and_sliced_inputs(void) {
+    const cn_dtype dts[] = {CN_F32, CN_F64};
+    for (int i = 0; i < 2; i++) {
+        cn_dtype dt = dts[i];
+        const int64_t B = 3, M = 5, K = 6, N = 4;
+        double *at_v, *bt_v, *wide_v;
+        /* a^T stored as [B, K, M], b^T as [B, N, K]: transposing gives column-major views */
+        cn_tensor *at = rand_tensor((int64_t[]){B, K, M}, 3, dt, &at_v);
+        cn_tensor *bt = rand_tensor((int64_t[]){B, N, K}, 3, dt, &bt_v);
+        cn_tensor *a = own(cn_transpose(at, 1, 2)), *b = own(cn_transpose(bt, 1, 2));
+        CHECK(a && !cn_is_contiguous(a));
+        double *a_v = transposed(at_v, B, K, M), *b_v = transposed(bt_v, B, N, K);
+        int64_t os[CN_MAX_DIMS];
+        int on;
+        double *want = ref_matmul(a_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){B, K, N}, 3,
+                                  os, &on);
+        th_check_values("a^T-view @ b^T-view", own(cn_matmul(a, b)), want, B * M * N,
+                        tol_of(dt));
+
+        /* a sliced with step 2 along K: neither row- nor column-major, so it is packed */
+        cn_tensor *wide = rand_tensor((int64_t[]){B, M, 2 * K}, 3, dt, &wide_v);
+        cn_tensor *as = own(cn_slice(wide, 2, 0, 2 * K, 2));
+        double *as_v = malloc(sizeof(double) * (size_t)(B * M * K));
+        for (int64_t r = 0; r < B * M; r++)
+            for (int64_t k = 0; k < K; k++) as_v[r * K + k] = wide_v[r * 2 * K + 2 * k];
+        double *want2 = ref_matmul(as_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){B, K, N}, 3,
+                                   os, &on);
+        th_check_values("sliced a @ b^T-view", own(cn_matmul(as, b)), want2, B * M * N,
+                        tol_of(dt));
+
+        /* the sliced a against one shared (2-D, transposed) b: the folded single GEMM with a
+         * packed */
+        cn_tensor *b0 = own(cn_slice(b, 0, 0, 1, 1));
+        cn_tensor *b2 = own(cn_squeeze(b0, 0)); /* [K, N], column-major */
+        double *want3 = ref_matmul(as_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){K, N}, 2, os,
+                                   &on);
+        th_check_values("sliced a @ shared b^T-view", own(cn_matmul(as, b2)), want3, B * M * N,
+                        tol_of(dt));
+
+        /* an expanded (stride-0) batch dim on b, given explicitly */
+        cn_tensor *be = own(cn_expand(b2, (int64_t[]){B, K, N}, 3));
+        double *want4 = ref_matmul(a_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){K, N}, 2, os,
+                                   &on);
+        th_check_values("a^T-view @ expanded b", own(cn_matmul(a, be)), want4, B * M * N,
+                        tol_of(dt));
+
+        free(at_v);
+        free(bt_v);
+        free(wide_v);
+        free(a_v);
+        free(b_v);
+        free(as_v);
+        free(want);
+        free(want2);
+        free(want3);
+        free(want4);
+    }
+    release_owned();
+}
+
+static void test_empty_dims(void) {
+    const cn_dtype dts[] = {CN_F32, CN_F64};
+    for (int i = 0; i < 2; i++) {
+        /* K = 0: an empty sum, so zeros */
+        cn_tensor *a = own(cn_zeros((int64_t[]){3, 0}, 2, dts[i], cn_cpu()));
+        cn_tensor *b = own(cn_zeros((int64_t[]){0, 4}, 2, dts[i], cn_cpu()));
+        cn_tensor *c = own(cn_matmul(a, b));
+        th_check_shape("K = 0", c, (int64_t[]){3, 4}, 2);
+        double zeros[12] = {0};
+        th_check_values("K = 0", c, zeros, 12, 0);
+
+        /* batched K = 0 */
+        cn_tensor *ab = own(cn_zeros((int64_t[]){2, 3, 0}, 3, dts[i], cn_cpu()));
+        cn_tensor *bb = own(cn_zeros((int64_t[]){2, 0, 2}, 3, dts[i], cn_cpu()));
+        cn_tensor *cb = own(cn_matmul(ab, bb));
+        th_check_shape("batched K = 0", cb, (int64_t[]){2, 3, 2}, 3);
+        th_check_values("batched K = 0", cb, zeros, 12, 0);
+
+        /* M = 0, N = 0, batch = 0 */
+        cn_tensor *m0 = own(cn_zeros((int64_t[]){0, 3}, 2, dts[i], cn_cpu()));
+        cn_tensor *k3 = own(cn_ones((int64_t[]){3, 2}, 2, dts[i], cn_cpu()));
+        th_check_shape("M = 0", own(cn_matmul(m0, k3)), (int64_t[]){0, 2}, 2);
+        cn_tensor *n0 = own(cn_zeros((int64_t[]){3, 0}, 2, dts[i], cn_cpu()));
+        cn_tensor *a2 = own(cn_ones((int64_t[]){4, 3}, 2, dts[i], cn_cpu()));
+        th_check_shape("N = 0", own(cn_matmul(a2, n0)), (int64_t[]){4, 0}, 2);
+        cn_tensor *z = own(cn_zeros((int64_t[]){0, 4, 3}, 3, dts[i], cn_cpu()));
+        th_check_shape("batch = 0", own(cn_matmul(z, k3)), (int64_t[]){0, 4, 2}, 3);
+    }
+    release_owned();
+}
+
+static void test_linear_with_and_without_bias(void) {
+    const cn_dtype dts[] = {CN_F32, CN_F64};
+    for (int i = 0; i < 2; i++) {
+        cn_dtype dt = dts[i];
+        const int64_t B = 2, T = 3, IN = 5, OUT = 4;
+        double *xv, *wv, *bv;
+        cn_tensor *x = rand_tensor((int64_t[]){B, T, IN}, 3, dt, &xv);
+        cn_tensor *w = rand_tensor((int64_t[]){OUT, IN}, 2, dt, &wv);
+        cn_tensor *b = rand_tensor((int64_t[]){OUT}, 1, dt, &bv);
+        double want[2 * 3 * 4], want_nb[2 * 3 * 4];
+        for (int64_t r = 0; r < B * T; r++)
+            for (int64_t o = 0; o < OUT; o++) {
+                double s = 0;
+                for (int64_t k = 0; k < IN; k++) s += xv[r * IN + k] * wv[o * IN + k];
+                want_nb[r * OUT + o] = s;
+                want[r * OUT + o] = s + bv[o];
+            }
+        cn_tensor *y = own(cn_linear(x, w, b));
+        th_check_shape("linear", y, (int64_t[]){B, T, OUT}, 3);
+        th_check_values("linear", y, want, B * T * OUT, tol_of(dt));
+        cn_tensor *y2 = own(cn_linear(x, w, NULL));
+        th_check_shape("linear without bias", y2, (int64_t[]){B, T, OUT}, 3);
+        th_check_values("linear without bias", y2, want_nb, B * T * OUT, tol_of(dt));
+        free(xv);
+        free(wv);
+        free(bv);
+    }
+    release_owned();
+}
+
+static void test_router_rejects_bad_operands(void) {
+    cn_tensor *a = own(cn_ones((int64_t[]){2, 3}, 2, CN_F32, cn_cpu()));
+    cn_tensor *b = own(cn_ones((int64_t[]){4, 2}, 2, CN_F32, cn_cpu()));
+    CHECK_FAILS(cn_matmul(a, b), CN_ERR_SHAPE, "matmul");
+    cn_tensor *ia = own(cn_ones((int64_t[]){2, 3}, 2, CN_I32, cn_cpu()));
+    cn_tensor *ib = own(cn_ones((int64_t[]){3, 2}, 2, CN_I32, cn_cpu()));
+    CHECK_FAILS(cn_matmul(ia, ib), CN_ERR_KIND, "matmul");
+    cn_tensor *d = own(cn_ones((int64_t[]){3, 2}, 2, CN_F64, cn_cpu()));
+    CHECK_FAILS(cn_matmul(a, d), CN_ERR_DTYPE, "matmul");
+    /* batch dims that do not broadcast */
+    cn_tensor *a3 = own(cn_ones((int64_t[]){2, 2, 3}, 3, CN_F32, cn_cpu()));
+    cn_tensor *b3 = own(cn_ones((int64_t[]){3, 3, 2}, 3, CN_F32, cn_cpu()));
+    CHECK_FAILS(cn_matmul(a3, b3), CN_ERR_SHAPE, "matmul");
+    release_owned();
+}
+
+int main(void) {
+    RUN(test_2d_matches_reference);
+    RUN(test_batched_with_broadcast_batch_dims);
+    RUN(test_one_dim_operands_promote_like_numpy);
+    RUN(test_transposed_and_sliced_inputs);
+    RUN(test_empty_dims);
+    RUN(test_linear_with_and_without_bias);
+    RUN(test_router_rejects_bad_operands);
+    return th_finish();
+}

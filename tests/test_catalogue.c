@@ -14,7 +14,8 @@ static int non_empty(const char *s) { return s && s[0] != '\0'; }
 
 static size_t list_len(const char *const *items) {
     size_t n = 0;
-    while (items && items[n]) n++;
+    while (items && items[n])
+        n++;
     return n;
 }
 
@@ -183,10 +184,10 @@ static cn_status raise_buffer(void) {
 
 typedef struct trigger {
     cn_status status;
-    const char *op;        /* the op the message must name (in its "<op>: " part); NULL only
-                            * for a code whose pattern has no {op} */
+    const char *op; /* the op the message must name (in its "<op>: " part); NULL only
+                     * for a code whose pattern has no {op} */
     cn_status (*raise)(void);
-    const char *call;      /* what raise does, for failure reports */
+    const char *call; /* what raise does, for failure reports */
 } trigger;
 
 static const trigger triggers[] = {
@@ -227,9 +228,15 @@ static void test_every_code_has_a_complete_entry(void) {
         }
         CHECK(e->status == (cn_status)code);
         CHECK(n >= (size_t)code && &entries[code - 1] == e); /* the array is in code order */
-        const char *fields[] = {e->name,          e->error_code,        e->slug,
-                                e->phrase,        e->message_pattern,   e->documentation,
-                                e->trigger_scenarios, e->common_situations, e->example_fix};
+        const char *fields[] = {e->name,
+                                e->error_code,
+                                e->slug,
+                                e->phrase,
+                                e->message_pattern,
+                                e->documentation,
+                                e->trigger_scenarios,
+                                e->common_situations,
+                                e->example_fix};
         for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) {
             if (!non_empty(fields[f])) {
                 fprintf(stderr, "%s: string field %zu is empty\n", cn_status_name(e->status), f);
@@ -238,7 +245,8 @@ static void test_every_code_has_a_complete_entry(void) {
         }
         CHECK(list_len(e->solutions) >= 2);
         CHECK(list_len(e->prevention_tips) >= 2);
-        for (size_t i = 0; i < list_len(e->solutions); i++) CHECK(non_empty(e->solutions[i]));
+        for (size_t i = 0; i < list_len(e->solutions); i++)
+            CHECK(non_empty(e->solutions[i]));
         for (size_t i = 0; i < list_len(e->prevention_tips); i++)
             CHECK(non_empty(e->prevention_tips[i]));
         /* the example shows code before and after the fix */
@@ -300,8 +308,8 @@ static void test_message_matching_follows_the_pattern(void) {
     CHECK(cn_error_message_matches(shape, "add: incompatible shapes: [2, 3] and [4]"));
     CHECK(cn_error_message_matches(shape, "matmul: incompatible shapes: a: b: c"));
     CHECK(cn_error_message_matches(shape, "add: incompatible shapes: "));
-    CHECK(!cn_error_message_matches(shape, "add: incompatible shapes"));    /* no separator */
-    CHECK(!cn_error_message_matches(shape, "add: incompatible shape: x"));  /* other phrase */
+    CHECK(!cn_error_message_matches(shape, "add: incompatible shapes"));   /* no separator */
+    CHECK(!cn_error_message_matches(shape, "add: incompatible shape: x")); /* other phrase */
     CHECK(!cn_error_message_matches(oom, "add: incompatible shapes: x"));
     CHECK(!cn_error_message_matches(shape, NULL));
     CHECK(!cn_error_message_matches(NULL, "add: incompatible shapes: x"));
@@ -367,8 +375,8 @@ static void check_names_op(const trigger *t, const cn_error_entry *e, const char
         op_part[op_len] = '\0';
     }
     if (!at || !strstr(op_part, t->op)) {
-        fprintf(stderr, "%s: message \"%s\" does not name the op \"%s\" before \"%s\"\n",
-                e->name, msg, t->op, sep);
+        fprintf(stderr, "%s: message \"%s\" does not name the op \"%s\" before \"%s\"\n", e->name,
+                msg, t->op, sep);
         th_checks_failed++;
     }
 }
@@ -406,9 +414,11 @@ static void check_trigger(const trigger *t) {
 static void test_every_code_is_triggered(void) {
     for (int code = 1; code < CN_STATUS_COUNT; code++) {
         int found = 0;
-        for (size_t i = 0; i < N_TRIGGERS; i++) found += triggers[i].status == (cn_status)code;
+        for (size_t i = 0; i < N_TRIGGERS; i++)
+            found += triggers[i].status == (cn_status)code;
         if (found != 1) {
-            fprintf(stderr, "%s (%d) has %d triggers in tests/test_catalogue.c; add exactly one "
+            fprintf(stderr,
+                    "%s (%d) has %d triggers in tests/test_catalogue.c; add exactly one "
                     "real call that raises it to triggers[]\n",
                     cn_status_name((cn_status)code), code, found);
             th_checks_failed++;
@@ -417,7 +427,8 @@ static void test_every_code_is_triggered(void) {
 }
 
 static void test_raised_messages_match_their_entries(void) {
-    for (size_t i = 0; i < N_TRIGGERS; i++) check_trigger(&triggers[i]);
+    for (size_t i = 0; i < N_TRIGGERS; i++)
+        check_trigger(&triggers[i]);
 }
 
 int main(void) {

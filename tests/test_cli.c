@@ -133,14 +133,30 @@ static char *json_string(json *j) {
         }
         char e = j->s[j->i++];
         switch (e) {
-        case '"': out[n++] = '"'; break;
-        case '\\': out[n++] = '\\'; break;
-        case '/': out[n++] = '/'; break;
-        case 'b': out[n++] = '\b'; break;
-        case 'f': out[n++] = '\f'; break;
-        case 'n': out[n++] = '\n'; break;
-        case 'r': out[n++] = '\r'; break;
-        case 't': out[n++] = '\t'; break;
+        case '"':
+            out[n++] = '"';
+            break;
+        case '\\':
+            out[n++] = '\\';
+            break;
+        case '/':
+            out[n++] = '/';
+            break;
+        case 'b':
+            out[n++] = '\b';
+            break;
+        case 'f':
+            out[n++] = '\f';
+            break;
+        case 'n':
+            out[n++] = '\n';
+            break;
+        case 'r':
+            out[n++] = '\r';
+            break;
+        case 't':
+            out[n++] = '\t';
+            break;
         case 'u': {
             unsigned v = 0;
             for (int k = 0; k < 4; k++) {
@@ -231,7 +247,8 @@ static void json_entry(json *j, const cn_error_entry *e) {
             return;
         }
         size_t k = 0;
-        while (k < n_strings && strcmp(key, string_keys[k]) != 0) k++;
+        while (k < n_strings && strcmp(key, string_keys[k]) != 0)
+            k++;
         if (k < n_strings) {
             char *v = json_string(j);
             if (v && strcmp(v, string_values[k]) != 0) {
@@ -326,9 +343,11 @@ static void test_explain_prints_every_entry(void) {
     run_result list = run_cli("explain --list", 0);
     CHECK(list.status == 0);
     size_t lines = 0;
-    for (const char *p = list.out ? list.out : ""; *p; p++) lines += *p == '\n';
+    for (const char *p = list.out ? list.out : ""; *p; p++)
+        lines += *p == '\n';
     CHECK(lines == n);
-    for (size_t i = 0; i < n && list.out; i++) CHECK(strstr(list.out, entries[i].name) != NULL);
+    for (size_t i = 0; i < n && list.out; i++)
+        CHECK(strstr(list.out, entries[i].name) != NULL);
     free(list.out);
 }
 
@@ -435,8 +454,10 @@ static void test_usage_and_unknown_commands(void) {
 
 int main(void) {
     if (!find_cli()) {
-        fprintf(stderr, "cannot find the cinder program at %s (expected <build>/cinder next to "
-                "<build>/tests/)\n", cli_path);
+        fprintf(stderr,
+                "cannot find the cinder program at %s (expected <build>/cinder next to "
+                "<build>/tests/)\n",
+                cli_path);
         return 1;
     }
     RUN(test_explain_finds_an_entry_by_code_name_slug_and_message);

@@ -130,6 +130,28 @@ static void test_2d_matches_reference(void) {
     release_owned();
 }
 
+/* Many small products of sliced (packed) a: the batch runs on several threads, each packing
+ * into its own scratch. */
+static void check_many_sliced(cn_dtype dt) {
+    const int64_t B = 64, M = 16, K = 12, N = 20;
+    double *wide_v, *b_v;
+    cn_tensor *wide = rand_tensor((int64_t[]){B, M, 2 * K}, 3, dt, &wide_v);
+    cn_tensor *a = own(cn_slice(wide, 2, 0, 2 * K, 2));
+    cn_tensor *b = rand_tensor((int64_t[]){B, K, N}, 3, dt, &b_v);
+    double *a_v = alloc_doubles(B * M * K);
+    for (int64_t r = 0; r < B * M; r++)
+        for (int64_t k = 0; k < K; k++) a_v[r * K + k] = wide_v[r * 2 * K + 2 * k];
+    int64_t os[CN_MAX_DIMS];
+    int on;
+    double *want = ref_matmul(a_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){B, K, N}, 3, os,
+                              &on);
+    th_check_values("many small, a sliced", own(cn_matmul(a, b)), want, B * M * N, tol_of(dt));
+    free(wide_v);
+    free(b_v);
+    free(a_v);
+    free(want);
+}
+
 static void test_batched_with_broadcast_batch_dims(void) {
     const cn_dtype dts[] = {CN_F32, CN_F64};
     for (int i = 0; i < 2; i++) {
@@ -145,6 +167,7 @@ static void test_batched_with_broadcast_batch_dims(void) {
         check_matmul("[1,M,K] @ [B,K,N]", (int64_t[]){1, 2, 3}, 3, (int64_t[]){4, 3, 2}, 3, dt);
         check_matmul("many small (threaded batch)", (int64_t[]){64, 16, 12}, 3,
                      (int64_t[]){64, 12, 20}, 3, dt);
+        check_many_sliced(dt);
         check_matmul("many 1-row matrices @ shared", (int64_t[]){40, 1, 7}, 3,
                      (int64_t[]){7, 3}, 2, dt);
     }
@@ -216,7 +239,7 @@ static void test_transposed_and_sliced_inputs(void) {
     for (int i = 0; i < 2; i++) {
         cn_dtype dt = dts[i];
         const int64_t B = 3, M = 5, K = 6, N = 4;
-        double *at_v, *bt_v, *wide_v;
+        double *at_v, *bt_v, *wide_v, *bw_v;
         /* a^T stored as [B, K, M], b^T as [B, N, K]: transposing gives column-major views */
         cn_tensor *at = rand_tensor((int64_t[]){B, K, M}, 3, dt, &at_v);
         cn_tensor *bt = rand_tensor((int64_t[]){B, N, K}, 3, dt, &bt_v);
@@ -257,6 +280,18 @@ static void test_transposed_and_sliced_inputs(void) {
         th_check_values("a^T-view @ expanded b", own(cn_matmul(a, be)), want4, B * M * N,
                         tol_of(dt));
 
+        /* 2-D, both sliced: both packed */
+        cn_tensor *bw = rand_tensor((int64_t[]){K, 2 * N}, 2, dt, &bw_v);
+        cn_tensor *bs2 = own(cn_slice(bw, 1, 1, 2 * N, 2));
+        double *bs_v = alloc_doubles(K * N);
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t n = 0; n < N; n++) bs_v[k * N + n] = bw_v[k * 2 * N + 2 * n + 1];
+        cn_tensor *as2 = own(cn_squeeze(own(cn_slice(as, 0, 1, 2, 1)), 0)); /* as[1] */
+        double *want5 = ref_matmul(as_v + M * K, (int64_t[]){M, K}, 2, bs_v, (int64_t[]){K, N},
+                                   2, os, &on);
+        th_check_values("2d sliced a @ sliced b", own(cn_matmul(as2, bs2)), want5, M * N,
+                        tol_of(dt));
+
         free(at_v);
         free(bt_v);
         free(wide_v);
@@ -267,6 +302,9 @@ static void test_transposed_and_sliced_inputs(void) {
         free(want2);
         free(want3);
         free(want4);
+        free(want5);
+        free(bw_v);
+        free(bs_v);
     }
     release_owned();
 }

@@ -26,6 +26,13 @@
  * - conv2d: in = (x [N,C,H,W], w [O,C/g,KH,KW], optional b [O]); ints = stride h, w, padding h,
  *   w, dilation h, w, groups. max_pool2d / avg_pool2d: ints = kernel h, w, stride h, w,
  *   padding h, w.
+ * - erf: elementwise unary, float.
+ * - conv2d_backward_input: in = (g [N,O,OH,OW], w [O,C/g,KH,KW]), conv2d's ints; out = the
+ *   input's gradient [N,C,H,W]. conv2d_backward_weight: in = (g, x [N,C,H,W]), conv2d's ints;
+ *   out = the weight's gradient [O,C/g,KH,KW].
+ * - max_pool2d_backward: in = (g [N,C,OH,OW], x [N,C,H,W]), the pool's ints; out = x's gradient
+ *   (each window's gradient goes to its first maximum; overlapping windows add up).
+ *   avg_pool2d_backward: in = (g), the pool's ints; out = x's gradient [N,C,H,W].
  * A kernel that fails calls cn_set_error and returns its status; it must leave inputs untouched. */
 #ifndef CINDER_BACKEND_H
 #define CINDER_BACKEND_H
@@ -60,6 +67,9 @@ typedef enum cn_op {
     /* linear algebra, indexing, convolution */
     CN_OP_MATMUL, CN_OP_GATHER, CN_OP_SCATTER_ADD, CN_OP_INDEX_SELECT, CN_OP_ONE_HOT,
     CN_OP_CONV2D, CN_OP_MAX_POOL2D, CN_OP_AVG_POOL2D,
+    /* added for autodiff: erf, and the backward kernels of convolution and pooling */
+    CN_OP_ERF, CN_OP_CONV2D_BACKWARD_INPUT, CN_OP_CONV2D_BACKWARD_WEIGHT,
+    CN_OP_MAX_POOL2D_BACKWARD, CN_OP_AVG_POOL2D_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 

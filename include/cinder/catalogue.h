@@ -24,19 +24,19 @@ extern "C" {
  *   trigger_scenarios -> triggerScenarios, common_situations -> commonSituations, solutions,
  *   example_fix -> exampleFix, prevention_tips -> preventionTips. */
 typedef struct cn_error_entry {
-    cn_status status;             /* the code */
-    const char *name;             /* its stable name, "CN_ERR_SHAPE" (= cn_status_name(status)) */
-    const char *error_code;       /* name and number, "CN_ERR_SHAPE (3)" */
-    const char *slug;             /* lowercase, dash-separated, unique: "incompatible-shapes" */
-    const char *phrase;           /* the fixed phrase of raised messages: "incompatible shapes" */
+    cn_status status;       /* the code */
+    const char *name;       /* its stable name, "CN_ERR_SHAPE" (= cn_status_name(status)) */
+    const char *error_code; /* name and number, "CN_ERR_SHAPE (3)" */
+    const char *slug;       /* lowercase, dash-separated, unique: "incompatible-shapes" */
+    const char *phrase;     /* the fixed phrase of raised messages: "incompatible shapes" */
     /* The text every raised message of this status matches. "{op}" and "{detail}" are
      * placeholders (see cn_error_message_matches): "{op}: incompatible shapes: {detail}". */
     const char *message_pattern;
-    const char *documentation;    /* what the error means and why cinder reports it */
-    const char *trigger_scenarios;/* concrete calls that raise it */
-    const char *common_situations;/* where it tends to come from in real programs */
-    const char *const *solutions; /* NULL-terminated list of fixes, most likely first */
-    const char *example_fix;      /* a short C fragment: "// before" ... "// after" ... */
+    const char *documentation;          /* what the error means and why cinder reports it */
+    const char *trigger_scenarios;      /* concrete calls that raise it */
+    const char *common_situations;      /* where it tends to come from in real programs */
+    const char *const *solutions;       /* NULL-terminated list of fixes, most likely first */
+    const char *example_fix;            /* a short C fragment: "// before" ... "// after" ... */
     const char *const *prevention_tips; /* NULL-terminated list */
 } cn_error_entry;
 

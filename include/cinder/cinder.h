@@ -2,7 +2,9 @@
 #ifndef CINDER_CINDER_H
 #define CINDER_CINDER_H
 
+#include "cinder/autodiff.h"
 #include "cinder/backend.h"
+#include "cinder/catalogue.h"
 #include "cinder/device.h"
 #include "cinder/error.h"
 #include "cinder/memory.h"

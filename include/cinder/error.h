@@ -33,6 +33,11 @@ typedef enum cn_status {
     CN_ERR_INDEX = 13,             /* an index tensor holds a value out of range */
     CN_ERR_SCOPE = 14,             /* scope API misuse (end without begin, keep outside a scope) */
     CN_ERR_BUFFER = 15,            /* a caller's buffer has the wrong size */
+    CN_ERR_AUTODIFF_DEVICE = 16,   /* an autodiff call on a tensor of a concrete device */
+    CN_ERR_AUTODIFF_NO_GRAD = 17,  /* backward/grad of a tensor that is not tracked */
+    CN_ERR_AUTODIFF_MODIFIED = 18, /* a tensor saved for backward was changed in place */
+    CN_ERR_AUTODIFF_GRAPH = 19,    /* backward through a graph already freed by a backward */
+    CN_ERR_AUTODIFF_INPLACE = 20,  /* in-place write to a tracked tensor outside no-grad mode */
     CN_STATUS_COUNT                /* number of codes; not a code */
 } cn_status;
 

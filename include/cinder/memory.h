@@ -45,6 +45,10 @@ int64_t cn_alloc_count(void);
 /* Live tensor objects in this process (for leak checks in tests and benchmarks). */
 int64_t cn_live_tensors(void);
 
+/* Bytes of tensor storage alive in this process, on every device (views share storage and count
+ * once). */
+int64_t cn_live_bytes(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,9 +8,9 @@
 #ifndef CINDER_CLI_CLI_H
 #define CINDER_CLI_CLI_H
 
-#define CLI_EXIT_OK 0
+#define CLI_EXIT_OK      0
 #define CLI_EXIT_FAILURE 1
-#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_USAGE   2
 
 /* explain.c: `cinder explain <code | name | slug | message>`, `--json [query]`, `--list`. */
 int cli_explain(int argc, char **argv);

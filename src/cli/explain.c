@@ -27,10 +27,12 @@ static void print_wrapped(FILE *f, const char *text, const char *first, int inde
     int line_empty = 1;
     const char *p = text;
     while (*p) {
-        while (*p == ' ') p++;
+        while (*p == ' ')
+            p++;
         if (!*p) break;
         const char *w = p;
-        while (*p && *p != ' ') p++;
+        while (*p && *p != ' ')
+            p++;
         int len = (int)(p - w);
         if (!line_empty && col + 1 + len > WRAP_COLUMNS) {
             fprintf(f, "\n%*s", indent, "");
@@ -49,7 +51,8 @@ static void print_wrapped(FILE *f, const char *text, const char *first, int inde
 }
 
 static void print_list(FILE *f, const char *const *items) {
-    for (; *items; items++) print_wrapped(f, *items, "  - ", 4);
+    for (; *items; items++)
+        print_wrapped(f, *items, "  - ", 4);
 }
 
 /* Code is printed as it is, each line indented. */
@@ -96,13 +99,27 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\b': fputs("\\b", f); break;
-        case '\f': fputs("\\f", f); break;
+        case '"':
+            fputs("\\\"", f);
+            break;
+        case '\\':
+            fputs("\\\\", f);
+            break;
+        case '\n':
+            fputs("\\n", f);
+            break;
+        case '\r':
+            fputs("\\r", f);
+            break;
+        case '\t':
+            fputs("\\t", f);
+            break;
+        case '\b':
+            fputs("\\b", f);
+            break;
+        case '\f':
+            fputs("\\f", f);
+            break;
         default:
             if (*p < 0x20)
                 fprintf(f, "\\u%04x", *p);
@@ -167,21 +184,21 @@ static void json_catalogue(FILE *f) {
 /* ---- the command ---------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: cinder explain <code | name | slug | message text>\n"
-            "       cinder explain --json [query]   JSON: every entry, or the one matching\n"
-            "       cinder explain --list           one line per error code\n"
-            "examples:\n"
-            "  cinder explain 3\n"
-            "  cinder explain CN_ERR_SHAPE\n"
-            "  cinder explain incompatible-shapes\n"
-            "  cinder explain \"add: incompatible shapes: [2, 3] and [4]\"\n");
+    fprintf(f, "usage: cinder explain <code | name | slug | message text>\n"
+               "       cinder explain --json [query]   JSON: every entry, or the one matching\n"
+               "       cinder explain --list           one line per error code\n"
+               "examples:\n"
+               "  cinder explain 3\n"
+               "  cinder explain CN_ERR_SHAPE\n"
+               "  cinder explain incompatible-shapes\n"
+               "  cinder explain \"add: incompatible shapes: [2, 3] and [4]\"\n");
 }
 
 /* The words of argv joined by single spaces, so an unquoted message works too; NULL if none. */
 static char *join_words(int argc, char **argv) {
     size_t len = 0;
-    for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
+    for (int i = 0; i < argc; i++)
+        len += strlen(argv[i]) + 1;
     if (len == 0) return NULL;
     char *s = malloc(len);
     if (!s) return NULL;

@@ -33,8 +33,7 @@ static void print_usage(FILE *f) {
 }
 
 static void print_command_usage(FILE *f, const cli_command *c) {
-    fprintf(f, "usage: cinder %s%s%s\n  %s\n", c->name, c->args[0] ? " " : "", c->args,
-            c->summary);
+    fprintf(f, "usage: cinder %s%s%s\n  %s\n", c->name, c->args[0] ? " " : "", c->args, c->summary);
 }
 
 static const cli_command *find_command(const char *name) {

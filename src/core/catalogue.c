@@ -13,8 +13,8 @@
 
 /* A row's identity. The status number is written out so that the row reads like the record it
  * exports; the array size below is negative, failing the build, if it disagrees with error.h. */
-#define CODE(sym, num)                                                                         \
-    .status = (cn_status)((sym) + 0 * sizeof(char[(sym) == (num) ? 1 : -1])), .name = #sym,    \
+#define CODE(sym, num)                                                                             \
+    .status = (cn_status)((sym) + 0 * sizeof(char[(sym) == (num) ? 1 : -1])), .name = #sym,        \
     .error_code = #sym " (" #num ")"
 
 /* The usual pattern: the op, the status's phrase, then the detail. A row whose messages take
@@ -51,32 +51,31 @@ static const cn_error_entry catalogue[] = {
             "(clears them) and returns NULL to a caller that keeps computing. Note that some "
             "arguments are optional by contract, such as the bias of cn_linear and cn_conv2d: "
             "NULL there is not an error.",
-        .solutions = LIST(
-            "Read the detail: it names the argument that was NULL; trace where that variable "
-            "was last assigned.",
-            "Check the result of the call that produced the tensor (or the final result of a "
-            "whole chain) before calling cn_clear_error(); never clear the error between "
-            "producing a tensor and using it.",
-            "If the argument is optional, check the op's comment in include/cinder/ops.h for "
-            "the documented way to omit it; if it is required, create it first (cn_zeros, "
-            "cn_from_data)."),
-        .example_fix =
-            "// before\n"
-            "cn_tensor *h = cn_matmul(x, w);\n"
-            "cn_clear_error();                 /* hides why h is NULL */\n"
-            "cn_tensor *y = cn_relu(h);        /* fails: CN_ERR_NULL_ARG */\n"
-            "// after\n"
-            "cn_tensor *h = cn_matmul(x, w);\n"
-            "if (!h) {\n"
-            "    fprintf(stderr, \"%s\\n\", cn_last_error());\n"
-            "    return -1;\n"
-            "}\n"
-            "cn_tensor *y = cn_relu(h);",
-        .prevention_tips = LIST(
-            "Check `if (!t)` (or the last result of a chain) before clearing the error.",
-            "Call cn_clear_error() only where the error is actually handled.",
-            "Initialise tensor pointers to NULL and release them with cn_release, which "
-            "ignores NULL, on every exit path."),
+        .solutions =
+            LIST("Read the detail: it names the argument that was NULL; trace where that variable "
+                 "was last assigned.",
+                 "Check the result of the call that produced the tensor (or the final result of a "
+                 "whole chain) before calling cn_clear_error(); never clear the error between "
+                 "producing a tensor and using it.",
+                 "If the argument is optional, check the op's comment in include/cinder/ops.h for "
+                 "the documented way to omit it; if it is required, create it first (cn_zeros, "
+                 "cn_from_data)."),
+        .example_fix = "// before\n"
+                       "cn_tensor *h = cn_matmul(x, w);\n"
+                       "cn_clear_error();                 /* hides why h is NULL */\n"
+                       "cn_tensor *y = cn_relu(h);        /* fails: CN_ERR_NULL_ARG */\n"
+                       "// after\n"
+                       "cn_tensor *h = cn_matmul(x, w);\n"
+                       "if (!h) {\n"
+                       "    fprintf(stderr, \"%s\\n\", cn_last_error());\n"
+                       "    return -1;\n"
+                       "}\n"
+                       "cn_tensor *y = cn_relu(h);",
+        .prevention_tips =
+            LIST("Check `if (!t)` (or the last result of a chain) before clearing the error.",
+                 "Call cn_clear_error() only where the error is actually handled.",
+                 "Initialise tensor pointers to NULL and release them with cn_release, which "
+                 "ignores NULL, on every exit path."),
     },
     {
         CODE(CN_ERR_INVALID_ARG, 2),
@@ -100,22 +99,21 @@ static const cn_error_entry catalogue[] = {
             "longer exists; a positive dim hard-coded where the last dim (-1) was meant; a "
             "step, stride or chunk count computed from data that reaches 0; hyper-parameters "
             "read from a config file without validation.",
-        .solutions = LIST(
-            "Use negative dims for trailing axes (cn_softmax(x, -1)) so the code works for "
-            "any number of leading batch dims.",
-            "Print the tensor with cn_tensor_str to see its real ndim and shape next to the "
-            "value in the detail.",
-            "Validate computed scalars before the call: step > 0, lo <= hi, chunks >= 1, "
-            "padding <= kernel / 2."),
-        .example_fix =
-            "// before: logits is [B, C]; dim 2 only exists for [B, T, C]\n"
-            "cn_tensor *p = cn_softmax(logits, 2);    /* fails: CN_ERR_INVALID_ARG */\n"
-            "// after: count from the end, valid for any ndim\n"
-            "cn_tensor *p = cn_softmax(logits, -1);",
-        .prevention_tips = LIST(
-            "Prefer negative dims for axes counted from the end.",
-            "Check cn_ndim(x) at the entry of functions that assume a layout.",
-            "Keep a shape comment such as `// x: [B, T, C]` above code that names dims."),
+        .solutions =
+            LIST("Use negative dims for trailing axes (cn_softmax(x, -1)) so the code works for "
+                 "any number of leading batch dims.",
+                 "Print the tensor with cn_tensor_str to see its real ndim and shape next to the "
+                 "value in the detail.",
+                 "Validate computed scalars before the call: step > 0, lo <= hi, chunks >= 1, "
+                 "padding <= kernel / 2."),
+        .example_fix = "// before: logits is [B, C]; dim 2 only exists for [B, T, C]\n"
+                       "cn_tensor *p = cn_softmax(logits, 2);    /* fails: CN_ERR_INVALID_ARG */\n"
+                       "// after: count from the end, valid for any ndim\n"
+                       "cn_tensor *p = cn_softmax(logits, -1);",
+        .prevention_tips =
+            LIST("Prefer negative dims for axes counted from the end.",
+                 "Check cn_ndim(x) at the entry of functions that assume a layout.",
+                 "Keep a shape comment such as `// x: [B, T, C]` above code that names dims."),
     },
     {
         CODE(CN_ERR_SHAPE, 3),
@@ -156,11 +154,11 @@ static const cn_error_entry catalogue[] = {
             "const int64_t c11[3] = {16, 1, 1};\n"
             "cn_tensor *b = cn_reshape(bias, c11, 3);\n"
             "cn_tensor *y = cn_add(x, b);",
-        .prevention_tips = LIST(
-            "Write each tensor's shape in a comment where it is created.",
-            "Use keepdim = 1 on reductions that feed back into elementwise ops.",
-            "Test with sizes that all differ (B = 2, C = 3, H = 5, ...) so that a swapped dim "
-            "fails loudly instead of broadcasting by accident."),
+        .prevention_tips =
+            LIST("Write each tensor's shape in a comment where it is created.",
+                 "Use keepdim = 1 on reductions that feed back into elementwise ops.",
+                 "Test with sizes that all differ (B = 2, C = 3, H = 5, ...) so that a swapped dim "
+                 "fails loudly instead of broadcasting by accident."),
     },
     {
         CODE(CN_ERR_DTYPE, 4),
@@ -182,12 +180,12 @@ static const cn_error_entry catalogue[] = {
             "or token ids stored as i32 and used as indices; constants created in f32 while "
             "the model runs in f64; mixed-precision code that casts activations to f16 or bf16 "
             "but not the weights they meet.",
-        .solutions = LIST(
-            "Cast one side explicitly with cn_cast, choosing the dtype deliberately (usually "
-            "the parameters' dtype).",
-            "Create constants and buffers with the dtype of the tensor they will meet: "
-            "cn_full(shape, n, v, cn_dtype_of(x), cn_device_of(x)).",
-            "Build index tensors as CN_I64 from the start."),
+        .solutions =
+            LIST("Cast one side explicitly with cn_cast, choosing the dtype deliberately (usually "
+                 "the parameters' dtype).",
+                 "Create constants and buffers with the dtype of the tensor they will meet: "
+                 "cn_full(shape, n, v, cn_dtype_of(x), cn_device_of(x)).",
+                 "Build index tensors as CN_I64 from the start."),
         .example_fix =
             "// before: x is made from doubles (f64), w is f32\n"
             "cn_tensor *x = cn_from_data(buf, shape, 2, CN_F64, cn_cpu());\n"
@@ -197,10 +195,10 @@ static const cn_error_entry catalogue[] = {
             "cn_tensor *x = cn_cast(x64, cn_dtype_of(w));\n"
             "cn_release(x64);\n"
             "cn_tensor *y = cn_mul(x, w);",
-        .prevention_tips = LIST(
-            "Choose one compute dtype per model and convert data to it where it enters.",
-            "Derive the dtype of new tensors from existing ones with cn_dtype_of.",
-            "Keep index tensors i64 from the point they are created."),
+        .prevention_tips =
+            LIST("Choose one compute dtype per model and convert data to it where it enters.",
+                 "Derive the dtype of new tensors from existing ones with cn_dtype_of.",
+                 "Keep index tensors i64 from the point they are created."),
     },
     {
         CODE(CN_ERR_KIND, 5),
@@ -222,21 +220,20 @@ static const cn_error_entry catalogue[] = {
             "Computing accuracy as the mean of a bool comparison result; masks built as float "
             "0/1 and then used with logical ops, or bool masks fed to arithmetic; raw integer "
             "data (u8 pixels, i32 counts) passed straight into a network.",
-        .solutions = LIST(
-            "Cast to a float dtype first: cn_cast(x, CN_F32).",
-            "For accuracy, compare (bool), cast to f32, then take cn_mean.",
-            "For logic, produce masks with the comparison ops, which return bool, or convert "
-            "with cn_cast(mask, CN_BOOL)."),
-        .example_fix =
-            "// before: correct = cn_eq(pred, labels) is bool\n"
-            "cn_tensor *acc = cn_mean(correct);     /* fails: CN_ERR_KIND */\n"
-            "// after\n"
-            "cn_tensor *correct_f = cn_cast(correct, CN_F32);\n"
-            "cn_tensor *acc = cn_mean(correct_f);",
-        .prevention_tips = LIST(
-            "Convert raw integer data to float when it is loaded.",
-            "Keep masks bool and values float, and convert explicitly where they meet.",
-            "Check the kinds an op accepts in its comment in include/cinder/ops.h."),
+        .solutions =
+            LIST("Cast to a float dtype first: cn_cast(x, CN_F32).",
+                 "For accuracy, compare (bool), cast to f32, then take cn_mean.",
+                 "For logic, produce masks with the comparison ops, which return bool, or convert "
+                 "with cn_cast(mask, CN_BOOL)."),
+        .example_fix = "// before: correct = cn_eq(pred, labels) is bool\n"
+                       "cn_tensor *acc = cn_mean(correct);     /* fails: CN_ERR_KIND */\n"
+                       "// after\n"
+                       "cn_tensor *correct_f = cn_cast(correct, CN_F32);\n"
+                       "cn_tensor *acc = cn_mean(correct_f);",
+        .prevention_tips =
+            LIST("Convert raw integer data to float when it is loaded.",
+                 "Keep masks bool and values float, and convert explicitly where they meet.",
+                 "Check the kinds an op accepts in its comment in include/cinder/ops.h."),
     },
     {
         CODE(CN_ERR_DEVICE_MISMATCH, 6),
@@ -258,12 +255,12 @@ static const cn_error_entry catalogue[] = {
             "Constants, masks or index tensors created with cn_cpu() while the model runs on "
             "CINDER_DEVICE=cuda; the model moved to the GPU but not the batch (or the "
             "reverse); a checkpoint loaded on the CPU and combined with GPU parameters.",
-        .solutions = LIST(
-            "Move one side explicitly: cn_to_device(t, cn_device_of(other)).",
-            "Create new tensors on the device of the tensor they will meet: pass "
-            "cn_device_of(x) instead of cn_cpu().",
-            "Pick the device once (cn_default_device() or cn_device_parse) and pass it to "
-            "every function that creates tensors."),
+        .solutions =
+            LIST("Move one side explicitly: cn_to_device(t, cn_device_of(other)).",
+                 "Create new tensors on the device of the tensor they will meet: pass "
+                 "cn_device_of(x) instead of cn_cpu().",
+                 "Pick the device once (cn_default_device() or cn_device_parse) and pass it to "
+                 "every function that creates tensors."),
         .example_fix =
             "// before: x lives on cuda:0\n"
             "cn_tensor *mask = cn_ones(shape, 2, CN_F32, cn_cpu());\n"
@@ -271,11 +268,11 @@ static const cn_error_entry catalogue[] = {
             "// after: create it where x lives\n"
             "cn_tensor *mask = cn_ones(shape, 2, CN_F32, cn_device_of(x));\n"
             "cn_tensor *y = cn_mul(x, mask);",
-        .prevention_tips = LIST(
-            "Never hard-code cn_cpu() inside model code; take a cn_device parameter.",
-            "Move each batch to the model's device once, at the top of the step.",
-            "Run the tests with CINDER_DEVICE set to another backend to catch stray CPU "
-            "tensors."),
+        .prevention_tips =
+            LIST("Never hard-code cn_cpu() inside model code; take a cn_device parameter.",
+                 "Move each batch to the model's device once, at the top of the step.",
+                 "Run the tests with CINDER_DEVICE set to another backend to catch stray CPU "
+                 "tensors."),
     },
     {
         CODE(CN_ERR_NO_KERNEL, 7),
@@ -297,14 +294,14 @@ static const cn_error_entry catalogue[] = {
             "Experimental backends implementing only the ops of one model; a GPU backend that "
             "does not implement an op family yet; a wrapper table copied before the wrapped "
             "backend was registered, or edited after cn_backend_register copied it.",
-        .solutions = LIST(
-            "Implement the kernel and set kernels[CN_OP_...] before calling "
-            "cn_backend_register: the table is copied at registration, so later edits have no "
-            "effect.",
-            "As a stopgap, move the inputs to the CPU with cn_to_device, run the op there and "
-            "move the result back.",
-            "When wrapping a backend, start from a full copy, `cn_backend w = "
-            "*cn_backend_get(id);`, and override only the entries you change."),
+        .solutions =
+            LIST("Implement the kernel and set kernels[CN_OP_...] before calling "
+                 "cn_backend_register: the table is copied at registration, so later edits have no "
+                 "effect.",
+                 "As a stopgap, move the inputs to the CPU with cn_to_device, run the op there and "
+                 "move the result back.",
+                 "When wrapping a backend, start from a full copy, `cn_backend w = "
+                 "*cn_backend_get(id);`, and override only the entries you change."),
         .example_fix =
             "// before: registered without exp\n"
             "cn_backend b = my_backend_table();\n"
@@ -313,11 +310,11 @@ static const cn_error_entry catalogue[] = {
             "cn_backend b = my_backend_table();\n"
             "b.kernels[CN_OP_EXP] = my_exp_kernel;\n"
             "cn_backend_register(&b);",
-        .prevention_tips = LIST(
-            "Run the cross-backend op tests against every backend you register.",
-            "Build wrapper backends from a full copy of an existing table.",
-            "Check the new cn_op values when upgrading cinder and decide for each whether "
-            "your backend implements it."),
+        .prevention_tips =
+            LIST("Run the cross-backend op tests against every backend you register.",
+                 "Build wrapper backends from a full copy of an existing table.",
+                 "Check the new cn_op values when upgrading cinder and decide for each whether "
+                 "your backend implements it."),
     },
     {
         CODE(CN_ERR_OUT_OF_MEMORY, 8),
@@ -338,13 +335,13 @@ static const cn_error_entry catalogue[] = {
             "Intermediates of each step never released (no scope and no cn_release), visible "
             "as cn_live_tensors() growing every iteration; a batch size or sequence length too "
             "large for the device; references to old losses or activations kept for logging.",
-        .solutions = LIST(
-            "Wrap each step in cn_scope_begin() / cn_scope_end() and cn_keep only what must "
-            "survive the step.",
-            "Watch cn_live_tensors() across iterations: a steady rise is a leak, not a "
-            "capacity problem.",
-            "Reduce the batch size or sequence length, or use a smaller dtype (f16, bf16).",
-            "Release tensors that are no longer needed before creating large ones."),
+        .solutions =
+            LIST("Wrap each step in cn_scope_begin() / cn_scope_end() and cn_keep only what must "
+                 "survive the step.",
+                 "Watch cn_live_tensors() across iterations: a steady rise is a leak, not a "
+                 "capacity problem.",
+                 "Reduce the batch size or sequence length, or use a smaller dtype (f16, bf16).",
+                 "Release tensors that are no longer needed before creating large ones."),
         .example_fix =
             "// before: every step leaks its intermediates\n"
             "for (int step = 0; step < n; step++) {\n"
@@ -358,11 +355,11 @@ static const cn_error_entry catalogue[] = {
             "    log_loss(loss);\n"
             "    cn_scope_end();\n"
             "}",
-        .prevention_tips = LIST(
-            "Use a scope around the body of every loop that creates tensors.",
-            "Assert in tests that cn_live_tensors() is the same before and after a step.",
-            "Test error paths with cn_alloc_fail_after, failing each allocation in turn, to "
-            "prove that failures leak nothing."),
+        .prevention_tips =
+            LIST("Use a scope around the body of every loop that creates tensors.",
+                 "Assert in tests that cn_live_tensors() is the same before and after a step.",
+                 "Test error paths with cn_alloc_fail_after, failing each allocation in turn, to "
+                 "prove that failures leak nothing."),
     },
     {
         CODE(CN_ERR_OVERFLOW, 9),
@@ -423,28 +420,26 @@ static const cn_error_entry catalogue[] = {
             "A typo, or a device name from another framework (\"gpu\", \"mps\", \"cuda0\"); an "
             "environment copied from a machine with a CUDA build; start-up code that parses "
             "the device before registering the program's own backend.",
-        .solutions = LIST(
-            "Run `cinder info` to see the backends compiled into this build and use one of "
-            "those names.",
-            "Fix or unset CINDER_DEVICE (unset means the CPU).",
-            "Register custom backends before anything parses their names.",
-            "Check the status of cn_device_parse (or cn_last_status() after "
-            "cn_default_device()) at start-up and fall back explicitly if that is wanted."),
-        .example_fix =
-            "// before: status ignored; every later cn_zeros(..., dev) fails\n"
-            "cn_device dev;\n"
-            "cn_device_parse(\"gpu\", &dev);\n"
-            "// after: a name cinder knows, and the status checked once\n"
-            "cn_device dev;\n"
-            "if (cn_device_parse(\"cuda\", &dev) != CN_OK) {\n"
-            "    fprintf(stderr, \"%s; using the CPU\\n\", cn_last_error());\n"
-            "    cn_clear_error();\n"
-            "    dev = cn_cpu();\n"
-            "}",
-        .prevention_tips = LIST(
-            "Validate the device once at start-up and report the message.",
-            "Use the backend names that `cinder info` prints.",
-            "Register backends before any code parses device names."),
+        .solutions =
+            LIST("Run `cinder info` to see the backends compiled into this build and use one of "
+                 "those names.",
+                 "Fix or unset CINDER_DEVICE (unset means the CPU).",
+                 "Register custom backends before anything parses their names.",
+                 "Check the status of cn_device_parse (or cn_last_status() after "
+                 "cn_default_device()) at start-up and fall back explicitly if that is wanted."),
+        .example_fix = "// before: status ignored; every later cn_zeros(..., dev) fails\n"
+                       "cn_device dev;\n"
+                       "cn_device_parse(\"gpu\", &dev);\n"
+                       "// after: a name cinder knows, and the status checked once\n"
+                       "cn_device dev;\n"
+                       "if (cn_device_parse(\"cuda\", &dev) != CN_OK) {\n"
+                       "    fprintf(stderr, \"%s; using the CPU\\n\", cn_last_error());\n"
+                       "    cn_clear_error();\n"
+                       "    dev = cn_cpu();\n"
+                       "}",
+        .prevention_tips = LIST("Validate the device once at start-up and report the message.",
+                                "Use the backend names that `cinder info` prints.",
+                                "Register backends before any code parses device names."),
     },
     {
         CODE(CN_ERR_DEVICE_UNAVAILABLE, 11),
@@ -463,23 +458,21 @@ static const cn_error_entry catalogue[] = {
         .common_situations =
             "Code developed on a multi-GPU workstation run on a single-GPU machine; containers "
             "without GPU pass-through; device indices counted from 1 instead of 0.",
-        .solutions = LIST(
-            "Query cn_backend_device_count(\"cuda\") and choose an index below it.",
-            "Fall back to cn_cpu() when the backend has no usable device.",
-            "Fix the environment: driver installed, GPUs visible in the container, "
-            "CUDA_VISIBLE_DEVICES listing the intended GPUs."),
-        .example_fix =
-            "// before: assumes a second GPU\n"
-            "cn_device dev;\n"
-            "cn_device_parse(\"cuda:1\", &dev);      /* fails on a one-GPU machine */\n"
-            "// after: choose an index that exists\n"
-            "cn_device dev = cn_cpu();\n"
-            "int n = cn_backend_device_count(\"cuda\");\n"
-            "if (n > 0) {\n"
-            "    char name[32];\n"
-            "    snprintf(name, sizeof name, \"cuda:%d\", n > 1 ? 1 : 0);\n"
-            "    cn_device_parse(name, &dev);\n"
-            "}",
+        .solutions = LIST("Query cn_backend_device_count(\"cuda\") and choose an index below it.",
+                          "Fall back to cn_cpu() when the backend has no usable device.",
+                          "Fix the environment: driver installed, GPUs visible in the container, "
+                          "CUDA_VISIBLE_DEVICES listing the intended GPUs."),
+        .example_fix = "// before: assumes a second GPU\n"
+                       "cn_device dev;\n"
+                       "cn_device_parse(\"cuda:1\", &dev);      /* fails on a one-GPU machine */\n"
+                       "// after: choose an index that exists\n"
+                       "cn_device dev = cn_cpu();\n"
+                       "int n = cn_backend_device_count(\"cuda\");\n"
+                       "if (n > 0) {\n"
+                       "    char name[32];\n"
+                       "    snprintf(name, sizeof name, \"cuda:%d\", n > 1 ? 1 : 0);\n"
+                       "    cn_device_parse(name, &dev);\n"
+                       "}",
         .prevention_tips = LIST(
             "Query device counts instead of hard-coding indices.",
             "Make the device a setting (CINDER_DEVICE or a command-line flag), not a constant.",
@@ -522,12 +515,12 @@ static const cn_error_entry catalogue[] = {
             "if (a->in[0].dtype != CN_F32)\n"
             "    return cn_set_error(CN_ERR_DTYPE, \"add\", \"%s not supported by mybackend; \"\n"
             "                        \"cast to f32\", cn_dtype_name(a->in[0].dtype));",
-        .prevention_tips = LIST(
-            "In a backend, use CN_ERR_BACKEND only for failures of the device or its runtime.",
-            "Check the result of every runtime call in kernels and turn failures into "
-            "cn_set_error with the runtime's error string.",
-            "Synchronize and check for errors at step boundaries so that faults are reported "
-            "near their cause."),
+        .prevention_tips =
+            LIST("In a backend, use CN_ERR_BACKEND only for failures of the device or its runtime.",
+                 "Check the result of every runtime call in kernels and turn failures into "
+                 "cn_set_error with the runtime's error string.",
+                 "Synchronize and check for errors at step boundaries so that faults are reported "
+                 "near their cause."),
     },
     {
         CODE(CN_ERR_INDEX, 13),
@@ -548,23 +541,22 @@ static const cn_error_entry catalogue[] = {
             "Labels numbered from 1 instead of 0; padding or ignore markers (-1, -100) left "
             "in an index tensor; a class count or vocabulary size changed in one place but not "
             "in another; indices computed for the full dataset applied to a slice of it.",
-        .solutions = LIST(
-            "Find the range of the index values (cn_max and cn_min of the index tensor) and "
-            "compare it with the size of the indexed dim.",
-            "Shift 1-based labels to 0-based: cn_add_scalar(labels, -1).",
-            "Remove padding indices before indexing, or replace them with a valid index and "
-            "mask the result.",
-            "Take the class count or vocabulary size from one constant."),
+        .solutions =
+            LIST("Find the range of the index values (cn_max and cn_min of the index tensor) and "
+                 "compare it with the size of the indexed dim.",
+                 "Shift 1-based labels to 0-based: cn_add_scalar(labels, -1).",
+                 "Remove padding indices before indexing, or replace them with a valid index and "
+                 "mask the result.",
+                 "Take the class count or vocabulary size from one constant."),
         .example_fix =
             "// before: labels are 1..10\n"
             "cn_tensor *y = cn_one_hot(labels, 10, CN_F32);   /* fails: CN_ERR_INDEX */\n"
             "// after: make them 0-based first\n"
             "cn_tensor *labels0 = cn_add_scalar(labels, -1);\n"
             "cn_tensor *y = cn_one_hot(labels0, 10, CN_F32);",
-        .prevention_tips = LIST(
-            "Validate label and token ranges once, when the dataset is loaded.",
-            "Keep class counts and vocabulary sizes in one place.",
-            "Use 0-based indices throughout, as C and cinder do."),
+        .prevention_tips = LIST("Validate label and token ranges once, when the dataset is loaded.",
+                                "Keep class counts and vocabulary sizes in one place.",
+                                "Use 0-based indices throughout, as C and cinder do."),
     },
     {
         CODE(CN_ERR_SCOPE, 14),
@@ -586,11 +578,11 @@ static const cn_error_entry catalogue[] = {
             "Error-handling branches that end the scope and then reach the normal end too; a "
             "helper function ending a scope its caller began; worker threads ending scopes "
             "opened by the main thread.",
-        .solutions = LIST(
-            "Pair each cn_scope_begin() with one cn_scope_end() in the same function, on a "
-            "single exit path (a `goto out` label works well).",
-            "Compare cn_scope_depth() at function entry and exit in debug builds.",
-            "End every scope on the thread that began it."),
+        .solutions =
+            LIST("Pair each cn_scope_begin() with one cn_scope_end() in the same function, on a "
+                 "single exit path (a `goto out` label works well).",
+                 "Compare cn_scope_depth() at function entry and exit in debug builds.",
+                 "End every scope on the thread that began it."),
         .example_fix =
             "// before: the error branch ends the scope, then the normal path ends it again\n"
             "cn_scope_begin();\n"
@@ -602,10 +594,9 @@ static const cn_error_entry catalogue[] = {
             "cn_tensor *y = cn_keep(cn_relu(x));\n"
             "cn_scope_end();\n"
             "if (!y) return -1;",
-        .prevention_tips = LIST(
-            "One begin and one end per function, on one exit path.",
-            "Assert in tests that cn_scope_depth() is 0 after each step.",
-            "Do not share scopes across threads."),
+        .prevention_tips = LIST("One begin and one end per function, on one exit path.",
+                                "Assert in tests that cn_scope_depth() is 0 after each step.",
+                                "Do not share scopes across threads."),
     },
     {
         CODE(CN_ERR_BUFFER, 15),
@@ -627,26 +618,165 @@ static const cn_error_entry catalogue[] = {
         .common_situations =
             "sizeof applied to a pointer parameter; assuming doubles when tensors are f32; a "
             "buffer sized from an old shape after the model changed.",
-        .solutions = LIST(
-            "Compute the size from the tensor: (size_t)cn_numel(t) * "
-            "cn_dtype_size(cn_dtype_of(t)).",
-            "To read in another element type, cn_cast the tensor first, then read the cast "
-            "tensor.",
-            "Allocate the buffer from that computed size instead of from assumptions.",
-            "For cn_split / cn_chunk, size `parts` for ceil(size of dim / piece size) pieces "
-            "and pass that count as max_parts."),
-        .example_fix =
-            "// before: t is f32 [2, 3], the buffer holds doubles\n"
-            "double out[6];\n"
-            "cn_read(t, out, sizeof out);            /* fails: CN_ERR_BUFFER */\n"
-            "// after: read it as f64, sized from the tensor\n"
-            "cn_tensor *t64 = cn_cast(t, CN_F64);\n"
-            "cn_read(t64, out, (size_t)cn_numel(t64) * cn_dtype_size(CN_F64));\n"
-            "cn_release(t64);",
-        .prevention_tips = LIST(
-            "Always compute nbytes from cn_numel and cn_dtype_size.",
-            "Check cn_dtype_of before reading into a typed buffer.",
-            "Never take sizeof of a pointer to size a buffer."),
+        .solutions =
+            LIST("Compute the size from the tensor: (size_t)cn_numel(t) * "
+                 "cn_dtype_size(cn_dtype_of(t)).",
+                 "To read in another element type, cn_cast the tensor first, then read the cast "
+                 "tensor.",
+                 "Allocate the buffer from that computed size instead of from assumptions.",
+                 "For cn_split / cn_chunk, size `parts` for ceil(size of dim / piece size) pieces "
+                 "and pass that count as max_parts."),
+        .example_fix = "// before: t is f32 [2, 3], the buffer holds doubles\n"
+                       "double out[6];\n"
+                       "cn_read(t, out, sizeof out);            /* fails: CN_ERR_BUFFER */\n"
+                       "// after: read it as f64, sized from the tensor\n"
+                       "cn_tensor *t64 = cn_cast(t, CN_F64);\n"
+                       "cn_read(t64, out, (size_t)cn_numel(t64) * cn_dtype_size(CN_F64));\n"
+                       "cn_release(t64);",
+        .prevention_tips = LIST("Always compute nbytes from cn_numel and cn_dtype_size.",
+                                "Check cn_dtype_of before reading into a typed buffer.",
+                                "Never take sizeof of a pointer to size a buffer."),
+    },
+    {
+        CODE(CN_ERR_AUTODIFF_DEVICE, 16),
+        .slug = "autodiff-concrete-device",
+        PHRASE("tensor is not on an autodiff device"),
+        .documentation =
+            "An autodiff call was given a tensor that lives on a concrete device (cn_cpu(), a "
+            "CUDA device), where no graph is recorded: cn_require_grad cannot make it a leaf, "
+            "and cn_from_inner needs a concrete tensor plus the autodiff device over that same "
+            "device. Gradients exist only for tensors on cn_autodiff(device).",
+        .trigger_scenarios =
+            "cn_require_grad on a tensor made with cn_cpu(); cn_from_inner(t, cn_cpu()) with a "
+            "concrete target; cn_from_inner of a tensor that is already on an autodiff device.",
+        .common_situations =
+            "Creating parameters on cn_default_device() and forgetting to wrap the device in "
+            "cn_autodiff; loading weights from a file onto the concrete device.",
+        .solutions = LIST("Create trainable tensors on cn_autodiff(device).",
+                          "Move an existing tensor with cn_to_device(t, cn_autodiff(device)) or "
+                          "view it there with cn_from_inner(t, cn_autodiff(cn_device_of(t))).",
+                          "Pass cn_from_inner the autodiff device over the tensor's own device."),
+        .example_fix = "// before\n"
+                       "cn_tensor *w = cn_require_grad(cn_zeros(s, 2, CN_F32, cn_cpu())); /* fails */\n"
+                       "// after\n"
+                       "cn_device ad = cn_autodiff(cn_cpu());\n"
+                       "cn_tensor *w = cn_require_grad(cn_zeros(s, 2, CN_F32, ad));",
+        .prevention_tips = LIST("Keep one `cn_device train_dev = cn_autodiff(...)` and create "
+                                "every parameter on it.",
+                                "Load checkpoints on the concrete device, then cn_from_inner."),
+    },
+    {
+        CODE(CN_ERR_AUTODIFF_NO_GRAD, 17),
+        .slug = "autodiff-no-gradient",
+        PHRASE("tensor has no gradient"),
+        .documentation =
+            "A gradient was asked of a tensor that has none: cn_backward on a root that is not "
+            "tracked (no input required grad, or it was computed under no-grad mode), cn_grad of "
+            "a tensor that did not take part in the graph behind the root, or cn_retain_grad on "
+            "an untracked tensor. PyTorch returns None for such gradients; cinder says so.",
+        .trigger_scenarios =
+            "cn_backward(loss) where no parameter was marked with cn_require_grad; a loss "
+            "computed between cn_no_grad_begin and cn_no_grad_end; cn_grad(grads, b) for a "
+            "parameter b that the loss does not depend on; cn_grad of a tensor after "
+            "cn_grad_remove took its gradient.",
+        .common_situations =
+            "Forgetting cn_require_grad on new parameters; evaluating the loss inside the "
+            "no-grad block of an optimizer step; a branch of the model that was skipped.",
+        .solutions = LIST("Mark the leaves with cn_require_grad before the forward pass.",
+                          "Compute the training loss outside no-grad mode.",
+                          "Check that the loss really depends on the tensor you ask about; "
+                          "a parameter the loss ignores has no gradient."),
+        .example_fix = "// before\n"
+                       "cn_tensor *w = cn_zeros(s, 2, CN_F32, ad);\n"
+                       "cn_grads *g = cn_backward(cn_sum(cn_mul(w, x)));   /* fails */\n"
+                       "// after\n"
+                       "cn_tensor *w = cn_require_grad(cn_zeros(s, 2, CN_F32, ad));\n"
+                       "cn_grads *g = cn_backward(cn_sum(cn_mul(w, x)));",
+        .prevention_tips = LIST("Check cn_requires_grad(loss) in debug builds before backward.",
+                                "Keep no-grad blocks short: only evaluation and updates."),
+    },
+    {
+        CODE(CN_ERR_AUTODIFF_MODIFIED, 18),
+        .slug = "autodiff-saved-tensor-modified",
+        PHRASE("a tensor saved for backward was modified in place"),
+        .documentation =
+            "A value that a recorded op saved for its backward formula was overwritten in place "
+            "(cn_copy_) before cn_backward ran. Every storage carries a version counter that "
+            "in-place writes bump; backward compares it with the version seen when the op was "
+            "recorded and refuses to compute a gradient from the new contents, which would be "
+            "silently wrong. Nothing is consumed: the graph and all tensors are as before.",
+        .trigger_scenarios =
+            "y = cn_mul(w, x); cn_copy_(x, other) under no-grad; cn_backward(y); an optimizer "
+            "step between the forward pass and cn_backward; updating a running statistic in "
+            "place that the forward pass also used.",
+        .common_situations =
+            "Stepping the optimizer before backward; reusing a preallocated input buffer for the "
+            "next batch while the previous graph is still alive.",
+        .solutions = LIST("Run cn_backward before any in-place update of its inputs.",
+                          "Write the new values into a fresh tensor instead of in place.",
+                          "Recompute the forward pass after the in-place update."),
+        .example_fix = "// before\n"
+                       "cn_tensor *loss = cn_sum(cn_mul(w, x));\n"
+                       "cn_no_grad_begin(); cn_copy_(x, next_batch); cn_no_grad_end();\n"
+                       "cn_backward(loss);                        /* fails */\n"
+                       "// after\n"
+                       "cn_grads *g = cn_backward(loss);\n"
+                       "cn_no_grad_begin(); cn_copy_(x, next_batch); cn_no_grad_end();",
+        .prevention_tips = LIST("Order each step as forward, backward, then updates.",
+                                "Treat tensors used in a live graph as read-only."),
+    },
+    {
+        CODE(CN_ERR_AUTODIFF_GRAPH, 19),
+        .slug = "autodiff-graph-freed",
+        PHRASE("the graph was already freed by a backward"),
+        .documentation =
+            "cn_backward consumes the graph it runs through: once it succeeds, the values saved "
+            "for backward are released so that memory stays flat across training steps. A second "
+            "backward through any part of that graph has nothing to compute from. Leaves are "
+            "never consumed; only recorded ops are.",
+        .trigger_scenarios =
+            "Calling cn_backward twice on the same loss; a new loss that reuses an intermediate "
+            "(not a leaf) from a graph an earlier backward consumed.",
+        .common_situations =
+            "Accumulating gradients by calling backward on one loss several times; keeping an "
+            "activation across steps and feeding it into the next step's graph.",
+        .solutions = LIST("Run the forward pass again before each backward.",
+                          "To backward through two losses, add them and call cn_backward once.",
+                          "Pass values across steps as detached tensors (cn_detach)."),
+        .example_fix = "// before\n"
+                       "cn_grads *g1 = cn_backward(loss);\n"
+                       "cn_grads *g2 = cn_backward(loss);         /* fails */\n"
+                       "// after\n"
+                       "cn_grads *g = cn_backward(cn_add(loss_a, loss_b));",
+        .prevention_tips = LIST("One forward, one backward.",
+                                "cn_detach state that is carried from step to step."),
+    },
+    {
+        CODE(CN_ERR_AUTODIFF_INPLACE, 20),
+        .slug = "autodiff-inplace-on-tracked",
+        PHRASE("in-place write to a tracked tensor"),
+        .documentation =
+            "cn_copy_ was asked to overwrite a tensor that the autodiff layer tracks while "
+            "gradients are being recorded. An in-place write cannot be recorded as an op of the "
+            "graph, so the tensor's gradient would silently lose it. Updates of parameters "
+            "belong in no-grad mode, where nothing is recorded.",
+        .trigger_scenarios =
+            "cn_copy_(w, w_new) for a parameter w marked with cn_require_grad, outside "
+            "cn_no_grad_begin/cn_no_grad_end; cn_copy_ into an intermediate of the graph.",
+        .common_situations =
+            "Writing an optimizer step without the no-grad block; clamping weights in place "
+            "during the forward pass.",
+        .solutions = LIST("Wrap parameter updates in cn_no_grad_begin() / cn_no_grad_end().",
+                          "Inside the forward pass, use out-of-place ops (cn_clamp returns a new "
+                          "tensor)."),
+        .example_fix = "// before\n"
+                       "cn_copy_(w, cn_sub(w, cn_mul_scalar(dw, lr)));  /* fails */\n"
+                       "// after\n"
+                       "cn_no_grad_begin();\n"
+                       "cn_copy_(w, cn_sub(w, cn_mul_scalar(dw, lr)));\n"
+                       "cn_no_grad_end();",
+        .prevention_tips = LIST("Every optimizer step runs in no-grad mode.",
+                                "Never write in place to a tensor a graph may use."),
     },
 };
 
@@ -681,7 +811,8 @@ const char *cn__status_phrase(cn_status s) {
 static size_t placeholder_len(const char *p) {
     if (*p != '{') return 0;
     const char *q = p + 1;
-    while (*q && *q != '}' && *q != '{') q++;
+    while (*q && *q != '}' && *q != '{')
+        q++;
     return *q == '}' && q > p + 1 ? (size_t)(q - p) + 1 : 0;
 }
 
@@ -709,7 +840,8 @@ static int pattern_matches(const char *pattern, const char *msg, size_t n) {
             return 0;
         }
     }
-    for (size_t ph; (ph = placeholder_len(p)) != 0;) p += ph;
+    for (size_t ph; (ph = placeholder_len(p)) != 0;)
+        p += ph;
     return *p == '\0';
 }
 
@@ -758,17 +890,21 @@ static const cn_error_entry *earliest_phrase(const char *s, size_t n, const char
 const cn_error_entry *cn_error_lookup(const char *query) {
     if (!query) return NULL;
     const char *s = query;
-    while (isspace((unsigned char)*s)) s++;
+    while (isspace((unsigned char)*s))
+        s++;
     size_t n = strlen(s);
-    while (n > 0 && isspace((unsigned char)s[n - 1])) n--;
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        n--;
     if (n == 0) return NULL;
 
     /* a code number */
     size_t digits = 0;
-    while (digits < n && isdigit((unsigned char)s[digits])) digits++;
+    while (digits < n && isdigit((unsigned char)s[digits]))
+        digits++;
     if (digits == n) {
         long code = 0;
-        for (size_t i = 0; i < n && code < 1000000; i++) code = code * 10 + (s[i] - '0');
+        for (size_t i = 0; i < n && code < 1000000; i++)
+            code = code * 10 + (s[i] - '0');
         return code < 1000000 ? cn_error_entry_of((cn_status)code) : NULL;
     }
 

@@ -12,8 +12,10 @@
 void (*cn__autograd_free)(cn_tensor *t);
 
 static _Atomic int64_t live_tensors;
+static _Atomic int64_t live_bytes;
 
 int64_t cn_live_tensors(void) { return live_tensors; }
+int64_t cn_live_bytes(void) { return live_bytes; }
 
 /* ---- geometry helpers --------------------------------------------------------------------- */
 
@@ -75,6 +77,7 @@ static void storage_release(cn_storage *s) {
     if (!s || --s->refcount > 0) return;
     const cn_backend *b = cn__backend(s->device.backend);
     if (b && s->data) b->free(b->ctx, s->device.index, s->data);
+    atomic_fetch_sub(&live_bytes, (int64_t)s->nbytes);
     cn__free(s);
 }
 
@@ -127,6 +130,7 @@ cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_d
         cn__free(s);
         return NULL;
     }
+    atomic_fetch_add(&live_bytes, (int64_t)s->nbytes);
     cn_tensor *t = header_new(op);
     if (!t) {
         storage_release(s);
@@ -139,7 +143,7 @@ cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_d
         t->strides[d] = strides[d];
     }
     t->numel = numel;
-    t->device = concrete;
+    t->device = device; /* an autodiff device stays visible; the storage is on the concrete one */
     t->storage = s;
     return t;
 }

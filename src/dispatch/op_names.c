@@ -22,7 +22,11 @@ static const char *const op_names[CN_OP_COUNT] = {
     [CN_OP_MATMUL] = "matmul", [CN_OP_GATHER] = "gather", [CN_OP_SCATTER_ADD] = "scatter_add",
     [CN_OP_INDEX_SELECT] = "index_select", [CN_OP_ONE_HOT] = "one_hot",
     [CN_OP_CONV2D] = "conv2d", [CN_OP_MAX_POOL2D] = "max_pool2d",
-    [CN_OP_AVG_POOL2D] = "avg_pool2d",
+    [CN_OP_AVG_POOL2D] = "avg_pool2d", [CN_OP_ERF] = "erf",
+    [CN_OP_CONV2D_BACKWARD_INPUT] = "conv2d_backward_input",
+    [CN_OP_CONV2D_BACKWARD_WEIGHT] = "conv2d_backward_weight",
+    [CN_OP_MAX_POOL2D_BACKWARD] = "max_pool2d_backward",
+    [CN_OP_AVG_POOL2D_BACKWARD] = "avg_pool2d_backward",
 };
 
 const char *cn_op_name(cn_op op) {

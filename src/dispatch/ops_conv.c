@@ -1,6 +1,7 @@
 /* Front-ends of conv2d and pooling: parameter defaults, shape checks, output size. */
 #include "cinder/ops.h"
 #include "core/error_internal.h"
+#include "dispatch/backward_ops.h"
 #include "dispatch/router.h"
 
 /* Output size along one spatial dim; -1 when the (dilated) window does not fit. */
@@ -78,7 +79,7 @@ cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_p
         cn_release(out);
         return NULL;
     }
-    return out;
+    return cn__record(CN_OP_CONV2D, out, in, n, ints, 7, NULL, 0);
 }
 
 static cn_tensor *pool2d(cn_op kind, cn_tensor *x, const cn_pool2d_params *p) {
@@ -127,7 +128,7 @@ static cn_tensor *pool2d(cn_op kind, cn_tensor *x, const cn_pool2d_params *p) {
         cn_release(out);
         return NULL;
     }
-    return out;
+    return cn__record(kind, out, &x, 1, ints, 6, NULL, 0);
 }
 
 cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p) {
@@ -135,4 +136,45 @@ cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p) {
 }
 cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p) {
     return pool2d(CN_OP_AVG_POOL2D, x, p);
+}
+
+/* ---- backward entries (for the autodiff layer) --------------------------------------------- */
+
+/* Runs one backward kernel: inputs as they are, output of `shape` in g's dtype and device. */
+static cn_tensor *backward_kernel(cn_op kind, cn_tensor *a, cn_tensor *b, const int64_t *shape,
+                                  const int64_t *ints, int n_ints) {
+    const char *op = cn_op_name(kind);
+    cn_tensor *in[2] = {a, b};
+    const char *names[2] = {"g", "saved"};
+    int n = b ? 2 : 1;
+    cn_device dev;
+    const cn_backend *be = cn__route(op, in, names, n, &dev);
+    if (!be) return NULL;
+    cn_tensor *out = cn__tensor_alloc(op, shape, 4, a->dtype, dev);
+    if (!out) return NULL;
+    cn_view views[2];
+    for (int i = 0; i < n; i++) cn__tensor_as_view(in[i], &views[i]);
+    if (cn__launch(be, dev, kind, views, n, &out, 1, ints, n_ints, NULL, 0) != CN_OK) {
+        cn_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+cn_tensor *cn__conv2d_backward_input(cn_tensor *g, cn_tensor *w, const int64_t *x_shape,
+                                     const int64_t *ints) {
+    return backward_kernel(CN_OP_CONV2D_BACKWARD_INPUT, g, w, x_shape, ints, 7);
+}
+
+cn_tensor *cn__conv2d_backward_weight(cn_tensor *g, cn_tensor *x, const int64_t *w_shape,
+                                      const int64_t *ints) {
+    return backward_kernel(CN_OP_CONV2D_BACKWARD_WEIGHT, g, x, w_shape, ints, 7);
+}
+
+cn_tensor *cn__max_pool2d_backward(cn_tensor *g, cn_tensor *x, const int64_t *ints) {
+    return backward_kernel(CN_OP_MAX_POOL2D_BACKWARD, g, x, x->shape, ints, 6);
+}
+
+cn_tensor *cn__avg_pool2d_backward(cn_tensor *g, const int64_t *x_shape, const int64_t *ints) {
+    return backward_kernel(CN_OP_AVG_POOL2D_BACKWARD, g, NULL, x_shape, ints, 6);
 }

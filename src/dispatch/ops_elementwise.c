@@ -1,6 +1,7 @@
 /* Front-ends of the elementwise ops: kind and dtype checks, broadcasting, output allocation. */
 #include "cinder/ops.h"
 #include "core/error_internal.h"
+#include "dispatch/backward_ops.h"
 #include "dispatch/router.h"
 
 /* One elementwise call: up to three inputs broadcast together. value_from is the first input
@@ -55,7 +56,7 @@ static cn_tensor *elementwise(const ew_call *c) {
         cn_release(out);
         return NULL;
     }
-    return out;
+    return cn__record(c->op, out, c->in, c->n, c->ints, c->n_ints, c->reals, c->n_reals);
 }
 
 static cn_tensor *unary(cn_op op, cn_tensor *x, unsigned kinds) {
@@ -97,6 +98,7 @@ cn_tensor *cn_cos(cn_tensor *x) { return unary(CN_OP_COS, x, CN_KINDS_FLOAT); }
 cn_tensor *cn_tanh(cn_tensor *x) { return unary(CN_OP_TANH, x, CN_KINDS_FLOAT); }
 cn_tensor *cn_sigmoid(cn_tensor *x) { return unary(CN_OP_SIGMOID, x, CN_KINDS_FLOAT); }
 cn_tensor *cn_silu(cn_tensor *x) { return unary(CN_OP_SILU, x, CN_KINDS_FLOAT); }
+cn_tensor *cn__erf(cn_tensor *x) { return unary(CN_OP_ERF, x, CN_KINDS_FLOAT); }
 
 cn_tensor *cn_gelu(cn_tensor *x, cn_gelu_approx approx) {
     if (approx != CN_GELU_ERF && approx != CN_GELU_TANH) {

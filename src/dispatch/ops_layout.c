@@ -3,6 +3,7 @@
 
 #include "cinder/ops.h"
 #include "core/error_internal.h"
+#include "autodiff/autodiff_internal.h"
 #include "dispatch/router.h"
 
 /* ---- reshape and contiguous ---------------------------------------------------------------- */
@@ -21,7 +22,7 @@ cn_tensor *cn_contiguous(cn_tensor *t) {
         cn_release(out);
         return NULL;
     }
-    return out;
+    return cn__record(CN_OP_COPY, out, &t, 1, NULL, 0, NULL, 0);
 }
 
 /* Strides that view t's elements in row-major order as `shape`, if its layout allows; the
@@ -108,12 +109,15 @@ cn_tensor *cn_reshape(cn_tensor *t, const int64_t *shape_in, int ndim) {
     }
     int64_t strides[CN_MAX_DIMS];
     if (view_strides(t, shape, ndim, strides))
-        return cn__tensor_view(t, shape, strides, ndim, t->offset);
+        return cn__record(AD_OP_VIEW, cn__tensor_view(t, shape, strides, ndim, t->offset), &t, 1,
+                          NULL, 0, NULL, 0);
     cn_tensor *dense = cn_contiguous(t);
     if (!dense) return NULL;
     int64_t numel;
     cn__contiguous_strides(shape, ndim, strides, &numel);
-    cn_tensor *out = cn__tensor_view(dense, shape, strides, ndim, dense->offset);
+    cn_tensor *out = cn__record(AD_OP_VIEW,
+                                cn__tensor_view(dense, shape, strides, ndim, dense->offset),
+                                &dense, 1, NULL, 0, NULL, 0);
     cn_release(dense);
     return out;
 }
@@ -188,7 +192,8 @@ cn_tensor *cn_cat(cn_tensor *const *ts, int n, int dim) {
             return NULL;
         }
     }
-    return out;
+    int64_t ints[1] = {d};
+    return cn__record(AD_OP_CAT, out, ts, n, ints, 1, NULL, 0);
 }
 
 cn_tensor *cn_stack(cn_tensor *const *ts, int n, int dim) {
@@ -312,7 +317,7 @@ static cn_tensor *run_index_op(cn_op op, cn_tensor *const *in, const char *const
         cn_release(out);
         return NULL;
     }
-    return out;
+    return cn__record(op, out, in, n, ints, n_ints, NULL, 0);
 }
 
 /* index fits x for gather / scatter_add: same ndim, no larger off `dim`. */

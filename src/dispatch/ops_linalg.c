@@ -95,7 +95,7 @@ cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b) {
         out->strides[out->ndim - 2] = out->strides[out->ndim - 1];
         out->ndim--;
     }
-    return out;
+    return cn__record(CN_OP_MATMUL, out, in, 2, NULL, 0, NULL, 0);
 }
 
 cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b) {

@@ -60,7 +60,7 @@ static cn_tensor *reduce_dim(cn_op op, cn_tensor *x, int dim, int keepdim, int64
         return NULL;
     }
     if (!keepdim || x->ndim == 0) drop_dim(out, d);
-    return out;
+    return cn__record(op, out, &x, 1, ints, 2, NULL, 0);
 }
 
 /* Reduces all elements to a 0-d tensor (argmax/argmin index the row-major flattening). */
@@ -149,7 +149,7 @@ static cn_tensor *softmax_like(cn_op op, cn_tensor *x, int dim) {
         return NULL;
     }
     if (x->ndim == 0) drop_dim(out, 0);
-    return out;
+    return cn__record(op, out, &x, 1, ints, 1, NULL, 0);
 }
 
 cn_tensor *cn_softmax(cn_tensor *x, int dim) { return softmax_like(CN_OP_SOFTMAX, x, dim); }

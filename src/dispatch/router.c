@@ -17,6 +17,14 @@ static const char *mask_str(unsigned mask) {
     }
 }
 
+/* Two devices are compatible when they share the concrete backend and index; an autodiff device
+ * and its plain inner device mix (the plain tensor is a constant), unless two autodiff devices
+ * disagree on checkpointing. */
+static int compatible(cn_device a, cn_device b) {
+    if (a.backend != b.backend || a.index != b.index) return 0;
+    return !(a.autodiff && b.autodiff && a.checkpoint != b.checkpoint);
+}
+
 const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *const *names, int n,
                             cn_device *device) {
     for (int i = 0; i < n; i++) {
@@ -25,17 +33,29 @@ const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *co
             return NULL;
         }
     }
-    for (int i = 1; i < n; i++) {
-        if (!cn_device_eq(in[i]->device, in[0]->device)) {
+    int lead = 0; /* the input whose device the result takes: the first autodiff one, if any */
+    for (int i = 0; i < n; i++) {
+        if (in[i]->device.autodiff) {
+            lead = i;
+            break;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (!compatible(in[i]->device, in[lead]->device)) {
             char a[128], b[128];
-            cn_set_error(CN_ERR_DEVICE_MISMATCH, op, "'%s' is %s but '%s' is %s; move one with "
-                         "cn_to_device(t, device) so both live on one device", names[0],
-                         cn_tensor_str(in[0], a, sizeof a), names[i],
-                         cn_tensor_str(in[i], b, sizeof b));
+            int both_ad = in[i]->device.autodiff && in[lead]->device.autodiff;
+            cn_set_error(CN_ERR_DEVICE_MISMATCH, op, "'%s' is %s but '%s' is %s%s", names[lead],
+                         cn_tensor_str(in[lead], a, sizeof a), names[i],
+                         cn_tensor_str(in[i], b, sizeof b),
+                         both_ad && in[i]->device.backend == in[lead]->device.backend
+                             ? " with another checkpointing strategy; create both on one "
+                               "autodiff device"
+                             : "; move one with cn_to_device(t, device) so both live on one "
+                               "device");
             return NULL;
         }
     }
-    *device = in[0]->device;
+    *device = in[lead]->device;
     cn_device concrete = *device;
     concrete.autodiff = 0;
     concrete.checkpoint = 0;
@@ -46,7 +66,7 @@ cn_status cn__check_kind(const char *op, const char *arg, const cn_tensor *t, un
     cn_kind k = cn_dtype_kind(t->dtype);
     if (mask & (1u << k)) return CN_OK;
     char buf[128];
-    return cn_set_error(CN_ERR_KIND, op, "'%s' is %s, a %s tensor, but %s takes %s tensors; "
+    return cn_set_error(CN_ERR_KIND, op, "'%s' is %s, of kind %s, but %s takes %s tensors; "
                         "convert it first, e.g. cn_cast(%s, %s)", arg,
                         cn_tensor_str(t, buf, sizeof buf), kind_names[k], op, mask_str(mask), arg,
                         mask & CN_KINDS_FLOAT ? "CN_F32" : mask & CN_KINDS_INT ? "CN_I64"

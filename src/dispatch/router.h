@@ -44,6 +44,18 @@ cn_status cn__launch_views(const cn_backend *b, cn_device device, cn_op op, cons
                            int n_in, const cn_view *out, int n_out, const int64_t *ints,
                            int n_ints, const double *reals, int n_reals);
 
+/* The autodiff route: records out = op(in...) in the graph when out lives on an autodiff device
+ * and an input is tracked (autodiff/graph.c). Returns out, or NULL (out released) on failure. */
+cn_tensor *cn__ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n, const int64_t *ints,
+                         int n_ints, const double *reals, int n_reals);
+
+static inline cn_tensor *cn__record(int op, cn_tensor *out, cn_tensor *const *in, int n,
+                                    const int64_t *ints, int n_ints, const double *reals,
+                                    int n_reals) {
+    if (!out || !out->device.autodiff) return out; /* the concrete route records nothing */
+    return cn__ad_record(op, out, in, n, ints, n_ints, reals, n_reals);
+}
+
 /* Copies src into the (same-shaped) view dst of another tensor, converting dtype. */
 cn_status cn__copy_into(cn_tensor *dst, const cn_view *dst_view, cn_tensor *src);
 

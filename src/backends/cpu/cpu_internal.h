@@ -36,6 +36,11 @@ cn_status cpu_one_hot(const cn_kernel_args *a);
 cn_status cpu_conv2d(const cn_kernel_args *a);
 /* pool.c */
 cn_status cpu_pool2d(const cn_kernel_args *a);   /* max and avg */
+/* conv_backward.c */
+cn_status cpu_conv2d_backward_input(const cn_kernel_args *a);
+cn_status cpu_conv2d_backward_weight(const cn_kernel_args *a);
+/* pool_backward.c */
+cn_status cpu_pool2d_backward(const cn_kernel_args *a); /* max and avg */
 
 /* ---- strided iteration ---------------------------------------------------------------------- *
  * Walks up to CPU_ITER_MAX_OPS views of one shape (operand 0 is the output) in row-major order,

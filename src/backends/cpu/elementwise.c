@@ -138,6 +138,12 @@ static cn_status unsupported(const cn_kernel_args *a, cn_dtype dt) {
                         cn_dtype_name(dt));
 }
 
+/* The kernel table pointed an op at a kernel that does not implement it. */
+static cn_status wrong_op(const cn_kernel_args *a, const char *kernel) {
+    return cn_set_error(CN_ERR_NO_KERNEL, cn_op_name(a->op),
+                        "%s does not implement this op; fix the cpu backend's kernel table", kernel);
+}
+
 /* ---- unary ------------------------------------------------------------------------------------ */
 
 static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
@@ -157,6 +163,7 @@ static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_SIGMOID: MAP1(float, float, sigmoid_f32(x)); break;
     case CN_OP_SILU: MAP1(float, float, x * sigmoid_f32(x)); break;
     case CN_OP_GELU: MAP1(float, float, gelu_f32(x, c->gelu_tanh)); break;
+    case CN_OP_ERF: MAP1(float, float, erff(x)); break;
     default: break;
     }
 }
@@ -178,6 +185,7 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_SIGMOID: MAP1(double, double, sigmoid_f64(x)); break;
     case CN_OP_SILU: MAP1(double, double, x * sigmoid_f64(x)); break;
     case CN_OP_GELU: MAP1(double, double, gelu_f64(x, c->gelu_tanh)); break;
+    case CN_OP_ERF: MAP1(double, double, erf(x)); break;
     default: break;
     }
 }
@@ -201,8 +209,13 @@ static int is_int_unary(cn_op op) {
     return op == CN_OP_NEG || op == CN_OP_ABS || op == CN_OP_RELU;
 }
 
+static int is_float_unary(cn_op op) {
+    return (op >= CN_OP_NEG && op <= CN_OP_GELU) || op == CN_OP_ERF;
+}
+
 /* in[0] -> out[0], same dtype. ints[0] = cn_gelu_approx for gelu. */
 cn_status cpu_unary(const cn_kernel_args *a) {
+    if (!is_float_unary(a->op)) return wrong_op(a, "cpu_unary");
     cn_dtype dt = a->in[0].dtype;
     cpu_row_fn fn = NULL;
     switch (dt) {
@@ -262,6 +275,7 @@ DEFINE_SCALAR_INT(scalar_i64, int64_t, uint64_t)
  * Integers: the scalar is truncated toward zero; clamp keeps x within [ceil(lo), floor(hi)]
  * (the integers inside [lo, hi]); both saturate to the dtype's range. lo > hi gives hi. */
 cn_status cpu_scalar(const cn_kernel_args *a) {
+    if (a->op < CN_OP_ADD_SCALAR || a->op > CN_OP_CLAMP) return wrong_op(a, "cpu_scalar");
     cn_dtype dt = a->in[0].dtype;
     int is_float = dt == CN_F32 || dt == CN_F64;
     int is_int = dt == CN_I32 || dt == CN_I64;
@@ -351,6 +365,7 @@ DEFINE_FIND_ZERO(find_zero_i64, int64_t)
 /* in[0] op in[1] -> out[0], all one dtype. Integer division checks every divisor before writing
  * anything, so a division by zero fails cleanly. */
 cn_status cpu_binary(const cn_kernel_args *a) {
+    if (a->op < CN_OP_ADD || a->op > CN_OP_MINIMUM) return wrong_op(a, "cpu_binary");
     cn_dtype dt = a->in[0].dtype;
     if (a->in[1].dtype != dt || a->out[0].dtype != dt) return unsupported(a, a->in[1].dtype);
     cpu_row_fn fn = NULL;
@@ -408,6 +423,7 @@ DEFINE_COMPARE(compare_u8, uint8_t) /* u8 and bool */
 
 /* in[0] op in[1] -> out[0] bool; the inputs share a dtype. */
 cn_status cpu_compare(const cn_kernel_args *a) {
+    if (a->op < CN_OP_EQ || a->op > CN_OP_GE) return wrong_op(a, "cpu_compare");
     cn_dtype dt = a->in[0].dtype;
     cpu_row_fn fn = NULL;
     switch (dt) {
@@ -444,6 +460,7 @@ static void logical_not(char **ptrs, const int64_t *step, int64_t n, const void 
 
 /* logical_and / logical_or: in[0], in[1] bool -> out[0] bool; logical_not: in[0] -> out[0]. */
 cn_status cpu_logical(const cn_kernel_args *a) {
+    if (a->op < CN_OP_LOGICAL_AND || a->op > CN_OP_LOGICAL_NOT) return wrong_op(a, "cpu_logical");
     int unary = a->op == CN_OP_LOGICAL_NOT;
     for (int k = 0; k < (unary ? 1 : 2); k++)
         if (a->in[k].dtype != CN_BOOL) return unsupported(a, a->in[k].dtype);

@@ -3,7 +3,9 @@
 
 #include "cinder/tensor.h"
 #include "core/error_internal.h"
+#include "autodiff/autodiff_internal.h"
 #include "core/tensor_impl.h"
+#include "dispatch/router.h"
 
 cn_tensor *cn_transpose(cn_tensor *t, int dim0, int dim1) {
     const char *op = "transpose";
@@ -13,7 +15,9 @@ cn_tensor *cn_transpose(cn_tensor *t, int dim0, int dim1) {
     }
     int a = cn__norm_dim(op, "dim0", dim0, t->ndim), b;
     if (a < 0 || (b = cn__norm_dim(op, "dim1", dim1, t->ndim)) < 0) return NULL;
-    if (t->ndim == 0) return cn__tensor_view(t, t->shape, t->strides, 0, t->offset);
+    if (t->ndim == 0)
+        return cn__record(AD_OP_VIEW, cn__tensor_view(t, t->shape, t->strides, 0, t->offset), &t, 1,
+                          NULL, 0, NULL, 0);
     int64_t shape[CN_MAX_DIMS], strides[CN_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     memcpy(strides, t->strides, sizeof strides);
@@ -21,7 +25,9 @@ cn_tensor *cn_transpose(cn_tensor *t, int dim0, int dim1) {
     shape[b] = t->shape[a];
     strides[a] = t->strides[b];
     strides[b] = t->strides[a];
-    return cn__tensor_view(t, shape, strides, t->ndim, t->offset);
+    int64_t ints[2] = {a, b};
+    return cn__record(AD_OP_TRANSPOSE, cn__tensor_view(t, shape, strides, t->ndim, t->offset), &t,
+                      1, ints, 2, NULL, 0);
 }
 
 cn_tensor *cn_permute(cn_tensor *t, const int *perm) {
@@ -31,7 +37,7 @@ cn_tensor *cn_permute(cn_tensor *t, const int *perm) {
         return NULL;
     }
     int seen[CN_MAX_DIMS] = {0};
-    int64_t shape[CN_MAX_DIMS], strides[CN_MAX_DIMS];
+    int64_t shape[CN_MAX_DIMS], strides[CN_MAX_DIMS], ints[CN_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++) {
         int d = cn__norm_dim(op, "perm entry", perm[i], t->ndim);
         if (d < 0) return NULL;
@@ -42,8 +48,10 @@ cn_tensor *cn_permute(cn_tensor *t, const int *perm) {
         }
         shape[i] = t->shape[d];
         strides[i] = t->strides[d];
+        ints[i] = d;
     }
-    return cn__tensor_view(t, shape, strides, t->ndim, t->offset);
+    return cn__record(AD_OP_PERMUTE, cn__tensor_view(t, shape, strides, t->ndim, t->offset), &t,
+                      1, ints, t->ndim, NULL, 0);
 }
 
 cn_tensor *cn_slice(cn_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
@@ -77,7 +85,9 @@ cn_tensor *cn_slice(cn_tensor *t, int dim, int64_t start, int64_t end, int64_t s
     shape[d] = (end - start + step - 1) / step;
     strides[d] = t->strides[d] * step;
     int64_t offset = t->offset + (shape[d] > 0 ? start * t->strides[d] : 0);
-    return cn__tensor_view(t, shape, strides, t->ndim, offset);
+    int64_t ints[3] = {d, start, step};
+    return cn__record(AD_OP_SLICE, cn__tensor_view(t, shape, strides, t->ndim, offset), &t, 1,
+                      ints, 3, NULL, 0);
 }
 
 cn_tensor *cn_expand(cn_tensor *t, const int64_t *shape, int ndim) {
@@ -124,7 +134,8 @@ cn_tensor *cn_expand(cn_tensor *t, const int64_t *shape, int ndim) {
         }
         numel *= shape[i];
     }
-    return cn__tensor_view(t, shape, strides, ndim, t->offset);
+    return cn__record(AD_OP_EXPAND, cn__tensor_view(t, shape, strides, ndim, t->offset), &t, 1,
+                      NULL, 0, NULL, 0);
 }
 
 cn_tensor *cn_squeeze(cn_tensor *t, int dim) {
@@ -135,7 +146,9 @@ cn_tensor *cn_squeeze(cn_tensor *t, int dim) {
     }
     int d = cn__norm_dim(op, "dim", dim, t->ndim);
     if (d < 0) return NULL;
-    if (t->ndim == 0) return cn__tensor_view(t, t->shape, t->strides, 0, t->offset);
+    if (t->ndim == 0)
+        return cn__record(AD_OP_VIEW, cn__tensor_view(t, t->shape, t->strides, 0, t->offset), &t, 1,
+                          NULL, 0, NULL, 0);
     if (t->shape[d] != 1) {
         char a[128];
         cn_set_error(CN_ERR_SHAPE, op, "dim %d of %s has size %lld, not 1; only size-1 dims can "
@@ -150,7 +163,8 @@ cn_tensor *cn_squeeze(cn_tensor *t, int dim) {
         shape[n] = t->shape[i];
         strides[n++] = t->strides[i];
     }
-    return cn__tensor_view(t, shape, strides, n, t->offset);
+    return cn__record(AD_OP_VIEW, cn__tensor_view(t, shape, strides, n, t->offset), &t, 1, NULL, 0,
+                      NULL, 0);
 }
 
 cn_tensor *cn_unsqueeze(cn_tensor *t, int dim) {
@@ -179,5 +193,6 @@ cn_tensor *cn_unsqueeze(cn_tensor *t, int dim) {
             strides[n++] = t->strides[i];
         }
     }
-    return cn__tensor_view(t, shape, strides, n, t->offset);
+    return cn__record(AD_OP_VIEW, cn__tensor_view(t, shape, strides, n, t->offset), &t, 1, NULL, 0,
+                      NULL, 0);
 }

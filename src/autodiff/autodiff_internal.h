@@ -1,0 +1,98 @@
+/* The autodiff layer's graph: one node per recorded op, pointing at the nodes of its inputs.
+ *
+ * A tracked tensor's `autograd` field holds a reference to its node (the op that made it, or a
+ * leaf). A node holds references to its inputs' nodes, never to tensors, so intermediates are
+ * freed as soon as nothing saved them; it keeps concrete views (`saved`) only of the values its
+ * backward formula needs. Under CN_CHECKPOINT_BALANCED, memory-bound nodes keep no values at all
+ * and recompute them in backward from their inputs' nodes. */
+#ifndef CINDER_AUTODIFF_INTERNAL_H
+#define CINDER_AUTODIFF_INTERNAL_H
+
+#include "cinder/autodiff.h"
+#include "cinder/backend.h"
+#include "core/tensor_impl.h"
+
+/* Ops without a kernel of their own (views, cat) extend cn_op for the graph. */
+enum {
+    AD_OP_LEAF = CN_OP_COUNT,
+    AD_OP_TRANSPOSE, /* ints: dim0, dim1 */
+    AD_OP_PERMUTE,   /* ints: the permutation */
+    AD_OP_SLICE,     /* ints: dim, start, step (normalised) */
+    AD_OP_VIEW,      /* reshape, squeeze, unsqueeze: any view with the same element order */
+    AD_OP_EXPAND,    /* ints: none (the output shape says it) */
+    AD_OP_CAT,       /* ints: dim */
+    AD_OP_COUNT
+};
+
+typedef struct ad_node ad_node;
+
+typedef struct ad_input {
+    ad_node *node;      /* the input's node (a reference), NULL when the input is a constant */
+    cn_tensor *saved;   /* concrete view of the input's value, when the backward needs it */
+    uint64_t version;   /* the input's storage version when recorded */
+    cn_storage *storage;/* identifies the input's storage, for the version check (not owned) */
+    cn_dtype dtype;
+    int ndim;
+    int64_t shape[CN_MAX_DIMS];
+} ad_input;
+
+struct ad_node {
+    int64_t refcount;
+    int op;               /* cn_op or AD_OP_* */
+    int memory_bound;     /* recomputed instead of saved under checkpointing */
+    int checkpointed;     /* recorded on a CN_CHECKPOINT_BALANCED device */
+    int retain_grad;      /* the tensor's gradient goes into cn_grads */
+    int consumed;         /* a backward has run through it: its saved values are gone */
+    cn_device device;     /* the autodiff device the output lives on */
+    cn_dtype dtype;       /* the output's */
+    int ndim;
+    int64_t shape[CN_MAX_DIMS];
+    cn_tensor *saved_out; /* concrete view of the output (leaf: of the leaf's value) */
+    uint64_t saved_out_version;
+    int64_t ints[CN_MAX_DIMS];
+    int n_ints;
+    double reals[2];
+    int n_reals;
+    /* backward bookkeeping, valid during one cn_backward */
+    cn_tensor *grad;      /* accumulated gradient of the output */
+    cn_tensor *value;     /* recomputed output (checkpointing) */
+    uint64_t mark;        /* visited in the current ordering walk */
+    int visit;            /* next input to visit in that walk */
+    int n_in;
+    ad_input in[];        /* n_in entries */
+};
+
+/* Records out = op(in[0..n)) when grad mode is on and some input is tracked; attaches the node to
+ * out. Returns out, or NULL (out released, error set) if recording fails. */
+cn_tensor *cn__ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n, const int64_t *ints,
+                         int n_ints, const double *reals, int n_reals);
+
+void ad_node_release(ad_node *n);
+ad_node *ad_node_retain(ad_node *n);
+
+/* A concrete view of t (same storage, inner device, untracked). */
+cn_tensor *ad_concrete(cn_tensor *t);
+
+/* The value of input i of n / the output of n, recomputing it under checkpointing; borrowed.
+ * Checks the recorded version: CN_ERR_AUTODIFF_MODIFIED if it changed. */
+cn_tensor *ad_input_value(ad_node *n, int i);
+cn_tensor *ad_output_value(ad_node *n);
+
+/* Backward formula: given the output gradient g (concrete), writes the gradient of every input
+ * that has a node into gin[i] (new references; NULL for the others). */
+cn_status ad_backward_formula(ad_node *n, cn_tensor *g, cn_tensor **gin);
+
+/* Re-runs n's forward op on concrete input values (for checkpointing). */
+cn_tensor *ad_replay(ad_node *n, cn_tensor *const *values);
+
+/* Whether an op is memory-bound (cheap to recompute: elementwise and views). */
+int ad_op_memory_bound(int op);
+
+/* Which values the backward formula of op needs: bit i for input i; AD_SAVE_OUT for the output. */
+#define AD_SAVE_OUT (1u << 31)
+unsigned ad_op_saves(int op, int n_in);
+
+/* A short name for messages. */
+const char *ad_op_name(int op);
+
+#endif

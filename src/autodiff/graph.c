@@ -1,0 +1,246 @@
+/* The graph: recording nodes, leaves, the autodiff device, no-grad mode, and in-place writes. */
+#include <string.h>
+
+#include "autodiff/autodiff_internal.h"
+#include "cinder/ops.h"
+#include "core/alloc.h"
+#include "core/error_internal.h"
+#include "dispatch/router.h"
+
+static _Thread_local int no_grad_depth;
+
+void cn_no_grad_begin(void) { no_grad_depth++; }
+void cn_no_grad_end(void) {
+    if (no_grad_depth > 0) no_grad_depth--;
+}
+int cn_grad_enabled(void) { return no_grad_depth == 0; }
+
+/* ---- devices ------------------------------------------------------------------------------- */
+
+cn_device cn_autodiff_checkpointed(cn_device inner, cn_checkpoint strategy) {
+    inner.autodiff = 1;
+    inner.checkpoint = (uint8_t)strategy;
+    return inner;
+}
+
+cn_device cn_autodiff(cn_device inner) {
+    return cn_autodiff_checkpointed(inner, CN_CHECKPOINT_NONE);
+}
+
+cn_device cn_inner_device(cn_device device) {
+    device.autodiff = 0;
+    device.checkpoint = 0;
+    return device;
+}
+
+/* ---- nodes --------------------------------------------------------------------------------- */
+
+ad_node *ad_node_retain(ad_node *n) {
+    if (n) n->refcount++;
+    return n;
+}
+
+/* Frees nodes iteratively: a long chain would otherwise recurse once per node. The `grad` field
+ * of a dying node links the list of nodes still to free. */
+void ad_node_release(ad_node *n) {
+    if (!n || --n->refcount > 0) return;
+    ad_node *todo = n;
+    n->grad = NULL;
+    while (todo) {
+        ad_node *cur = todo;
+        todo = (ad_node *)cur->grad;
+        for (int i = 0; i < cur->n_in; i++) {
+            cn_release(cur->in[i].saved);
+            ad_node *next = cur->in[i].node;
+            if (next && --next->refcount == 0) {
+                next->grad = (cn_tensor *)todo;
+                todo = next;
+            }
+        }
+        cn_release(cur->saved_out);
+        cn_release(cur->value);
+        cn__free(cur);
+    }
+}
+
+static void free_tensor_node(cn_tensor *t) {
+    ad_node_release(t->autograd);
+    t->autograd = NULL;
+}
+
+/* A header over t's storage on the concrete device, owned by the caller and by no scope. */
+cn_tensor *ad_concrete(cn_tensor *t) {
+    cn_tensor *c = cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset);
+    if (!c) return NULL;
+    cn__scope_forget(c);
+    c->device = cn_inner_device(t->device);
+    return c;
+}
+
+static ad_node *node_new(int op, int n_in, const cn_tensor *out) {
+    if (!cn__autograd_free) cn__autograd_free = free_tensor_node;
+    ad_node *n = cn__calloc("autodiff", 1, sizeof *n + sizeof(ad_input) * (size_t)n_in);
+    if (!n) return NULL;
+    n->refcount = 1;
+    n->op = op;
+    n->n_in = n_in;
+    n->device = out->device;
+    n->dtype = out->dtype;
+    n->ndim = out->ndim;
+    memcpy(n->shape, out->shape, sizeof n->shape);
+    n->checkpointed = out->device.checkpoint == CN_CHECKPOINT_BALANCED;
+    n->memory_bound = ad_op_memory_bound(op);
+    return n;
+}
+
+cn_tensor *cn__ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n_in,
+                         const int64_t *ints, int n_ints, const double *reals, int n_reals) {
+    if (!out || !out->device.autodiff || no_grad_depth > 0) return out;
+    if (cn_dtype_kind(out->dtype) != CN_KIND_FLOAT) return out; /* int/bool: never tracked */
+    int tracked = 0;
+    for (int i = 0; i < n_in; i++) tracked |= in[i] && in[i]->autograd;
+    if (!tracked) return out;
+
+    ad_node *n = node_new(op, n_in, out);
+    if (!n) goto fail;
+    n->n_ints = n_ints;
+    for (int i = 0; i < n_ints; i++) n->ints[i] = ints[i];
+    n->n_reals = n_reals;
+    for (int i = 0; i < n_reals; i++) n->reals[i] = reals[i];
+    unsigned saves = ad_op_saves(op, n_in);
+    /* checkpointed memory-bound nodes keep nothing they can recompute, but need every input
+     * to replay their op */
+    int recompute = n->checkpointed && n->memory_bound;
+    for (int i = 0; i < n_in; i++) {
+        ad_input *a = &n->in[i];
+        cn_tensor *t = in[i];
+        a->node = ad_node_retain(t->autograd);
+        a->version = t->storage->version;
+        a->storage = t->storage;
+        a->dtype = t->dtype;
+        a->ndim = t->ndim;
+        memcpy(a->shape, t->shape, sizeof a->shape);
+        int needed = (saves & (1u << i)) || recompute;
+        if (needed && !(recompute && a->node)) {
+            a->saved = ad_concrete(t);
+            if (!a->saved) goto fail;
+        }
+    }
+    int save_out = n->checkpointed ? !n->memory_bound : (saves & AD_SAVE_OUT) != 0;
+    if (save_out) {
+        n->saved_out = ad_concrete(out);
+        if (!n->saved_out) goto fail;
+        n->saved_out_version = out->storage->version;
+    }
+    out->autograd = n;
+    return out;
+fail:
+    ad_node_release(n);
+    cn_release(out);
+    return NULL;
+}
+
+/* ---- leaves and wrappers ------------------------------------------------------------------- */
+
+cn_tensor *cn_require_grad(cn_tensor *t) {
+    const char *op = "require_grad";
+    if (!t) {
+        cn__null_arg(op, "t");
+        return NULL;
+    }
+    char buf[128];
+    if (!t->device.autodiff) {
+        cn_set_error(CN_ERR_AUTODIFF_DEVICE, op, "'t' is %s, on a concrete device, which records "
+                     "no gradients; create it on cn_autodiff(device) or move it there with "
+                     "cn_to_device", cn_tensor_str(t, buf, sizeof buf));
+        return NULL;
+    }
+    if (cn__check_kind(op, "t", t, CN_KINDS_FLOAT) != CN_OK) return NULL;
+    if (t->autograd) return t; /* already a leaf, or computed from one */
+    ad_node *n = node_new(AD_OP_LEAF, 0, t);
+    if (!n) return NULL;
+    n->saved_out = ad_concrete(t);
+    if (!n->saved_out) {
+        ad_node_release(n);
+        return NULL;
+    }
+    n->saved_out_version = t->storage->version;
+    t->autograd = n;
+    return t;
+}
+
+int cn_requires_grad(const cn_tensor *t) { return t && t->autograd; }
+
+cn_tensor *cn_retain_grad(cn_tensor *t) {
+    if (!t) {
+        cn__null_arg("retain_grad", "t");
+        return NULL;
+    }
+    if (!t->autograd) {
+        char buf[128];
+        cn_set_error(CN_ERR_AUTODIFF_NO_GRAD, "retain_grad", "'t' %s is not tracked, so it will "
+                     "have no gradient; compute it from a tensor marked with cn_require_grad",
+                     cn_tensor_str(t, buf, sizeof buf));
+        return NULL;
+    }
+    ((ad_node *)t->autograd)->retain_grad = 1;
+    return t;
+}
+
+static cn_tensor *rewrap(const char *op, cn_tensor *t, cn_device device) {
+    if (!t) {
+        cn__null_arg(op, "t");
+        return NULL;
+    }
+    cn_tensor *v = cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset);
+    if (v) v->device = device;
+    return v;
+}
+
+cn_tensor *cn_detach(cn_tensor *t) { return rewrap("detach", t, t ? t->device : cn_cpu()); }
+
+cn_tensor *cn_inner(cn_tensor *t) {
+    if (t && !t->device.autodiff) return cn_retain(t);
+    return rewrap("inner", t, t ? cn_inner_device(t->device) : cn_cpu());
+}
+
+cn_tensor *cn_from_inner(cn_tensor *t, cn_device device) {
+    const char *op = "from_inner";
+    char a[128], b[64];
+    if (t && (t->device.autodiff || !device.autodiff ||
+              !cn_device_eq(t->device, cn_inner_device(device)))) {
+        cn_set_error(CN_ERR_AUTODIFF_DEVICE, op, "'t' is %s and the target is %s; from_inner "
+                     "takes a concrete tensor and the autodiff device over its own device, e.g. "
+                     "cn_autodiff(cn_device_of(t))", cn_tensor_str(t, a, sizeof a),
+                     cn_device_str(device, b, sizeof b));
+        return NULL;
+    }
+    return rewrap(op, t, device);
+}
+
+/* ---- in-place ------------------------------------------------------------------------------ */
+
+cn_status cn_copy_(cn_tensor *dst, cn_tensor *src) {
+    const char *op = "copy_";
+    if (!dst || !src) {
+        cn__null_arg(op, !dst ? "dst" : "src");
+        return cn_last_status();
+    }
+    char a[128], b[128];
+    if (dst->autograd && no_grad_depth == 0)
+        return cn_set_error(CN_ERR_AUTODIFF_INPLACE, op, "'dst' %s is tracked, and writing it in "
+                            "place would corrupt its gradient; do the update between "
+                            "cn_no_grad_begin() and cn_no_grad_end() (as optimizers do), or use "
+                            "out-of-place ops", cn_tensor_str(dst, a, sizeof a));
+    int64_t shape[CN_MAX_DIMS];
+    int ndim;
+    if (cn__broadcast_shapes(op, "dst", dst, "src", src, shape, &ndim) != CN_OK)
+        return cn_last_status();
+    if (ndim != dst->ndim || memcmp(shape, dst->shape, sizeof(int64_t) * (size_t)ndim) != 0)
+        return cn_set_error(CN_ERR_SHAPE, op, "'src' %s does not broadcast to 'dst' %s without "
+                            "growing it; reduce src first", cn_tensor_str(src, b, sizeof b),
+                            cn_tensor_str(dst, a, sizeof a));
+    cn_view v;
+    cn__tensor_as_view(dst, &v);
+    return cn__copy_into(dst, &v, src);
+}

@@ -1,0 +1,272 @@
+/* CPU gradients of 2-D convolution: im2col / col2im + GEMM through OpenBLAS (forward: conv.c).
+ *
+ * g: [N, O, OH, OW], w: [O, Cg, KH, KW], x: [N, C, H, W], all with any strides. Per image n and
+ * group grp, with K = Cg*KH*KW and P = OH*OW (see im2col.h):
+ *   input:  cols [K, P] = w_g^T [K, Og] @ g_{n,grp} [Og, P];  gx_{n,grp} = col2im(cols)
+ *   weight: gw_g [Og, K] = sum over n of g_{n,grp} [Og, P] @ im2col(x_{n,grp})^T [P, K]
+ * Outputs are contiguous and overwritten. A 1x1, stride-1, unpadded convolution skips the column
+ * matrix: the GEMM writes gx in place, and reads x in place when its planes are dense. */
+#include <cblas.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/im2col.h"
+#include "core/alloc.h"
+
+/* OpenBLAS runs a GEMM with M*N*K at or below this on the calling thread alone, so such calls
+ * may run side by side from our threads (see matmul.c). */
+#define BLAS_SERIAL_MNK 262144.0
+
+/* Below this many multiply-adds in total the images run on one thread. */
+#define CONV_PARALLEL_MACS 65536.0
+
+/* ---- shared pieces -------------------------------------------------------------------------- */
+
+static cn_status check_dtypes(const char *op, const cn_kernel_args *a) {
+    cn_dtype dt = a->out[0].dtype;
+    if (dt != CN_F32 && dt != CN_F64)
+        return cn_set_error(CN_ERR_DTYPE, op, "the CPU kernel takes f32 or f64, not %s",
+                            cn_dtype_name(dt));
+    for (int i = 0; i < a->n_in; i++)
+        if (a->in[i].dtype != dt)
+            return cn_set_error(CN_ERR_DTYPE, op, "input %d is %s but the gradient is %s", i,
+                                cn_dtype_name(a->in[i].dtype), cn_dtype_name(dt));
+    return CN_OK;
+}
+
+/* Small GEMMs run side by side on our threads, one (image, group) each; big ones one after
+ * another on OpenBLAS's threads. */
+static int task_threads(int64_t tasks, double mnk) {
+    int n = 1;
+#ifdef _OPENMP
+    if (tasks > 1 && mnk <= BLAS_SERIAL_MNK && mnk * (double)tasks >= CONV_PARALLEL_MACS) {
+        n = omp_get_max_threads();
+        if (n > tasks) n = (int)tasks;
+    }
+#else
+    (void)tasks;
+    (void)mnk;
+#endif
+    return n;
+}
+
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* Per-thread scratch sizes are rounded to cache lines so that threads never share one. */
+static size_t round_line(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* How BLAS reads the output gradient of one (image, group) as [Og, P]: in place when its planes
+ * are dense (returns 1, *ld = the channel stride), else packed by pack_grad (*ld = P). */
+static int grad_direct(const cn_view *gv, int64_t Og, int64_t P, int64_t *ld) {
+    int direct = cpu_dense_from(gv, 2) &&
+                 (Og == 1 || (gv->strides[1] >= P && gv->strides[1] <= INT_MAX));
+    *ld = direct && Og > 1 ? gv->strides[1] : P;
+    return direct;
+}
+
+/* dst [Og, OH*OW] dense = g [Og, OH, OW] with element strides gs (the view's dims 1..3). */
+#define DEFINE_PACK_GRAD(T, name)                                                              \
+    static void name(const T *g, const int64_t *gs, int64_t Og, int64_t OH, int64_t OW,      \
+                     T *dst) {                                                                 \
+        for (int64_t o = 0; o < Og; o++)                                                       \
+            for (int64_t oh = 0; oh < OH; oh++) {                                              \
+                const T *s = g + o * gs[0] + oh * gs[1];                                       \
+                for (int64_t ow = 0; ow < OW; ow++) *dst++ = s[ow * gs[2]];                    \
+            }                                                                                  \
+    }
+DEFINE_PACK_GRAD(float, pack_grad_f32)
+DEFINE_PACK_GRAD(double, pack_grad_f64)
+#undef DEFINE_PACK_GRAD
+
+/* The [Og, P] block of g for image n, group grp: in place, or packed into buf. */
+static const char *grad_block(const cn_view *gv, const cpu_conv_geom *g, int direct, int64_t n,
+                              int64_t grp, char *buf) {
+    size_t es = cn_dtype_size(gv->dtype);
+    const char *src = (const char *)gv->data +
+                      (n * gv->strides[0] + grp * g->Og * gv->strides[1]) * (int64_t)es;
+    if (direct) return src;
+    if (gv->dtype == CN_F32)
+        pack_grad_f32((const float *)src, gv->strides + 1, g->Og, g->OH, g->OW, (float *)buf);
+    else
+        pack_grad_f64((const double *)src, gv->strides + 1, g->Og, g->OH, g->OW, (double *)buf);
+    return buf;
+}
+
+static cn_status gemm_too_big(const char *op, const cpu_conv_geom *g) {
+    return cn_set_error(CN_ERR_BACKEND, op,
+                        "the per-group GEMM (%lld x %lld x %lld) exceeds BLAS's int range; "
+                        "split the batch or the channels",
+                        (long long)g->Og, (long long)g->K, (long long)g->P);
+}
+
+/* ---- the input's gradient ------------------------------------------------------------------- */
+
+cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
+    const char *op = "conv2d_backward_input";
+    const cn_view *gv = &args->in[0], *wv = &args->in[1], *ov = &args->out[0];
+    cn_status s = check_dtypes(op, args);
+    if (s != CN_OK) return s;
+    cpu_conv_geom g;
+    s = cpu_conv_geom_init(&g, op, ov->shape, wv->shape, gv->shape, args->ints);
+    if (s != CN_OK) return s;
+    cn_dtype dt = ov->dtype;
+    size_t es = cn_dtype_size(dt);
+    int64_t tasks = g.N * g.groups, plane = g.Cg * g.H * g.W;
+    if (tasks == 0 || plane == 0) return CN_OK;
+    if (g.Og == 0 || g.K == 0) { /* no output channels, or an empty kernel: nothing flows back */
+        memset(ov->data, 0, (size_t)(g.N * g.C * g.H * g.W) * es);
+        return CN_OK;
+    }
+    if (g.Og > INT_MAX || g.P > INT_MAX || g.K > INT_MAX) return gemm_too_big(op, &g);
+
+    int64_t w_ld, g_ld;
+    int w_direct = cpu_weights_direct(wv, g.K, &w_ld);
+    int g_direct = grad_direct(gv, g.Og, g.P, &g_ld);
+    /* 1x1, stride 1, no padding: cols [Cg, H*W] is the gradient's group block itself. */
+    int direct_cols = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
+                      g.pw == 0;
+
+    int nthreads = task_threads(tasks, (double)g.K * (double)g.P * (double)g.Og);
+    size_t w_bytes = w_direct ? 0 : round_line((size_t)(g.O * g.K) * es);
+    size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
+    size_t gpk_bytes = g_direct ? 0 : round_line((size_t)(g.Og * g.P) * es);
+    size_t per_thread = col_bytes + gpk_bytes;
+    char *scratch = NULL;
+    if (w_bytes + per_thread) {
+        scratch = cn__malloc(op, w_bytes + per_thread * (size_t)nthreads);
+        if (!scratch) return CN_ERR_OUT_OF_MEMORY;
+    }
+    const char *wdata = (const char *)wv->data;
+    if (!w_direct) {
+        cpu_pack_weights(wv, scratch);
+        wdata = scratch;
+    }
+
+#pragma omp parallel for num_threads(nthreads) schedule(static) if (nthreads > 1)
+    for (int64_t t = 0; t < tasks; t++) {
+        char *mine = per_thread ? scratch + w_bytes + per_thread * (size_t)thread_id() : NULL;
+        int64_t n = t / g.groups, grp = t % g.groups;
+        const char *gb = grad_block(gv, &g, g_direct, n, grp, g_direct ? NULL : mine + col_bytes);
+        const char *wg = wdata + (size_t)(grp * g.Og * w_ld) * es;
+        char *gx = (char *)ov->data + (size_t)((n * g.groups + grp) * plane) * es;
+        char *cols = direct_cols ? gx : mine;
+        if (dt == CN_F32)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.K, (int)g.P, (int)g.Og,
+                        1.0f, (const float *)wg, (int)w_ld, (const float *)gb, (int)g_ld, 0.0f,
+                        (float *)cols, (int)g.P);
+        else
+            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.K, (int)g.P, (int)g.Og,
+                        1.0, (const double *)wg, (int)w_ld, (const double *)gb, (int)g_ld, 0.0,
+                        (double *)cols, (int)g.P);
+        if (!direct_cols) {
+            memset(gx, 0, (size_t)plane * es);
+            if (dt == CN_F32)
+                cpu_col2im_f32(&g, (const float *)cols, (float *)gx);
+            else
+                cpu_col2im_f64(&g, (const double *)cols, (double *)gx);
+        }
+    }
+    cn__free(scratch);
+    return CN_OK;
+}
+
+/* ---- the weight's gradient ------------------------------------------------------------------ */
+
+/* out[i] = sum over k < parts of part[k][i], the parts `stride` bytes apart. */
+static void sum_parts(cn_dtype dt, void *out, const char *part, size_t stride, int parts,
+                      int64_t n) {
+    if (dt == CN_F32) {
+        float *o = (float *)out;
+        for (int64_t i = 0; i < n; i++) o[i] = ((const float *)part)[i];
+        for (int k = 1; k < parts; k++)
+            for (int64_t i = 0; i < n; i++) o[i] += ((const float *)(part + k * stride))[i];
+    } else {
+        double *o = (double *)out;
+        for (int64_t i = 0; i < n; i++) o[i] = ((const double *)part)[i];
+        for (int k = 1; k < parts; k++)
+            for (int64_t i = 0; i < n; i++) o[i] += ((const double *)(part + k * stride))[i];
+    }
+}
+
+cn_status cpu_conv2d_backward_weight(const cn_kernel_args *args) {
+    const char *op = "conv2d_backward_weight";
+    const cn_view *gv = &args->in[0], *xv = &args->in[1], *ov = &args->out[0];
+    cn_status s = check_dtypes(op, args);
+    if (s != CN_OK) return s;
+    cpu_conv_geom g;
+    s = cpu_conv_geom_init(&g, op, xv->shape, ov->shape, gv->shape, args->ints);
+    if (s != CN_OK) return s;
+    cn_dtype dt = ov->dtype;
+    size_t es = cn_dtype_size(dt);
+    int64_t tasks = g.N * g.groups, numel = g.O * g.K;
+    if (numel == 0) return CN_OK;
+    memset(ov->data, 0, (size_t)numel * es);
+    if (tasks == 0) return CN_OK; /* an empty batch: the gradient is zero */
+    if (g.Og > INT_MAX || g.P > INT_MAX || g.K > INT_MAX) return gemm_too_big(op, &g);
+
+    int64_t g_ld;
+    int g_direct = grad_direct(gv, g.Og, g.P, &g_ld);
+    /* A 1x1, stride-1, unpadded convolution of dense planes: x is the column matrix [Cg, P]. */
+    int direct_cols = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
+                      g.pw == 0 && cpu_dense_from(xv, 2) &&
+                      (g.Cg == 1 || (xv->strides[1] >= g.P && xv->strides[1] <= INT_MAX));
+    int64_t col_ld = direct_cols && g.Cg > 1 ? xv->strides[1] : g.P;
+
+    /* Threads accumulate their images into private copies of gw, summed at the end in thread
+     * order (deterministic for a given thread count); one thread accumulates into out. */
+    int nthreads = task_threads(tasks, (double)g.Og * (double)g.K * (double)g.P);
+    size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
+    size_t gpk_bytes = g_direct ? 0 : round_line((size_t)(g.Og * g.P) * es);
+    size_t acc_bytes = nthreads > 1 ? round_line((size_t)numel * es) : 0;
+    size_t per_thread = col_bytes + gpk_bytes + acc_bytes;
+    char *scratch = NULL;
+    if (per_thread) {
+        scratch = cn__malloc(op, per_thread * (size_t)nthreads);
+        if (!scratch) return CN_ERR_OUT_OF_MEMORY;
+    }
+    for (int k = 0; k < nthreads && acc_bytes; k++)
+        memset(scratch + per_thread * (size_t)k + col_bytes + gpk_bytes, 0, acc_bytes);
+    const int64_t xs[3] = {xv->strides[1], xv->strides[2], xv->strides[3]};
+
+#pragma omp parallel for num_threads(nthreads) schedule(static) if (nthreads > 1)
+    for (int64_t t = 0; t < tasks; t++) {
+        char *mine = per_thread ? scratch + per_thread * (size_t)thread_id() : NULL;
+        char *acc = acc_bytes ? mine + col_bytes + gpk_bytes : (char *)ov->data;
+        int64_t n = t / g.groups, grp = t % g.groups;
+        const char *gb = grad_block(gv, &g, g_direct, n, grp, g_direct ? NULL : mine + col_bytes);
+        const char *x = (const char *)xv->data +
+                        (n * xv->strides[0] + grp * g.Cg * xv->strides[1]) * (int64_t)es;
+        const char *col = x;
+        if (!direct_cols) {
+            if (dt == CN_F32)
+                cpu_im2col_f32(&g, (const float *)x, xs, (float *)mine);
+            else
+                cpu_im2col_f64(&g, (const double *)x, xs, (double *)mine);
+            col = mine;
+        }
+        char *gw = acc + (size_t)(grp * g.Og * g.K) * es;
+        if (dt == CN_F32)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.Og, (int)g.K, (int)g.P,
+                        1.0f, (const float *)gb, (int)g_ld, (const float *)col, (int)col_ld,
+                        1.0f, (float *)gw, (int)g.K);
+        else
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.Og, (int)g.K, (int)g.P,
+                        1.0, (const double *)gb, (int)g_ld, (const double *)col, (int)col_ld,
+                        1.0, (double *)gw, (int)g.K);
+    }
+    if (acc_bytes)
+        sum_parts(dt, ov->data, scratch + col_bytes + gpk_bytes, per_thread, nthreads, numel);
+    cn__free(scratch);
+    return CN_OK;
+}

@@ -1,0 +1,166 @@
+/* im2col, col2im and weight packing for the CPU convolution kernels (see im2col.h). */
+#include "backends/cpu/im2col.h"
+
+#include <limits.h>
+#include <string.h>
+
+/* ---- geometry ------------------------------------------------------------------------------- */
+
+/* Output size along one spatial dim, as conv2d's router computes it; -1 when the window does not
+ * fit. */
+static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+    int64_t span = dil * (k - 1) + 1;
+    if (in + 2 * pad < span) return -1;
+    return (in + 2 * pad - span) / stride + 1;
+}
+
+cn_status cpu_conv_geom_init(cpu_conv_geom *g, const char *op, const int64_t *x_shape,
+                             const int64_t *w_shape, const int64_t *out_shape,
+                             const int64_t *ints) {
+    *g = (cpu_conv_geom){
+        .N = x_shape[0], .C = x_shape[1], .H = x_shape[2], .W = x_shape[3],
+        .O = w_shape[0], .KH = w_shape[2], .KW = w_shape[3],
+        .OH = out_shape[2], .OW = out_shape[3],
+        .sh = ints[0], .sw = ints[1], .ph = ints[2], .pw = ints[3],
+        .dh = ints[4], .dw = ints[5], .groups = ints[6],
+    };
+    if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->groups < 1 || g->ph < 0 ||
+        g->pw < 0)
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "stride (%lld, %lld), padding (%lld, %lld), dilation (%lld, %lld), "
+                            "groups %lld: the router must pass normalised values (stride, "
+                            "dilation, groups >= 1, padding >= 0)",
+                            (long long)g->sh, (long long)g->sw, (long long)g->ph,
+                            (long long)g->pw, (long long)g->dh, (long long)g->dw,
+                            (long long)g->groups);
+    g->Cg = w_shape[1];
+    g->Og = g->O / g->groups;
+    g->K = g->Cg * g->KH * g->KW;
+    g->P = g->OH * g->OW;
+    if (g->Cg * g->groups != g->C || g->O % g->groups || out_shape[0] != g->N ||
+        out_shape[1] != g->O || g->OH != out_size(g->H, g->KH, g->sh, g->ph, g->dh) ||
+        g->OW != out_size(g->W, g->KW, g->sw, g->pw, g->dw))
+        return cn_set_error(CN_ERR_SHAPE, op,
+                            "input [%lld, %lld, %lld, %lld], weight [%lld, %lld, %lld, %lld] and "
+                            "output [%lld, %lld, %lld, %lld] with groups %lld do not describe one "
+                            "convolution",
+                            (long long)g->N, (long long)g->C, (long long)g->H, (long long)g->W,
+                            (long long)g->O, (long long)g->Cg, (long long)g->KH,
+                            (long long)g->KW, (long long)out_shape[0], (long long)out_shape[1],
+                            (long long)g->OH, (long long)g->OW, (long long)g->groups);
+    return CN_OK;
+}
+
+/* The output columns ow whose input column ow*sw - pw + kw*dw lies in [0, W): [*lo, *hi). */
+static void valid_cols(const cpu_conv_geom *g, int64_t kw, int64_t *lo, int64_t *hi) {
+    int64_t off = g->pw - kw * g->dw; /* need ow*sw >= off and ow*sw <= W-1 + off */
+    int64_t l = off <= 0 ? 0 : (off + g->sw - 1) / g->sw;
+    int64_t h = g->W - 1 + off < 0 ? 0 : (g->W - 1 + off) / g->sw + 1;
+    if (h > g->OW) h = g->OW;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* ---- im2col --------------------------------------------------------------------------------- */
+
+#define DEFINE_IM2COL(T, name)                                                                 \
+    void name(const cpu_conv_geom *g, const T *x, const int64_t *xs, T *col) {                 \
+        T *dst = col;                                                                          \
+        for (int64_t c = 0; c < g->Cg; c++) {                                                  \
+            const T *plane = x + c * xs[0];                                                    \
+            for (int64_t kh = 0; kh < g->KH; kh++) {                                           \
+                for (int64_t kw = 0; kw < g->KW; kw++, dst += g->P) {                          \
+                    int64_t lo, hi;                                                            \
+                    valid_cols(g, kw, &lo, &hi);                                               \
+                    int64_t iw0 = lo * g->sw - g->pw + kw * g->dw;                             \
+                    int64_t step = g->sw * xs[2];                                              \
+                    for (int64_t oh = 0; oh < g->OH; oh++) {                                   \
+                        T *d = dst + oh * g->OW;                                               \
+                        int64_t ih = oh * g->sh - g->ph + kh * g->dh;                          \
+                        if (ih < 0 || ih >= g->H || lo == hi) {                                \
+                            memset(d, 0, sizeof(T) * (size_t)g->OW);                           \
+                            continue;                                                          \
+                        }                                                                      \
+                        const T *s = plane + ih * xs[1] + iw0 * xs[2];                         \
+                        for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;                         \
+                        if (step == 1)                                                         \
+                            memcpy(d + lo, s, sizeof(T) * (size_t)(hi - lo));                  \
+                        else                                                                   \
+                            for (int64_t ow = lo; ow < hi; ow++) d[ow] = s[(ow - lo) * step];  \
+                        for (int64_t ow = hi; ow < g->OW; ow++) d[ow] = 0;                     \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_IM2COL(float, cpu_im2col_f32)
+DEFINE_IM2COL(double, cpu_im2col_f64)
+#undef DEFINE_IM2COL
+
+/* ---- col2im --------------------------------------------------------------------------------- */
+
+/* Walks the column matrix in the same order as im2col and adds each in-image entry back into its
+ * source pixel; padded entries are dropped. */
+#define DEFINE_COL2IM(T, name)                                                                 \
+    void name(const cpu_conv_geom *g, const T *col, T *x) {                                    \
+        const T *src = col;                                                                    \
+        for (int64_t c = 0; c < g->Cg; c++) {                                                  \
+            T *plane = x + c * g->H * g->W;                                                    \
+            for (int64_t kh = 0; kh < g->KH; kh++) {                                           \
+                for (int64_t kw = 0; kw < g->KW; kw++, src += g->P) {                          \
+                    int64_t lo, hi;                                                            \
+                    valid_cols(g, kw, &lo, &hi);                                               \
+                    if (lo == hi) continue;                                                    \
+                    int64_t iw0 = lo * g->sw - g->pw + kw * g->dw;                             \
+                    for (int64_t oh = 0; oh < g->OH; oh++) {                                   \
+                        int64_t ih = oh * g->sh - g->ph + kh * g->dh;                          \
+                        if (ih < 0 || ih >= g->H) continue;                                    \
+                        const T *s = src + oh * g->OW + lo;                                    \
+                        T *d = plane + ih * g->W + iw0;                                        \
+                        int64_t n = hi - lo;                                                   \
+                        if (g->sw == 1)                                                        \
+                            for (int64_t i = 0; i < n; i++) d[i] += s[i];                      \
+                        else                                                                   \
+                            for (int64_t i = 0; i < n; i++) d[i * g->sw] += s[i];              \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_COL2IM(float, cpu_col2im_f32)
+DEFINE_COL2IM(double, cpu_col2im_f64)
+#undef DEFINE_COL2IM
+
+/* ---- weights -------------------------------------------------------------------------------- */
+
+int cpu_dense_from(const cn_view *v, int from) {
+    int64_t want = 1;
+    for (int d = v->ndim - 1; d >= from; d--) {
+        if (v->shape[d] != 1 && v->strides[d] != want) return 0;
+        want *= v->shape[d];
+    }
+    return 1;
+}
+
+int cpu_weights_direct(const cn_view *w, int64_t K, int64_t *ld) {
+    int64_t O = w->shape[0];
+    int direct = cpu_dense_from(w, 1) &&
+                 (O == 1 || (w->strides[0] >= K && w->strides[0] <= INT_MAX));
+    *ld = direct && O > 1 ? w->strides[0] : K;
+    if (*ld < 1) *ld = 1; /* BLAS wants a leading dim >= 1 even for empty rows */
+    return direct;
+}
+
+void cpu_pack_weights(const cn_view *w, void *dst) {
+    const int64_t *n = w->shape, *s = w->strides;
+    size_t es = cn_dtype_size(w->dtype);
+    char *d = (char *)dst;
+    for (int64_t o = 0; o < n[0]; o++)
+        for (int64_t c = 0; c < n[1]; c++)
+            for (int64_t kh = 0; kh < n[2]; kh++)
+                for (int64_t kw = 0; kw < n[3]; kw++, d += es)
+                    memcpy(d, (const char *)w->data +
+                                  (o * s[0] + c * s[1] + kh * s[2] + kw * s[3]) * (int64_t)es,
+                           es);
+}

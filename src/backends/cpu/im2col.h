@@ -1,0 +1,51 @@
+/* Lowering 2-D convolution to GEMM on the CPU: the geometry of one convolution, the column
+ * matrix (im2col) and its adjoint (col2im), and weight packing.
+ *
+ * For one image and group, the receptive fields unroll into col: [K, P] with K = Cg*KH*KW and
+ * P = OH*OW:
+ *   col[(c*KH + kh)*KW + kw, oh*OW + ow] = x[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw]
+ * (zero outside the image). Forward: y_g = w_g [Og, K] @ col. The input's gradient is col2im of
+ * w_g^T @ g_g, the weight's gradient g_g @ col^T. */
+#ifndef CINDER_CPU_IM2COL_H
+#define CINDER_CPU_IM2COL_H
+
+#include <stdint.h>
+
+#include "cinder/backend.h"
+
+typedef struct cpu_conv_geom {
+    int64_t N, C, H, W;         /* input */
+    int64_t O, KH, KW;          /* weights */
+    int64_t OH, OW, P;          /* output plane, P = OH * OW */
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+    int64_t Cg, Og, K;          /* per group: in channels, out channels, K = Cg*KH*KW */
+} cpu_conv_geom;
+
+/* Fills g from the input [N,C,H,W], weight [O,Cg,KH,KW] and output [N,O,OH,OW] shapes and
+ * conv2d's 7 ints. Returns CN_ERR_INVALID_ARG / CN_ERR_SHAPE (error set, naming op) when the
+ * ints or shapes do not describe one convolution, so that a kernel never indexes out of range. */
+cn_status cpu_conv_geom_init(cpu_conv_geom *g, const char *op, const int64_t *x_shape,
+                             const int64_t *w_shape, const int64_t *out_shape,
+                             const int64_t *ints);
+
+/* col = im2col of one group of one image. x points at the group's channel 0; xs = the element
+ * strides of x along C, H, W (any). col: dense [K, P]. */
+void cpu_im2col_f32(const cpu_conv_geom *g, const float *x, const int64_t *xs, float *col);
+void cpu_im2col_f64(const cpu_conv_geom *g, const double *x, const int64_t *xs, double *col);
+
+/* The adjoint: x[c, ih, iw] += col[...] for every column entry that im2col would read from
+ * (c, ih, iw). x: dense [Cg, H, W] (one group of one image); col: dense [K, P]. */
+void cpu_col2im_f32(const cpu_conv_geom *g, const float *col, float *x);
+void cpu_col2im_f64(const cpu_conv_geom *g, const double *col, double *x);
+
+/* Non-zero when dims [from, ndim) of v are dense row-major (size-1 dims ignored). */
+int cpu_dense_from(const cn_view *v, int from);
+
+/* How a GEMM reads w [O, Cg, KH, KW] as [O, K]: in place when each filter is dense (*ld = the
+ * row stride), else packed (returns 0; *ld = K; pack with cpu_pack_weights). */
+int cpu_weights_direct(const cn_view *w, int64_t K, int64_t *ld);
+
+/* Copies w [O, Cg, KH, KW] (any strides) into dense [O, Cg*KH*KW]. */
+void cpu_pack_weights(const cn_view *w, void *dst);
+
+#endif

@@ -1,0 +1,165 @@
+/* CPU gradients of 2-D max and average pooling (forward: pool.c).
+ *
+ * max: in = (g [N, C, OH, OW], x [N, C, H, W]), any strides -> gx [N, C, H, W] contiguous. Each
+ *   window's g goes to the element the forward picked: the first maximum in row-major window
+ *   order over the in-image positions (the first NaN when the window holds one; the first
+ *   in-image position when every value is -inf, as PyTorch does).
+ * avg: in = (g) -> gx: each window adds g / (KH*KW) to its in-image positions (padded positions
+ *   counted in the divisor, PyTorch's count_include_pad=True).
+ * Overlapping windows add up. One (n, c) plane per task, zeroed first. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+typedef struct pool_geom {
+    int64_t H, W, OH, OW;
+    int64_t KH, KW, sh, sw, ph, pw;
+    int64_t gs_h, gs_w;         /* element strides of g along OH and OW */
+    int64_t xs_h, xs_w;         /* element strides of x along H and W (max only) */
+} pool_geom;
+
+/* The window of output index o along one axis, clipped to [0, size): [*lo, *hi). */
+static void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t size,
+                        int64_t *lo, int64_t *hi) {
+    int64_t start = o * stride - pad, end = start + k;
+    *lo = start < 0 ? 0 : start;
+    *hi = end > size ? size : end;
+}
+
+/* gx: one dense [H, W] plane, zeroed; g, x: the plane's origin in each input. */
+#define DEFINE_MAX_PLANE(T, name)                                                               \
+    static void name(const pool_geom *p, const T *g, const T *x, T *gx) {                       \
+        for (int64_t oh = 0; oh < p->OH; oh++) {                                                \
+            int64_t h0, h1;                                                                     \
+            clip_window(oh, p->sh, p->ph, p->KH, p->H, &h0, &h1);                               \
+            for (int64_t ow = 0; ow < p->OW; ow++) {                                            \
+                int64_t w0, w1;                                                                 \
+                clip_window(ow, p->sw, p->pw, p->KW, p->W, &w0, &w1);                           \
+                if (h0 >= h1 || w0 >= w1) continue;                                             \
+                int64_t best = h0 * p->W + w0;                                                  \
+                T m = (T)-INFINITY;                                                             \
+                for (int64_t h = h0; h < h1; h++) {                                             \
+                    const T *row = x + h * p->xs_h;                                             \
+                    int64_t w = w0;                                                             \
+                    for (; w < w1; w++) {                                                       \
+                        T v = row[w * p->xs_w];                                                 \
+                        if (v > m || isnan(v)) {                                                \
+                            m = v;                                                              \
+                            best = h * p->W + w;                                                \
+                            if (isnan(v)) break;                                                \
+                        }                                                                       \
+                    }                                                                           \
+                    if (w < w1) break; /* stopped at a NaN */                                   \
+                }                                                                               \
+                gx[best] += g[oh * p->gs_h + ow * p->gs_w];                                     \
+            }                                                                                   \
+        }                                                                                       \
+    }
+DEFINE_MAX_PLANE(float, max_plane_f32)
+DEFINE_MAX_PLANE(double, max_plane_f64)
+#undef DEFINE_MAX_PLANE
+
+#define DEFINE_AVG_PLANE(T, name)                                                               \
+    static void name(const pool_geom *p, const T *g, T *gx) {                                   \
+        T inv = (T)1 / (T)(p->KH * p->KW);                                                      \
+        for (int64_t oh = 0; oh < p->OH; oh++) {                                                \
+            int64_t h0, h1;                                                                     \
+            clip_window(oh, p->sh, p->ph, p->KH, p->H, &h0, &h1);                               \
+            for (int64_t ow = 0; ow < p->OW; ow++) {                                            \
+                int64_t w0, w1;                                                                 \
+                clip_window(ow, p->sw, p->pw, p->KW, p->W, &w0, &w1);                           \
+                T v = g[oh * p->gs_h + ow * p->gs_w] * inv;                                     \
+                for (int64_t h = h0; h < h1; h++) {                                             \
+                    T *row = gx + h * p->W;                                                     \
+                    for (int64_t w = w0; w < w1; w++) row[w] += v;                              \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+    }
+DEFINE_AVG_PLANE(float, avg_plane_f32)
+DEFINE_AVG_PLANE(double, avg_plane_f64)
+#undef DEFINE_AVG_PLANE
+
+/* Output size along one dim, as the pool's router computes it; -1 when the window does not fit. */
+static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
+    if (in + 2 * pad < k) return -1;
+    return (in + 2 * pad - k) / stride + 1;
+}
+
+/* The router's backward entries check nothing, so the kernel makes sure that the ints and shapes
+ * describe one pooling before it indexes anything. */
+static cn_status check_args(const char *op, const cn_kernel_args *a, const pool_geom *p) {
+    const cn_view *gv = &a->in[0], *ov = &a->out[0];
+    cn_dtype dt = ov->dtype;
+    if (dt != CN_F32 && dt != CN_F64)
+        return cn_set_error(CN_ERR_DTYPE, op, "the CPU kernel takes f32 or f64, not %s",
+                            cn_dtype_name(dt));
+    for (int i = 0; i < a->n_in; i++)
+        if (a->in[i].dtype != dt)
+            return cn_set_error(CN_ERR_DTYPE, op, "input %d is %s but the gradient is %s", i,
+                                cn_dtype_name(a->in[i].dtype), cn_dtype_name(dt));
+    if (p->KH < 1 || p->KW < 1 || p->sh < 1 || p->sw < 1 || p->ph < 0 || p->pw < 0)
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "kernel (%lld, %lld), stride (%lld, %lld), padding (%lld, %lld): the "
+                            "router must pass normalised values (kernel, stride >= 1)",
+                            (long long)p->KH, (long long)p->KW, (long long)p->sh,
+                            (long long)p->sw, (long long)p->ph, (long long)p->pw);
+    int same_x = a->n_in < 2 || memcmp(a->in[1].shape, ov->shape, 4 * sizeof(int64_t)) == 0;
+    if (gv->shape[0] != ov->shape[0] || gv->shape[1] != ov->shape[1] || !same_x ||
+        p->OH != out_size(p->H, p->KH, p->sh, p->ph) ||
+        p->OW != out_size(p->W, p->KW, p->sw, p->pw))
+        return cn_set_error(CN_ERR_SHAPE, op,
+                            "gradient [%lld, %lld, %lld, %lld] does not match input [%lld, %lld, "
+                            "%lld, %lld] pooled with kernel (%lld, %lld), stride (%lld, %lld), "
+                            "padding (%lld, %lld)",
+                            (long long)gv->shape[0], (long long)gv->shape[1], (long long)p->OH,
+                            (long long)p->OW, (long long)ov->shape[0], (long long)ov->shape[1],
+                            (long long)p->H, (long long)p->W, (long long)p->KH, (long long)p->KW,
+                            (long long)p->sh, (long long)p->sw, (long long)p->ph,
+                            (long long)p->pw);
+    return CN_OK;
+}
+
+cn_status cpu_pool2d_backward(const cn_kernel_args *args) {
+    int is_max = args->op == CN_OP_MAX_POOL2D_BACKWARD;
+    const char *op = is_max ? "max_pool2d_backward" : "avg_pool2d_backward";
+    const cn_view *gv = &args->in[0], *xv = is_max ? &args->in[1] : NULL, *ov = &args->out[0];
+    pool_geom p = {
+        .H = ov->shape[2], .W = ov->shape[3], .OH = gv->shape[2], .OW = gv->shape[3],
+        .KH = args->ints[0], .KW = args->ints[1], .sh = args->ints[2], .sw = args->ints[3],
+        .ph = args->ints[4], .pw = args->ints[5],
+        .gs_h = gv->strides[2], .gs_w = gv->strides[3],
+        .xs_h = xv ? xv->strides[2] : 0, .xs_w = xv ? xv->strides[3] : 0,
+    };
+    cn_status s = check_args(op, args, &p);
+    if (s != CN_OK) return s;
+    cn_dtype dt = ov->dtype;
+    size_t es = cn_dtype_size(dt);
+    int64_t C = ov->shape[1], planes = ov->shape[0] * C, plane = p.H * p.W;
+    if (planes == 0 || plane == 0) return CN_OK;
+    double work = (double)planes * (double)(p.OH * p.OW) * (double)(p.KH * p.KW);
+
+#pragma omp parallel for schedule(static) if (planes > 1 && work >= CPU_PARALLEL_GRAIN)
+    for (int64_t q = 0; q < planes; q++) {
+        int64_t n = q / C, c = q % C;
+        const char *g = (const char *)gv->data +
+                        (n * gv->strides[0] + c * gv->strides[1]) * (int64_t)es;
+        char *gx = (char *)ov->data + (size_t)(q * plane) * es;
+        memset(gx, 0, (size_t)plane * es);
+        if (is_max) {
+            const char *x = (const char *)xv->data +
+                            (n * xv->strides[0] + c * xv->strides[1]) * (int64_t)es;
+            if (dt == CN_F32)
+                max_plane_f32(&p, (const float *)g, (const float *)x, (float *)gx);
+            else
+                max_plane_f64(&p, (const double *)g, (const double *)x, (double *)gx);
+        } else if (dt == CN_F32) {
+            avg_plane_f32(&p, (const float *)g, (float *)gx);
+        } else {
+            avg_plane_f64(&p, (const double *)g, (double *)gx);
+        }
+    }
+    return CN_OK;
+}

@@ -247,7 +247,7 @@ static void test_errors(void) {
 
     /* different checkpointing strategies do not mix */
     cn_tensor *other = vec2(devices[1], 1, 1);
-    CHECK_FAILS(cn_add(w, other), CN_ERR_DEVICE_MISMATCH, "checkpointing");
+    CHECK_FAILS(cn_add(w, other), CN_ERR_CHECKPOINT_MISMATCH, "checkpointing");
     cn_release(other);
     cn_release(w);
     cn_release(x);

@@ -182,6 +182,70 @@ static cn_status raise_buffer(void) {
     return s;
 }
 
+/* The autodiff codes: raised by the autodiff layer's own calls on small tracked tensors. */
+
+static cn_tensor *tracked_pair(double a, double b) {
+    const double v[2] = {a, b};
+    return cn_require_grad(cn_from_data(v, s2, 1, CN_F64, cn_autodiff(cn_cpu())));
+}
+
+static cn_status grads_status(cn_grads *g) {
+    if (!g) return cn_last_status();
+    cn_grads_free(g);
+    return CN_OK;
+}
+
+static cn_status raise_autodiff_device(void) {
+    cn_tensor *t = tensor_on(s2, 1, CN_F32, cn_cpu()); /* concrete: no graph is recorded there */
+    cn_status s = cn_require_grad(t) ? CN_OK : cn_last_status(); /* returns t, or NULL */
+    cn_release(t);
+    return s;
+}
+
+static cn_status raise_autodiff_no_grad(void) {
+    cn_tensor *t = tensor_on(s2, 1, CN_F32, cn_autodiff(cn_cpu())); /* not marked */
+    cn_status s = grads_status(cn_backward(t));
+    cn_release(t);
+    return s;
+}
+
+static cn_status raise_autodiff_modified(void) {
+    cn_tensor *w = tracked_pair(3, 4), *x = tracked_pair(5, 6);
+    cn_tensor *prod = cn_mul(w, x); /* saves x for its backward */
+    cn_tensor *y = cn_sum(prod);
+    cn_no_grad_begin();
+    cn_status copied = cn_copy_(x, w);
+    cn_no_grad_end();
+    /* the write itself must succeed; the failure is the later backward's */
+    cn_status s = copied != CN_OK ? CN_OK : grads_status(cn_backward(y));
+    cn_release(y);
+    cn_release(prod);
+    cn_release(w);
+    cn_release(x);
+    return s;
+}
+
+static cn_status raise_autodiff_graph(void) {
+    cn_tensor *w = tracked_pair(3, 4);
+    cn_tensor *sq = cn_mul(w, w);
+    cn_tensor *z = cn_sum(sq);
+    /* the first backward must succeed (else CN_OK: a wrong status, reported by the check) */
+    cn_status s = grads_status(cn_backward(z)) != CN_OK ? CN_OK : grads_status(cn_backward(z));
+    cn_release(z);
+    cn_release(sq);
+    cn_release(w);
+    return s;
+}
+
+static cn_status raise_autodiff_inplace(void) {
+    cn_tensor *w = tracked_pair(3, 4);
+    cn_tensor *update = tensor_on(s2, 1, CN_F64, cn_autodiff(cn_cpu()));
+    cn_status s = cn_copy_(w, update); /* grad mode is on */
+    cn_release(update);
+    cn_release(w);
+    return s;
+}
+
 typedef struct trigger {
     cn_status status;
     const char *op; /* the op the message must name (in its "<op>: " part); NULL only
@@ -207,6 +271,15 @@ static const trigger triggers[] = {
     {CN_ERR_INDEX, "index_select", raise_index, "cn_index_select([3], 0, [99])"},
     {CN_ERR_SCOPE, "scope_end", raise_scope, "cn_scope_end() without a scope"},
     {CN_ERR_BUFFER, "read", raise_buffer, "cn_read(f32 [2, 3], 48 bytes)"},
+    {CN_ERR_AUTODIFF_DEVICE, "require_grad", raise_autodiff_device,
+     "cn_require_grad of a cn_cpu() tensor"},
+    {CN_ERR_AUTODIFF_NO_GRAD, "backward", raise_autodiff_no_grad,
+     "cn_backward of an untracked tensor"},
+    {CN_ERR_AUTODIFF_MODIFIED, "backward", raise_autodiff_modified,
+     "cn_copy_ into an input saved by cn_mul (under no-grad), then cn_backward"},
+    {CN_ERR_AUTODIFF_GRAPH, "backward", raise_autodiff_graph, "cn_backward twice on one loss"},
+    {CN_ERR_AUTODIFF_INPLACE, "copy_", raise_autodiff_inplace,
+     "cn_copy_ into a tracked tensor outside no-grad mode"},
 };
 
 #define N_TRIGGERS (sizeof triggers / sizeof *triggers)

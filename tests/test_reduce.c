@@ -155,8 +155,8 @@ static void expect(const char *what, cn_tensor *t, const int64_t *shape, int ndi
     cn_release(t);
 }
 
-/* Every reduction of x (logical row-major values vals) on every dim, both keepdims, and over all
- * elements. */
+/* Every reduction of x (logical row-major values vals) on every dim and over all elements; dims
+ * are given as non-negative with keepdim 0 and as negative with keepdim 1. */
 static void sweep_reductions(const char *label, cn_tensor *x, const double *vals,
                              const int64_t *shape, int ndim, cn_dtype dt) {
     int64_t n = numel_of(shape, ndim);
@@ -167,7 +167,8 @@ static void sweep_reductions(const char *label, cn_tensor *x, const double *vals
         for (int dim = -ndim; dim < ndim; dim++) {
             int d = dim < 0 ? dim + ndim : dim;
             ref_reduce((rop)op, vals, shape, ndim, d, want);
-            for (int keep = 0; keep <= 1; keep++) {
+            {
+                int keep = dim < 0;
                 int64_t oshape[CN_MAX_DIMS];
                 int ond = 0;
                 for (int k = 0; k < ndim; k++) {

@@ -38,6 +38,12 @@ typedef enum cn_status {
     CN_ERR_AUTODIFF_MODIFIED = 18, /* a tensor saved for backward was changed in place */
     CN_ERR_AUTODIFF_GRAPH = 19,    /* backward through a graph already freed by a backward */
     CN_ERR_AUTODIFF_INPLACE = 20,  /* in-place write to a tracked tensor outside no-grad mode */
+    CN_ERR_AUTODIFF_REACHED_CONCRETE = 21, /* a tracked float would reach a concrete kernel */
+    CN_ERR_AUTODIFF_NONFLOAT = 22, /* an int/bool tensor carries an autodiff primitive */
+    CN_ERR_AUTODIFF_PLAIN_ENABLED = 23, /* a plain float carries an enabled autodiff context */
+    CN_ERR_EXT_MIXED_TRACKING = 24,/* tracked and untracked floats where one tracking is required */
+    CN_ERR_EXT_NO_TENSOR = 25,     /* no tensor input to choose a backend from */
+    CN_ERR_CHECKPOINT_MISMATCH = 26, /* inputs use different checkpointing strategies */
     CN_STATUS_COUNT                /* number of codes; not a code */
 } cn_status;
 

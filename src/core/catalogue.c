@@ -778,6 +778,155 @@ static const cn_error_entry catalogue[] = {
         .prevention_tips = LIST("Every optimizer step runs in no-grad mode.",
                                 "Never write in place to a tensor a graph may use."),
     },
+    {
+        CODE(CN_ERR_AUTODIFF_REACHED_CONCRETE, 21),
+        .slug = "autodiff-float-input-reached-concrete-dispatch",
+        PHRASE("autodiff float input reached concrete dispatch"),
+        .documentation =
+            "An autodiff-tracked float tensor was about to be handed to a concrete kernel: an "
+            "extension op that has no backward (and was not declared non-differentiable) was "
+            "called with a tracked input, or a call forced onto the concrete route received one. "
+            "Running the kernel would drop the input's gradient without a word, so the router "
+            "refuses; this is the invariant that burn's generated dispatch guards with the same "
+            "message.",
+        .trigger_scenarios =
+            "Calling an extension op registered with kernels only (no cn_ext_register_backward) "
+            "on a tensor computed from a cn_require_grad leaf; cn_ext_call with "
+            "CN_EXT_ROUTE_CONCRETE and a tracked input; calling a concrete-only extension op "
+            "inside a training step.",
+        .common_situations =
+            "Inference-only fused kernels reused in training; a backward registered for one "
+            "build but not linked in another; handing tensors from a tracked region to "
+            "concrete-only code.",
+        .solutions = LIST("Detach the input to its concrete tensor before the call: cn_inner(t) "
+                          "(or cn_detach(t) to stay on the autodiff device untracked).",
+                          "Register a backward for the op (cn_ext_register_backward, or list "
+                          "`autodiff` in its cinder-extgen declaration) so it runs on the "
+                          "autodiff route.",
+                          "Restructure so differentiating tensors stay inside tracked code and "
+                          "only detached values reach concrete-only ops.",
+                          "If the op truly has no gradient, declare it CN_EXT_NON_DIFFERENTIABLE."),
+        .example_fix = "// before\n"
+                       "y = myext_fast_norm(h);            /* h tracked: fails */\n"
+                       "// after: strip the autodiff wrapper\n"
+                       "cn_tensor *inner = cn_inner(h);\n"
+                       "y = myext_fast_norm(inner);",
+        .prevention_tips = LIST("Keep differentiating tensors inside grad-tracked call paths.",
+                                "Detach autodiff tensors before handing them to inference or "
+                                "concrete-only ops.",
+                                "Give every op used in training a backward."),
+    },
+    {
+        CODE(CN_ERR_AUTODIFF_NONFLOAT, 22),
+        .slug = "autodiff-primitive-on-non-float",
+        PHRASE("only float tensors may use an autodiff primitive"),
+        .documentation =
+            "An int or bool input carries an autodiff primitive (a graph node). Only float "
+            "tensors are tracked: int and bool tensors on an autodiff device stay plain and "
+            "keep only the device. Seeing a node on one means the tensor was built or altered "
+            "outside the public API, or that a float tensor was passed where the op's schema "
+            "declares an int or bool input.",
+        .trigger_scenarios =
+            "An extension op declares input `ids` as int and a tracked float is passed there; a "
+            "tensor header patched by hand to carry a node.",
+        .common_situations = "Arguments passed in the wrong order to an extension op; a "
+                             "hand-written wrapper that reuses tensor internals.",
+        .solutions = LIST("Pass the int/bool tensor the schema asks for (cn_cast to an int "
+                          "dtype, which drops tracking).",
+                          "Check the argument order against the op's declaration."),
+        .example_fix = "// before\n"
+                       "myext_embed(logits, table);       /* ids slot gets a tracked float */\n"
+                       "// after\n"
+                       "myext_embed(cn_cast(labels, CN_I64), table);",
+        .prevention_tips = LIST("Use the generated typed functions: their parameter names say "
+                                "which input is which.",
+                                "Never edit tensor internals."),
+    },
+    {
+        CODE(CN_ERR_AUTODIFF_PLAIN_ENABLED, 23),
+        .slug = "autodiff-enabled-float-without-primitive",
+        PHRASE("an enabled float tensor must use an autodiff primitive"),
+        .documentation =
+            "A float input is a plain (concrete) primitive but carries an enabled autodiff "
+            "context: its device has a checkpointing strategy set without the autodiff flag. "
+            "Such a tensor cannot be lifted as a constant (its context says it belongs to a "
+            "tracked device) nor tracked (it has no node). It comes from a cn_device value "
+            "written by hand. On the autodiff route, ordinary plain floats are lifted as "
+            "constants; this error is only for such malformed inputs.",
+        .trigger_scenarios =
+            "A device built as (cn_device){0, 0, 0, CN_CHECKPOINT_BALANCED} and used to create "
+            "a tensor that is then passed to an op.",
+        .common_situations = "Initialising cn_device structs field by field instead of with "
+                             "cn_autodiff_checkpointed.",
+        .solutions = LIST("Build autodiff devices with cn_autodiff(inner) or "
+                          "cn_autodiff_checkpointed(inner, strategy).",
+                          "For a concrete device, use cn_cpu() or cn_inner_device(d), which "
+                          "clear both autodiff fields."),
+        .example_fix = "// before\n"
+                       "cn_device d = {0, 0, 0, CN_CHECKPOINT_BALANCED};\n"
+                       "// after\n"
+                       "cn_device d = cn_autodiff_checkpointed(cn_cpu(), CN_CHECKPOINT_BALANCED);",
+        .prevention_tips = LIST("Treat cn_device as a value made by cinder's constructors."),
+    },
+    {
+        CODE(CN_ERR_EXT_MIXED_TRACKING, 24),
+        .slug = "extension-mixed-tracking",
+        PHRASE("tracked and untracked float inputs are mixed"),
+        .documentation =
+            "An extension op declared CN_EXT_SAME_TRACKING (its float inputs must be all tracked "
+            "or all untracked, e.g. because its backward assumes it) received some tracked and "
+            "some untracked float inputs. The detail names one input of each kind.",
+        .trigger_scenarios = "Calling such an op with a parameter marked cn_require_grad and a "
+                             "plain float or detached tensor.",
+        .common_situations = "Forgetting cn_require_grad on one of several parameters; passing "
+                             "a cn_detach'ed copy by mistake.",
+        .solutions = LIST("Mark every float input that should train with cn_require_grad.",
+                          "Or detach all of them (cn_detach) for an untracked call."),
+        .example_fix = "// before\n"
+                       "myext_pair(w_tracked, v_plain);   /* fails */\n"
+                       "// after\n"
+                       "myext_pair(w_tracked, cn_require_grad(v_plain_on_ad_device));",
+        .prevention_tips = LIST("Create all parameters of a module the same way."),
+    },
+    {
+        CODE(CN_ERR_EXT_NO_TENSOR, 25),
+        .slug = "extension-no-tensor-input",
+        PHRASE("no tensor input to choose a backend from"),
+        .documentation =
+            "The router picks the backend from the op's tensor inputs, walking them in order for "
+            "a representative (a float first). This call had none: every optional input was NULL "
+            "and every union was on a variant that holds no tensor.",
+        .trigger_scenarios = "An op whose only input is a union, called with its tensor-less "
+                             "variant; all optional inputs passed as NULL.",
+        .common_situations = "A `none` variant used for every argument at once.",
+        .solutions = LIST("Pass at least one tensor (it also fixes the device the outputs go "
+                          "to).",
+                          "Give the op a required tensor input in its declaration."),
+        .example_fix = "// before\n"
+                       "myext_mask(MYEXT_MASK_NONE, NULL); /* fails */\n"
+                       "// after\n"
+                       "myext_mask(MYEXT_MASK_DENSE, mask);",
+        .prevention_tips = LIST("Every op should have one required tensor input."),
+    },
+    {
+        CODE(CN_ERR_CHECKPOINT_MISMATCH, 26),
+        .slug = "checkpoint-strategy-mismatch",
+        PHRASE("inputs use different checkpointing strategies"),
+        .documentation =
+            "Two inputs live on autodiff devices over the same backend but with different "
+            "checkpointing strategies (cn_autodiff vs cn_autodiff_checkpointed). One graph has "
+            "one strategy, so the router refuses to mix them; the detail names both tensors.",
+        .trigger_scenarios = "Adding a tensor from cn_autodiff(cn_cpu()) to one from "
+                             "cn_autodiff_checkpointed(cn_cpu(), CN_CHECKPOINT_BALANCED).",
+        .common_situations = "Parameters created on one device and data batches on another.",
+        .solutions = LIST("Create all tensors of a model on one autodiff device value.",
+                          "Move one with cn_to_device(t, other_device)."),
+        .example_fix = "// before\n"
+                       "cn_add(w_on_balanced, x_on_plain_autodiff);   /* fails */\n"
+                       "// after\n"
+                       "cn_add(w_on_balanced, cn_to_device(x_on_plain_autodiff, balanced));",
+        .prevention_tips = LIST("Keep one training device value and pass it around."),
+    },
 };
 
 #define CATALOGUE_SIZE (sizeof catalogue / sizeof *catalogue)

@@ -21,8 +21,12 @@ int cn_device_eq(cn_device a, cn_device b) {
 const char *cn_device_str(cn_device d, char *buf, size_t size) {
     const cn_backend *b = cn__backend(d.backend);
     const char *name = b ? b->name : "invalid";
-    if (d.autodiff)
+    if (d.autodiff && d.checkpoint)
+        snprintf(buf, size, "autodiff(%s:%d, balanced)", name, d.index);
+    else if (d.autodiff)
         snprintf(buf, size, "autodiff(%s:%d)", name, d.index);
+    else if (d.checkpoint)
+        snprintf(buf, size, "%s:%d (checkpoint set without autodiff)", name, d.index);
     else
         snprintf(buf, size, "%s:%d", name, d.index);
     return buf;

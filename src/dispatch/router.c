@@ -25,6 +25,21 @@ static int compatible(cn_device a, cn_device b) {
     return !(a.autodiff && b.autodiff && a.checkpoint != b.checkpoint);
 }
 
+cn_status cn__check_context(const char *op, const char *arg, const cn_tensor *t) {
+    char buf[128];
+    if (t->autograd && cn_dtype_kind(t->dtype) != CN_KIND_FLOAT)
+        return cn_set_error(CN_ERR_AUTODIFF_NONFLOAT, op, "'%s' is %s but carries a graph node; "
+                            "pass an int/bool tensor made by cinder's ops (cn_cast drops "
+                            "tracking), and check the argument order", arg,
+                            cn_tensor_str(t, buf, sizeof buf));
+    if (!t->device.autodiff && t->device.checkpoint)
+        return cn_set_error(CN_ERR_AUTODIFF_PLAIN_ENABLED, op, "'%s' is %s: a plain tensor whose "
+                            "device has checkpointing set without the autodiff flag; build "
+                            "devices with cn_autodiff_checkpointed(inner, strategy) or use "
+                            "cn_inner_device(d)", arg, cn_tensor_str(t, buf, sizeof buf));
+    return CN_OK;
+}
+
 const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *const *names, int n,
                             cn_device *device) {
     for (int i = 0; i < n; i++) {
@@ -41,19 +56,21 @@ const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *co
         }
     }
     for (int i = 0; i < n; i++) {
-        if (!compatible(in[i]->device, in[lead]->device)) {
-            char a[128], b[128];
-            int both_ad = in[i]->device.autodiff && in[lead]->device.autodiff;
-            cn_set_error(CN_ERR_DEVICE_MISMATCH, op, "'%s' is %s but '%s' is %s%s", names[lead],
+        if (cn__check_context(op, names[i], in[i]) != CN_OK) return NULL;
+        if (compatible(in[i]->device, in[lead]->device)) continue;
+        char a[128], b[128];
+        if (in[i]->device.backend == in[lead]->device.backend &&
+            in[i]->device.index == in[lead]->device.index)
+            cn_set_error(CN_ERR_CHECKPOINT_MISMATCH, op, "'%s' is %s but '%s' is %s; create both "
+                         "on one autodiff device (one checkpointing strategy per graph)",
+                         names[lead], cn_tensor_str(in[lead], a, sizeof a), names[i],
+                         cn_tensor_str(in[i], b, sizeof b));
+        else
+            cn_set_error(CN_ERR_DEVICE_MISMATCH, op, "'%s' is %s but '%s' is %s; move one with "
+                         "cn_to_device(t, device) so both live on one device", names[lead],
                          cn_tensor_str(in[lead], a, sizeof a), names[i],
-                         cn_tensor_str(in[i], b, sizeof b),
-                         both_ad && in[i]->device.backend == in[lead]->device.backend
-                             ? " with another checkpointing strategy; create both on one "
-                               "autodiff device"
-                             : "; move one with cn_to_device(t, device) so both live on one "
-                               "device");
-            return NULL;
-        }
+                         cn_tensor_str(in[i], b, sizeof b));
+        return NULL;
     }
     *device = in[lead]->device;
     cn_device concrete = *device;

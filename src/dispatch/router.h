@@ -19,6 +19,11 @@
 const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *const *names, int n,
                             cn_device *device);
 
+/* Checks t is well formed for routing: no graph node on an int/bool tensor
+ * (CN_ERR_AUTODIFF_NONFLOAT), no checkpointing context on a plain device
+ * (CN_ERR_AUTODIFF_PLAIN_ENABLED). */
+cn_status cn__check_context(const char *op, const char *arg, const cn_tensor *t);
+
 /* Checks t's kind is in mask; the message names arg and suggests a cast. */
 cn_status cn__check_kind(const char *op, const char *arg, const cn_tensor *t, unsigned mask);
 

@@ -42,16 +42,14 @@ static void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64
                 T m = (T)-INFINITY;                                                             \
                 for (int64_t h = h0; h < h1; h++) {                                             \
                     const T *row = x + h * p->xs_h;                                             \
-                    int64_t w = w0;                                                             \
-                    for (; w < w1; w++) {                                                       \
+                    for (int64_t w = w0; w < w1; w++) {                                         \
+                        /* branch-free (random data defeats the predictor): a larger value, or \
+                         * the first NaN, and nothing after a NaN */                            \
                         T v = row[w * p->xs_w];                                                 \
-                        if (v > m || isnan(v)) {                                                \
-                            m = v;                                                              \
-                            best = h * p->W + w;                                                \
-                            if (isnan(v)) break;                                                \
-                        }                                                                       \
+                        int take = (v > m) | ((v != v) & (m == m));                             \
+                        m = take ? v : m;                                                       \
+                        best = take ? h * p->W + w : best;                                      \
                     }                                                                           \
-                    if (w < w1) break; /* stopped at a NaN */                                   \
                 }                                                                               \
                 gx[best] += g[oh * p->gs_h + ow * p->gs_w];                                     \
             }                                                                                   \

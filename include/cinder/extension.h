@@ -1,0 +1,131 @@
+/* cinder: backend extensions — user-defined ops with a kernel per backend and an optional
+ * backward, routed exactly like built-in ops.
+ *
+ * An op is defined from a schema (its tensor inputs, attributes and outputs), then given a kernel
+ * per backend (cn_ext_register_kernel, same signature as built-in kernels: see backend.h) and,
+ * optionally, a backward (cn_ext_register_backward) that makes it differentiable. Calls go
+ * through the router (cn_ext_call), which:
+ *   1. finds a representative tensor by walking the inputs in order (the first float, else the
+ *      first tensor) to choose the backend and device;
+ *   2. decides the route: autodiff when any input lives on an autodiff device, else concrete;
+ *   3. checks the routing invariants (each a distinct status code, see error.h);
+ *   4. unwraps every input to the concrete tensor the kernel expects, allocates the outputs from
+ *      the op's shape function, and calls the kernel of that backend;
+ *   5. re-wraps the outputs: on the autodiff route float outputs become tracked (when an input is
+ *      tracked and grad mode is on) and int/bool outputs stay untracked on the autodiff device.
+ * A tracked float input never reaches a concrete kernel silently: without a backward the call
+ * fails with CN_ERR_AUTODIFF_REACHED_CONCRETE, unless the op was declared non-differentiable
+ * (CN_EXT_NON_DIFFERENTIABLE), in which case its outputs are untracked by the author's choice.
+ *
+ * Most users do not call this API by hand: `cinder-extgen` generates a typed function per op
+ * from a declaration file (see docs/extensions.md). */
+#ifndef CINDER_EXTENSION_H
+#define CINDER_EXTENSION_H
+
+#include <stdint.h>
+
+#include "cinder/backend.h"
+#include "cinder/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- schema -------------------------------------------------------------------------------- */
+
+/* A composite input groups several tensor inputs: a struct (all members present, unless
+ * optional) or a tagged union (only the members of the active variant are present; a variant may
+ * hold no tensor at all). */
+typedef enum cn_ext_group_kind { CN_EXT_STRUCT = 1, CN_EXT_UNION = 2 } cn_ext_group_kind;
+
+typedef struct cn_ext_group {
+    const char *name;
+    cn_ext_group_kind kind;
+    int n_variants;                   /* unions: number of variants (>= 1) */
+    const char *const *variant_names; /* unions: n_variants names */
+} cn_ext_group;
+
+/* One tensor input, in call order. Members of a composite name it in `group`. */
+typedef struct cn_ext_tensor_arg {
+    const char *name;  /* "x", or "params.w" for a member */
+    cn_kind kind;      /* CN_KIND_FLOAT, CN_KIND_INT or CN_KIND_BOOL */
+    int optional;      /* non-zero: may be NULL */
+    int group;         /* index into the schema's groups, or -1 for a plain input */
+    int variant;       /* union members: the variant that holds this tensor */
+} cn_ext_tensor_arg;
+
+/* Output geometry, computed from the inputs' geometry and the attributes before the kernel runs.
+ * `in` views have data == NULL; an absent input has ndim == -1. Fill out[i].dtype, .ndim and
+ * .shape; return CN_OK, or an error via cn_set_error (e.g. CN_ERR_SHAPE) for bad inputs. */
+typedef cn_status (*cn_ext_shape_fn)(const cn_view *in, int n_in, const int64_t *ints,
+                                     const double *reals, cn_view *out, int n_out);
+
+/* Backward: given the concrete input values (NULL where absent), the concrete outputs, and the
+ * gradient of each output (never NULL: zeros where an output received none), writes a gradient
+ * (a new reference, shaped like the input) for each float input into grad_in, or leaves NULL
+ * where the input gets none. Runs under no-grad mode on the inner device; use any public ops,
+ * including extension ops. Return CN_OK or an error status (error set). */
+typedef cn_status (*cn_ext_backward_fn)(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+                                        cn_tensor *const *grad_out, int n_out,
+                                        const int64_t *ints, const double *reals,
+                                        cn_tensor **grad_in);
+
+/* Schema flags. */
+#define CN_EXT_NON_DIFFERENTIABLE 1u /* outputs are untracked by design (like mark_non_differentiable) */
+#define CN_EXT_MEMORY_BOUND 2u       /* under checkpointing, recompute instead of keeping outputs */
+#define CN_EXT_SAME_TRACKING 4u      /* float inputs must be all tracked or all untracked */
+
+typedef struct cn_ext_schema {
+    const char *name;                     /* unique; used in every message */
+    int n_tensors;
+    const cn_ext_tensor_arg *tensors;
+    int n_groups;
+    const cn_ext_group *groups;
+    int n_ints;                           /* integer attributes */
+    const char *const *int_names;
+    int n_reals;                          /* real attributes */
+    const char *const *real_names;
+    int n_outputs;                        /* >= 1 */
+    const char *const *output_names;
+    cn_ext_shape_fn shape;                /* required */
+    unsigned flags;
+} cn_ext_schema;
+
+typedef struct cn_ext_op cn_ext_op;
+
+/* Defines an op (the schema and its strings are copied). NULL with CN_ERR_INVALID_ARG on a
+ * malformed schema (no outputs, unknown kinds, a union member naming a missing variant, a taken
+ * name, ...). Ops live until the process ends. */
+const cn_ext_op *cn_ext_define(const cn_ext_schema *schema);
+
+/* The op defined under name, or NULL. */
+const cn_ext_op *cn_ext_find(const char *name);
+
+/* Registers the kernel of `op` for the backend named `backend` ("cpu", "cuda", or a registered
+ * one). The kernel receives the inputs in schema order (absent ones: data NULL, ndim -1),
+ * ints/reals as attributes and args->op == CN_OP_COUNT (an extension). */
+cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_kernel_fn kernel);
+
+/* Registers the backward of `op`, which makes it differentiable. */
+cn_status cn_ext_register_backward(const cn_ext_op *op, cn_ext_backward_fn backward);
+
+/* ---- calling ------------------------------------------------------------------------------- */
+
+typedef enum cn_ext_route {
+    CN_EXT_ROUTE_AUTO = 0,     /* autodiff when an input is on an autodiff device */
+    CN_EXT_ROUTE_CONCRETE = 1, /* force the concrete kernels: tracked inputs are an error */
+} cn_ext_route;
+
+/* Calls op. tensors: n_tensors entries in schema order (NULL for absent optional inputs and for
+ * members of inactive union variants); tags: one per group (the active variant of each union;
+ * ignored for structs; may be NULL when there are no unions); ints/reals: the attributes.
+ * On success writes n_outputs new references into outputs and returns CN_OK; on failure returns
+ * the status with the error set, writes NULLs, and leaves the inputs untouched. */
+cn_status cn_ext_call(const cn_ext_op *op, cn_ext_route route, cn_tensor *const *tensors,
+                      const int *tags, const int64_t *ints, const double *reals,
+                      cn_tensor **outputs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -5,6 +5,7 @@
 #include "cinder/autodiff.h"
 #include "cinder/backend.h"
 #include "cinder/catalogue.h"
+#include "cinder/extension.h"
 #include "cinder/device.h"
 #include "cinder/error.h"
 #include "cinder/memory.h"

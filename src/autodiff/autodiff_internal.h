@@ -21,10 +21,26 @@ enum {
     AD_OP_VIEW,      /* reshape, squeeze, unsqueeze: any view with the same element order */
     AD_OP_EXPAND,    /* ints: none (the output shape says it) */
     AD_OP_CAT,       /* ints: dim */
+    AD_OP_EXT,       /* an extension op (see ad_ext) */
+    AD_OP_EXT_OUTPUT,/* output ints[0] of the multi-output extension node in[0] */
     AD_OP_COUNT
 };
 
 typedef struct ad_node ad_node;
+
+/* What an extension node keeps besides the common fields. */
+typedef struct ad_ext {
+    const struct cn_ext_op *op;
+    int n_out;
+    int *tags;              /* one per composite (replay needs the union variants) */
+    int64_t *ints;
+    double *reals;
+    cn_tensor **saved_out;  /* concrete views of the outputs, or NULL (checkpointed) */
+    uint64_t *saved_version;
+    cn_tensor **values;     /* recomputed outputs, during one backward */
+    cn_tensor **grad_out;   /* per-output gradients, during one backward */
+    int reached;            /* some output received a gradient in this backward */
+} ad_ext;
 
 typedef struct ad_input {
     ad_node *node;      /* the input's node (a reference), NULL when the input is a constant */
@@ -56,6 +72,7 @@ struct ad_node {
     /* backward bookkeeping, valid during one cn_backward */
     cn_tensor *grad;      /* accumulated gradient of the output */
     cn_tensor *value;     /* recomputed output (checkpointing) */
+    ad_ext *ext;          /* extension nodes only */
     uint64_t mark;        /* visited in the current ordering walk */
     int visit;            /* next input to visit in that walk */
     int n_in;
@@ -68,6 +85,19 @@ cn_tensor *cn__ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n, co
                          int n_ints, const double *reals, int n_reals);
 
 void ad_node_release(ad_node *n);
+ad_node *ad_node_new(int op, int n_in, const cn_tensor *out);
+void ad_ext_free(ad_ext *e);
+
+/* Extension nodes (ext_node.c): recording a call, the output values, the backward step, and the
+ * hand-off of a multi-output selector's gradient to its node. */
+struct cn_ext_op;
+cn_status ad_ext_record(const struct cn_ext_op *op, cn_tensor *const *in, const int *tags,
+                        const int64_t *ints, const double *reals, cn_tensor **outputs);
+cn_tensor *ad_ext_output_value(ad_node *n, int i);
+cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin);
+cn_status ad_ext_collect(ad_node *selector, cn_tensor *g);
+void ad_ext_reset(ad_node *n);   /* drops per-backward state */
+void ad_ext_consume(ad_node *n); /* drops saved outputs after a successful backward */
 ad_node *ad_node_retain(ad_node *n);
 
 /* A concrete view of t (same storage, inner device, untracked). */

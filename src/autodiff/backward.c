@@ -191,12 +191,17 @@ static cn_status run_backward(const node_list *order, cn_grads *grads) {
     cn_status s = CN_OK;
     for (int64_t k = order->count - 1; k >= 0 && s == CN_OK; k--) {
         ad_node *n = order->items[k];
-        if (!n->grad) continue;
+        if (!n->grad && !(n->ext && n->ext->reached)) continue;
+        if (n->op == AD_OP_EXT_OUTPUT) { /* hands its gradient to the extension node */
+            s = ad_ext_collect(n, n->grad);
+            continue;
+        }
         if (n->op == AD_OP_LEAF || n->retain_grad) s = grads_put(grads, n, n->grad);
         if (s != CN_OK || n->op == AD_OP_LEAF) continue;
         cn_tensor **gin = cn__calloc("backward", (size_t)n->n_in, sizeof *gin);
         if (!gin) return CN_ERR_OUT_OF_MEMORY;
-        s = ad_backward_formula(n, n->grad, gin);
+        s = n->op == AD_OP_EXT ? ad_ext_formula(n, n->grad, gin)
+                               : ad_backward_formula(n, n->grad, gin);
         for (int i = 0; i < n->n_in; i++) {
             if (!gin[i]) continue;
             if (s == CN_OK && n->in[i].node)
@@ -252,6 +257,7 @@ cn_grads *cn_backward(cn_tensor *root) {
         cn_release(n->grad);
         cn_release(n->value);
         n->grad = n->value = NULL;
+        ad_ext_reset(n);
     }
     if (scoped) cn_scope_end();
     if (s == CN_OK) {
@@ -266,6 +272,7 @@ cn_grads *cn_backward(cn_tensor *root) {
             }
             cn_release(n->saved_out);
             n->saved_out = NULL;
+            ad_ext_consume(n);
             n->consumed = 1;
         }
     }

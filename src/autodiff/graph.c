@@ -59,6 +59,7 @@ void ad_node_release(ad_node *n) {
         }
         cn_release(cur->saved_out);
         cn_release(cur->value);
+        ad_ext_free(cur->ext);
         cn__free(cur);
     }
 }
@@ -77,7 +78,7 @@ cn_tensor *ad_concrete(cn_tensor *t) {
     return c;
 }
 
-static ad_node *node_new(int op, int n_in, const cn_tensor *out) {
+ad_node *ad_node_new(int op, int n_in, const cn_tensor *out) {
     if (!cn__autograd_free) cn__autograd_free = free_tensor_node;
     ad_node *n = cn__calloc("autodiff", 1, sizeof *n + sizeof(ad_input) * (size_t)n_in);
     if (!n) return NULL;
@@ -101,7 +102,7 @@ cn_tensor *cn__ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n_in,
     for (int i = 0; i < n_in; i++) tracked |= in[i] && in[i]->autograd;
     if (!tracked) return out;
 
-    ad_node *n = node_new(op, n_in, out);
+    ad_node *n = ad_node_new(op, n_in, out);
     if (!n) goto fail;
     n->n_ints = n_ints;
     for (int i = 0; i < n_ints; i++) n->ints[i] = ints[i];
@@ -157,7 +158,7 @@ cn_tensor *cn_require_grad(cn_tensor *t) {
     }
     if (cn__check_kind(op, "t", t, CN_KINDS_FLOAT) != CN_OK) return NULL;
     if (t->autograd) return t; /* already a leaf, or computed from one */
-    ad_node *n = node_new(AD_OP_LEAF, 0, t);
+    ad_node *n = ad_node_new(AD_OP_LEAF, 0, t);
     if (!n) return NULL;
     n->saved_out = ad_concrete(t);
     if (!n->saved_out) {

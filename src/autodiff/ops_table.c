@@ -6,8 +6,8 @@
 #include "dispatch/backward_ops.h"
 
 const char *ad_op_name(int op) {
-    static const char *const names[] = {"leaf",   "transpose", "permute", "slice",
-                                        "view",   "expand",    "cat"};
+    static const char *const names[] = {"leaf", "transpose", "permute", "slice",    "view",
+                                        "expand", "cat",     "extension", "extension output"};
     if (op < CN_OP_COUNT) return cn_op_name((cn_op)op);
     if (op < AD_OP_COUNT) return names[op - AD_OP_LEAF];
     return "unknown";

@@ -12,6 +12,8 @@ static cn_tensor *modified(ad_node *n, int i) {
 }
 
 cn_tensor *ad_output_value(ad_node *n) {
+    if (n->op == AD_OP_EXT) return ad_ext_output_value(n, 0);
+    if (n->op == AD_OP_EXT_OUTPUT) return ad_ext_output_value(n->in[0].node, (int)n->ints[0]);
     if (n->saved_out) {
         if (n->op != AD_OP_LEAF && n->saved_out->storage->version != n->saved_out_version) {
             cn_set_error(CN_ERR_AUTODIFF_MODIFIED, "backward", "the output of '%s' was modified "

@@ -28,6 +28,19 @@ static void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64
     *hi = end > size ? size : end;
 }
 
+/* The plane index h*W + w of the first NaN in rows [h0, h1), columns [w0, w1) of x (one holds). */
+#define DEFINE_FIRST_NAN(T)                                                                     \
+    static int64_t first_nan_##T(const pool_geom *p, const T *x, int64_t h0, int64_t h1,       \
+                                 int64_t w0, int64_t w1) {                                      \
+        for (int64_t h = h0; h < h1; h++)                                                       \
+            for (int64_t w = w0; w < w1; w++)                                                   \
+                if (isnan(x[h * p->xs_h + w * p->xs_w])) return h * p->W + w;                   \
+        return h0 * p->W + w0;                                                                  \
+    }
+DEFINE_FIRST_NAN(float)
+DEFINE_FIRST_NAN(double)
+#undef DEFINE_FIRST_NAN
+
 /* gx: one dense [H, W] plane, zeroed; g, x: the plane's origin in each input. */
 #define DEFINE_MAX_PLANE(T, name)                                                               \
     static void name(const pool_geom *p, const T *g, const T *x, T *gx) {                       \
@@ -38,19 +51,22 @@ static void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64
                 int64_t w0, w1;                                                                 \
                 clip_window(ow, p->sw, p->pw, p->KW, p->W, &w0, &w1);                           \
                 if (h0 >= h1 || w0 >= w1) continue;                                             \
+                /* The first maximum, without branches on the data (random values defeat the \
+                 * predictor); a window holding a NaN is rescanned for its first NaN. */       \
                 int64_t best = h0 * p->W + w0;                                                  \
                 T m = (T)-INFINITY;                                                             \
+                int nan = 0;                                                                    \
                 for (int64_t h = h0; h < h1; h++) {                                             \
                     const T *row = x + h * p->xs_h;                                             \
                     for (int64_t w = w0; w < w1; w++) {                                         \
-                        /* branch-free (random data defeats the predictor): a larger value, or \
-                         * the first NaN, and nothing after a NaN */                            \
                         T v = row[w * p->xs_w];                                                 \
-                        int take = (v > m) | ((v != v) & (m == m));                             \
-                        m = take ? v : m;                                                       \
-                        best = take ? h * p->W + w : best;                                      \
+                        int64_t take = -(int64_t)(v > m);                                       \
+                        best ^= (best ^ (h * p->W + w)) & take;                                 \
+                        m = v > m ? v : m;                                                      \
+                        nan |= v != v;                                                          \
                     }                                                                           \
                 }                                                                               \
+                if (nan) best = first_nan_##T(p, x, h0, h1, w0, w1);                            \
                 gx[best] += g[oh * p->gs_h + ow * p->gs_w];                                     \
             }                                                                                   \
         }                                                                                       \

@@ -75,9 +75,8 @@ static int max_threads(void) {
  * as two halves so results in the subnormal range and overflow to inf come out right. Measured
  * within 1.2 ulp of the exact value over the normal range; NaN gives NaN, -inf 0, +inf inf. */
 static inline float exp_f32(float x) {
-    float xc = x < -104.0f ? -104.0f : x; /* below: 0 even as a subnormal */
-    xc = xc > 89.0f ? 89.0f : xc;         /* above: inf */
-    xc = xc == xc ? xc : 0.0f;            /* NaN: compute something harmless, select NaN below */
+    float xc = x > -104.0f ? x : -104.0f; /* below: 0 even as a subnormal; NaN lands here too */
+    xc = xc < 89.0f ? xc : 89.0f;         /* above: inf */
     const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     float kf = (xc * 1.44269504f + round_magic) - round_magic;
     float r = xc - kf * 0.693359375f; /* ln2 = 0.693359375 - 2.12194440e-4 */
@@ -90,14 +89,23 @@ static inline float exp_f32(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t k = (int32_t)kf; /* in [-150, 128] */
-    int32_t k1 = k / 2, k2 = k - k1;
+    int32_t k = (int32_t)kf;       /* in [-150, 128] */
+    int32_t k1 = k >> 1, k2 = k - k1; /* each in [-75, 64]: 2^k1 and 2^k2 are normal */
     union { uint32_t u; float f; } s1, s2;
     s1.u = (uint32_t)(k1 + 127) << 23;
     s2.u = (uint32_t)(k2 + 127) << 23;
     float y = p * s1.f * s2.f;
     return x == x ? y : x;
 }
+
+/* The exp-heavy loops (softmax, logsumexp) are also compiled for AVX2, chosen at load time where
+ * the CPU has it: the build targets baseline x86-64 (SSE2), and exp_f32 runs about twice as fast
+ * on 8-wide vectors. Without FMA contraction (-std=c11) both versions round identically. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CPU_CLONES
+#endif
 
 #define EXP_f32(x) exp_f32(x)
 #define EXP_f64(x) exp(x)
@@ -112,63 +120,64 @@ static inline float exp_f32(float x) {
 #define F_EX_f64(x, c) exp((x) - (c))
 
 /* Pairwise sum of F(x, c). */
-#define DEF_SUM(T, SUF, LANES, NAME, F)                                                           \
-    MAYBE_UNUSED static T sum_leaf_##NAME##_##SUF(const T *restrict p, int64_t n, int64_t rs,    \
-                                                  T c) {                                         \
-        (void)c;                                                                                  \
-        T acc[LANES] = {0};                                                                       \
-        int64_t i = 0;                                                                            \
-        if (rs == 1)                                                                              \
-            for (; i + LANES <= n; i += LANES)                                                    \
-                for (int j = 0; j < LANES; j++) acc[j] += F(p[i + j], c);                         \
-        for (int h = LANES / 2; h > 0; h /= 2)                                                    \
-            for (int j = 0; j < h; j++) acc[j] += acc[j + h];                                     \
-        T s = 0;                                                                                  \
-        for (; i < n; i++) s += F(p[i * rs], c);                                                  \
-        return acc[0] + s;                                                                        \
-    }                                                                                             \
-    MAYBE_UNUSED static T sum_row_##NAME##_##SUF(const T *p, int64_t n, int64_t rs, T c) {        \
-        if (n <= PAIR_BLOCK) return sum_leaf_##NAME##_##SUF(p, n, rs, c);                         \
-        int64_t h = (n / 2 + LANES - 1) / LANES * LANES;                                          \
-        return sum_row_##NAME##_##SUF(p, h, rs, c) +                                              \
-               sum_row_##NAME##_##SUF(p + h * rs, n - h, rs, c);                                  \
-    }                                                                                             \
-    MAYBE_UNUSED static void sum_col_##NAME##_##SUF(const T *p, int64_t n, int64_t rs, int64_t w, \
-                                                    const T *restrict c, T *restrict acc) {      \
-        if (n <= COL_BLOCK) {                                                                     \
-            for (int64_t j = 0; j < w; j++) acc[j] = 0;                                           \
-            for (int64_t k = 0; k < n; k++) {                                                     \
-                const T *restrict q = p + k * rs;                                                 \
-                for (int64_t j = 0; j < w; j++) acc[j] += F(q[j], c[j]);                          \
-            }                                                                                     \
-            return;                                                                               \
-        }                                                                                         \
-        T tmp[TILE];                                                                              \
-        int64_t h = n / 2;                                                                        \
-        sum_col_##NAME##_##SUF(p, h, rs, w, c, acc);                                              \
-        sum_col_##NAME##_##SUF(p + h * rs, n - h, rs, w, c, tmp);                                 \
-        for (int64_t j = 0; j < w; j++) acc[j] += tmp[j];                                         \
+#define DEF_SUM(T, SUF, LANES, NAME, F, CLONES)                                                    \
+    MAYBE_UNUSED CLONES                                                                            \
+    static T sum_leaf_##NAME##_##SUF(const T *restrict p, int64_t n, int64_t rs, T c) {            \
+        (void)c;                                                                                   \
+        T acc[LANES] = {0};                                                                        \
+        int64_t i = 0;                                                                             \
+        if (rs == 1)                                                                               \
+            for (; i + LANES <= n; i += LANES)                                                     \
+                for (int j = 0; j < LANES; j++) acc[j] += F(p[i + j], c);                          \
+        for (int h = LANES / 2; h > 0; h /= 2)                                                     \
+            for (int j = 0; j < h; j++) acc[j] += acc[j + h];                                      \
+        T s = 0;                                                                                   \
+        for (; i < n; i++) s += F(p[i * rs], c);                                                   \
+        return acc[0] + s;                                                                         \
+    }                                                                                              \
+    MAYBE_UNUSED static T sum_row_##NAME##_##SUF(const T *p, int64_t n, int64_t rs, T c) {         \
+        if (n <= PAIR_BLOCK) return sum_leaf_##NAME##_##SUF(p, n, rs, c);                          \
+        int64_t h = (n / 2 + LANES - 1) / LANES * LANES;                                           \
+        return sum_row_##NAME##_##SUF(p, h, rs, c) +                                               \
+               sum_row_##NAME##_##SUF(p + h * rs, n - h, rs, c);                                   \
+    }                                                                                              \
+    MAYBE_UNUSED CLONES                                                                            \
+    static void sum_col_##NAME##_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,               \
+                                       const T *restrict c, T *restrict acc) {                     \
+        if (n <= COL_BLOCK) {                                                                      \
+            for (int64_t j = 0; j < w; j++) acc[j] = 0;                                            \
+            for (int64_t k = 0; k < n; k++) {                                                      \
+                const T *restrict q = p + k * rs;                                                  \
+                for (int64_t j = 0; j < w; j++) acc[j] += F(q[j], c[j]);                           \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        T tmp[TILE];                                                                               \
+        int64_t h = n / 2;                                                                         \
+        sum_col_##NAME##_##SUF(p, h, rs, w, c, acc);                                               \
+        sum_col_##NAME##_##SUF(p + h * rs, n - h, rs, w, c, tmp);                                  \
+        for (int64_t j = 0; j < w; j++) acc[j] += tmp[j];                                          \
     }
 
 /* Product in sequence (lanes for contiguous rows). */
-#define DEF_PROD(T, SUF, LANES)                                                                   \
-    static T prod_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                        \
-        T acc[LANES];                                                                             \
-        for (int j = 0; j < LANES; j++) acc[j] = 1;                                               \
-        int64_t i = 0;                                                                            \
-        if (rs == 1)                                                                              \
-            for (; i + LANES <= n; i += LANES)                                                    \
-                for (int j = 0; j < LANES; j++) acc[j] *= p[i + j];                               \
-        for (; i < n; i++) acc[0] *= p[i * rs];                                                   \
-        for (int j = 1; j < LANES; j++) acc[0] *= acc[j];                                         \
-        return acc[0];                                                                            \
-    }                                                                                             \
-    static void prod_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w, T *restrict acc) {  \
-        for (int64_t j = 0; j < w; j++) acc[j] = 1;                                               \
-        for (int64_t k = 0; k < n; k++) {                                                         \
-            const T *restrict q = p + k * rs;                                                     \
-            for (int64_t j = 0; j < w; j++) acc[j] *= q[j];                                       \
-        }                                                                                         \
+#define DEF_PROD(T, SUF, LANES)                                                                    \
+    static T prod_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                          \
+        T acc[LANES];                                                                              \
+        for (int j = 0; j < LANES; j++) acc[j] = 1;                                                \
+        int64_t i = 0;                                                                             \
+        if (rs == 1)                                                                               \
+            for (; i + LANES <= n; i += LANES)                                                     \
+                for (int j = 0; j < LANES; j++) acc[j] *= p[i + j];                                \
+        for (; i < n; i++) acc[0] *= p[i * rs];                                                    \
+        for (int j = 1; j < LANES; j++) acc[0] *= acc[j];                                          \
+        return acc[0];                                                                             \
+    }                                                                                              \
+    static void prod_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w, T *restrict acc) {    \
+        for (int64_t j = 0; j < w; j++) acc[j] = 1;                                                \
+        for (int64_t k = 0; k < n; k++) {                                                          \
+            const T *restrict q = p + k * rs;                                                      \
+            for (int64_t j = 0; j < w; j++) acc[j] *= q[j];                                        \
+        }                                                                                          \
     }
 
 /* NaN tests (ints have none); "v beats m" for max and min, NaN aside: NaN beats everything, so
@@ -185,93 +194,93 @@ static inline float exp_f32(float x) {
 /* Extreme (max or min, by BEATS; RED names the same for OpenMP) starting from INIT, the identity.
  * The contiguous row loop is an OpenMP simd max/min plus a NaN flag: gcc vectorises that form,
  * not a select-with-NaN-check carried in lanes. */
-#define DEF_EXTREME(T, SUF, NAME, RED, BEATS, ISNAN, INIT)                                        \
-    static T NAME##_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                      \
-        T m = INIT;                                                                               \
-        int bad = 0;                                                                              \
-        if (rs == 1) {                                                                            \
-            PRAGMA(omp simd reduction(RED : m) reduction(| : bad))                                \
-            for (int64_t i = 0; i < n; i++) {                                                     \
-                T v = p[i];                                                                       \
-                m = BEATS(v, m) ? v : m;                                                          \
-                bad |= ISNAN(v);                                                                  \
-            }                                                                                     \
-        } else {                                                                                  \
-            for (int64_t i = 0; i < n; i++) {                                                     \
-                T v = p[i * rs];                                                                  \
-                m = BEATS(v, m) ? v : m;                                                          \
-                bad |= ISNAN(v);                                                                  \
-            }                                                                                     \
-        }                                                                                         \
-        if (bad) /* a NaN beats everything: return one */                                        \
-            for (int64_t i = 0; i < n; i++)                                                       \
-                if (ISNAN(p[i * rs])) return p[i * rs];                                           \
-        return m;                                                                                 \
-    }                                                                                             \
-    static void NAME##_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,                    \
-                                 T *restrict acc) {                                               \
-        for (int64_t j = 0; j < w; j++) acc[j] = INIT;                                            \
-        for (int64_t k = 0; k < n; k++) {                                                         \
-            const T *restrict q = p + k * rs;                                                     \
-            for (int64_t j = 0; j < w; j++)                                                       \
-                acc[j] = (BEATS(q[j], acc[j]) | ISNAN(q[j])) ? q[j] : acc[j];                     \
-        }                                                                                         \
+#define DEF_EXTREME(T, SUF, NAME, RED, BEATS, ISNAN, INIT)                                         \
+    static T NAME##_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                        \
+        T m = INIT;                                                                                \
+        int bad = 0;                                                                               \
+        if (rs == 1) {                                                                             \
+            PRAGMA(omp simd reduction(RED : m) reduction(| : bad))                                 \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T v = p[i];                                                                        \
+                m = BEATS(v, m) ? v : m;                                                           \
+                bad |= ISNAN(v);                                                                   \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T v = p[i * rs];                                                                   \
+                m = BEATS(v, m) ? v : m;                                                           \
+                bad |= ISNAN(v);                                                                   \
+            }                                                                                      \
+        }                                                                                          \
+        if (bad) /* a NaN beats everything: return one */                                          \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                if (ISNAN(p[i * rs])) return p[i * rs];                                            \
+        return m;                                                                                  \
+    }                                                                                              \
+    static void NAME##_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,                     \
+                                 T *restrict acc) {                                                \
+        for (int64_t j = 0; j < w; j++) acc[j] = INIT;                                             \
+        for (int64_t k = 0; k < n; k++) {                                                          \
+            const T *restrict q = p + k * rs;                                                      \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                acc[j] = (BEATS(q[j], acc[j]) | ISNAN(q[j])) ? q[j] : acc[j];                      \
+        }                                                                                          \
     }
 
 /* First index holding c (any NaN matches a NaN c); -1 if none. c has the accumulator type A. */
-#define DEF_FIRST(T, SUF, A, ISNAN)                                                               \
-    static int64_t first_row_##SUF(const T *p, int64_t n, int64_t rs, A c) {                     \
-        int cnan = ISNAN(c);                                                                      \
-        for (int64_t k = 0; k < n; k++) {                                                         \
-            T v = p[k * rs];                                                                      \
-            if ((A)v == c || (cnan && ISNAN(v))) return k;                                        \
-        }                                                                                         \
-        return -1;                                                                                \
-    }                                                                                             \
-    static void first_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w, const A *c,        \
-                                int64_t *idx) {                                                   \
-        int64_t left = w;                                                                         \
-        for (int64_t j = 0; j < w; j++) idx[j] = -1;                                              \
-        for (int64_t k = 0; k < n && left > 0; k++) {                                             \
-            const T *q = p + k * rs;                                                              \
-            for (int64_t j = 0; j < w; j++)                                                       \
-                if (idx[j] < 0 && ((A)q[j] == c[j] || (ISNAN(c[j]) && ISNAN(q[j])))) {            \
-                    idx[j] = k;                                                                   \
-                    left--;                                                                       \
-                }                                                                                 \
-        }                                                                                         \
+#define DEF_FIRST(T, SUF, A, ISNAN)                                                                \
+    static int64_t first_row_##SUF(const T *p, int64_t n, int64_t rs, A c) {                       \
+        int cnan = ISNAN(c);                                                                       \
+        for (int64_t k = 0; k < n; k++) {                                                          \
+            T v = p[k * rs];                                                                       \
+            if ((A)v == c || (cnan && ISNAN(v))) return k;                                         \
+        }                                                                                          \
+        return -1;                                                                                 \
+    }                                                                                              \
+    static void first_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w, const A *c,          \
+                                int64_t *idx) {                                                    \
+        int64_t left = w;                                                                          \
+        for (int64_t j = 0; j < w; j++) idx[j] = -1;                                               \
+        for (int64_t k = 0; k < n && left > 0; k++) {                                              \
+            const T *q = p + k * rs;                                                               \
+            for (int64_t j = 0; j < w; j++)                                                        \
+                if (idx[j] < 0 && ((A)q[j] == c[j] || (ISNAN(c[j]) && ISNAN(q[j])))) {             \
+                    idx[j] = k;                                                                    \
+                    left--;                                                                        \
+                }                                                                                  \
+        }                                                                                          \
     }
 
 /* Integer sum and product, in 64 bits modulo 2^64 (unsigned: wrapping is defined). */
-#define DEF_INT_ARITH(T, SUF)                                                                     \
-    static uint64_t sum_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                  \
-        uint64_t s = 0;                                                                           \
-        if (rs == 1)                                                                              \
-            for (int64_t k = 0; k < n; k++) s += (uint64_t)p[k];                                  \
-        else                                                                                      \
-            for (int64_t k = 0; k < n; k++) s += (uint64_t)p[k * rs];                             \
-        return s;                                                                                 \
-    }                                                                                             \
-    static uint64_t prod_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                 \
-        uint64_t s = 1;                                                                           \
-        for (int64_t k = 0; k < n; k++) s *= (uint64_t)p[k * rs];                                 \
-        return s;                                                                                 \
-    }                                                                                             \
-    static void sum_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,                       \
-                              uint64_t *restrict acc) {                                           \
-        for (int64_t j = 0; j < w; j++) acc[j] = 0;                                               \
-        for (int64_t k = 0; k < n; k++) {                                                         \
-            const T *restrict q = p + k * rs;                                                     \
-            for (int64_t j = 0; j < w; j++) acc[j] += (uint64_t)q[j];                             \
-        }                                                                                         \
-    }                                                                                             \
-    static void prod_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,                      \
-                               uint64_t *restrict acc) {                                          \
-        for (int64_t j = 0; j < w; j++) acc[j] = 1;                                               \
-        for (int64_t k = 0; k < n; k++) {                                                         \
-            const T *restrict q = p + k * rs;                                                     \
-            for (int64_t j = 0; j < w; j++) acc[j] *= (uint64_t)q[j];                             \
-        }                                                                                         \
+#define DEF_INT_ARITH(T, SUF)                                                                      \
+    static uint64_t sum_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                    \
+        uint64_t s = 0;                                                                            \
+        if (rs == 1)                                                                               \
+            for (int64_t k = 0; k < n; k++) s += (uint64_t)p[k];                                   \
+        else                                                                                       \
+            for (int64_t k = 0; k < n; k++) s += (uint64_t)p[k * rs];                              \
+        return s;                                                                                  \
+    }                                                                                              \
+    static uint64_t prod_row_##SUF(const T *restrict p, int64_t n, int64_t rs) {                   \
+        uint64_t s = 1;                                                                            \
+        for (int64_t k = 0; k < n; k++) s *= (uint64_t)p[k * rs];                                  \
+        return s;                                                                                  \
+    }                                                                                              \
+    static void sum_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,                        \
+                              uint64_t *restrict acc) {                                            \
+        for (int64_t j = 0; j < w; j++) acc[j] = 0;                                                \
+        for (int64_t k = 0; k < n; k++) {                                                          \
+            const T *restrict q = p + k * rs;                                                      \
+            for (int64_t j = 0; j < w; j++) acc[j] += (uint64_t)q[j];                              \
+        }                                                                                          \
+    }                                                                                              \
+    static void prod_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,                       \
+                               uint64_t *restrict acc) {                                           \
+        for (int64_t j = 0; j < w; j++) acc[j] = 1;                                                \
+        for (int64_t k = 0; k < n; k++) {                                                          \
+            const T *restrict q = p + k * rs;                                                      \
+            for (int64_t j = 0; j < w; j++) acc[j] *= (uint64_t)q[j];                              \
+        }                                                                                          \
     }
 
 /* ---- reduction items ------------------------------------------------------------------------- */
@@ -294,185 +303,185 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
 
 /* run_pass: one pass over an item, split across r->nsplit threads when set (partials combined in
  * thread order). item: both passes, then the family's finalisation. */
-#define DEF_ITEM(T, A, SUF)                                                                       \
-    static void run_pass_##SUF(const rctx *r, prim k, const T *p, int64_t w, const A *c, A *acc, \
-                               int64_t *idx) {                                                    \
-        if (r->nsplit == 0) {                                                                     \
-            pass_##SUF(r, k, p, r->n, w, c, acc, idx);                                            \
-            return;                                                                               \
-        }                                                                                         \
-        A part[MAX_SPLIT][SPLIT_TILE];                                                            \
-        int64_t pidx[MAX_SPLIT][SPLIT_TILE];                                                      \
-        int used = 1;                                                                             \
-        _Pragma("omp parallel num_threads(r->nsplit)")                                            \
-        {                                                                                         \
-            int t = thread_id(), nt = thread_count();                                             \
-            int64_t k0 = r->n * t / nt, k1 = r->n * (t + 1) / nt;                                 \
-            pass_##SUF(r, k, p + k0 * r->rs, k1 - k0, w, c, part[t], pidx[t]);                    \
-            if (k == P_FIRST)                                                                     \
-                for (int64_t j = 0; j < w; j++)                                                   \
-                    if (pidx[t][j] >= 0) pidx[t][j] += k0;                                        \
-            if (t == 0) used = nt;                                                                \
-        }                                                                                         \
-        for (int64_t j = 0; j < w; j++) {                                                         \
-            if (k == P_FIRST) {                                                                   \
-                idx[j] = -1;                                                                      \
-                for (int t = 0; t < used && idx[j] < 0; t++) idx[j] = pidx[t][j];                 \
-            } else {                                                                              \
-                acc[j] = part[0][j];                                                              \
-                for (int t = 1; t < used; t++) acc[j] = combine_##SUF(k, acc[j], part[t][j]);     \
-            }                                                                                     \
-        }                                                                                         \
-    }                                                                                             \
-    static void item_##SUF(const rctx *r, const char *x, int64_t w, char *y) {                    \
-        const T *p = (const T *)x;                                                                \
-        A acc1[TILE], acc2[TILE], c[TILE];                                                        \
-        int64_t idx[TILE];                                                                        \
-        run_pass_##SUF(r, r->p1, p, w, NULL, acc1, idx);                                          \
-        if (r->p2 != P_NONE) {                                                                    \
-            for (int64_t j = 0; j < w; j++) c[j] = between_##SUF(r, acc1[j]);                    \
-            run_pass_##SUF(r, r->p2, p, w, c, acc2, idx);                                         \
-        }                                                                                         \
-        final_##SUF(r, acc1, acc2, idx, w, y);                                                    \
+#define DEF_ITEM(T, A, SUF)                                                                        \
+    static void run_pass_##SUF(const rctx *r, prim k, const T *p, int64_t w, const A *c, A *acc,   \
+                               int64_t *idx) {                                                     \
+        if (r->nsplit == 0) {                                                                      \
+            pass_##SUF(r, k, p, r->n, w, c, acc, idx);                                             \
+            return;                                                                                \
+        }                                                                                          \
+        A part[MAX_SPLIT][SPLIT_TILE];                                                             \
+        int64_t pidx[MAX_SPLIT][SPLIT_TILE];                                                       \
+        int used = 1;                                                                              \
+        _Pragma("omp parallel num_threads(r->nsplit)")                                             \
+        {                                                                                          \
+            int t = thread_id(), nt = thread_count();                                              \
+            int64_t k0 = r->n * t / nt, k1 = r->n * (t + 1) / nt;                                  \
+            pass_##SUF(r, k, p + k0 * r->rs, k1 - k0, w, c, part[t], pidx[t]);                     \
+            if (k == P_FIRST)                                                                      \
+                for (int64_t j = 0; j < w; j++)                                                    \
+                    if (pidx[t][j] >= 0) pidx[t][j] += k0;                                         \
+            if (t == 0) used = nt;                                                                 \
+        }                                                                                          \
+        for (int64_t j = 0; j < w; j++) {                                                          \
+            if (k == P_FIRST) {                                                                    \
+                idx[j] = -1;                                                                       \
+                for (int t = 0; t < used && idx[j] < 0; t++) idx[j] = pidx[t][j];                  \
+            } else {                                                                               \
+                acc[j] = part[0][j];                                                               \
+                for (int t = 1; t < used; t++) acc[j] = combine_##SUF(k, acc[j], part[t][j]);      \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void item_##SUF(const rctx *r, const char *x, int64_t w, char *y) {                     \
+        const T *p = (const T *)x;                                                                 \
+        A acc1[TILE], acc2[TILE], c[TILE];                                                         \
+        int64_t idx[TILE];                                                                         \
+        run_pass_##SUF(r, r->p1, p, w, NULL, acc1, idx);                                           \
+        if (r->p2 != P_NONE) {                                                                     \
+            for (int64_t j = 0; j < w; j++) c[j] = between_##SUF(r, acc1[j]);                      \
+            run_pass_##SUF(r, r->p2, p, w, c, acc2, idx);                                          \
+        }                                                                                          \
+        final_##SUF(r, acc1, acc2, idx, w, y);                                                     \
     }
 
 /* The float family: every op; accumulators in T itself. */
-#define DEF_FLOAT_FAMILY(T, SUF, LANES)                                                           \
-    DEF_SUM(T, SUF, LANES, id, F_ID)                                                              \
-    DEF_SUM(T, SUF, LANES, sq, F_SQ)                                                              \
-    DEF_SUM(T, SUF, LANES, ex, F_EX_##SUF)                                                        \
-    DEF_PROD(T, SUF, LANES)                                                                       \
-    DEF_EXTREME(T, SUF, max, max, ABOVE, ISNAN_F, (T)-INFINITY)                                   \
-    DEF_EXTREME(T, SUF, min, min, BELOW, ISNAN_F, (T)INFINITY)                                    \
-    DEF_FIRST(T, SUF, T, ISNAN_F)                                                                 \
-    static void pass_##SUF(const rctx *r, prim k, const T *p, int64_t n, int64_t w, const T *c,  \
-                           T *acc, int64_t *idx) {                                                \
-        int64_t rs = r->rs, cs = r->cs;                                                           \
-        if (r->col) {                                                                             \
-            switch (k) {                                                                          \
-            case P_SUM: sum_col_id_##SUF(p, n, rs, w, c, acc); break;                             \
-            case P_SUMSQ: sum_col_sq_##SUF(p, n, rs, w, c, acc); break;                           \
-            case P_SUMEXP: sum_col_ex_##SUF(p, n, rs, w, c, acc); break;                          \
-            case P_PROD: prod_col_##SUF(p, n, rs, w, acc); break;                                 \
-            case P_MAX: max_col_##SUF(p, n, rs, w, acc); break;                                   \
-            case P_MIN: min_col_##SUF(p, n, rs, w, acc); break;                                   \
-            case P_FIRST: first_col_##SUF(p, n, rs, w, c, idx); break;                            \
-            case P_NONE: break;                                                                   \
-            }                                                                                     \
-            return;                                                                               \
-        }                                                                                         \
-        for (int64_t j = 0; j < w; j++) {                                                         \
-            const T *q = p + j * cs;                                                              \
-            switch (k) {                                                                          \
-            case P_SUM: acc[j] = sum_row_id_##SUF(q, n, rs, 0); break;                            \
-            case P_SUMSQ: acc[j] = sum_row_sq_##SUF(q, n, rs, c[j]); break;                       \
-            case P_SUMEXP: acc[j] = sum_row_ex_##SUF(q, n, rs, c[j]); break;                      \
-            case P_PROD: acc[j] = prod_row_##SUF(q, n, rs); break;                                \
-            case P_MAX: acc[j] = max_row_##SUF(q, n, rs); break;                                  \
-            case P_MIN: acc[j] = min_row_##SUF(q, n, rs); break;                                  \
-            case P_FIRST: idx[j] = first_row_##SUF(q, n, rs, c[j]); break;                        \
-            case P_NONE: break;                                                                   \
-            }                                                                                     \
-        }                                                                                         \
-    }                                                                                             \
-    static T combine_##SUF(prim k, T a, T b) {                                                    \
-        switch (k) {                                                                              \
-        case P_PROD: return a * b;                                                                \
-        case P_MAX: return ABOVE_NAN(b, a) ? b : a;                                               \
-        case P_MIN: return BELOW_NAN(b, a) ? b : a;                                               \
-        default: return a + b;                                                                    \
-        }                                                                                         \
-    }                                                                                             \
-    /* var: deviations from the mean; logsumexp: shift by a finite max (else the result is the  \
-     * max itself, see final); argmax/argmin: look for the extreme. */                            \
-    static T between_##SUF(const rctx *r, T a) {                                                  \
-        if (r->op == CN_OP_VAR) return (T)((double)a / (double)r->n);                             \
-        if (r->op == CN_OP_LOGSUMEXP) return isfinite(a) ? a : 0;                                 \
-        return a;                                                                                 \
-    }                                                                                             \
-    static void final_##SUF(const rctx *r, const T *a1, const T *a2, const int64_t *idx,          \
-                            int64_t w, char *y) {                                                 \
-        T *out = (T *)y;                                                                          \
-        double n = (double)r->n, dof = (double)(r->n - r->correction);                           \
-        for (int64_t j = 0; j < w; j++) {                                                         \
-            switch (r->op) {                                                                      \
-            case CN_OP_MEAN: out[j] = (T)((double)a1[j] / n); break; /* n = 0: NaN */            \
-            case CN_OP_VAR: out[j] = r->n > 0 && dof > 0 ? (T)((double)a2[j] / dof) : (T)NAN;     \
-                break;                                                                            \
-            case CN_OP_LOGSUMEXP: /* all -inf (or empty): -inf; a +inf: +inf; a NaN: NaN */       \
-                out[j] = isfinite(a1[j]) ? (T)((double)a1[j] + log((double)a2[j])) : a1[j];       \
-                break;                                                                            \
-            case CN_OP_ARGMAX:                                                                    \
-            case CN_OP_ARGMIN: ((int64_t *)y)[j] = idx[j]; break;                                 \
-            default: out[j] = a1[j]; break;                                                       \
-            }                                                                                     \
-        }                                                                                         \
-    }                                                                                             \
+#define DEF_FLOAT_FAMILY(T, SUF, LANES)                                                            \
+    DEF_SUM(T, SUF, LANES, id, F_ID, )                                                             \
+    DEF_SUM(T, SUF, LANES, sq, F_SQ, )                                                             \
+    DEF_SUM(T, SUF, LANES, ex, F_EX_##SUF, CPU_CLONES)                                             \
+    DEF_PROD(T, SUF, LANES)                                                                        \
+    DEF_EXTREME(T, SUF, max, max, ABOVE, ISNAN_F, (T)-INFINITY)                                    \
+    DEF_EXTREME(T, SUF, min, min, BELOW, ISNAN_F, (T)INFINITY)                                     \
+    DEF_FIRST(T, SUF, T, ISNAN_F)                                                                  \
+    static void pass_##SUF(const rctx *r, prim k, const T *p, int64_t n, int64_t w, const T *c,    \
+                           T *acc, int64_t *idx) {                                                 \
+        int64_t rs = r->rs, cs = r->cs;                                                            \
+        if (r->col) {                                                                              \
+            switch (k) {                                                                           \
+            case P_SUM: sum_col_id_##SUF(p, n, rs, w, c, acc); break;                              \
+            case P_SUMSQ: sum_col_sq_##SUF(p, n, rs, w, c, acc); break;                            \
+            case P_SUMEXP: sum_col_ex_##SUF(p, n, rs, w, c, acc); break;                           \
+            case P_PROD: prod_col_##SUF(p, n, rs, w, acc); break;                                  \
+            case P_MAX: max_col_##SUF(p, n, rs, w, acc); break;                                    \
+            case P_MIN: min_col_##SUF(p, n, rs, w, acc); break;                                    \
+            case P_FIRST: first_col_##SUF(p, n, rs, w, c, idx); break;                             \
+            case P_NONE: break;                                                                    \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t j = 0; j < w; j++) {                                                          \
+            const T *q = p + j * cs;                                                               \
+            switch (k) {                                                                           \
+            case P_SUM: acc[j] = sum_row_id_##SUF(q, n, rs, 0); break;                             \
+            case P_SUMSQ: acc[j] = sum_row_sq_##SUF(q, n, rs, c[j]); break;                        \
+            case P_SUMEXP: acc[j] = sum_row_ex_##SUF(q, n, rs, c[j]); break;                       \
+            case P_PROD: acc[j] = prod_row_##SUF(q, n, rs); break;                                 \
+            case P_MAX: acc[j] = max_row_##SUF(q, n, rs); break;                                   \
+            case P_MIN: acc[j] = min_row_##SUF(q, n, rs); break;                                   \
+            case P_FIRST: idx[j] = first_row_##SUF(q, n, rs, c[j]); break;                         \
+            case P_NONE: break;                                                                    \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static T combine_##SUF(prim k, T a, T b) {                                                     \
+        switch (k) {                                                                               \
+        case P_PROD: return a * b;                                                                 \
+        case P_MAX: return ABOVE_NAN(b, a) ? b : a;                                                \
+        case P_MIN: return BELOW_NAN(b, a) ? b : a;                                                \
+        default: return a + b;                                                                     \
+        }                                                                                          \
+    }                                                                                              \
+    /* var: deviations from the mean; logsumexp: shift by a finite max (else the result is the     \
+     * max itself, see final); argmax/argmin: look for the extreme. */                             \
+    static T between_##SUF(const rctx *r, T a) {                                                   \
+        if (r->op == CN_OP_VAR) return (T)((double)a / (double)r->n);                              \
+        if (r->op == CN_OP_LOGSUMEXP) return isfinite(a) ? a : 0;                                  \
+        return a;                                                                                  \
+    }                                                                                              \
+    static void final_##SUF(const rctx *r, const T *a1, const T *a2, const int64_t *idx,           \
+                            int64_t w, char *y) {                                                  \
+        T *out = (T *)y;                                                                           \
+        double n = (double)r->n, dof = (double)(r->n - r->correction);                             \
+        for (int64_t j = 0; j < w; j++) {                                                          \
+            switch (r->op) {                                                                       \
+            case CN_OP_MEAN: out[j] = (T)((double)a1[j] / n); break; /* n = 0: NaN */              \
+            case CN_OP_VAR: out[j] = r->n > 0 && dof > 0 ? (T)((double)a2[j] / dof) : (T)NAN;      \
+                break;                                                                             \
+            case CN_OP_LOGSUMEXP: /* all -inf (or empty): -inf; a +inf: +inf; a NaN: NaN */        \
+                out[j] = isfinite(a1[j]) ? (T)((double)a1[j] + log((double)a2[j])) : a1[j];        \
+                break;                                                                             \
+            case CN_OP_ARGMAX:                                                                     \
+            case CN_OP_ARGMIN: ((int64_t *)y)[j] = idx[j]; break;                                  \
+            default: out[j] = a1[j]; break;                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
     DEF_ITEM(T, T, SUF)
 
 /* The integer family (and bool as u8): sum, prod, max, min, argmax, argmin; accumulators in
  * int64. */
-#define DEF_INT_FAMILY(T, SUF, TMIN, TMAX)                                                        \
-    DEF_INT_ARITH(T, SUF)                                                                         \
-    DEF_EXTREME(T, SUF, max, max, ABOVE, ISNAN_I, TMIN)                                           \
-    DEF_EXTREME(T, SUF, min, min, BELOW, ISNAN_I, TMAX)                                           \
-    DEF_FIRST(T, SUF, int64_t, ISNAN_I)                                                           \
-    static void pass_##SUF(const rctx *r, prim k, const T *p, int64_t n, int64_t w,               \
-                           const int64_t *c, int64_t *acc, int64_t *idx) {                        \
-        int64_t rs = r->rs, cs = r->cs;                                                           \
-        if (r->col && k != P_FIRST) {                                                             \
-            if (k == P_SUM || k == P_PROD) {                                                      \
-                uint64_t u[TILE];                                                                 \
-                if (k == P_SUM)                                                                   \
-                    sum_col_##SUF(p, n, rs, w, u);                                                \
-                else                                                                              \
-                    prod_col_##SUF(p, n, rs, w, u);                                               \
-                for (int64_t j = 0; j < w; j++) acc[j] = (int64_t)u[j];                           \
-            } else {                                                                              \
-                T v[TILE];                                                                        \
-                if (k == P_MIN)                                                                   \
-                    min_col_##SUF(p, n, rs, w, v);                                                \
-                else                                                                              \
-                    max_col_##SUF(p, n, rs, w, v);                                                \
-                for (int64_t j = 0; j < w; j++) acc[j] = (int64_t)v[j];                           \
-            }                                                                                     \
-            return;                                                                               \
-        }                                                                                         \
-        if (r->col) {                                                                             \
-            first_col_##SUF(p, n, rs, w, c, idx);                                                 \
-            return;                                                                               \
-        }                                                                                         \
-        for (int64_t j = 0; j < w; j++) {                                                         \
-            const T *q = p + j * cs;                                                              \
-            switch (k) {                                                                          \
-            case P_SUM: acc[j] = (int64_t)sum_row_##SUF(q, n, rs); break;                         \
-            case P_PROD: acc[j] = (int64_t)prod_row_##SUF(q, n, rs); break;                       \
-            case P_MIN: acc[j] = min_row_##SUF(q, n, rs); break;                                  \
-            case P_FIRST: idx[j] = first_row_##SUF(q, n, rs, c[j]); break;                        \
-            default: acc[j] = max_row_##SUF(q, n, rs); break;                                     \
-            }                                                                                     \
-        }                                                                                         \
-    }                                                                                             \
-    static int64_t combine_##SUF(prim k, int64_t a, int64_t b) {                                  \
-        switch (k) {                                                                              \
-        case P_SUM: return (int64_t)((uint64_t)a + (uint64_t)b);                                  \
-        case P_PROD: return (int64_t)((uint64_t)a * (uint64_t)b);                                 \
-        case P_MIN: return b < a ? b : a;                                                         \
-        default: return b > a ? b : a;                                                            \
-        }                                                                                         \
-    }                                                                                             \
-    static int64_t between_##SUF(const rctx *r, int64_t a) {                                      \
-        (void)r;                                                                                  \
-        return a;                                                                                 \
-    }                                                                                             \
-    static void final_##SUF(const rctx *r, const int64_t *a1, const int64_t *a2,                  \
-                            const int64_t *idx, int64_t w, char *y) {                             \
-        (void)a2;                                                                                 \
-        if (r->op == CN_OP_ARGMAX || r->op == CN_OP_ARGMIN)                                       \
-            for (int64_t j = 0; j < w; j++) ((int64_t *)y)[j] = idx[j];                           \
-        else /* narrowing keeps the low bits: sums and products wrap like the dtype's own */    \
-            for (int64_t j = 0; j < w; j++) ((T *)y)[j] = (T)(uint64_t)a1[j];                     \
-    }                                                                                             \
+#define DEF_INT_FAMILY(T, SUF, TMIN, TMAX)                                                         \
+    DEF_INT_ARITH(T, SUF)                                                                          \
+    DEF_EXTREME(T, SUF, max, max, ABOVE, ISNAN_I, TMIN)                                            \
+    DEF_EXTREME(T, SUF, min, min, BELOW, ISNAN_I, TMAX)                                            \
+    DEF_FIRST(T, SUF, int64_t, ISNAN_I)                                                            \
+    static void pass_##SUF(const rctx *r, prim k, const T *p, int64_t n, int64_t w,                \
+                           const int64_t *c, int64_t *acc, int64_t *idx) {                         \
+        int64_t rs = r->rs, cs = r->cs;                                                            \
+        if (r->col && k != P_FIRST) {                                                              \
+            if (k == P_SUM || k == P_PROD) {                                                       \
+                uint64_t u[TILE];                                                                  \
+                if (k == P_SUM)                                                                    \
+                    sum_col_##SUF(p, n, rs, w, u);                                                 \
+                else                                                                               \
+                    prod_col_##SUF(p, n, rs, w, u);                                                \
+                for (int64_t j = 0; j < w; j++) acc[j] = (int64_t)u[j];                            \
+            } else {                                                                               \
+                T v[TILE];                                                                         \
+                if (k == P_MIN)                                                                    \
+                    min_col_##SUF(p, n, rs, w, v);                                                 \
+                else                                                                               \
+                    max_col_##SUF(p, n, rs, w, v);                                                 \
+                for (int64_t j = 0; j < w; j++) acc[j] = (int64_t)v[j];                            \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        if (r->col) {                                                                              \
+            first_col_##SUF(p, n, rs, w, c, idx);                                                  \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t j = 0; j < w; j++) {                                                          \
+            const T *q = p + j * cs;                                                               \
+            switch (k) {                                                                           \
+            case P_SUM: acc[j] = (int64_t)sum_row_##SUF(q, n, rs); break;                          \
+            case P_PROD: acc[j] = (int64_t)prod_row_##SUF(q, n, rs); break;                        \
+            case P_MIN: acc[j] = min_row_##SUF(q, n, rs); break;                                   \
+            case P_FIRST: idx[j] = first_row_##SUF(q, n, rs, c[j]); break;                         \
+            default: acc[j] = max_row_##SUF(q, n, rs); break;                                      \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static int64_t combine_##SUF(prim k, int64_t a, int64_t b) {                                   \
+        switch (k) {                                                                               \
+        case P_SUM: return (int64_t)((uint64_t)a + (uint64_t)b);                                   \
+        case P_PROD: return (int64_t)((uint64_t)a * (uint64_t)b);                                  \
+        case P_MIN: return b < a ? b : a;                                                          \
+        default: return b > a ? b : a;                                                             \
+        }                                                                                          \
+    }                                                                                              \
+    static int64_t between_##SUF(const rctx *r, int64_t a) {                                       \
+        (void)r;                                                                                   \
+        return a;                                                                                  \
+    }                                                                                              \
+    static void final_##SUF(const rctx *r, const int64_t *a1, const int64_t *a2,                   \
+                            const int64_t *idx, int64_t w, char *y) {                              \
+        (void)a2;                                                                                  \
+        if (r->op == CN_OP_ARGMAX || r->op == CN_OP_ARGMIN)                                        \
+            for (int64_t j = 0; j < w; j++) ((int64_t *)y)[j] = idx[j];                            \
+        else /* narrowing keeps the low bits: sums and products wrap like the dtype's own */       \
+            for (int64_t j = 0; j < w; j++) ((T *)y)[j] = (T)(uint64_t)a1[j];                      \
+    }                                                                                              \
     DEF_ITEM(T, int64_t, SUF)
 
 DEF_FLOAT_FAMILY(float, f32, 16)
@@ -668,98 +677,102 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
  * only -inf gives NaN everywhere (x - max is NaN somewhere), as PyTorch does. Rows are contiguous
  * runs of the output; a column item is a tile of w adjacent positions across n rows. */
 
-#define DEF_SOFTMAX(T, SUF, LANES)                                                                \
-    /* exp(x - mx) into y, returning the sum; pairwise like sum_row. Contiguous x and y. */      \
-    static T expsum_row_##SUF(const T *restrict x, int64_t n, T mx, T *restrict y) {             \
-        if (n > PAIR_BLOCK) {                                                                     \
-            int64_t h = (n / 2 + LANES - 1) / LANES * LANES;                                      \
-            return expsum_row_##SUF(x, h, mx, y) + expsum_row_##SUF(x + h, n - h, mx, y + h);     \
-        }                                                                                         \
-        T acc[LANES] = {0};                                                                       \
-        int64_t i = 0;                                                                            \
-        for (; i + LANES <= n; i += LANES)                                                        \
-            for (int j = 0; j < LANES; j++) {                                                     \
-                T e = EXP_##SUF(x[i + j] - mx);                                                   \
-                y[i + j] = e;                                                                     \
-                acc[j] += e;                                                                      \
-            }                                                                                     \
-        for (int h = LANES / 2; h > 0; h /= 2)                                                    \
-            for (int j = 0; j < h; j++) acc[j] += acc[j + h];                                     \
-        T s = 0;                                                                                  \
-        for (; i < n; i++) {                                                                      \
-            y[i] = EXP_##SUF(x[i] - mx);                                                          \
-            s += y[i];                                                                            \
-        }                                                                                         \
-        return acc[0] + s;                                                                        \
-    }                                                                                             \
-    /* One row: x at stride xs, y at stride ys. */                                                \
-    static void softmax_row_##SUF(const T *x, int64_t n, int64_t xs, T *y, int64_t ys, int lg) {  \
-        T mx = max_row_##SUF(x, n, xs);                                                           \
-        int dense = xs == 1 && ys == 1;                                                           \
-        if (lg) {                                                                                 \
-            T ls = (T)log((double)sum_row_ex_##SUF(x, n, xs, mx));                                \
-            if (dense)                                                                            \
-                for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mx) - ls;                          \
-            else                                                                                  \
-                for (int64_t i = 0; i < n; i++) y[i * ys] = (x[i * xs] - mx) - ls;                \
-            return;                                                                               \
-        }                                                                                         \
-        T s;                                                                                      \
-        if (dense) {                                                                              \
-            s = expsum_row_##SUF(x, n, mx, y);                                                    \
-        } else {                                                                                  \
-            for (int64_t i = 0; i < n; i++) y[i * ys] = EXP_##SUF(x[i * xs] - mx);                \
-            s = sum_row_id_##SUF(y, n, ys, 0);                                                    \
-        }                                                                                         \
-        T inv = 1 / s;                                                                            \
-        if (dense)                                                                                \
-            for (int64_t i = 0; i < n; i++) y[i] *= inv;                                          \
-        else                                                                                      \
-            for (int64_t i = 0; i < n; i++) y[i * ys] *= inv;                                     \
-    }                                                                                             \
-    /* exp(x - mx) of a [n, w] tile into y (row stride ys), summing each column pairwise. */     \
-    static void expsum_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w,                    \
-                                 const T *restrict mx, T *y, int64_t ys, T *restrict acc) {       \
-        if (n > COL_BLOCK) {                                                                      \
-            T tmp[TILE];                                                                          \
-            int64_t h = n / 2;                                                                    \
-            expsum_col_##SUF(x, h, xs, w, mx, y, ys, acc);                                        \
-            expsum_col_##SUF(x + h * xs, n - h, xs, w, mx, y + h * ys, ys, tmp);                  \
-            for (int64_t j = 0; j < w; j++) acc[j] += tmp[j];                                     \
-            return;                                                                               \
-        }                                                                                         \
-        for (int64_t j = 0; j < w; j++) acc[j] = 0;                                               \
-        for (int64_t k = 0; k < n; k++) {                                                         \
-            const T *restrict xk = x + k * xs;                                                    \
-            T *restrict yk = y + k * ys;                                                          \
-            for (int64_t j = 0; j < w; j++) {                                                     \
-                T e = EXP_##SUF(xk[j] - mx[j]);                                                   \
-                yk[j] = e;                                                                        \
-                acc[j] += e;                                                                      \
-            }                                                                                     \
-        }                                                                                         \
-    }                                                                                             \
-    /* A tile of w adjacent columns: x rows at stride xs (columns contiguous), y rows at ys. */   \
-    static void softmax_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w, T *y, int64_t ys, \
-                                  int lg) {                                                       \
-        T mx[TILE], s[TILE];                                                                      \
-        max_col_##SUF(x, n, xs, w, mx);                                                           \
-        if (lg) {                                                                                 \
-            sum_col_ex_##SUF(x, n, xs, w, mx, s);                                                 \
-            for (int64_t j = 0; j < w; j++) s[j] = (T)log((double)s[j]);                          \
-            for (int64_t k = 0; k < n; k++) {                                                     \
-                const T *restrict xk = x + k * xs;                                                \
-                T *restrict yk = y + k * ys;                                                      \
-                for (int64_t j = 0; j < w; j++) yk[j] = (xk[j] - mx[j]) - s[j];                   \
-            }                                                                                     \
-            return;                                                                               \
-        }                                                                                         \
-        expsum_col_##SUF(x, n, xs, w, mx, y, ys, s);                                              \
-        for (int64_t j = 0; j < w; j++) s[j] = 1 / s[j];                                          \
-        for (int64_t k = 0; k < n; k++) {                                                         \
-            T *restrict yk = y + k * ys;                                                          \
-            for (int64_t j = 0; j < w; j++) yk[j] *= s[j];                                        \
-        }                                                                                         \
+#define DEF_SOFTMAX(T, SUF, LANES)                                                                 \
+    /* exp(x - mx) into y, returning the sum; pairwise like sum_row. Contiguous x and y. */        \
+    CPU_CLONES static T expsum_row_##SUF(const T *restrict x, int64_t n, T mx, T *restrict y) {    \
+        if (n > PAIR_BLOCK) {                                                                      \
+            int64_t h = (n / 2 + LANES - 1) / LANES * LANES;                                       \
+            return expsum_row_##SUF(x, h, mx, y) + expsum_row_##SUF(x + h, n - h, mx, y + h);      \
+        }                                                                                          \
+        T acc[LANES] = {0};                                                                        \
+        int64_t i = 0;                                                                             \
+        for (; i + LANES <= n; i += LANES)                                                         \
+            for (int j = 0; j < LANES; j++) {                                                      \
+                T e = EXP_##SUF(x[i + j] - mx);                                                    \
+                y[i + j] = e;                                                                      \
+                acc[j] += e;                                                                       \
+            }                                                                                      \
+        for (int h = LANES / 2; h > 0; h /= 2)                                                     \
+            for (int j = 0; j < h; j++) acc[j] += acc[j + h];                                      \
+        T s = 0;                                                                                   \
+        for (; i < n; i++) {                                                                       \
+            y[i] = EXP_##SUF(x[i] - mx);                                                           \
+            s += y[i];                                                                             \
+        }                                                                                          \
+        return acc[0] + s;                                                                         \
+    }                                                                                              \
+    /* One row: x at stride xs, y at stride ys. */                                                 \
+    CPU_CLONES                                                                                     \
+    static void softmax_row_##SUF(const T *x, int64_t n, int64_t xs, T *y, int64_t ys, int lg) {   \
+        T mx = max_row_##SUF(x, n, xs);                                                            \
+        int dense = xs == 1 && ys == 1;                                                            \
+        if (lg) {                                                                                  \
+            T ls = (T)log((double)sum_row_ex_##SUF(x, n, xs, mx));                                 \
+            if (dense)                                                                             \
+                for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mx) - ls;                           \
+            else                                                                                   \
+                for (int64_t i = 0; i < n; i++) y[i * ys] = (x[i * xs] - mx) - ls;                 \
+            return;                                                                                \
+        }                                                                                          \
+        T s;                                                                                       \
+        if (dense) {                                                                               \
+            s = expsum_row_##SUF(x, n, mx, y);                                                     \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) y[i * ys] = EXP_##SUF(x[i * xs] - mx);                 \
+            s = sum_row_id_##SUF(y, n, ys, 0);                                                     \
+        }                                                                                          \
+        T inv = 1 / s;                                                                             \
+        if (dense)                                                                                 \
+            for (int64_t i = 0; i < n; i++) y[i] *= inv;                                           \
+        else                                                                                       \
+            for (int64_t i = 0; i < n; i++) y[i * ys] *= inv;                                      \
+    }                                                                                              \
+    /* exp(x - mx) of a [n, w] tile into y (row stride ys), summing each column pairwise. */       \
+    CPU_CLONES                                                                                     \
+    static void expsum_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w,                     \
+                                 const T *restrict mx, T *y, int64_t ys, T *restrict acc) {        \
+        if (n > COL_BLOCK) {                                                                       \
+            T tmp[TILE];                                                                           \
+            int64_t h = n / 2;                                                                     \
+            expsum_col_##SUF(x, h, xs, w, mx, y, ys, acc);                                         \
+            expsum_col_##SUF(x + h * xs, n - h, xs, w, mx, y + h * ys, ys, tmp);                   \
+            for (int64_t j = 0; j < w; j++) acc[j] += tmp[j];                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t j = 0; j < w; j++) acc[j] = 0;                                                \
+        for (int64_t k = 0; k < n; k++) {                                                          \
+            const T *restrict xk = x + k * xs;                                                     \
+            T *restrict yk = y + k * ys;                                                           \
+            for (int64_t j = 0; j < w; j++) {                                                      \
+                T e = EXP_##SUF(xk[j] - mx[j]);                                                    \
+                yk[j] = e;                                                                         \
+                acc[j] += e;                                                                       \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* A tile of w adjacent columns: x rows at stride xs (columns contiguous), y rows at ys. */    \
+    CPU_CLONES                                                                                     \
+    static void softmax_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w, T *y,              \
+                                  int64_t ys, int lg) {                                            \
+        T mx[TILE], s[TILE];                                                                       \
+        if (w <= 0) return;                                                                        \
+        max_col_##SUF(x, n, xs, w, mx);                                                            \
+        if (lg) {                                                                                  \
+            sum_col_ex_##SUF(x, n, xs, w, mx, s);                                                  \
+            for (int64_t j = 0; j < w; j++) s[j] = (T)log((double)s[j]);                           \
+            for (int64_t k = 0; k < n; k++) {                                                      \
+                const T *restrict xk = x + k * xs;                                                 \
+                T *restrict yk = y + k * ys;                                                       \
+                for (int64_t j = 0; j < w; j++) yk[j] = (xk[j] - mx[j]) - s[j];                    \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        expsum_col_##SUF(x, n, xs, w, mx, y, ys, s);                                               \
+        for (int64_t j = 0; j < w; j++) s[j] = 1 / s[j];                                           \
+        for (int64_t k = 0; k < n; k++) {                                                          \
+            T *restrict yk = y + k * ys;                                                           \
+            for (int64_t j = 0; j < w; j++) yk[j] *= s[j];                                         \
+        }                                                                                          \
     }
 
 DEF_SOFTMAX(float, f32, 16)

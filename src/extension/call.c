@@ -1,0 +1,222 @@
+/* cn_ext_call: the router for extension ops. It checks the routing invariants, unwraps inputs to
+ * the concrete views a kernel expects, runs the kernel of the representative's backend, and
+ * re-wraps the outputs (tracked on the autodiff route, via the autodiff layer). */
+#include <string.h>
+
+#include "autodiff/autodiff_internal.h"
+#include "cinder/autodiff.h"
+#include "core/alloc.h"
+#include "core/error_internal.h"
+#include "dispatch/router.h"
+#include "extension/extension_internal.h"
+
+/* Checks presence, kinds and well-formedness of each input against the schema. */
+static cn_status check_inputs(const cn_ext_op *op, cn_tensor *const *t, const int *tags) {
+    const cn_ext_schema *s = &op->schema;
+    const char *name = s->name;
+    for (int g = 0; g < s->n_groups; g++) {
+        if (s->groups[g].kind != CN_EXT_UNION) continue;
+        int tag = tags ? tags[g] : -1;
+        if (tag < 0 || tag >= s->groups[g].n_variants)
+            return cn_set_error(CN_ERR_INVALID_ARG, name, "union '%s' has tag %d; use a variant "
+                                "index in [0, %d)", s->groups[g].name, tag,
+                                s->groups[g].n_variants);
+    }
+    char buf[128];
+    for (int i = 0; i < s->n_tensors; i++) {
+        const cn_ext_tensor_arg *a = &s->tensors[i];
+        int in_union = a->group >= 0 && s->groups[a->group].kind == CN_EXT_UNION;
+        int active = !in_union || tags[a->group] == a->variant;
+        if (!active && t[i])
+            return cn_set_error(CN_ERR_INVALID_ARG, name, "'%s' belongs to variant '%s' of union "
+                                "'%s', which is not the active one; pass NULL for it", a->name,
+                                s->groups[a->group].variant_names[a->variant],
+                                s->groups[a->group].name);
+        if (!t[i]) {
+            if (active && !a->optional) {
+                cn__null_arg(name, a->name);
+                return cn_last_status();
+            }
+            continue;
+        }
+        if (t[i]->autograd && a->kind != CN_KIND_FLOAT)
+            return cn_set_error(CN_ERR_AUTODIFF_NONFLOAT, name, "input '%s' is declared %s but "
+                                "holds %s, which carries an autodiff primitive; pass a %s tensor "
+                                "(cn_cast drops tracking) and check the argument order", a->name,
+                                a->kind == CN_KIND_INT ? "int" : "bool",
+                                cn_tensor_str(t[i], buf, sizeof buf),
+                                a->kind == CN_KIND_INT ? "int" : "bool");
+        if (cn__check_context(name, a->name, t[i]) != CN_OK) return cn_last_status();
+        if (cn__check_kind(name, a->name, t[i], 1u << a->kind) != CN_OK) return cn_last_status();
+    }
+    return CN_OK;
+}
+
+/* The representative: the first float input, else the first tensor; -1 if none. */
+static int representative(const cn_ext_op *op, cn_tensor *const *t) {
+    int first = -1;
+    for (int i = 0; i < op->schema.n_tensors; i++) {
+        if (!t[i]) continue;
+        if (cn_dtype_kind(t[i]->dtype) == CN_KIND_FLOAT) return i;
+        if (first < 0) first = i;
+    }
+    return first;
+}
+
+/* Same backend and device for all; one checkpointing strategy among autodiff inputs. Writes the
+ * result device: the first autodiff input's, else the representative's. */
+static cn_status check_devices(const cn_ext_op *op, cn_tensor *const *t, int rep,
+                               cn_device *device) {
+    const cn_ext_schema *s = &op->schema;
+    int lead = rep;
+    for (int i = 0; i < s->n_tensors; i++)
+        if (t[i] && t[i]->device.autodiff) {
+            lead = i;
+            break;
+        }
+    char a[128], b[128];
+    for (int i = 0; i < s->n_tensors; i++) {
+        if (!t[i]) continue;
+        cn_device d = t[i]->device, l = t[lead]->device;
+        if (d.backend != l.backend || d.index != l.index)
+            return cn_set_error(CN_ERR_DEVICE_MISMATCH, s->name, "'%s' is %s but '%s' is %s; "
+                                "move one with cn_to_device so all inputs share one device",
+                                s->tensors[lead].name, cn_tensor_str(t[lead], a, sizeof a),
+                                s->tensors[i].name, cn_tensor_str(t[i], b, sizeof b));
+        if (d.autodiff && l.autodiff && d.checkpoint != l.checkpoint)
+            return cn_set_error(CN_ERR_CHECKPOINT_MISMATCH, s->name, "'%s' is %s but '%s' is "
+                                "%s; create both on one autodiff device",
+                                s->tensors[lead].name, cn_tensor_str(t[lead], a, sizeof a),
+                                s->tensors[i].name, cn_tensor_str(t[i], b, sizeof b));
+    }
+    *device = t[lead]->device;
+    return CN_OK;
+}
+
+/* The autodiff invariants: a tracked float never reaches a concrete kernel silently. */
+static cn_status check_tracking(const cn_ext_op *op, cn_ext_route route, cn_tensor *const *t,
+                                int *tracked_out) {
+    const cn_ext_schema *s = &op->schema;
+    int tracked = -1, plain = -1;
+    for (int i = 0; i < s->n_tensors; i++) {
+        if (!t[i] || cn_dtype_kind(t[i]->dtype) != CN_KIND_FLOAT) continue;
+        if (t[i]->autograd && tracked < 0) tracked = i;
+        if (!t[i]->autograd && plain < 0) plain = i;
+    }
+    *tracked_out = tracked >= 0 && cn_grad_enabled();
+    if (tracked < 0 || !cn_grad_enabled()) return CN_OK;
+    char buf[128];
+    const char *in = s->tensors[tracked].name;
+    cn_tensor_str(t[tracked], buf, sizeof buf);
+    if (route == CN_EXT_ROUTE_CONCRETE)
+        return cn_set_error(CN_ERR_AUTODIFF_REACHED_CONCRETE, s->name, "input '%s' (%s) is "
+                            "tracked but the call is routed to the concrete kernel; detach it "
+                            "with cn_inner(%s), call on the autodiff route, or keep "
+                            "differentiating tensors inside tracked code", in, buf, in);
+    if (!op->backward && !(s->flags & CN_EXT_NON_DIFFERENTIABLE))
+        return cn_set_error(CN_ERR_AUTODIFF_REACHED_CONCRETE, s->name, "input '%s' (%s) is "
+                            "tracked but '%s' has no backward, so only its concrete kernel could "
+                            "run and the gradient would be lost; detach the input with "
+                            "cn_inner(%s), register a backward for the op "
+                            "(cn_ext_register_backward, or `autodiff` in its declaration), or "
+                            "keep differentiating tensors inside tracked code", in, buf, s->name,
+                            in);
+    if ((s->flags & CN_EXT_SAME_TRACKING) && plain >= 0) {
+        char pb[128];
+        return cn_set_error(CN_ERR_EXT_MIXED_TRACKING, s->name, "'%s' (%s) is tracked but '%s' "
+                            "(%s) is not, and '%s' needs all float inputs tracked alike; mark "
+                            "both with cn_require_grad or detach both", in, buf,
+                            s->tensors[plain].name, cn_tensor_str(t[plain], pb, sizeof pb),
+                            s->name);
+    }
+    return CN_OK;
+}
+
+/* Runs the kernel on concrete views and allocates outputs on `device`. */
+static cn_status run_kernel(const cn_ext_op *op, cn_kernel_fn kernel, cn_device device,
+                            cn_tensor *const *t, const int64_t *ints, const double *reals,
+                            cn_tensor **outputs) {
+    const cn_ext_schema *s = &op->schema;
+    const char *name = s->name;
+    cn_view small_in[8], small_out[4];
+    cn_view *in = s->n_tensors <= 8 ? small_in : cn__calloc(name, (size_t)s->n_tensors, sizeof *in);
+    cn_view *out = s->n_outputs <= 4 ? small_out : cn__calloc(name, (size_t)s->n_outputs,
+                                                             sizeof *out);
+    cn_status st = in && out ? CN_OK : CN_ERR_OUT_OF_MEMORY;
+    for (int i = 0; st == CN_OK && i < s->n_tensors; i++) {
+        memset(&in[i], 0, sizeof in[i]);
+        if (t[i]) {
+            cn__tensor_as_view(t[i], &in[i]);
+            in[i].data = NULL; /* the shape function sees geometry only */
+        } else {
+            in[i].ndim = -1;
+        }
+    }
+    for (int i = 0; st == CN_OK && i < s->n_outputs; i++) memset(&out[i], 0, sizeof out[i]);
+    if (st == CN_OK) st = s->shape(in, s->n_tensors, ints, reals, out, s->n_outputs);
+    if (st != CN_OK && cn_last_status() == CN_OK)
+        cn_set_error(st, name, "the shape function of '%s' failed without a message", name);
+    for (int i = 0; st == CN_OK && i < s->n_outputs; i++) {
+        outputs[i] = cn__tensor_alloc(name, out[i].shape, out[i].ndim, out[i].dtype, device);
+        if (!outputs[i]) st = cn_last_status();
+        else cn__tensor_as_view(outputs[i], &out[i]);
+    }
+    for (int i = 0; st == CN_OK && i < s->n_tensors; i++)
+        if (t[i]) cn__tensor_as_view(t[i], &in[i]);
+    if (st == CN_OK) {
+        cn_kernel_args args = {CN_OP_COUNT, device.index, s->n_tensors, in,
+                               s->n_outputs, out, s->n_ints, ints,
+                               s->n_reals, reals, cn__backend(device.backend)->ctx};
+        st = kernel(&args);
+        if (st != CN_OK && cn_last_status() == CN_OK)
+            cn_set_error(st, name, "the kernel of '%s' failed without a message", name);
+    }
+    for (int i = 0; st == CN_OK && i < s->n_outputs; i++) outputs[i]->storage->version++;
+    if (st != CN_OK)
+        for (int i = 0; i < s->n_outputs; i++) {
+            cn_release(outputs[i]);
+            outputs[i] = NULL;
+        }
+    if (in != small_in) cn__free(in);
+    if (out != small_out) cn__free(out);
+    return st;
+}
+
+cn_status cn_ext_call(const cn_ext_op *op, cn_ext_route route, cn_tensor *const *tensors,
+                      const int *tags, const int64_t *ints, const double *reals,
+                      cn_tensor **outputs) {
+    if (!op || !outputs || (op->schema.n_tensors && !tensors)) {
+        cn__null_arg("ext_call", !op ? "op" : !outputs ? "outputs" : "tensors");
+        return cn_last_status();
+    }
+    const cn_ext_schema *s = &op->schema;
+    for (int i = 0; i < s->n_outputs; i++) outputs[i] = NULL;
+    if ((s->n_ints && !ints) || (s->n_reals && !reals)) {
+        cn__null_arg(s->name, !ints ? "ints" : "reals");
+        return cn_last_status();
+    }
+    if (check_inputs(op, tensors, tags) != CN_OK) return cn_last_status();
+    int rep = representative(op, tensors);
+    if (rep < 0)
+        return cn_set_error(CN_ERR_EXT_NO_TENSOR, s->name, "every tensor input of '%s' is absent "
+                            "(NULL optionals, tensor-less union variants), so there is no "
+                            "device to run on; pass at least one tensor", s->name);
+    cn_device device;
+    int tracked;
+    if (check_devices(op, tensors, rep, &device) != CN_OK ||
+        check_tracking(op, route, tensors, &tracked) != CN_OK)
+        return cn_last_status();
+    if (route == CN_EXT_ROUTE_CONCRETE) device = cn_inner_device(device);
+    const cn_backend *b = cn__backend_for_device(s->name, cn_inner_device(device));
+    if (!b) return cn_last_status();
+    cn_kernel_fn kernel = op->kernels[device.backend];
+    if (!kernel)
+        return cn_set_error(CN_ERR_NO_KERNEL, s->name, "extension op '%s' has no kernel for "
+                            "backend '%s'; register one with cn_ext_register_kernel (or list the "
+                            "backend in the op's declaration), or move the inputs to a backend "
+                            "that has one", s->name, b->name);
+    cn_status st = run_kernel(op, kernel, device, tensors, ints, reals, outputs);
+    if (st == CN_OK && tracked && device.autodiff && !(s->flags & CN_EXT_NON_DIFFERENTIABLE))
+        st = ad_ext_record(op, tensors, tags, ints, reals, outputs);
+    return st;
+}

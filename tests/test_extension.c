@@ -1,0 +1,396 @@
+/* Extension ops through the runtime API: routing, autodiff, checkpointing, and every routing
+ * invariant, each with its own status code, no leak, and inputs left as they were. */
+#include "harness.h"
+
+/* ---- a few ops for the tests --------------------------------------------------------------- */
+
+static int64_t numel_of(const cn_view *v) {
+    int64_t n = 1;
+    for (int d = 0; d < v->ndim; d++) n *= v->shape[d];
+    return n;
+}
+
+/* out[k] = same geometry as input 0 (or the first present input), same dtype */
+static cn_status like_first(const cn_view *in, int n_in, const int64_t *ints, const double *reals,
+                            cn_view *out, int n_out) {
+    (void)ints;
+    (void)reals;
+    int i = 0;
+    while (i < n_in && in[i].ndim < 0) i++;
+    for (int k = 0; k < n_out; k++) out[k] = in[i];
+    return CN_OK;
+}
+
+/* y = a * x + b (contiguous f64 in the tests): a = reals[0], b = reals[1] */
+static cn_status affine_cpu(const cn_kernel_args *a) {
+    const double *x = a->in[0].data;
+    double *y = a->out[0].data;
+    for (int64_t i = 0; i < numel_of(&a->out[0]); i++) y[i] = a->reals[0] * x[i] + a->reals[1];
+    return CN_OK;
+}
+
+static cn_status affine_backward(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+                                 cn_tensor *const *gout, int n_out, const int64_t *ints,
+                                 const double *reals, cn_tensor **gin) {
+    (void)in, (void)n_in, (void)out, (void)n_out, (void)ints;
+    gin[0] = cn_mul_scalar(gout[0], reals[0]);
+    return gin[0] ? CN_OK : cn_last_status();
+}
+
+/* (s, d) = (p.a + p.b, p.a - p.b) for a struct input p {a, b} */
+static cn_status sumdiff_cpu(const cn_kernel_args *a) {
+    const double *x = a->in[0].data, *y = a->in[1].data;
+    double *s = a->out[0].data, *d = a->out[1].data;
+    for (int64_t i = 0; i < numel_of(&a->out[0]); i++) {
+        s[i] = x[i] + y[i];
+        d[i] = x[i] - y[i];
+    }
+    return CN_OK;
+}
+
+static cn_status sumdiff_backward(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+                                  cn_tensor *const *gout, int n_out, const int64_t *ints,
+                                  const double *reals, cn_tensor **gin) {
+    (void)in, (void)n_in, (void)out, (void)n_out, (void)ints, (void)reals;
+    gin[0] = cn_add(gout[0], gout[1]);
+    gin[1] = cn_sub(gout[0], gout[1]);
+    return gin[0] && gin[1] ? CN_OK : cn_last_status();
+}
+
+/* masked: out = x where the (optional, union) mask holds, else 0 */
+static cn_status masked_cpu(const cn_kernel_args *a) {
+    const double *x = a->in[0].data;
+    const uint8_t *m = a->in[1].data; /* NULL on the `none` variant */
+    double *y = a->out[0].data;
+    for (int64_t i = 0; i < numel_of(&a->out[0]); i++) y[i] = (!m || m[i]) ? x[i] : 0;
+    return CN_OK;
+}
+
+static const cn_ext_op *affine, *concrete_only, *nondiff, *pick, *pair, *sumdiff, *masked,
+    *affine_mb;
+
+static const char *const y_name[] = {"y"};
+static const char *const ab_names[] = {"a", "b"};
+static const char *const sd_names[] = {"s", "d"};
+
+static void define_ops(void) {
+    static const cn_ext_tensor_arg x_arg[] = {{"x", CN_KIND_FLOAT, 0, -1, 0}};
+    cn_ext_schema s = {.name = "test_affine", .n_tensors = 1, .tensors = x_arg, .n_reals = 2,
+                       .real_names = ab_names, .n_outputs = 1, .output_names = y_name,
+                       .shape = like_first};
+    affine = cn_ext_define(&s);
+    cn_ext_register_kernel(affine, "cpu", affine_cpu);
+    cn_ext_register_backward(affine, affine_backward);
+
+    s.name = "test_affine_memory_bound";
+    s.flags = CN_EXT_MEMORY_BOUND;
+    affine_mb = cn_ext_define(&s);
+    cn_ext_register_kernel(affine_mb, "cpu", affine_cpu);
+    cn_ext_register_backward(affine_mb, affine_backward);
+
+    s.name = "test_concrete_only";
+    s.flags = 0;
+    concrete_only = cn_ext_define(&s);
+    cn_ext_register_kernel(concrete_only, "cpu", affine_cpu);
+
+    s.name = "test_non_differentiable";
+    s.flags = CN_EXT_NON_DIFFERENTIABLE;
+    nondiff = cn_ext_define(&s);
+    cn_ext_register_kernel(nondiff, "cpu", affine_cpu);
+
+    static const cn_ext_tensor_arg pick_args[] = {{"ids", CN_KIND_INT, 0, -1, 0},
+                                                  {"table", CN_KIND_FLOAT, 0, -1, 0}};
+    cn_ext_schema p = {.name = "test_pick", .n_tensors = 2, .tensors = pick_args, .n_outputs = 1,
+                       .output_names = y_name, .shape = like_first};
+    pick = cn_ext_define(&p);
+    cn_ext_register_kernel(pick, "cpu", affine_cpu);
+
+    static const cn_ext_group pgroup[] = {{"p", CN_EXT_STRUCT, 0, NULL}};
+    static const cn_ext_tensor_arg pair_args[] = {{"p.a", CN_KIND_FLOAT, 0, 0, 0},
+                                                  {"p.b", CN_KIND_FLOAT, 0, 0, 0}};
+    cn_ext_schema q = {.name = "test_pair", .n_tensors = 2, .tensors = pair_args, .n_groups = 1,
+                       .groups = pgroup, .n_outputs = 2, .output_names = sd_names,
+                       .shape = like_first, .flags = CN_EXT_SAME_TRACKING};
+    pair = cn_ext_define(&q);
+    cn_ext_register_kernel(pair, "cpu", sumdiff_cpu);
+    cn_ext_register_backward(pair, sumdiff_backward);
+    q.name = "test_sumdiff";
+    q.flags = 0;
+    sumdiff = cn_ext_define(&q);
+    cn_ext_register_kernel(sumdiff, "cpu", sumdiff_cpu);
+    cn_ext_register_backward(sumdiff, sumdiff_backward);
+
+    static const char *const variants[] = {"none", "dense"};
+    static const cn_ext_group mgroup[] = {{"mask", CN_EXT_UNION, 2, variants}};
+    static const cn_ext_tensor_arg m_args[] = {{"x", CN_KIND_FLOAT, 1, -1, 0},
+                                               {"mask.dense", CN_KIND_BOOL, 0, 0, 1}};
+    cn_ext_schema m = {.name = "test_masked", .n_tensors = 2, .tensors = m_args, .n_groups = 1,
+                       .groups = mgroup, .n_outputs = 1, .output_names = y_name,
+                       .shape = like_first, .flags = CN_EXT_NON_DIFFERENTIABLE};
+    masked = cn_ext_define(&m);
+    cn_ext_register_kernel(masked, "cpu", masked_cpu);
+}
+
+static cn_tensor *vec(cn_device dev, double a, double b, int grad) {
+    double v[2] = {a, b};
+    int64_t n = 2;
+    cn_tensor *t = cn_from_data(v, &n, 1, CN_F64, dev);
+    return grad ? cn_require_grad(t) : t;
+}
+
+static cn_tensor *call1(const cn_ext_op *op, cn_ext_route route, cn_tensor *x, double a,
+                        double b) {
+    double reals[2] = {a, b};
+    cn_tensor *out = NULL;
+    cn_ext_call(op, route, &x, NULL, NULL, reals, &out);
+    return out;
+}
+
+/* ---- tests --------------------------------------------------------------------------------- */
+
+static void test_concrete_call(void) {
+    cn_tensor *x = vec(cn_cpu(), 1, 2, 0);
+    cn_tensor *y = call1(affine, CN_EXT_ROUTE_AUTO, x, 3, 1);
+    th_check_values("affine on cpu", y, (double[]){4, 7}, 2, 0);
+    CHECK(!cn_device_of(y).autodiff);
+    cn_release(y);
+    cn_release(x);
+}
+
+static void test_autodiff_route_and_gradient(void) {
+    cn_device devs[2] = {cn_autodiff(cn_cpu()),
+                         cn_autodiff_checkpointed(cn_cpu(), CN_CHECKPOINT_BALANCED)};
+    for (int k = 0; k < 2; k++) {
+        for (int mb = 0; mb < 2; mb++) {
+            cn_tensor *x = vec(devs[k], 1, 2, 1);
+            cn_scope_begin();
+            /* loss = sum(exp(affine(x))) : d/dx = 3 exp(3x + 1) */
+            cn_tensor *y = call1(mb ? affine_mb : affine, CN_EXT_ROUTE_AUTO, x, 3, 1);
+            CHECK(y && cn_requires_grad(y) && cn_device_eq(cn_device_of(y), devs[k]));
+            cn_grads *g = cn_backward(cn_sum(cn_exp(y)));
+            th_check_values("extension gradient", g ? cn_grad(g, x) : NULL,
+                            (double[]){3 * exp(4.0), 3 * exp(7.0)}, 2, 1e-12);
+            cn_grads_free(g);
+            cn_scope_end();
+            cn_release(x);
+        }
+    }
+}
+
+static void test_multi_output_struct(void) {
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_tensor *a = vec(ad, 1, 2, 1), *b = vec(ad, 5, 7, 1);
+    cn_scope_begin();
+    cn_tensor *in[2] = {a, b}, *out[2];
+    int tags[1] = {0};
+    CHECK(cn_ext_call(sumdiff, CN_EXT_ROUTE_AUTO, in, tags, NULL, NULL, out) == CN_OK);
+    th_check_values("s", out[0], (double[]){6, 9}, 2, 0);
+    th_check_values("d", out[1], (double[]){-4, -5}, 2, 0);
+    /* loss = sum(2 s + 3 d): da = 2 + 3, db = 2 - 3 */
+    cn_grads *g = cn_backward(cn_sum(cn_add(cn_mul_scalar(out[0], 2), cn_mul_scalar(out[1], 3))));
+    th_check_values("grad a", g ? cn_grad(g, a) : NULL, (double[]){5, 5}, 2, 0);
+    th_check_values("grad b", g ? cn_grad(g, b) : NULL, (double[]){-1, -1}, 2, 0);
+    cn_grads_free(g);
+    /* only one output used: the other's gradient is zero */
+    CHECK(cn_ext_call(sumdiff, CN_EXT_ROUTE_AUTO, in, tags, NULL, NULL, out) == CN_OK);
+    g = cn_backward(cn_sum(out[1]));
+    th_check_values("grad a, d only", g ? cn_grad(g, a) : NULL, (double[]){1, 1}, 2, 0);
+    th_check_values("grad b, d only", g ? cn_grad(g, b) : NULL, (double[]){-1, -1}, 2, 0);
+    cn_grads_free(g);
+    cn_scope_end();
+    cn_release(a);
+    cn_release(b);
+}
+
+static void test_union_variants(void) {
+    cn_tensor *x = vec(cn_cpu(), 3, 4, 0);
+    uint8_t mv[2] = {0, 1};
+    int64_t n = 2;
+    cn_tensor *m = cn_from_data(mv, &n, 1, CN_BOOL, cn_cpu());
+    cn_tensor *in[2] = {x, m}, *out = NULL;
+    int dense[1] = {1}, none[1] = {0};
+    CHECK(cn_ext_call(masked, CN_EXT_ROUTE_AUTO, in, dense, NULL, NULL, &out) == CN_OK);
+    th_check_values("dense mask", out, (double[]){0, 4}, 2, 0);
+    cn_release(out);
+    cn_tensor *in_none[2] = {x, NULL};
+    CHECK(cn_ext_call(masked, CN_EXT_ROUTE_AUTO, in_none, none, NULL, NULL, &out) == CN_OK);
+    th_check_values("no mask", out, (double[]){3, 4}, 2, 0);
+    cn_release(out);
+    /* a member of the inactive variant must be NULL */
+    cn_clear_error();
+    CHECK(cn_ext_call(masked, CN_EXT_ROUTE_AUTO, in, none, NULL, NULL, &out) ==
+              CN_ERR_INVALID_ARG && out == NULL);
+    CHECK(strstr(cn_last_error(), "mask.dense") != NULL);
+    /* no tensor at all: every input absent */
+    cn_tensor *nothing[2] = {NULL, NULL};
+    cn_clear_error();
+    CHECK(cn_ext_call(masked, CN_EXT_ROUTE_AUTO, nothing, none, NULL, NULL, &out) ==
+          CN_ERR_EXT_NO_TENSOR);
+    CHECK(strstr(cn_last_error(), "test_masked") != NULL);
+    cn_clear_error();
+    cn_release(x);
+    cn_release(m);
+}
+
+/* Asserts a call failed with status and a message containing needle, and left x as it was. */
+static void expect_failure(cn_status got, cn_status want, const char *needle, cn_tensor *x,
+                           const double *xv) {
+    CHECK(got == want);
+    CHECK(cn_last_status() == want);
+    if (!strstr(cn_last_error(), needle)) {
+        fprintf(stderr, "message \"%s\" lacks \"%s\"\n", cn_last_error(), needle);
+        th_checks_failed++;
+    }
+    if (x) th_check_values("input untouched", x, xv, 2, 0);
+    cn_clear_error();
+}
+
+static void test_reached_concrete_dispatch(void) {
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_tensor *x = vec(ad, 1, 2, 1);
+    double reals[2] = {3, 1}, xv[2] = {1, 2};
+    cn_tensor *out = (cn_tensor *)1;
+    cn_clear_error();
+    /* an op without backward, given a tracked float */
+    cn_status s = cn_ext_call(concrete_only, CN_EXT_ROUTE_AUTO, &x, NULL, NULL, reals, &out);
+    CHECK(out == NULL);
+    expect_failure(s, CN_ERR_AUTODIFF_REACHED_CONCRETE,
+                   "autodiff float input reached concrete dispatch", x, xv);
+    s = cn_ext_call(concrete_only, CN_EXT_ROUTE_AUTO, &x, NULL, NULL, reals, &out);
+    expect_failure(s, CN_ERR_AUTODIFF_REACHED_CONCRETE, "cn_inner(x)", x, xv);
+    s = cn_ext_call(concrete_only, CN_EXT_ROUTE_AUTO, &x, NULL, NULL, reals, &out);
+    expect_failure(s, CN_ERR_AUTODIFF_REACHED_CONCRETE, "register a backward", x, xv);
+    /* a differentiable op forced onto the concrete route */
+    s = cn_ext_call(affine, CN_EXT_ROUTE_CONCRETE, &x, NULL, NULL, reals, &out);
+    expect_failure(s, CN_ERR_AUTODIFF_REACHED_CONCRETE, "concrete kernel", x, xv);
+
+    /* the ways out: strip the wrapper, or no-grad mode */
+    cn_tensor *inner = cn_inner(x);
+    CHECK(cn_ext_call(concrete_only, CN_EXT_ROUTE_AUTO, &inner, NULL, NULL, reals, &out) == CN_OK);
+    th_check_values("via cn_inner", out, (double[]){4, 7}, 2, 0);
+    cn_release(out);
+    cn_release(inner);
+    cn_no_grad_begin();
+    CHECK(cn_ext_call(concrete_only, CN_EXT_ROUTE_AUTO, &x, NULL, NULL, reals, &out) == CN_OK);
+    CHECK(!cn_requires_grad(out));
+    cn_release(out);
+    cn_no_grad_end();
+    /* declared non-differentiable: untracked outputs by the author's choice */
+    CHECK(cn_ext_call(nondiff, CN_EXT_ROUTE_AUTO, &x, NULL, NULL, reals, &out) == CN_OK);
+    CHECK(out && !cn_requires_grad(out) && cn_device_of(out).autodiff);
+    cn_release(out);
+    cn_release(x);
+}
+
+static void test_nonfloat_primitive(void) {
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_tensor *tracked = vec(ad, 1, 2, 1), *table = vec(ad, 3, 4, 0);
+    cn_tensor *in[2] = {tracked, table}, *out = NULL;
+    double xv[2] = {1, 2};
+    cn_clear_error();
+    cn_status s = cn_ext_call(pick, CN_EXT_ROUTE_AUTO, in, NULL, NULL, NULL, &out);
+    expect_failure(s, CN_ERR_AUTODIFF_NONFLOAT, "only float tensors may use an autodiff primitive",
+                   tracked, xv);
+    CHECK(out == NULL);
+    cn_release(tracked);
+    cn_release(table);
+}
+
+static void test_plain_enabled(void) {
+    cn_device malformed = {CN_BACKEND_CPU, 0, 0, CN_CHECKPOINT_BALANCED};
+    cn_tensor *x = vec(malformed, 1, 2, 0);
+    double reals[2] = {1, 0}, xv[2] = {1, 2};
+    cn_tensor *out = NULL;
+    cn_clear_error();
+    cn_status s = cn_ext_call(affine, CN_EXT_ROUTE_AUTO, &x, NULL, NULL, reals, &out);
+    expect_failure(s, CN_ERR_AUTODIFF_PLAIN_ENABLED,
+                   "an enabled float tensor must use an autodiff primitive", NULL, NULL);
+    double back[2];
+    CHECK(cn_read(x, back, sizeof back) == CN_OK && back[0] == xv[0] && back[1] == xv[1]);
+    /* built-in ops guard it too */
+    CHECK_FAILS(cn_exp(x), CN_ERR_AUTODIFF_PLAIN_ENABLED, "cn_autodiff_checkpointed");
+    cn_release(x);
+}
+
+static void test_mixed_tracking(void) {
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_tensor *a = vec(ad, 1, 2, 1), *b = vec(cn_cpu(), 3, 4, 0);
+    cn_tensor *in[2] = {a, b}, *out[2] = {NULL, NULL};
+    int tags[1] = {0};
+    double av[2] = {1, 2};
+    cn_clear_error();
+    cn_status s = cn_ext_call(pair, CN_EXT_ROUTE_AUTO, in, tags, NULL, NULL, out);
+    expect_failure(s, CN_ERR_EXT_MIXED_TRACKING, "'p.b'", a, av);
+    CHECK(out[0] == NULL && out[1] == NULL);
+    /* without the flag, the plain float is lifted as a constant */
+    cn_scope_begin();
+    CHECK(cn_ext_call(sumdiff, CN_EXT_ROUTE_AUTO, in, tags, NULL, NULL, out) == CN_OK);
+    cn_grads *g = cn_backward(cn_sum(out[0]));
+    th_check_values("constant lifted", g ? cn_grad(g, a) : NULL, (double[]){1, 1}, 2, 0);
+    cn_grads_free(g);
+    cn_scope_end();
+    cn_release(a);
+    cn_release(b);
+}
+
+static int other_backend = -1;
+
+static void test_devices_and_kernels(void) {
+    if (other_backend < 0) {
+        cn_backend copy = *cn_backend_get(CN_BACKEND_CPU);
+        copy.name = "ext_other";
+        other_backend = cn_backend_register(&copy);
+    }
+    cn_device other = {(int16_t)other_backend, 0, 0, 0};
+    cn_tensor *a = vec(cn_cpu(), 1, 2, 0), *b = vec(other, 3, 4, 0);
+    cn_tensor *in[2] = {a, b}, *out[2];
+    int tags[1] = {0};
+    double av[2] = {1, 2}, reals[2] = {1, 0};
+    cn_clear_error();
+    expect_failure(cn_ext_call(sumdiff, CN_EXT_ROUTE_AUTO, in, tags, NULL, NULL, out),
+                   CN_ERR_DEVICE_MISMATCH, "ext_other:0", a, av);
+    /* a backend without a kernel for the op */
+    cn_tensor *o = NULL;
+    expect_failure(cn_ext_call(affine, CN_EXT_ROUTE_AUTO, &b, NULL, NULL, reals, &o),
+                   CN_ERR_NO_KERNEL, "'test_affine' has no kernel for backend 'ext_other'", NULL,
+                   NULL);
+    /* checkpointing strategies differ */
+    cn_tensor *c = vec(cn_autodiff(cn_cpu()), 1, 2, 1);
+    cn_tensor *d = vec(cn_autodiff_checkpointed(cn_cpu(), CN_CHECKPOINT_BALANCED), 3, 4, 1);
+    cn_tensor *cd[2] = {c, d};
+    expect_failure(cn_ext_call(sumdiff, CN_EXT_ROUTE_AUTO, cd, tags, NULL, NULL, out),
+                   CN_ERR_CHECKPOINT_MISMATCH, "test_sumdiff", c, av);
+    cn_release(a);
+    cn_release(b);
+    cn_release(c);
+    cn_release(d);
+}
+
+static void test_schema_errors(void) {
+    cn_ext_schema s = {.name = "bad", .n_outputs = 0, .shape = like_first};
+    CHECK_FAILS((cn_tensor *)cn_ext_define(&s), CN_ERR_INVALID_ARG, "no outputs");
+    s.n_outputs = 1;
+    s.output_names = y_name;
+    s.name = "test_affine";
+    CHECK_FAILS((cn_tensor *)cn_ext_define(&s), CN_ERR_INVALID_ARG, "taken");
+    CHECK(cn_ext_find("test_affine") == affine);
+    cn_clear_error();
+    CHECK(cn_ext_register_kernel(affine, "tpu", affine_cpu) == CN_ERR_UNKNOWN_DEVICE);
+    cn_clear_error();
+}
+
+int main(void) {
+    define_ops();
+    CHECK(affine && affine_mb && concrete_only && nondiff && pick && pair && sumdiff && masked);
+    RUN(test_concrete_call);
+    RUN(test_autodiff_route_and_gradient);
+    RUN(test_multi_output_struct);
+    RUN(test_union_variants);
+    RUN(test_reached_concrete_dispatch);
+    RUN(test_nonfloat_primitive);
+    RUN(test_plain_enabled);
+    RUN(test_mixed_tracking);
+    RUN(test_devices_and_kernels);
+    RUN(test_schema_errors);
+    return th_finish();
+}

@@ -7,6 +7,9 @@
 #include "dispatch/registry.h"
 
 void cn__cpu_backend_fill(cn_backend *b);
+#ifdef CINDER_HAVE_CUDA
+void cn__cuda_backend_fill(cn_backend *b); /* src/backends/cuda: reports 0 devices without a GPU */
+#endif
 
 static cn_backend backends[CN_MAX_BACKENDS];
 static int backend_count;
@@ -16,6 +19,9 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static void register_builtins(void) {
     cn__cpu_backend_fill(&backends[CN_BACKEND_CPU]);
     backend_count = 1;
+#ifdef CINDER_HAVE_CUDA
+    cn__cuda_backend_fill(&backends[backend_count++]);
+#endif
 }
 
 static void ensure_builtins(void) { pthread_once(&builtins_once, register_builtins); }

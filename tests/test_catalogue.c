@@ -246,6 +246,103 @@ static cn_status raise_autodiff_inplace(void) {
     return s;
 }
 
+/* The routing invariants of extension ops: a one-input op with a kernel and no backward, and a
+ * two-input op that wants its float inputs tracked alike, defined once. */
+
+static cn_status same_shape(const cn_view *in, int n_in, const int64_t *ints, const double *reals,
+                            cn_view *out, int n_out) {
+    (void)n_in, (void)ints, (void)reals, (void)n_out;
+    int i = in[0].ndim < 0 ? 1 : 0;
+    out[0] = in[i];
+    out[0].dtype = CN_F64;
+    return CN_OK;
+}
+
+static cn_status copy_kernel(const cn_kernel_args *a) {
+    int i = a->in[0].data ? 0 : 1;
+    memcpy(a->out[0].data, a->in[i].data, (size_t)a->out[0].shape[0] * sizeof(double));
+    return CN_OK;
+}
+
+static cn_status pass_backward(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+                               cn_tensor *const *gout, int n_out, const int64_t *ints,
+                               const double *reals, cn_tensor **gin) {
+    (void)in, (void)out, (void)n_out, (void)ints, (void)reals;
+    for (int i = 0; i < n_in; i++) gin[i] = cn_retain(gout[0]);
+    return CN_OK;
+}
+
+static const cn_ext_op *ext_op(int which) {
+    static const cn_ext_op *ops[2];
+    static const char *const out_names[] = {"y"};
+    static const cn_ext_tensor_arg one[] = {{"x", CN_KIND_FLOAT, 1, -1, 0},
+                                            {"ids", CN_KIND_INT, 1, -1, 0}};
+    static const cn_ext_tensor_arg two[] = {{"a", CN_KIND_FLOAT, 0, -1, 0},
+                                            {"b", CN_KIND_FLOAT, 0, -1, 0}};
+    if (!ops[0]) {
+        cn_ext_schema s = {.name = "catalogue_concrete", .n_tensors = 2, .tensors = one,
+                           .n_outputs = 1, .output_names = out_names, .shape = same_shape};
+        ops[0] = cn_ext_define(&s);
+        cn_ext_register_kernel(ops[0], "cpu", copy_kernel);
+        s.name = "catalogue_pair";
+        s.tensors = two;
+        s.flags = CN_EXT_SAME_TRACKING;
+        ops[1] = cn_ext_define(&s);
+        cn_ext_register_kernel(ops[1], "cpu", copy_kernel);
+        cn_ext_register_backward(ops[1], pass_backward);
+    }
+    return ops[which];
+}
+
+static cn_status ext_status(int which, cn_tensor *a, cn_tensor *b) {
+    cn_tensor *in[2] = {a, b}, *out = NULL;
+    cn_status s = cn_ext_call(ext_op(which), CN_EXT_ROUTE_AUTO, in, NULL, NULL, NULL, &out);
+    cn_release(out);
+    return s;
+}
+
+static cn_status raise_reached_concrete(void) {
+    cn_tensor *x = tracked_pair(1, 2);
+    cn_status s = ext_status(0, x, NULL);
+    cn_release(x);
+    return s;
+}
+
+static cn_status raise_nonfloat(void) {
+    cn_tensor *x = tracked_pair(1, 2); /* a tracked float in the int slot */
+    cn_status s = ext_status(0, NULL, x);
+    cn_release(x);
+    return s;
+}
+
+static cn_status raise_plain_enabled(void) {
+    cn_device malformed = {CN_BACKEND_CPU, 0, 0, CN_CHECKPOINT_BALANCED};
+    cn_tensor *x = tensor_on(s2, 1, CN_F64, malformed);
+    cn_status s = ext_status(0, x, NULL);
+    cn_release(x);
+    return s;
+}
+
+static cn_status raise_mixed_tracking(void) {
+    cn_tensor *a = tracked_pair(1, 2), *b = tensor_on(s2, 1, CN_F64, cn_cpu());
+    cn_status s = ext_status(1, a, b);
+    cn_release(a);
+    cn_release(b);
+    return s;
+}
+
+static cn_status raise_no_tensor(void) { return ext_status(0, NULL, NULL); }
+
+static cn_status raise_checkpoint_mismatch(void) {
+    cn_tensor *a = tensor_on(s2, 1, CN_F64, cn_autodiff(cn_cpu()));
+    cn_tensor *b = tensor_on(s2, 1, CN_F64,
+                             cn_autodiff_checkpointed(cn_cpu(), CN_CHECKPOINT_BALANCED));
+    cn_status s = op_status(cn_add(a, b));
+    cn_release(a);
+    cn_release(b);
+    return s;
+}
+
 typedef struct trigger {
     cn_status status;
     const char *op; /* the op the message must name (in its "<op>: " part); NULL only
@@ -280,6 +377,18 @@ static const trigger triggers[] = {
     {CN_ERR_AUTODIFF_GRAPH, "backward", raise_autodiff_graph, "cn_backward twice on one loss"},
     {CN_ERR_AUTODIFF_INPLACE, "copy_", raise_autodiff_inplace,
      "cn_copy_ into a tracked tensor outside no-grad mode"},
+    {CN_ERR_AUTODIFF_REACHED_CONCRETE, "catalogue_concrete", raise_reached_concrete,
+     "a tracked float into an extension op without backward"},
+    {CN_ERR_AUTODIFF_NONFLOAT, "catalogue_concrete", raise_nonfloat,
+     "a tracked float in an extension op's int input"},
+    {CN_ERR_AUTODIFF_PLAIN_ENABLED, "catalogue_concrete", raise_plain_enabled,
+     "a tensor on a device with checkpointing but no autodiff flag"},
+    {CN_ERR_EXT_MIXED_TRACKING, "catalogue_pair", raise_mixed_tracking,
+     "tracked and plain floats into a CN_EXT_SAME_TRACKING op"},
+    {CN_ERR_EXT_NO_TENSOR, "catalogue_concrete", raise_no_tensor,
+     "an extension op with every input absent"},
+    {CN_ERR_CHECKPOINT_MISMATCH, "add", raise_checkpoint_mismatch,
+     "cn_add of tensors from two checkpointing strategies"},
 };
 
 #define N_TRIGGERS (sizeof triggers / sizeof *triggers)

@@ -153,7 +153,9 @@ static cn_tensor *reduction_formula(ad_node *n, cn_tensor *g) {
     const ad_input *a = &n->in[0];
     int d = (int)n->ints[0];
     int64_t count = a->ndim ? a->shape[d] : 1;
-    cn_tensor *gk = keep(g, a, d);
+    /* softmax's gradient has the input's shape; the reductions' has the reduced one */
+    int full = n->op == CN_OP_SOFTMAX || n->op == CN_OP_LOG_SOFTMAX;
+    cn_tensor *gk = full ? g : keep(g, a, d);
     cn_tensor *x, *y;
     switch (n->op) {
     case CN_OP_SUM: return cn_expand(gk, a->shape, a->ndim);

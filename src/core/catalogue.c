@@ -866,7 +866,8 @@ static const cn_error_entry catalogue[] = {
                        "cn_device d = {0, 0, 0, CN_CHECKPOINT_BALANCED};\n"
                        "// after\n"
                        "cn_device d = cn_autodiff_checkpointed(cn_cpu(), CN_CHECKPOINT_BALANCED);",
-        .prevention_tips = LIST("Treat cn_device as a value made by cinder's constructors."),
+        .prevention_tips = LIST("Treat cn_device as a value made by cinder's constructors.",
+                                "Compare devices with cn_device_eq, never field by field."),
     },
     {
         CODE(CN_ERR_EXT_MIXED_TRACKING, 24),
@@ -886,7 +887,8 @@ static const cn_error_entry catalogue[] = {
                        "myext_pair(w_tracked, v_plain);   /* fails */\n"
                        "// after\n"
                        "myext_pair(w_tracked, cn_require_grad(v_plain_on_ad_device));",
-        .prevention_tips = LIST("Create all parameters of a module the same way."),
+        .prevention_tips = LIST("Create all parameters of a module the same way.",
+                                "Check cn_requires_grad on each input in debug builds."),
     },
     {
         CODE(CN_ERR_EXT_NO_TENSOR, 25),
@@ -906,7 +908,8 @@ static const cn_error_entry catalogue[] = {
                        "myext_mask(MYEXT_MASK_NONE, NULL); /* fails */\n"
                        "// after\n"
                        "myext_mask(MYEXT_MASK_DENSE, mask);",
-        .prevention_tips = LIST("Every op should have one required tensor input."),
+        .prevention_tips = LIST("Every op should have one required tensor input.",
+                                "Test each union variant of an op, including tensor-less ones."),
     },
     {
         CODE(CN_ERR_CHECKPOINT_MISMATCH, 26),
@@ -925,7 +928,8 @@ static const cn_error_entry catalogue[] = {
                        "cn_add(w_on_balanced, x_on_plain_autodiff);   /* fails */\n"
                        "// after\n"
                        "cn_add(w_on_balanced, cn_to_device(x_on_plain_autodiff, balanced));",
-        .prevention_tips = LIST("Keep one training device value and pass it around."),
+        .prevention_tips = LIST("Keep one training device value and pass it around.",
+                                "Create data batches on the same device as the parameters."),
     },
 };
 

@@ -24,8 +24,8 @@
  *     or kept as f64. If the rounded value is >= high (only rounding can do that) and low < high,
  *     it becomes the largest value of the dtype below high.
  * Normal with mean and std (Box-Muller, cosine branch only):
- *     u1 = (((uint64)w0 << 21 | w1 >> 11) + 1) * 2^-53                (in (0, 1]: log(u1) is finite)
- *     u2 = ((uint64)w2 << 21 | w3 >> 11) * 2^-53                      (in [0, 1))
+ *     u1 = (((uint64)w0 << 21 | w1 >> 11) + 1) * 2^-53   (in (0, 1], so log(u1) is finite)
+ *     u2 = ((uint64)w2 << 21 | w3 >> 11) * 2^-53         (in [0, 1))
  *     z  = sqrt(-2 * cn_philox_log(u1)) * cn_philox_cos2pi(u2)
  *     v  = mean + std * z in double, rounded to the dtype as above (without the high rule).
  *
@@ -60,7 +60,7 @@
 #define CN_DDIV(a, b) ((a) / (b))
 #endif
 
-/* ---- the block function ----------------------------------------------------------------------- */
+/* ---- the block function ---------------------------------------------------------------------- */
 
 #define CN_PHILOX_M0 0xD2511F53u
 #define CN_PHILOX_M1 0xCD9E8D57u
@@ -99,7 +99,7 @@ static inline CN_HOST_DEVICE void cn_philox_block(uint64_t seed, uint64_t offset
     cn_philox4x32_10(ctr, key, w);
 }
 
-/* ---- unit values ------------------------------------------------------------------------------ */
+/* ---- unit values ----------------------------------------------------------------------------- */
 
 /* [0, 1) from 24 bits of a (exact in float and double). */
 static inline CN_HOST_DEVICE double cn_philox_unit24(uint32_t a) {
@@ -112,7 +112,7 @@ static inline CN_HOST_DEVICE double cn_philox_unit53(uint32_t a, uint32_t b) {
     return (double)bits * (1.0 / 9007199254740992.0);
 }
 
-/* ---- log and cos, defined by fixed polynomials ------------------------------------------------- */
+/* ---- log and cos, defined by fixed polynomials ----------------------------------------------- */
 
 /* Natural log of u in (0, 1], accurate to a few ulp. u = m * 2^e with m in [sqrt(1/2), sqrt(2))
  * (exact, frexp), then log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, by its Taylor
@@ -186,7 +186,7 @@ static inline CN_HOST_DEVICE double cn_philox_cos2pi(double u) {
     return (q == 1 || q == 2) ? -v : v;
 }
 
-/* ---- the distributions ------------------------------------------------------------------------ */
+/* ---- the distributions ----------------------------------------------------------------------- */
 
 /* Element i of a uniform f32 call (also the f32 value that f16/bf16 then round from). */
 static inline CN_HOST_DEVICE float cn_philox_uniform_f32(uint64_t seed, uint64_t offset,

@@ -77,7 +77,7 @@ static int grad_direct(const cn_view *gv, int64_t Og, int64_t P, int64_t *ld) {
 
 /* dst [Og, OH*OW] dense = g [Og, OH, OW] with element strides gs (the view's dims 1..3). */
 #define DEFINE_PACK_GRAD(T, name)                                                              \
-    static void name(const T *g, const int64_t *gs, int64_t Og, int64_t OH, int64_t OW,      \
+    static void name(const T *g, const int64_t *gs, int64_t Og, int64_t OH, int64_t OW,        \
                      T *dst) {                                                                 \
         for (int64_t o = 0; o < Og; o++)                                                       \
             for (int64_t oh = 0; oh < OH; oh++) {                                              \

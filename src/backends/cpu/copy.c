@@ -18,7 +18,7 @@
 #include "backends/cpu/cpu_internal.h"
 #include "core/philox.h"
 
-/* ---- f16 and bf16 ------------------------------------------------------------------------------ */
+/* ---- f16 and bf16 ---------------------------------------------------------------------------- */
 
 static uint32_t f32_bits(float f) {
     uint32_t x;
@@ -82,7 +82,7 @@ static uint16_t half_bits_below(uint16_t h) {
     return (h & 0x8000) ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
 }
 
-/* ---- conversion through a pivot ---------------------------------------------------------------- *
+/* ---- conversion through a pivot --------------------------------------------------------------- *
  * A run is converted a block at a time: loaded into a double block (float sources) or an int64
  * block (integer and bool sources), both exact, then stored as the target dtype. Each load and
  * store is one loop per dtype, so the per-element work has no dtype switch. */
@@ -239,7 +239,7 @@ cn_status cpu_cast(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-/* ---- fill ------------------------------------------------------------------------------------- */
+/* ---- fill ------------------------------------------------------------------------------------ */
 
 typedef struct fill_ctx {
     int64_t size;
@@ -293,7 +293,7 @@ cn_status cpu_fill(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-/* ---- random ----------------------------------------------------------------------------------- */
+/* ---- random ---------------------------------------------------------------------------------- */
 
 typedef struct rand_params {
     int normal;

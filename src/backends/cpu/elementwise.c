@@ -83,7 +83,7 @@ typedef struct ew_ctx {
         }                                                                                      \
     } while (0)
 
-/* ---- scalar helpers --------------------------------------------------------------------------- */
+/* ---- scalar helpers -------------------------------------------------------------------------- */
 
 /* Numerically stable logistic: exp only ever sees -|x|, so it cannot overflow, and for large
  * negative x the result underflows to 0 instead of becoming inf/inf. */
@@ -141,10 +141,11 @@ static cn_status unsupported(const cn_kernel_args *a, cn_dtype dt) {
 /* The kernel table pointed an op at a kernel that does not implement it. */
 static cn_status wrong_op(const cn_kernel_args *a, const char *kernel) {
     return cn_set_error(CN_ERR_NO_KERNEL, cn_op_name(a->op),
-                        "%s does not implement this op; fix the cpu backend's kernel table", kernel);
+                        "%s does not implement this op; fix the cpu backend's kernel table",
+                        kernel);
 }
 
-/* ---- unary ------------------------------------------------------------------------------------ */
+/* ---- unary ----------------------------------------------------------------------------------- */
 
 static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
     const ew_ctx *c = ctx;
@@ -236,7 +237,7 @@ cn_status cpu_unary(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-/* ---- with scalars ----------------------------------------------------------------------------- */
+/* ---- with scalars ---------------------------------------------------------------------------- */
 
 /* add/mul/pow_scalar and clamp on a float type T; POW is powf or pow. Clamp lets NaN through. */
 #define DEFINE_SCALAR_FLOAT(NAME, T, POW)                                                      \
@@ -310,7 +311,7 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-/* ---- binary ----------------------------------------------------------------------------------- */
+/* ---- binary ---------------------------------------------------------------------------------- */
 
 /* add sub mul div pow maximum minimum on a float type T; POW is powf or pow. */
 #define DEFINE_BINARY_FLOAT(NAME, T, POW)                                                      \
@@ -398,7 +399,7 @@ cn_status cpu_binary(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-/* ---- comparisons and logic -------------------------------------------------------------------- */
+/* ---- comparisons and logic ------------------------------------------------------------------- */
 
 /* eq ne lt le gt ge on T -> bool (uint8_t 0/1). NaN compares unequal to everything. */
 #define DEFINE_COMPARE(NAME, T)                                                                \
@@ -474,7 +475,7 @@ cn_status cpu_logical(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-/* ---- where ------------------------------------------------------------------------------------ */
+/* ---- where ----------------------------------------------------------------------------------- */
 
 /* out = cond ? a : b, moving elements as raw T-sized words (any dtype of that size). */
 #define DEFINE_WHERE(NAME, T)                                                                  \

@@ -30,7 +30,7 @@ static void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64
 
 /* The plane index h*W + w of the first NaN in rows [h0, h1), columns [w0, w1) of x (one holds). */
 #define DEFINE_FIRST_NAN(T)                                                                     \
-    static int64_t first_nan_##T(const pool_geom *p, const T *x, int64_t h0, int64_t h1,       \
+    static int64_t first_nan_##T(const pool_geom *p, const T *x, int64_t h0, int64_t h1,        \
                                  int64_t w0, int64_t w1) {                                      \
         for (int64_t h = h0; h < h1; h++)                                                       \
             for (int64_t w = w0; w < w1; w++)                                                   \
@@ -51,8 +51,8 @@ DEFINE_FIRST_NAN(double)
                 int64_t w0, w1;                                                                 \
                 clip_window(ow, p->sw, p->pw, p->KW, p->W, &w0, &w1);                           \
                 if (h0 >= h1 || w0 >= w1) continue;                                             \
-                /* The first maximum, without branches on the data (random values defeat the \
-                 * predictor); a window holding a NaN is rescanned for its first NaN. */       \
+                /* The first maximum, without branches on the data (random values defeat the    \
+                 * predictor); a window holding a NaN is rescanned for its first NaN. */        \
                 int64_t best = h0 * p->W + w0;                                                  \
                 T m = (T)-INFINITY;                                                             \
                 int nan = 0;                                                                    \

@@ -612,6 +612,9 @@ static void test_max_pool_backward_ties_nan_and_inf(void) {
     cn_tensor *xn = own(th_tensor((double[]){1, NAN, NAN, 2}, s22, 4, CN_F64));
     th_check_values("NaN takes the gradient", own(cn__max_pool2d_backward(g1, xn, one)),
                     (double[]){0, 3, 0, 0}, 4, 0);
+    cn_tensor *xn2 = own(th_tensor((double[]){5, 9, NAN, 7}, s22, 4, CN_F64));
+    th_check_values("NaN after the maximum", own(cn__max_pool2d_backward(g1, xn2, one)),
+                    (double[]){0, 0, 3, 0}, 4, 0);
     /* nothing beats -inf: the first position, as in PyTorch */
     cn_tensor *xi = own(th_tensor((double[]){-INFINITY, -INFINITY, -INFINITY, -INFINITY}, s22, 4,
                                   CN_F64));

@@ -53,7 +53,8 @@ static double ref_sigmoid(double x) { return 1 / (1 + exp(-x)); }
 static double ref_silu(double x) { return x / (1 + exp(-x)); }
 static double ref_gelu_erf(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
 static double ref_gelu_tanh(double x) {
-    return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    const double pi = 3.14159265358979323846;
+    return 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x * x * x)));
 }
 
 typedef struct unary_case {

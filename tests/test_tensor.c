@@ -122,8 +122,15 @@ static void test_default_device_env(void) {
 static void test_to_device_same(void) {
     int64_t n = 3;
     cn_tensor *t = cn_ones(&n, 1, CN_F32, cn_cpu());
+    int64_t bytes = cn_live_bytes();
     cn_tensor *u = cn_to_device(t, cn_cpu());
-    CHECK(u == t);
+    CHECK(u && u != t && cn_live_bytes() == bytes); /* same data, no copy */
+    double ones[3] = {1, 1, 1};
+    th_check_values("to_device same", u, ones, 3, 0);
+    /* to the autodiff device over the CPU and back: shared, untracked */
+    cn_tensor *ad = cn_to_device(t, cn_autodiff(cn_cpu()));
+    CHECK(ad && cn_device_of(ad).autodiff && !cn_requires_grad(ad) && cn_live_bytes() == bytes);
+    cn_release(ad);
     cn_release(u);
     cn_release(t);
 }

@@ -348,9 +348,13 @@ static void test_contiguous_of_permuted_is_row_major(void) {
     CHECK(c && cn_read(c, raw, sizeof raw) == CN_OK);
     CHECK(memcmp(raw, want, sizeof raw) == 0);
 
-    /* contiguous of a dense tensor is the tensor itself */
+    /* contiguous of a dense tensor shares its data (a new header, no copy) */
     cn_tensor *same = cn_contiguous(x);
-    CHECK(same == x);
+    CHECK(same && same != x && cn_is_contiguous(same));
+    int64_t live = cn_live_bytes();
+    cn_tensor *again = cn_contiguous(x);
+    CHECK(cn_live_bytes() == live); /* no new storage */
+    cn_release(again);
     cn_release(same);
 
     /* works for other dtypes: i32 and a 1-byte dtype */

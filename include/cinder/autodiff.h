@@ -60,7 +60,7 @@ cn_tensor *cn_retain_grad(cn_tensor *t);
 cn_tensor *cn_detach(cn_tensor *t);
 
 /* The concrete tensor under t, on the inner device, sharing its data ("strip the autodiff
- * wrapper"). For a concrete t, a new reference to t. */
+ * wrapper"). For a concrete t, a new tensor sharing t's data. */
 cn_tensor *cn_inner(cn_tensor *t);
 
 /* The tensor t (concrete) seen on an autodiff device (untracked until cn_require_grad). */

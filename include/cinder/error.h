@@ -44,6 +44,7 @@ typedef enum cn_status {
     CN_ERR_EXT_MIXED_TRACKING = 24,/* tracked and untracked floats where one tracking is required */
     CN_ERR_EXT_NO_TENSOR = 25,     /* no tensor input to choose a backend from */
     CN_ERR_CHECKPOINT_MISMATCH = 26, /* inputs use different checkpointing strategies */
+    CN_ERR_IO = 27,                /* a file is missing, unreadable, truncated or corrupt */
     CN_STATUS_COUNT                /* number of codes; not a code */
 } cn_status;
 

@@ -125,7 +125,9 @@ cn_tensor *cn_contiguous(cn_tensor *t);
  * exactly numel * dtype-size bytes (CN_ERR_BUFFER otherwise). */
 cn_status cn_read(const cn_tensor *t, void *dst, size_t nbytes);
 
-/* The data of t on `device` (a new reference to t if it is already there). */
+/* The data of t on `device`: a copy on another backend or device index; on the same memory seen
+ * through or without the autodiff layer (cn_cpu() <-> cn_autodiff(cn_cpu())), a new untracked
+ * tensor sharing t's data; on t's own device, a new reference-holding view of t. */
 cn_tensor *cn_to_device(cn_tensor *t, cn_device device);
 
 #ifdef __cplusplus

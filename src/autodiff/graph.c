@@ -201,7 +201,6 @@ static cn_tensor *rewrap(const char *op, cn_tensor *t, cn_device device) {
 cn_tensor *cn_detach(cn_tensor *t) { return rewrap("detach", t, t ? t->device : cn_cpu()); }
 
 cn_tensor *cn_inner(cn_tensor *t) {
-    if (t && !t->device.autodiff) return cn_retain(t);
     return rewrap("inner", t, t ? cn_inner_device(t->device) : cn_cpu());
 }
 

@@ -931,6 +931,55 @@ static const cn_error_entry catalogue[] = {
         .prevention_tips = LIST("Keep one training device value and pass it around.",
                                 "Create data batches on the same device as the parameters."),
     },
+    {
+        CODE(CN_ERR_IO, 27),
+        .slug = "file-io",
+        PHRASE("a file is missing, unreadable, truncated or corrupt"),
+        .documentation =
+            "A call that reads or writes a file (cn_safetensors_save, cn_safetensors_load, "
+            "cn_safetensors_load_into, cn_idx_load, cn_fashion_mnist_load) could not open it, "
+            "could not read or write it, or found content that breaks the file's format. "
+            "Readers validate a file completely before they make any tensor, so a failure "
+            "leaves nothing half-loaded. The detail names the file, the byte offset (in the "
+            "file, in a safetensors header, or in the decompressed stream of a .gz file) and "
+            "the field that is wrong, what was expected there, and what to do: a cut-short file "
+            "reports where it ends and how many bytes were due.",
+        .trigger_scenarios =
+            "cn_safetensors_load(\"missing.safetensors\", cn_cpu(), &h); loading a checkpoint "
+            "whose copy was interrupted (truncated), whose JSON header was edited by hand, or "
+            "whose dtype cinder lacks (\"I8\", \"F8_E4M3\"); cn_idx_load on a file that is not "
+            "IDX (bad magic) or whose dims promise more data than it holds; "
+            "cn_fashion_mnist_load on a machine without the data set; cn_safetensors_save into "
+            "a directory that does not exist or is read-only.",
+        .common_situations =
+            "A relative path resolved against another working directory; a download or copy "
+            "that stopped early (a full disk, an interrupted scp); a .gz file saved under the "
+            "uncompressed name or the reverse (both are accepted, but a gzip stream cut short "
+            "is not); checkpoints exported from another framework with a dtype cinder does not "
+            "have; a training job that saves into a directory it never created.",
+        .solutions =
+            LIST("Read the detail: it names the file and the byte or field at fault; check the "
+                 "path (an absolute one rules out the working directory) and the file's size "
+                 "(`ls -l`) against what the message expected.",
+                 "Re-create the file: save the checkpoint again, or download the data again "
+                 "(Fashion-MNIST: `apt-get install dataset-fashion-mnist`, or scripts/demo.sh).",
+                 "For a checkpoint from another framework, convert its tensors to a dtype cinder "
+                 "has (F32, F64, F16, BF16, I32, I64, U8, BOOL) before saving it."),
+        .example_fix = "// before\n"
+                       "cn_safetensors *h;\n"
+                       "cn_safetensors_load(\"model.safetensors\", cn_cpu(), &h); /* fails: "
+                       "not found */\n"
+                       "// after: save first, and check the status\n"
+                       "cn_safetensors_save(\"model.safetensors\", names, params, n);\n"
+                       "if (cn_safetensors_load(\"model.safetensors\", cn_cpu(), &h) != CN_OK)\n"
+                       "    fprintf(stderr, \"%s\\n\", cn_last_error());",
+        .prevention_tips =
+            LIST("Check the status of every save and load; a failed save leaves the previous "
+                 "checkpoint in place.",
+                 "Build paths from one configured directory, and create it before saving.",
+                 "Keep data sets where the loaders look by default (CN_FASHION_MNIST_DIR) or "
+                 "pass the directory explicitly."),
+    },
 };
 
 #define CATALOGUE_SIZE (sizeof catalogue / sizeof *catalogue)

@@ -44,6 +44,7 @@ static const char *const status_names[CN_STATUS_COUNT] = {
     [CN_ERR_EXT_MIXED_TRACKING] = "CN_ERR_EXT_MIXED_TRACKING",
     [CN_ERR_EXT_NO_TENSOR] = "CN_ERR_EXT_NO_TENSOR",
     [CN_ERR_CHECKPOINT_MISMATCH] = "CN_ERR_CHECKPOINT_MISMATCH",
+    [CN_ERR_IO] = "CN_ERR_IO",
 };
 
 const char *cn_status_name(cn_status s) {

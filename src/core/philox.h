@@ -33,9 +33,7 @@
  * taken from the platform's libm: libm and CUDA's math library may differ in the last bit, which
  * would break bit-identity for f64. All double arithmetic in this file must be evaluated as
  * written, each operation rounded to nearest: on CUDA the CN_D* macros use the explicit _rn
- * intrinsics (nvcc would otherwise fuse multiply-adds); host code must be compiled without
- * floating-point contraction (cinder builds as ISO C11, where GCC's default is
- * -ffp-contract=off; x86-64 without -march has no FMA anyway). */
+ * intrinsics (nvcc would otherwise fuse multiply-adds); on the host see CN_PHILOX_NO_FMA. */
 #ifndef CINDER_CORE_PHILOX_H
 #define CINDER_CORE_PHILOX_H
 
@@ -50,7 +48,19 @@
 #endif
 #endif
 
-#ifdef __CUDACC__
+/* Opens every function below that does floating-point arithmetic: clang fuses a * b + c into an
+ * FMA by default when the target has one, and this pragma (scoped to the function body) stops
+ * it. GCC ignores the pragma; it does not fuse in ISO C mode (cinder builds as C11), but does in
+ * GNU C and in C++ (g++, nvcc's host pass) on FMA targets (-march=haswell and later): compile
+ * such includers with -ffp-contract=off. */
+#if defined(__clang__)
+#define CN_PHILOX_NO_FMA _Pragma("STDC FP_CONTRACT OFF")
+#else
+#define CN_PHILOX_NO_FMA
+#endif
+
+/* In device code, explicit round-to-nearest operations, which nvcc never fuses. */
+#ifdef __CUDA_ARCH__
 #define CN_DADD(a, b) __dadd_rn((a), (b))
 #define CN_DMUL(a, b) __dmul_rn((a), (b))
 #define CN_DDIV(a, b) __ddiv_rn((a), (b))
@@ -118,6 +128,7 @@ static inline CN_HOST_DEVICE double cn_philox_unit53(uint32_t a, uint32_t b) {
  * (exact, frexp), then log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, by its Taylor
  * series to s^21 (truncation error < 3e-17 relative). */
 static inline CN_HOST_DEVICE double cn_philox_log(double u) {
+    CN_PHILOX_NO_FMA
     int e;
     double m = frexp(u, &e); /* m in [0.5, 1) */
     if (m < 0.70710678118654757) {
@@ -143,6 +154,7 @@ static inline CN_HOST_DEVICE double cn_philox_log(double u) {
 
 /* sin(x) for x in [0, pi/4], Taylor series to x^17 (truncation error < 1e-16 relative). */
 static inline CN_HOST_DEVICE double cn_philox_sin_small(double x) {
+    CN_PHILOX_NO_FMA
     double z = CN_DMUL(x, x);
     double p = 2.8114572543455206e-15;                  /*  1/17! */
     p = CN_DADD(CN_DMUL(p, z), -7.6471637318198164e-13); /* -1/15! */
@@ -158,6 +170,7 @@ static inline CN_HOST_DEVICE double cn_philox_sin_small(double x) {
 
 /* cos(x) for x in [0, pi/4], Taylor series to x^18 (truncation error < 1e-17). */
 static inline CN_HOST_DEVICE double cn_philox_cos_small(double x) {
+    CN_PHILOX_NO_FMA
     double z = CN_DMUL(x, x);
     double p = -1.5619206968586225e-16;                 /* -1/18! */
     p = CN_DADD(CN_DMUL(p, z), 4.7794773323873853e-14);  /*  1/16! */
@@ -174,6 +187,7 @@ static inline CN_HOST_DEVICE double cn_philox_cos_small(double x) {
 /* cos(2 pi u) for u in [0, 1). The reduction is exact: 4u = q + r (quadrant q, r in [0, 1)), and
  * for r > 1/2 the complementary angle (1 - r) is used, so the polynomials see [0, pi/4]. */
 static inline CN_HOST_DEVICE double cn_philox_cos2pi(double u) {
+    CN_PHILOX_NO_FMA
     double t = u * 4.0;
     int q = (int)t;
     double r = t - (double)q;
@@ -191,6 +205,7 @@ static inline CN_HOST_DEVICE double cn_philox_cos2pi(double u) {
 /* Element i of a uniform f32 call (also the f32 value that f16/bf16 then round from). */
 static inline CN_HOST_DEVICE float cn_philox_uniform_f32(uint64_t seed, uint64_t offset,
                                                          uint64_t i, double low, double high) {
+    CN_PHILOX_NO_FMA
     uint32_t w[4];
     cn_philox_block(seed, offset, i, w);
     double v = CN_DADD(low, CN_DMUL(CN_DADD(high, -low), cn_philox_unit24(w[0])));
@@ -205,6 +220,7 @@ static inline CN_HOST_DEVICE float cn_philox_uniform_f32(uint64_t seed, uint64_t
 /* Element i of a uniform f64 call. */
 static inline CN_HOST_DEVICE double cn_philox_uniform_f64(uint64_t seed, uint64_t offset,
                                                           uint64_t i, double low, double high) {
+    CN_PHILOX_NO_FMA
     uint32_t w[4];
     cn_philox_block(seed, offset, i, w);
     double v = CN_DADD(low, CN_DMUL(CN_DADD(high, -low), cn_philox_unit53(w[0], w[1])));
@@ -215,6 +231,7 @@ static inline CN_HOST_DEVICE double cn_philox_uniform_f64(uint64_t seed, uint64_
 /* Element i of a normal call, in double; f32/f16/bf16 round this value. */
 static inline CN_HOST_DEVICE double cn_philox_normal(uint64_t seed, uint64_t offset, uint64_t i,
                                                      double mean, double std) {
+    CN_PHILOX_NO_FMA
     uint32_t w[4];
     cn_philox_block(seed, offset, i, w);
     double u1 = CN_DADD(cn_philox_unit53(w[0], w[1]), 1.0 / 9007199254740992.0); /* exact */

@@ -13,7 +13,10 @@ cn_tensor *cn_contiguous(cn_tensor *t) {
         cn__null_arg("contiguous", "t");
         return NULL;
     }
-    if (cn_is_contiguous(t)) return cn_retain(t);
+    /* already dense: a new header (every result is a new reference its scope can own) */
+    if (cn_is_contiguous(t))
+        return cn__record(AD_OP_VIEW, cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset),
+                          &t, 1, NULL, 0, NULL, 0);
     cn_tensor *out = cn__tensor_alloc("contiguous", t->shape, t->ndim, t->dtype, t->device);
     if (!out) return NULL;
     cn_view v;

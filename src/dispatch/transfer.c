@@ -5,6 +5,7 @@
 #include "core/alloc.h"
 #include "core/error_internal.h"
 #include "dispatch/registry.h"
+#include "autodiff/autodiff_internal.h"
 #include "dispatch/router.h"
 
 cn_status cn_read(const cn_tensor *t, void *dst, size_t nbytes) {
@@ -40,7 +41,16 @@ cn_tensor *cn_to_device(cn_tensor *t, cn_device device) {
         cn__null_arg(op, "t");
         return NULL;
     }
-    if (cn_device_eq(t->device, device)) return cn_retain(t);
+    cn_tensor *same = NULL;
+    if (cn_device_eq(t->device, device)) /* a new header: the result is a reference of its own */
+        return cn__record(AD_OP_VIEW, cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset),
+                          &t, 1, NULL, 0, NULL, 0);
+    if (t->device.backend == device.backend && t->device.index == device.index) {
+        /* the same memory seen through (or without) the autodiff layer: share it, untracked */
+        same = cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset);
+        if (same) same->device = device;
+        return same;
+    }
     cn_tensor *dense = cn_contiguous(t);
     if (!dense) return NULL;
     size_t nbytes = (size_t)dense->numel * cn_dtype_size(dense->dtype);

@@ -190,7 +190,7 @@ static void cast_row(char **ptrs, const int64_t *step, int64_t n, const void *ct
 static void copy_row(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
     const int64_t es = *(const int64_t *)ctx;
     if (step[0] == es && step[1] == es) {
-        memcpy(ptrs[0], ptrs[1], (size_t)(n * es));
+        memmove(ptrs[0], ptrs[1], (size_t)(n * es)); /* a copy may overlap its source */
         return;
     }
     switch (es) {

@@ -3,7 +3,7 @@
  *
  * Geometry. The input view splits into the reduced dim (n elements at stride rs) and the kept
  * dims, which index the contiguous output row-major. Kept dims are coalesced where the input
- * allows; the innermost kept dim (stride cs) is cut into tiles of up to TILE outputs, and an
+ * allows; the innermost kept dim (stride cs) is cut into tiles of up to MAX_TILE outputs, and an
  * "item" is one tile. Two strategies:
  * - rows: each output reduces its own run of n elements (rs == 1, or no kept dim is contiguous).
  *   Inner loops keep LANES independent accumulators so they vectorise without -ffast-math.
@@ -35,12 +35,12 @@
 
 #include "backends/cpu/cpu_internal.h"
 
-#define TILE 128       /* outputs per item */
+#define MAX_TILE 512   /* outputs per item */
 #define SPLIT_TILE 32  /* outputs per item when the reduced dim is split across threads */
 #define MAX_SPLIT 64   /* most threads that split one item */
 #define PAIR_BLOCK 256 /* row sums: elements summed in lanes before a block is halved */
 #define COL_BLOCK 32   /* column sums: rows added in sequence before a block is halved */
-#define SOFTMAX_TILE_BYTES (256 * 1024) /* a column softmax tile ([n, w]) aims to fit in L2 */
+#define SOFTMAX_TILE_BYTES (1024 * 1024) /* a column softmax tile ([n, w]) aims to stay in cache */
 
 #define MAYBE_UNUSED __attribute__((unused))
 
@@ -152,7 +152,7 @@ static inline float exp_f32(float x) {
             }                                                                                      \
             return;                                                                                \
         }                                                                                          \
-        T tmp[TILE];                                                                               \
+        T tmp[MAX_TILE];                                                                               \
         int64_t h = n / 2;                                                                         \
         sum_col_##NAME##_##SUF(p, h, rs, w, c, acc);                                               \
         sum_col_##NAME##_##SUF(p + h * rs, n - h, rs, w, c, tmp);                                  \
@@ -227,28 +227,62 @@ static inline float exp_f32(float x) {
         }                                                                                          \
     }
 
-/* First index holding c (any NaN matches a NaN c); -1 if none. c has the accumulator type A. */
-#define DEF_FIRST(T, SUF, A, ISNAN)                                                                \
-    static int64_t first_row_##SUF(const T *p, int64_t n, int64_t rs, A c) {                       \
-        int cnan = ISNAN(c);                                                                       \
-        for (int64_t k = 0; k < n; k++) {                                                          \
-            T v = p[k * rs];                                                                       \
-            if ((A)v == c || (cnan && ISNAN(v))) return k;                                         \
+/* The first index of the extreme (max or min, by BEATS: NaN beats everything, and the first NaN
+ * wins), with the extreme in *val (type A). Rows: the extreme (vectorised), then the first index
+ * holding it, testing blocks of 16 at once. Columns: one pass keeping each column's best value
+ * and index as selects, so it vectorises. An empty range gives index -1. */
+#define DEF_ARGEXT(T, SUF, A, NAME, BEATS, ISNAN)                                                  \
+    static int64_t arg##NAME##_row_##SUF(const T *p, int64_t n, int64_t rs, A *val) {              \
+        T m = NAME##_row_##SUF(p, n, rs);                                                          \
+        *val = (A)m;                                                                               \
+        int64_t k = 0;                                                                             \
+        if (ISNAN(m)) {                                                                            \
+            for (; k < n; k++)                                                                     \
+                if (ISNAN(p[k * rs])) return k;                                                    \
+            return -1;                                                                             \
         }                                                                                          \
+        if (rs == 1)                                                                               \
+            for (; k + 16 <= n; k += 16) {                                                         \
+                int hit = 0;                                                                       \
+                for (int j = 0; j < 16; j++) hit |= p[k + j] == m;                                 \
+                if (hit) break;                                                                    \
+            }                                                                                      \
+        for (; k < n; k++)                                                                         \
+            if (p[k * rs] == m) return k;                                                          \
         return -1;                                                                                 \
     }                                                                                              \
-    static void first_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w, const A *c,          \
-                                int64_t *idx) {                                                    \
-        int64_t left = w;                                                                          \
-        for (int64_t j = 0; j < w; j++) idx[j] = -1;                                               \
-        for (int64_t k = 0; k < n && left > 0; k++) {                                              \
-            const T *q = p + k * rs;                                                               \
-            for (int64_t j = 0; j < w; j++)                                                        \
-                if (idx[j] < 0 && ((A)q[j] == c[j] || (ISNAN(c[j]) && ISNAN(q[j])))) {             \
-                    idx[j] = k;                                                                    \
-                    left--;                                                                        \
-                }                                                                                  \
+    static void arg##NAME##_col_##SUF(const T *p, int64_t n, int64_t rs, int64_t w,                \
+                                      A *restrict val, int64_t *restrict idx) {                    \
+        T best[MAX_TILE];                                                                          \
+        int32_t at[MAX_TILE]; /* 32-bit indices vectorise beside the values; 64-bit do not */      \
+        for (int64_t j = 0; j < w; j++) {                                                          \
+            best[j] = n > 0 ? p[j] : 0;                                                            \
+            idx[j] = n > 0 ? 0 : -1;                                                               \
+            at[j] = 0;                                                                             \
         }                                                                                          \
+        if (n <= INT32_MAX) {                                                                      \
+            for (int32_t k = 1; k < (int32_t)n; k++) {                                             \
+                const T *restrict q = p + k * rs;                                                  \
+                for (int64_t j = 0; j < w; j++) {                                                  \
+                    T v = q[j];                                                                    \
+                    int take = (BEATS(v, best[j]) | ISNAN(v)) & !ISNAN(best[j]);                   \
+                    best[j] = take ? v : best[j];                                                  \
+                    at[j] = take ? k : at[j];                                                      \
+                }                                                                                  \
+            }                                                                                      \
+            for (int64_t j = 0; j < w && n > 0; j++) idx[j] = at[j];                               \
+        } else {                                                                                   \
+            for (int64_t k = 1; k < n; k++) {                                                      \
+                const T *restrict q = p + k * rs;                                                  \
+                for (int64_t j = 0; j < w; j++) {                                                  \
+                    T v = q[j];                                                                    \
+                    int take = (BEATS(v, best[j]) | ISNAN(v)) & !ISNAN(best[j]);                   \
+                    best[j] = take ? v : best[j];                                                  \
+                    idx[j] = take ? k : idx[j];                                                    \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int64_t j = 0; j < w; j++) val[j] = (A)best[j];                                       \
     }
 
 /* Integer sum and product, in 64 bits modulo 2^64 (unsigned: wrapping is defined). */
@@ -285,7 +319,9 @@ static inline float exp_f32(float x) {
 
 /* ---- reduction items ------------------------------------------------------------------------- */
 
-typedef enum prim { P_NONE, P_SUM, P_SUMSQ, P_SUMEXP, P_PROD, P_MAX, P_MIN, P_FIRST } prim;
+typedef enum prim {
+    P_NONE, P_SUM, P_SUMSQ, P_SUMEXP, P_PROD, P_MAX, P_MIN, P_ARGMAX, P_ARGMIN
+} prim;
 
 typedef struct rctx {
     cn_op op;
@@ -318,25 +354,29 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
             int t = thread_id(), nt = thread_count();                                              \
             int64_t k0 = r->n * t / nt, k1 = r->n * (t + 1) / nt;                                  \
             pass_##SUF(r, k, p + k0 * r->rs, k1 - k0, w, c, part[t], pidx[t]);                     \
-            if (k == P_FIRST)                                                                      \
+            if (k == P_ARGMAX || k == P_ARGMIN)                                                    \
                 for (int64_t j = 0; j < w; j++)                                                    \
                     if (pidx[t][j] >= 0) pidx[t][j] += k0;                                         \
             if (t == 0) used = nt;                                                                 \
         }                                                                                          \
         for (int64_t j = 0; j < w; j++) {                                                          \
-            if (k == P_FIRST) {                                                                    \
-                idx[j] = -1;                                                                       \
-                for (int t = 0; t < used && idx[j] < 0; t++) idx[j] = pidx[t][j];                  \
-            } else {                                                                               \
-                acc[j] = part[0][j];                                                               \
-                for (int t = 1; t < used; t++) acc[j] = combine_##SUF(k, acc[j], part[t][j]);      \
+            acc[j] = part[0][j];                                                                   \
+            idx[j] = pidx[0][j];                                                                   \
+            for (int t = 1; t < used; t++) {                                                       \
+                if (k != P_ARGMAX && k != P_ARGMIN) {                                              \
+                    acc[j] = combine_##SUF(k, acc[j], part[t][j]);                                 \
+                } else if (pidx[t][j] >= 0 &&                                                      \
+                           (idx[j] < 0 || beats_##SUF(k, part[t][j], acc[j]))) {                   \
+                    acc[j] = part[t][j]; /* a later chunk wins only when strictly better */        \
+                    idx[j] = pidx[t][j];                                                           \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
     static void item_##SUF(const rctx *r, const char *x, int64_t w, char *y) {                     \
         const T *p = (const T *)x;                                                                 \
-        A acc1[TILE], acc2[TILE], c[TILE];                                                         \
-        int64_t idx[TILE];                                                                         \
+        A acc1[MAX_TILE], acc2[MAX_TILE], c[MAX_TILE];                                             \
+        int64_t idx[MAX_TILE];                                                                     \
         run_pass_##SUF(r, r->p1, p, w, NULL, acc1, idx);                                           \
         if (r->p2 != P_NONE) {                                                                     \
             for (int64_t j = 0; j < w; j++) c[j] = between_##SUF(r, acc1[j]);                      \
@@ -353,7 +393,8 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
     DEF_PROD(T, SUF, LANES)                                                                        \
     DEF_EXTREME(T, SUF, max, max, ABOVE, ISNAN_F, (T)-INFINITY)                                    \
     DEF_EXTREME(T, SUF, min, min, BELOW, ISNAN_F, (T)INFINITY)                                     \
-    DEF_FIRST(T, SUF, T, ISNAN_F)                                                                  \
+    DEF_ARGEXT(T, SUF, T, max, ABOVE, ISNAN_F)                                                     \
+    DEF_ARGEXT(T, SUF, T, min, BELOW, ISNAN_F)                                                     \
     static void pass_##SUF(const rctx *r, prim k, const T *p, int64_t n, int64_t w, const T *c,    \
                            T *acc, int64_t *idx) {                                                 \
         int64_t rs = r->rs, cs = r->cs;                                                            \
@@ -365,7 +406,8 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
             case P_PROD: prod_col_##SUF(p, n, rs, w, acc); break;                                  \
             case P_MAX: max_col_##SUF(p, n, rs, w, acc); break;                                    \
             case P_MIN: min_col_##SUF(p, n, rs, w, acc); break;                                    \
-            case P_FIRST: first_col_##SUF(p, n, rs, w, c, idx); break;                             \
+            case P_ARGMAX: argmax_col_##SUF(p, n, rs, w, acc, idx); break;                         \
+            case P_ARGMIN: argmin_col_##SUF(p, n, rs, w, acc, idx); break;                         \
             case P_NONE: break;                                                                    \
             }                                                                                      \
             return;                                                                                \
@@ -379,7 +421,8 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
             case P_PROD: acc[j] = prod_row_##SUF(q, n, rs); break;                                 \
             case P_MAX: acc[j] = max_row_##SUF(q, n, rs); break;                                   \
             case P_MIN: acc[j] = min_row_##SUF(q, n, rs); break;                                   \
-            case P_FIRST: idx[j] = first_row_##SUF(q, n, rs, c[j]); break;                         \
+            case P_ARGMAX: idx[j] = argmax_row_##SUF(q, n, rs, &acc[j]); break;                    \
+            case P_ARGMIN: idx[j] = argmin_row_##SUF(q, n, rs, &acc[j]); break;                    \
             case P_NONE: break;                                                                    \
             }                                                                                      \
         }                                                                                          \
@@ -392,12 +435,16 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
         default: return a + b;                                                                     \
         }                                                                                          \
     }                                                                                              \
+    /* b strictly better than a for argmax / argmin (an earlier NaN stays). */                     \
+    static int beats_##SUF(prim k, T b, T a) {                                                     \
+        if (ISNAN_F(a)) return 0;                                                                  \
+        return k == P_ARGMAX ? ABOVE_NAN(b, a) : BELOW_NAN(b, a);                                  \
+    }                                                                                              \
     /* var: deviations from the mean; logsumexp: shift by a finite max (else the result is the     \
-     * max itself, see final); argmax/argmin: look for the extreme. */                             \
+     * max itself, see final). */                                                                  \
     static T between_##SUF(const rctx *r, T a) {                                                   \
         if (r->op == CN_OP_VAR) return (T)((double)a / (double)r->n);                              \
-        if (r->op == CN_OP_LOGSUMEXP) return isfinite(a) ? a : 0;                                  \
-        return a;                                                                                  \
+        return isfinite(a) ? a : 0;                                                                \
     }                                                                                              \
     static void final_##SUF(const rctx *r, const T *a1, const T *a2, const int64_t *idx,           \
                             int64_t w, char *y) {                                                  \
@@ -425,20 +472,29 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
     DEF_INT_ARITH(T, SUF)                                                                          \
     DEF_EXTREME(T, SUF, max, max, ABOVE, ISNAN_I, TMIN)                                            \
     DEF_EXTREME(T, SUF, min, min, BELOW, ISNAN_I, TMAX)                                            \
-    DEF_FIRST(T, SUF, int64_t, ISNAN_I)                                                            \
+    DEF_ARGEXT(T, SUF, int64_t, max, ABOVE, ISNAN_I)                                               \
+    DEF_ARGEXT(T, SUF, int64_t, min, BELOW, ISNAN_I)                                               \
     static void pass_##SUF(const rctx *r, prim k, const T *p, int64_t n, int64_t w,                \
                            const int64_t *c, int64_t *acc, int64_t *idx) {                         \
         int64_t rs = r->rs, cs = r->cs;                                                            \
-        if (r->col && k != P_FIRST) {                                                              \
+        (void)c; /* no two-pass op takes ints */                                                   \
+        if (r->col && (k == P_ARGMAX || k == P_ARGMIN)) {                                          \
+            if (k == P_ARGMAX)                                                                     \
+                argmax_col_##SUF(p, n, rs, w, acc, idx);                                           \
+            else                                                                                   \
+                argmin_col_##SUF(p, n, rs, w, acc, idx);                                           \
+            return;                                                                                \
+        }                                                                                          \
+        if (r->col) {                                                                              \
             if (k == P_SUM || k == P_PROD) {                                                       \
-                uint64_t u[TILE];                                                                  \
+                uint64_t u[MAX_TILE];                                                                  \
                 if (k == P_SUM)                                                                    \
                     sum_col_##SUF(p, n, rs, w, u);                                                 \
                 else                                                                               \
                     prod_col_##SUF(p, n, rs, w, u);                                                \
                 for (int64_t j = 0; j < w; j++) acc[j] = (int64_t)u[j];                            \
             } else {                                                                               \
-                T v[TILE];                                                                         \
+                T v[MAX_TILE];                                                                         \
                 if (k == P_MIN)                                                                    \
                     min_col_##SUF(p, n, rs, w, v);                                                 \
                 else                                                                               \
@@ -447,17 +503,14 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
             }                                                                                      \
             return;                                                                                \
         }                                                                                          \
-        if (r->col) {                                                                              \
-            first_col_##SUF(p, n, rs, w, c, idx);                                                  \
-            return;                                                                                \
-        }                                                                                          \
         for (int64_t j = 0; j < w; j++) {                                                          \
             const T *q = p + j * cs;                                                               \
             switch (k) {                                                                           \
             case P_SUM: acc[j] = (int64_t)sum_row_##SUF(q, n, rs); break;                          \
             case P_PROD: acc[j] = (int64_t)prod_row_##SUF(q, n, rs); break;                        \
             case P_MIN: acc[j] = min_row_##SUF(q, n, rs); break;                                   \
-            case P_FIRST: idx[j] = first_row_##SUF(q, n, rs, c[j]); break;                         \
+            case P_ARGMAX: idx[j] = argmax_row_##SUF(q, n, rs, &acc[j]); break;                    \
+            case P_ARGMIN: idx[j] = argmin_row_##SUF(q, n, rs, &acc[j]); break;                    \
             default: acc[j] = max_row_##SUF(q, n, rs); break;                                      \
             }                                                                                      \
         }                                                                                          \
@@ -469,6 +522,9 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
         case P_MIN: return b < a ? b : a;                                                          \
         default: return b > a ? b : a;                                                             \
         }                                                                                          \
+    }                                                                                              \
+    static int beats_##SUF(prim k, int64_t b, int64_t a) {                                         \
+        return k == P_ARGMAX ? b > a : b < a;                                                      \
     }                                                                                              \
     static int64_t between_##SUF(const rctx *r, int64_t a) {                                       \
         (void)r;                                                                                   \
@@ -549,6 +605,19 @@ static void walker_next(walker *w) {
     }
 }
 
+/* The width of the tiles cutting m adjacent outputs (repeated `outer` times): at most `most`, but
+ * narrow enough that there are `want` items to share among threads, down to `least` (a multiple of
+ * `round`). Column tiles stay wide because each of their rows is one contiguous run of memory. */
+static int64_t pick_tile(int64_t m, int64_t outer, int64_t most, int64_t least, int64_t round,
+                         int want) {
+    int64_t tile = m < most ? m : most;
+    if (outer * ((m + tile - 1) / tile) >= want) return tile;
+    int64_t per = (want + outer - 1) / outer; /* tiles wanted per outer position */
+    int64_t narrow = ((m + per - 1) / per + round - 1) / round * round;
+    if (narrow < least) narrow = least;
+    return narrow < tile ? narrow : tile;
+}
+
 /* Items [begin, end) of a reduction: item i is tile i % ntiles of outer position i / ntiles. */
 typedef struct rplan {
     rctx r;
@@ -583,21 +652,22 @@ static item_fn reduce_setup(rctx *r, cn_dtype dt) {
     case CN_OP_PROD: r->p1 = P_PROD; break;
     case CN_OP_MAX: r->p1 = P_MAX; break;
     case CN_OP_MIN: r->p1 = P_MIN; break;
-    case CN_OP_ARGMAX: r->p1 = P_MAX, r->p2 = P_FIRST; break;
-    case CN_OP_ARGMIN: r->p1 = P_MIN, r->p2 = P_FIRST; break;
+    case CN_OP_ARGMAX: r->p1 = P_ARGMAX; break;
+    case CN_OP_ARGMIN: r->p1 = P_ARGMIN; break;
     case CN_OP_VAR: r->p1 = P_SUM, r->p2 = P_SUMSQ; break;
     case CN_OP_LOGSUMEXP: r->p1 = P_MAX, r->p2 = P_SUMEXP; break;
     default: return NULL;
     }
     int float_only = r->op == CN_OP_MEAN || r->op == CN_OP_VAR || r->op == CN_OP_LOGSUMEXP;
-    int extreme = r->p1 == P_MAX || r->p1 == P_MIN;
+    int extreme = r->op == CN_OP_MAX || r->op == CN_OP_MIN || r->op == CN_OP_ARGMAX ||
+                  r->op == CN_OP_ARGMIN;
     switch (dt) {
     case CN_F32: return item_f32;
     case CN_F64: return item_f64;
     case CN_I32: return float_only ? NULL : item_i32;
     case CN_I64: return float_only ? NULL : item_i64;
     case CN_U8: return float_only ? NULL : item_u8;
-    case CN_BOOL: return extreme && r->op != CN_OP_LOGSUMEXP ? item_u8 : NULL;
+    case CN_BOOL: return extreme ? item_u8 : NULL;
     default: return NULL;
     }
 }
@@ -627,7 +697,8 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
                             x->ndim);
     r->n = x->ndim > 0 ? x->shape[dim] : 1;
     r->rs = x->ndim > 0 ? x->strides[dim] : 0;
-    if (r->n == 0 && (r->p1 == P_MAX || r->p1 == P_MIN) && r->op != CN_OP_LOGSUMEXP)
+    if (r->n == 0 && (r->op == CN_OP_MAX || r->op == CN_OP_MIN || r->op == CN_OP_ARGMAX ||
+                      r->op == CN_OP_ARGMIN))
         return cn_set_error(CN_ERR_SHAPE, name, "the reduced dim %d is empty, and an empty set "
                             "has no %s", dim, name);
 
@@ -647,12 +718,14 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
     pl.y = (char *)y->data;
     pl.in_size = cn_dtype_size(x->dtype);
     pl.out_size = cn_dtype_size(y->dtype);
-    pl.tile = pl.m < TILE ? pl.m : TILE;
+    int nt = max_threads();
+    int parallel = nt > 1 && count * (r->n > 0 ? r->n : 1) >= CPU_PARALLEL_GRAIN;
+    pl.tile = pick_tile(pl.m, count / pl.m, MAX_TILE, r->col ? 64 : 1, r->col ? 16 : 1,
+                        parallel ? nt : 1);
     pl.ntiles = (pl.m + pl.tile - 1) / pl.tile;
     int64_t items = count / pl.m * pl.ntiles;
 
-    int nt = max_threads();
-    if (nt == 1 || count * (r->n > 0 ? r->n : 1) < CPU_PARALLEL_GRAIN) {
+    if (!parallel) {
         reduce_items(&pl, 0, items);
     } else if (items >= nt || r->n < 2 * nt) {
 #pragma omp parallel
@@ -732,7 +805,7 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
     static void expsum_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w,                     \
                                  const T *restrict mx, T *y, int64_t ys, T *restrict acc) {        \
         if (n > COL_BLOCK) {                                                                       \
-            T tmp[TILE];                                                                           \
+            T tmp[MAX_TILE];                                                                           \
             int64_t h = n / 2;                                                                     \
             expsum_col_##SUF(x, h, xs, w, mx, y, ys, acc);                                         \
             expsum_col_##SUF(x + h * xs, n - h, xs, w, mx, y + h * ys, ys, tmp);                   \
@@ -754,7 +827,7 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
     CPU_CLONES                                                                                     \
     static void softmax_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w, T *y,              \
                                   int64_t ys, int lg) {                                            \
-        T mx[TILE], s[TILE];                                                                       \
+        T mx[MAX_TILE], s[MAX_TILE];                                                                       \
         if (w <= 0) return;                                                                        \
         max_col_##SUF(x, n, xs, w, mx);                                                            \
         if (lg) {                                                                                  \
@@ -863,18 +936,21 @@ cn_status cpu_softmax(const cn_kernel_args *a) {
         pl.wk.d.nd++;
     }
     pl.col = pl.m > 1 && pl.cs == 1;
-    pl.tile = pl.m < TILE ? pl.m : TILE;
+    int nt = max_threads();
+    int parallel = nt > 1 && numel >= CPU_PARALLEL_GRAIN;
+    int64_t most = MAX_TILE;
     if (pl.col) { /* narrower tiles for long columns, so a tile stays in cache between passes */
-        int64_t fit = SOFTMAX_TILE_BYTES / (pl.n * (int64_t)cn_dtype_size(x->dtype));
-        fit = fit < 16 ? 16 : fit / 16 * 16;
-        if (pl.tile > fit) pl.tile = fit;
+        most = SOFTMAX_TILE_BYTES / (pl.n * (int64_t)cn_dtype_size(x->dtype));
+        most = most < 16 ? 16 : most > MAX_TILE ? MAX_TILE : most / 16 * 16;
     }
+    pl.tile = pick_tile(pl.m, numel / pl.n / pl.m, most, pl.col ? 16 : 1, pl.col ? 16 : 1,
+                        parallel ? nt : 1);
     pl.ntiles = (pl.m + pl.tile - 1) / pl.tile;
     pl.x = (const char *)x->data;
     pl.y = (char *)y->data;
     int64_t items = numel / pl.n / pl.m * pl.ntiles;
 
-    if (max_threads() == 1 || numel < CPU_PARALLEL_GRAIN || items == 1) {
+    if (!parallel || items == 1) {
         softmax_items(&pl, 0, items);
         return CN_OK;
     }

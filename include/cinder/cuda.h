@@ -1,0 +1,72 @@
+/* cinder: the CUDA backend's own controls: memory statistics of its caching allocator, the
+ * cache itself, synchronisation and the cuDNN switch.
+ *
+ * Tensors on a GPU are made like any others, on the device "cuda" or "cuda:N" (device.h):
+ *
+ *     cn_device gpu;
+ *     if (cn_device_parse("cuda:0", &gpu) != CN_OK) ...       // no GPU, or no CUDA in this build
+ *     cn_tensor *x = cn_to_device(host_tensor, gpu);
+ *
+ * Kernels run asynchronously on one stream per device, in the order they are called; reading a
+ * tensor (cn_read, cn_to_device to another device) waits for them. Freed device memory goes back
+ * to a cache that later allocations of the same size class reuse (as in PyTorch), so the driver is
+ * asked for memory rarely; cn_cuda_empty_cache returns the cache to the driver.
+ *
+ * These functions exist in every build. Without the CUDA backend compiled in they fail with
+ * CN_ERR_UNKNOWN_DEVICE; on a device index that is not usable here, CN_ERR_DEVICE_UNAVAILABLE. */
+#ifndef CINDER_CUDA_H
+#define CINDER_CUDA_H
+
+#include <stdint.h>
+
+#include "cinder/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The caching allocator's counters for one device. Byte counts are for tensor storage and kernel
+ * scratch memory; cuBLAS and cuDNN keep their own workspaces outside the cache. */
+typedef struct cn_cuda_memory_stats_t {
+    int64_t bytes_in_use;        /* bytes of live allocations, as requested */
+    int64_t peak_bytes_in_use;   /* high-water mark of bytes_in_use (since start or reset) */
+    int64_t bytes_cached;        /* bytes in freed blocks that the cache keeps for reuse */
+    int64_t bytes_reserved;      /* bytes held from the driver: live blocks (rounded up to their
+                                  * size class) plus cached blocks */
+    int64_t peak_bytes_reserved; /* high-water mark of bytes_reserved */
+    int64_t alloc_count;         /* allocations served */
+    int64_t cache_hits;          /* of those, served from the cache without the driver */
+    int64_t driver_allocs;       /* cudaMalloc calls that succeeded */
+    int64_t driver_frees;        /* cudaFree calls (cache emptied, or an OOM retry) */
+    int64_t oom_count;           /* allocations that failed even after emptying the cache */
+} cn_cuda_memory_stats_t;
+
+/* Writes device `device`'s allocator counters into *out. */
+cn_status cn_cuda_memory_stats(int device, cn_cuda_memory_stats_t *out);
+
+/* Sets the peaks to the current values. */
+cn_status cn_cuda_reset_peak_memory_stats(int device);
+
+/* Waits for the device's queued work, then returns every cached block to the driver. Live
+ * tensors are untouched. */
+cn_status cn_cuda_empty_cache(int device);
+
+/* Waits until every kernel queued on the device has finished. An error of an earlier
+ * asynchronous kernel is reported here (CN_ERR_BACKEND, with CUDA's message). */
+cn_status cn_cuda_synchronize(int device);
+
+/* Whether convolutions may use cuDNN (when cinder was built with it): 1 = yes (the default),
+ * 0 = use cinder's own im2col + cuBLAS kernels. Returns the previous setting. Process-wide. */
+int cn_cuda_set_cudnn_enabled(int enabled);
+
+/* Non-zero when this build has the CUDA backend and it was linked with cuDNN. */
+int cn_cuda_cudnn_compiled(void);
+
+/* Why the CUDA backend sees no device ("" when it sees one): CUDA's message from
+ * cudaGetDeviceCount, or a note that the backend is not compiled in. */
+const char *cn_cuda_unavailable_reason(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,348 @@
+/* cinder: neural-network building blocks in plain C: modules, initialisers, losses, optimizers,
+ * learning-rate schedules and gradient clipping, with PyTorch's semantics (torch.nn, torch.optim).
+ *
+ *     cn_device dev = cn_autodiff(cn_cpu());
+ *     cn_generator gen = cn_generator_new(0);
+ *     cn_module *net = cn_sequential_new((cn_module *[]){
+ *         cn_linear_new(784, 128, 1, dev, CN_F32, &gen),
+ *         cn_activation_new(CN_ACT_RELU),
+ *         cn_linear_new(128, 10, 1, dev, CN_F32, &gen)}, 3);
+ *     int n;
+ *     const cn_param *params = cn_module_params(net, &n);
+ *     cn_optimizer *opt = cn_adamw_new(params, n, 1e-3, 0.9, 0.999, 1e-8, 0.01);
+ *     for (...) {
+ *         cn_scope_begin();
+ *         cn_tensor *loss = cn_cross_entropy(cn_module_forward(net, x), labels, 0.0);
+ *         cn_grads *g = cn_backward(loss);
+ *         cn_clip_grad_norm(g, params, n, 1.0);
+ *         cn_optimizer_step(opt, g);
+ *         cn_grads_free(g);                  // "zero_grad": gradients live in g only
+ *         cn_scope_end();
+ *     }
+ *     cn_optimizer_free(opt);
+ *     cn_module_free(net);
+ *
+ * Ownership: a module owns its parameters and buffers (no scope owns them, so they survive the
+ * scopes of a training loop); an optimizer owns its state (momentum buffers, Adam moments) the
+ * same way. Tensors that forward passes and losses return follow the usual rule (memory.h): one
+ * reference for the caller, owned by the innermost open scope; their intermediates are released
+ * before the call returns.
+ *
+ * Errors follow error.h: calls returning a pointer return NULL with the error set; a NULL module
+ * or tensor argument keeps an earlier error, so chains can be checked once at the end. */
+#ifndef CINDER_NN_H
+#define CINDER_NN_H
+
+#include <stdint.h>
+
+#include "cinder/autodiff.h"
+#include "cinder/device.h"
+#include "cinder/error.h"
+#include "cinder/ops.h"
+#include "cinder/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- parameters and modules ------------------------------------------------------------------ */
+
+/* A named tensor of a module: a parameter (what optimizers update) or a buffer (state that is not
+ * trained, such as BatchNorm's running statistics). Names are PyTorch's state_dict keys:
+ * "weight", "bias", and "<child>.<name>" inside containers ("0.weight", "2.bias", "1.0.weight"
+ * for nested containers). Both the name and the tensor are borrowed from the module. */
+typedef struct cn_param {
+    const char *name;
+    cn_tensor *tensor;
+} cn_param;
+
+typedef struct cn_module cn_module;
+
+/* What a kind of module does. Built-in modules use their own; a program defines new modules with
+ * cn_module_new and a vtable of its own (usually a static const). */
+typedef struct cn_module_vtable {
+    /* the kind's name, as PyTorch spells the class ("Linear"); used in messages */
+    const char *kind;
+    /* y = f(x). Runs inside a scope that cn_module_forward opens, so everything it makes may be
+     * left to that scope; it must return an op's result made in the call (never x itself or a
+     * parameter), or NULL with the error set. Reads its state with cn_module_state and its mode
+     * with cn_module_is_training. */
+    cn_tensor *(*forward)(cn_module *m, cn_tensor *x);
+    /* optional: called by cn_module_train after the module's flag has changed */
+    void (*set_training)(cn_module *m, int on);
+    /* optional: frees the state given to cn_module_new (parameters are released separately) */
+    void (*free_state)(void *state);
+} cn_module_vtable;
+
+/* A new module of kind `vt` (borrowed: it must outlive the module) with private `state` (owned:
+ * passed to vt->free_state when the module is freed, also when this call fails). Starts in
+ * training mode with no parameters; add them with cn_module_add_param. */
+cn_module *cn_module_new(const cn_module_vtable *vt, void *state);
+
+/* Registers `t` as the parameter `name` (copied; no '.'; unique in m). The module takes over the
+ * caller's reference, also when t is scope-owned (the scope lets go of it) and also on failure
+ * (t is released then). A parameter that should be trained must be a leaf (cn_require_grad) on
+ * an autodiff device. Register parameters before adding the module to a container. */
+cn_status cn_module_add_param(cn_module *m, const char *name, cn_tensor *t);
+
+/* The same for a buffer (state saved with the module but not trained). */
+cn_status cn_module_add_buffer(cn_module *m, const char *name, cn_tensor *t);
+
+/* Adds `child` (owned from now on, also on failure, when it is freed) under `name`: its
+ * parameters and buffers appear in m's as "<name>.<its name>", and cn_module_train reaches it. */
+cn_status cn_module_add_child(cn_module *m, const char *name, cn_module *child);
+
+/* The state given to cn_module_new; the kind's vtable. */
+void *cn_module_state(const cn_module *m);
+const char *cn_module_kind(const cn_module *m);
+
+/* y = m(x): a new tensor (NULL with the error set on failure). Intermediates are released before
+ * it returns; tracked parameters make y tracked, so cn_backward reaches them. */
+cn_tensor *cn_module_forward(cn_module *m, cn_tensor *x);
+
+/* The module's parameters, its own first, then each child's in the order added (recursively),
+ * named as above; *count receives their number. The array is the module's: valid until the next
+ * cn_module_params call on m or cn_module_free(m). NULL (count 0) on failure. */
+const cn_param *cn_module_params(cn_module *m, int *count);
+
+/* The same for buffers (BatchNorm: "running_mean", "running_var", "num_batches_tracked"). */
+const cn_param *cn_module_buffers(cn_module *m, int *count);
+
+/* The parameter or buffer called `name` ("0.weight"), borrowed; NULL with CN_ERR_INVALID_ARG when
+ * m has none of that name. */
+cn_tensor *cn_module_find(cn_module *m, const char *name);
+
+/* Children: their number, and child i (borrowed; NULL with CN_ERR_INVALID_ARG out of range). */
+int cn_module_child_count(const cn_module *m);
+cn_module *cn_module_child(const cn_module *m, int i);
+
+/* Training mode (on != 0) or evaluation mode (on = 0), for m and all its children, like
+ * torch's module.train(on) / module.eval(). Dropout and BatchNorm behave differently in each.
+ * Modules start in training mode. */
+void cn_module_train(cn_module *m, int on);
+int cn_module_is_training(const cn_module *m);
+
+/* Frees m, its children, and its parameters and buffers (tensors other code still references
+ * stay alive). NULL-safe. */
+void cn_module_free(cn_module *m);
+
+/* ---- layers ----------------------------------------------------------------------------------
+ *
+ * Constructors put parameters on `device` in `dtype` (a float dtype). On an autodiff device
+ * (cn_autodiff(cn_cpu()) for training) parameters are leaves that require grad; on a concrete
+ * device they are plain tensors, for inference. `gen` draws the initial values and advances;
+ * modules made from the same seed in the same order get the same numbers. */
+
+/* y = x W^T + b (torch.nn.Linear). x: [..., in] -> [..., out]. W: "weight" [out, in], b: "bias"
+ * [out] when bias != 0. Both drawn from U(-1/sqrt(in), 1/sqrt(in)), PyTorch's default (Kaiming
+ * uniform with a = sqrt(5) for W). */
+cn_module *cn_linear_new(int64_t in_features, int64_t out_features, int bias, cn_device device,
+                         cn_dtype dtype, cn_generator *gen);
+
+/* 2-D convolution (torch.nn.Conv2d). x: [N, in, H, W] -> [N, out, OH, OW]. "weight"
+ * [out, in / groups, kh, kw], "bias" [out] when bias != 0; both from U(-1/sqrt(fan_in),
+ * 1/sqrt(fan_in)), fan_in = in / groups * kh * kw. p: stride, padding, dilation and groups as in
+ * cn_conv2d (NULL: stride 1, no padding, one group); in and out must be multiples of groups. */
+cn_module *cn_conv2d_new(int64_t in_channels, int64_t out_channels, int64_t kernel_h,
+                         int64_t kernel_w, const cn_conv2d_params *p, int bias, cn_device device,
+                         cn_dtype dtype, cn_generator *gen);
+
+/* Pooling over [N, C, H, W] (torch.nn.MaxPool2d / AvgPool2d), as cn_max_pool2d / cn_avg_pool2d
+ * with the parameters copied from p. No parameters. */
+cn_module *cn_max_pool2d_new(const cn_pool2d_params *p);
+cn_module *cn_avg_pool2d_new(const cn_pool2d_params *p);
+
+/* Flattens dims start_dim..end_dim (inclusive, negative counting from the end) into one
+ * (torch.nn.Flatten; PyTorch's default is start_dim 1, end_dim -1: [N, C, H, W] -> [N, C*H*W]). */
+cn_module *cn_flatten_new(int start_dim, int end_dim);
+
+/* Dropout (torch.nn.Dropout), 0 <= p <= 1. In training mode each element is zeroed with
+ * probability p and the survivors are scaled by 1 / (1 - p), so the expectation is unchanged (p =
+ * 1 zeroes everything); the mask is drawn with cn_rand_uniform from the module's own copy of
+ * *gen (which is not advanced). In evaluation mode it is the identity. */
+cn_module *cn_dropout_new(double p, cn_generator *gen);
+
+/* Batch normalisation (torch.nn.BatchNorm2d: x [N, C, H, W]; BatchNorm1d: x [N, C] or
+ * [N, C, L]), normalising each channel c:
+ *     y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c
+ * In training mode mean_c and var_c are the batch's (over every dim but 1; var biased, i.e.
+ * divided by n = numel / C), and the buffers are updated under no-grad mode:
+ *     running_mean = (1 - momentum) * running_mean + momentum * mean_c
+ *     running_var  = (1 - momentum) * running_var  + momentum * var_c * n / (n - 1)   (unbiased)
+ *     num_batches_tracked += 1
+ * (n = 1 is an error in training mode, as in PyTorch). In evaluation mode the running statistics
+ * are used instead. Parameters "weight" (ones) and "bias" (zeros), [C], when affine != 0;
+ * buffers "running_mean" (zeros) and "running_var" (ones) [C] in dtype, and
+ * "num_batches_tracked" (i64, 0-d). PyTorch's defaults: eps = 1e-5, momentum = 0.1. */
+cn_module *cn_batchnorm2d_new(int64_t num_features, double eps, double momentum, int affine,
+                              cn_device device, cn_dtype dtype);
+cn_module *cn_batchnorm1d_new(int64_t num_features, double eps, double momentum, int affine,
+                              cn_device device, cn_dtype dtype);
+
+/* Layer normalisation over the last `ndim` dims (torch.nn.LayerNorm(normalized_shape)): x's
+ * trailing dims must equal normalized_shape, and each slice over them is normalised with its own
+ * mean and biased variance:  y = (x - mean) / sqrt(var + eps) * weight + bias, with "weight"
+ * (ones) and "bias" (zeros) of shape normalized_shape when elementwise_affine != 0. */
+cn_module *cn_layernorm_new(const int64_t *normalized_shape, int ndim, double eps,
+                            int elementwise_affine, cn_device device, cn_dtype dtype);
+
+/* A lookup table (torch.nn.Embedding): x, integer indices of any shape, each in
+ * [0, num_embeddings), -> x's shape + [embedding_dim], the rows of "weight"
+ * [num_embeddings, embedding_dim], drawn from N(0, 1) like PyTorch. Gradients reach only the rows
+ * looked up (summed when an index repeats). An index out of range is CN_ERR_INDEX. */
+cn_module *cn_embedding_new(int64_t num_embeddings, int64_t embedding_dim, cn_device device,
+                            cn_dtype dtype, cn_generator *gen);
+
+/* Elementwise activations, as modules (the functions are cn_relu, cn_gelu, ... in ops.h). */
+typedef enum cn_activation {
+    CN_ACT_RELU = 0,
+    CN_ACT_GELU = 1,      /* exact: x * Phi(x) (torch.nn.GELU()) */
+    CN_ACT_GELU_TANH = 2, /* tanh approximation (torch.nn.GELU(approximate="tanh")) */
+    CN_ACT_TANH = 3,
+    CN_ACT_SIGMOID = 4,
+    CN_ACT_SILU = 5,
+    CN_ACT_COUNT
+} cn_activation;
+
+cn_module *cn_activation_new(cn_activation act);
+
+/* A container that applies its modules in order (torch.nn.Sequential): y = mn(...m1(m0(x))).
+ * Takes ownership of all n modules (n >= 0), also when it fails: then the non-NULL ones are freed,
+ * and a NULL entry (a constructor that failed) keeps that constructor's error. Child i is named
+ * "i", so its parameters are "i.weight", ... With no modules it is the identity. */
+cn_module *cn_sequential_new(cn_module *const *modules, int n);
+
+/* ---- initialisers -----------------------------------------------------------------------------
+ *
+ * torch.nn.init's in-place initialisers. Each overwrites t (any float tensor, tracked
+ * parameters included: the write runs under no-grad mode) with values drawn from *gen, which
+ * advances by numel(t). Values are drawn in f64 for f64 tensors and f32 otherwise, then converted
+ * to t's dtype. */
+
+/* fan_in = size(1) * receptive field, fan_out = size(0) * receptive field, where the receptive
+ * field is the product of dims 2..; t needs at least 2 dims (CN_ERR_SHAPE otherwise). */
+cn_status cn_init_fans(const cn_tensor *t, int64_t *fan_in, int64_t *fan_out);
+
+typedef enum cn_fan_mode { CN_FAN_IN = 0, CN_FAN_OUT = 1 } cn_fan_mode;
+
+/* The recommended gain for an activation (torch.nn.init.calculate_gain): relu sqrt(2), tanh 5/3,
+ * sigmoid 1. GELU and SiLU have none in PyTorch: NAN with CN_ERR_INVALID_ARG. */
+double cn_init_gain(cn_activation act);
+
+cn_status cn_init_uniform_(cn_tensor *t, double low, double high, cn_generator *gen);
+cn_status cn_init_normal_(cn_tensor *t, double mean, double std, cn_generator *gen);
+cn_status cn_init_constant_(cn_tensor *t, double value);
+
+/* Kaiming (He) initialisation for a leaky-ReLU with negative slope `a` (a = 0: ReLU):
+ * gain = sqrt(2 / (1 + a^2)), fan = fan_in or fan_out by `mode`;
+ *   uniform: U(-b, b), b = gain * sqrt(3 / fan);   normal: N(0, gain / sqrt(fan)). */
+cn_status cn_init_kaiming_uniform_(cn_tensor *t, double a, cn_fan_mode mode, cn_generator *gen);
+cn_status cn_init_kaiming_normal_(cn_tensor *t, double a, cn_fan_mode mode, cn_generator *gen);
+
+/* Xavier (Glorot) initialisation: std = gain * sqrt(2 / (fan_in + fan_out));
+ *   uniform: U(-b, b), b = sqrt(3) * std;   normal: N(0, std). */
+cn_status cn_init_xavier_uniform_(cn_tensor *t, double gain, cn_generator *gen);
+cn_status cn_init_xavier_normal_(cn_tensor *t, double gain, cn_generator *gen);
+
+/* ---- losses ---------------------------------------------------------------------------------- */
+
+/* Cross-entropy from unnormalised logits (torch.nn.functional.cross_entropy, reduction "mean"),
+ * computed in one pass as log-softmax + negative log-likelihood:
+ *     logp = log_softmax(logits, 1)
+ *     loss = mean_i -( (1 - s) * logp[i, labels[i]] + s * mean_c logp[i, c] )
+ * where s = label_smoothing in [0, 1] (0: plain cross-entropy). logits: [N, C] float; labels:
+ * [N] integer class indices in [0, C) (out of range: CN_ERR_INDEX). Returns a 0-d tensor. */
+cn_tensor *cn_cross_entropy(cn_tensor *logits, cn_tensor *labels, double label_smoothing);
+
+/* Mean squared error, mean((pred - target)^2) over all elements (torch.nn.functional.mse_loss).
+ * pred and target must have the same shape (CN_ERR_SHAPE otherwise: no silent broadcasting). */
+cn_tensor *cn_mse_loss(cn_tensor *pred, cn_tensor *target);
+
+/* ---- optimizers -----------------------------------------------------------------------------
+ *
+ * An optimizer keeps a reference to each parameter it was given and its own state. A step reads
+ * each parameter's gradient from the cn_grads of the last cn_backward (parameters without a
+ * gradient there are skipped, as PyTorch skips p.grad None), computes the new values under
+ * no-grad mode, and writes them into the parameters in place (cn_copy_), so every tensor that
+ * refers to a parameter sees the update. All new values are computed before any is written, so a
+ * step that fails leaves every parameter as it was.
+ *
+ * There is no zero_grad: cn_backward returns fresh gradients in a new cn_grads each time, so
+ * freeing it (cn_grads_free) is zeroing. To accumulate gradients over several backward passes,
+ * add them yourself before the step. */
+typedef struct cn_optimizer cn_optimizer;
+
+/* Stochastic gradient descent (torch.optim.SGD), per parameter p with gradient g:
+ *     g = g + weight_decay * p
+ *     buf = g                                     (first step)
+ *     buf = momentum * buf + (1 - dampening) * g  (later steps)       when momentum != 0
+ *     g = nesterov ? g + momentum * buf : buf                           when momentum != 0
+ *     p = p - lr * g
+ * lr, momentum, dampening, weight_decay >= 0; nesterov needs momentum > 0 and dampening 0.
+ * params: n >= 1 float tensors (usually from cn_module_params). */
+cn_optimizer *cn_sgd_new(const cn_param *params, int n, double lr, double momentum,
+                         double dampening, int nesterov, double weight_decay);
+
+/* AdamW (torch.optim.AdamW): Adam with decoupled weight decay. Per parameter, t counting the
+ * steps in which p had a gradient:
+ *     p = p * (1 - lr * weight_decay)
+ *     m = beta1 * m + (1 - beta1) * g             (m, v start at 0)
+ *     v = beta2 * v + (1 - beta2) * g * g
+ *     p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ * 0 <= beta1, beta2 < 1; lr, eps, weight_decay >= 0. PyTorch's defaults: lr 1e-3, betas
+ * (0.9, 0.999), eps 1e-8, weight_decay 0.01. */
+cn_optimizer *cn_adamw_new(const cn_param *params, int n, double lr, double beta1, double beta2,
+                           double eps, double weight_decay);
+
+/* One update of every parameter that has a gradient in `grads`. */
+cn_status cn_optimizer_step(cn_optimizer *opt, const cn_grads *grads);
+
+/* The learning rate used by the next steps (>= 0; CN_ERR_INVALID_ARG otherwise). */
+cn_status cn_optimizer_set_lr(cn_optimizer *opt, double lr);
+double cn_optimizer_get_lr(const cn_optimizer *opt);
+
+/* Releases the optimizer, its state and its references to the parameters. NULL-safe. */
+void cn_optimizer_free(cn_optimizer *opt);
+
+/* ---- learning-rate schedules ------------------------------------------------------------------
+ *
+ * Closed-form schedules: the learning rate at an epoch is a function of the epoch alone, so a
+ * loop sets it at the start of each epoch:
+ *     cn_lr_schedule s = cn_lr_cosine(0.1, epochs, 0.0);
+ *     for (e = 0; e < epochs; e++) { cn_optimizer_set_lr(opt, cn_lr_schedule_at(&s, e)); ... } */
+typedef enum cn_lr_kind { CN_LR_STEP = 0, CN_LR_COSINE = 1 } cn_lr_kind;
+
+typedef struct cn_lr_schedule {
+    cn_lr_kind kind;
+    double base_lr;
+    int64_t step_size; /* step */
+    double gamma;      /* step */
+    int64_t t_max;     /* cosine */
+    double eta_min;    /* cosine */
+} cn_lr_schedule;
+
+/* torch.optim.lr_scheduler.StepLR: base_lr * gamma^floor(epoch / step_size). */
+cn_lr_schedule cn_lr_step(double base_lr, int64_t step_size, double gamma);
+
+/* torch.optim.lr_scheduler.CosineAnnealingLR in its closed form:
+ * eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / t_max)) / 2 (base_lr at epoch 0, eta_min
+ * at epoch t_max; beyond t_max the cosine continues, rising again). */
+cn_lr_schedule cn_lr_cosine(double base_lr, int64_t t_max, double eta_min);
+
+/* The learning rate at `epoch` (>= 0). NAN with CN_ERR_INVALID_ARG for a negative epoch or a
+ * schedule with step_size or t_max < 1 (or CN_ERR_NULL_ARG for a NULL s). */
+double cn_lr_schedule_at(const cn_lr_schedule *s, int64_t epoch);
+
+/* ---- gradient clipping ------------------------------------------------------------------------ */
+
+/* Clips the gradients of params by their global L2 norm (torch.nn.utils.clip_grad_norm_):
+ *     total = sqrt(sum over params with a gradient in grads of sum(g^2))
+ * and when max_norm / (total + 1e-6) < 1 multiplies each of those gradients by that factor, in
+ * place in `grads`. Returns total (the norm before clipping), or -1 with the error set on failure
+ * (then no gradient was changed). max_norm >= 0. Parameters without a gradient are skipped. */
+double cn_clip_grad_norm(cn_grads *grads, const cn_param *params, int n, double max_norm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

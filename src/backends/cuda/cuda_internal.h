@@ -1,0 +1,195 @@
+/* The CUDA backend's internals, shared by its C files (backend.c, allocator.c, matmul.c,
+ * conv_cudnn.c) and its CUDA files (one per op family). Everything here is C: the .cu files see
+ * it through extern "C".
+ *
+ * Model. Each device has one stream; every kernel, copy and library call of the backend goes on
+ * it, so work runs in call order and a block of freed memory can be handed to the next
+ * allocation at once (the next user is ordered after the last one). Host code waits only where
+ * it needs a value: copy_to_host, synchronize, and the checks that must fail cleanly before a
+ * kernel writes anything (integer division by zero, out-of-range indices). */
+#ifndef CINDER_CUDA_INTERNAL_H
+#define CINDER_CUDA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "cinder/backend.h"
+#include "cinder/cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Devices the backend addresses; more are ignored. */
+#define CU_MAX_DEVICES 16
+
+/* ---- devices (backend.c) ----------------------------------------------------------------------- */
+
+/* Per-device state, made on first use of the device. */
+typedef struct cu_dev {
+    int index;
+    cudaStream_t stream;    /* every operation of the backend on this device */
+    cublasHandle_t blas;    /* bound to stream */
+    void *cudnn;            /* cudnnHandle_t, made on the first cuDNN convolution (conv_cudnn.c) */
+} cu_dev;
+
+/* Makes `device` current on this thread and returns its state, creating it on first use. NULL
+ * with the error set (CN_ERR_DEVICE_UNAVAILABLE, CN_ERR_BACKEND) on failure; op names the caller. */
+cu_dev *cu_device(const char *op, int device);
+
+/* Serialises the creation of library handles that are made lazily (cuDNN). */
+void cu_lock(void);
+void cu_unlock(void);
+
+/* Records a failed CUDA runtime call: CN_ERR_BACKEND (CN_ERR_OUT_OF_MEMORY for an allocation
+ * failure) with CUDA's own message, naming op and what was called. Clears CUDA's non-sticky
+ * error state. Returns the status. */
+cn_status cu_error(const char *op, cudaError_t e, const char *what);
+
+/* CN_OK when e is cudaSuccess, else cu_error. */
+cn_status cu_check(const char *op, cudaError_t e, const char *what);
+
+/* After a kernel launch: reports a launch failure (bad configuration, no kernel image for this
+ * GPU). Errors of the running kernel surface later, at the next synchronisation. */
+cn_status cu_check_launch(const char *op, const char *kernel);
+
+/* Records a failed cuBLAS call (CN_ERR_BACKEND with cuBLAS's status name). */
+cn_status cu_blas_error(const char *op, cublasStatus_t s, const char *what);
+
+/* Waits for the device's stream. */
+cn_status cu_sync(cu_dev *d, const char *op);
+
+/* Reads one int64 from device memory (waits for the stream first). */
+cn_status cu_read_i64(cu_dev *d, const char *op, const int64_t *src, int64_t *out);
+
+/* Kernel scratch memory from the caching allocator (failure injection and OOM handling
+ * included). Free it as soon as the kernels that use it are queued: stream order protects it. */
+cn_status cu_scratch(cu_dev *d, const char *op, size_t nbytes, void **ptr);
+void cu_scratch_free(cu_dev *d, void *ptr);
+
+/* Non-zero when convolutions may use cuDNN (compiled in and not switched off). */
+int cu_cudnn_enabled(void);
+
+/* ---- the caching allocator (allocator.c) -------------------------------------------------------- */
+
+/* Returns a block of at least nbytes (nbytes may be 0) on `device`, which must be current. On a
+ * driver failure the device's cache is emptied and the allocation retried once; then
+ * CN_ERR_OUT_OF_MEMORY with the error set. Counts as one allocation for cn_alloc_fail_after. */
+cn_status cu_cache_alloc(int device, size_t nbytes, void **ptr);
+
+/* Returns ptr (from cu_cache_alloc on this device) to the cache. Never calls the driver. */
+void cu_cache_free(int device, void *ptr);
+
+/* Frees every cached block of `device` (current; its stream idle). */
+cn_status cu_cache_empty(int device);
+
+void cu_cache_stats(int device, cn_cuda_memory_stats_t *out);
+void cu_cache_reset_peaks(int device);
+
+/* ---- shared geometry --------------------------------------------------------------------------- */
+
+/* Up to CU_ITER_MAX_OPS views of one shape (operand 0 the output), with size-1 dims dropped and
+ * dims merged where every operand steps through them as one, exactly as the CPU's iterator does.
+ * Passed by value to elementwise kernels. */
+#define CU_ITER_MAX_OPS 4
+
+typedef struct cu_iter {
+    int nops;
+    int ndim;                                      /* >= 1 */
+    int64_t numel;
+    int64_t shape[CN_MAX_DIMS];
+    int64_t strides[CU_ITER_MAX_OPS][CN_MAX_DIMS]; /* in bytes */
+    int64_t esize[CU_ITER_MAX_OPS];                /* element sizes */
+    char *base[CU_ITER_MAX_OPS];
+} cu_iter;
+
+void cu_iter_init(cu_iter *it, int nops, const cn_view *const *views);
+
+/* Non-zero when every operand of it is dense (one run with unit element stride). */
+int cu_iter_dense(const cu_iter *it);
+
+/* ---- helpers shared across op families --------------------------------------------------------- */
+
+/* copy.cu: dst (any strides) = src (same shape, any strides), converting dtype by the cast
+ * rules when they differ. Queued on d's stream. */
+cn_status cu_copy_view(cu_dev *d, const char *op, const cn_view *dst, const cn_view *src);
+
+/* matmul.c: one (batched) GEMM in cuBLAS's column-major terms:
+ * C_i = op(A_i) op(B_i) + beta C_i, i < batch, with op(X) = X or X^T. A and B have `dtype`
+ * (f32, f64, f16, bf16); C has c_dtype (the same, or f32 to accumulate f16/bf16 products in f32).
+ * f16/bf16 and f32 accumulate in f32 (no TF32), f64 in f64. */
+typedef struct cu_gemm_args {
+    cn_dtype dtype, c_dtype;
+    int trans_a, trans_b;
+    int64_t m, n, k;
+    const void *a;
+    int64_t lda, stride_a;
+    const void *b;
+    int64_t ldb, stride_b;
+    void *c;
+    int64_t ldc, stride_c;
+    int64_t batch;
+    double beta;
+} cu_gemm_args;
+
+cn_status cu_gemm(cu_dev *d, const char *op, const cu_gemm_args *g);
+
+/* conv.cu: checks conv2d's ints and shapes like the CPU kernels do, and fills the geometry. */
+typedef struct cu_conv_geom {
+    int64_t N, C, H, W;
+    int64_t O, KH, KW;
+    int64_t OH, OW, P;
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+    int64_t Cg, Og, K;
+} cu_conv_geom;
+
+cn_status cu_conv_geom_init(cu_conv_geom *g, const char *op, const int64_t *x_shape,
+                            const int64_t *w_shape, const int64_t *out_shape,
+                            const int64_t *ints, int n_ints);
+
+/* conv_cudnn.c: the cuDNN versions of the three convolution kernels. Each returns CN_OK when
+ * cuDNN did the work, 1 (with no error set) when cuDNN cannot take this case so that the caller
+ * falls back to its own kernels, or an error status. */
+#define CU_NOT_HANDLED ((cn_status)1)
+cn_status cu_cudnn_conv_forward(cu_dev *d, const cn_kernel_args *a, const cu_conv_geom *g);
+cn_status cu_cudnn_conv_backward_input(cu_dev *d, const cn_kernel_args *a, const cu_conv_geom *g);
+cn_status cu_cudnn_conv_backward_weight(cu_dev *d, const cn_kernel_args *a,
+                                        const cu_conv_geom *g);
+
+/* ---- kernels, by file ---------------------------------------------------------------------------- */
+/* elementwise.cu */
+cn_status cuda_unary(const cn_kernel_args *a);
+cn_status cuda_scalar(const cn_kernel_args *a);
+cn_status cuda_binary(const cn_kernel_args *a);
+cn_status cuda_compare(const cn_kernel_args *a);
+cn_status cuda_logical(const cn_kernel_args *a);
+cn_status cuda_where(const cn_kernel_args *a);
+/* copy.cu */
+cn_status cuda_cast(const cn_kernel_args *a); /* also serves CN_OP_COPY */
+cn_status cuda_fill(const cn_kernel_args *a);
+cn_status cuda_rand(const cn_kernel_args *a);
+/* reduce.cu */
+cn_status cuda_reduce(const cn_kernel_args *a);
+cn_status cuda_softmax(const cn_kernel_args *a);
+/* matmul.c */
+cn_status cuda_matmul(const cn_kernel_args *a);
+/* index.cu */
+cn_status cuda_gather(const cn_kernel_args *a);
+cn_status cuda_scatter_add(const cn_kernel_args *a);
+cn_status cuda_index_select(const cn_kernel_args *a);
+cn_status cuda_one_hot(const cn_kernel_args *a);
+/* conv.cu */
+cn_status cuda_conv2d(const cn_kernel_args *a);
+cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);
+cn_status cuda_conv2d_backward_weight(const cn_kernel_args *a);
+/* pool.cu */
+cn_status cuda_pool2d(const cn_kernel_args *a);          /* max and avg */
+cn_status cuda_pool2d_backward(const cn_kernel_args *a); /* max and avg */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

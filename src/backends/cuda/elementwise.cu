@@ -1,0 +1,504 @@
+/* CUDA elementwise kernels: unary, scalar, binary, comparison, logic and where, plus the strided
+ * iterator they share (the same dim-merging as the CPU's strided.c).
+ *
+ * Semantics follow the CPU kernels (cpu/elementwise.c): integer arithmetic wraps, integer
+ * division truncates and fails cleanly on a zero divisor, float maximum/minimum propagate NaN,
+ * clamp lets NaN through. f16 and bf16, which the CPU kernels do not take, are computed in float
+ * and rounded once on store.
+ *
+ * One kernel per op family and compute type (float, double, int64); the op is a launch-uniform
+ * switch inside the loop. */
+#include <math.h>
+
+#include "backends/cuda/common.cuh"
+#include "cinder/ops.h" /* cn_gelu_approx */
+
+/* ---- the iterator (host) ------------------------------------------------------------------------ */
+
+extern "C" void cu_iter_init(cu_iter *it, int nops, const cn_view *const *views) {
+    const cn_view *out = views[0];
+    it->nops = nops;
+    it->numel = 1;
+    for (int d = 0; d < out->ndim; d++)
+        if (out->shape[d] == 0) it->numel = 0;
+    for (int d = 0; it->numel && d < out->ndim; d++) it->numel *= out->shape[d];
+    for (int k = 0; k < CU_ITER_MAX_OPS; k++) {
+        it->base[k] = k < nops ? (char *)views[k]->data : 0;
+        it->esize[k] = k < nops ? (int64_t)cn_dtype_size(views[k]->dtype) : 0;
+    }
+    for (int k = 0; k < CU_ITER_MAX_OPS; k++)
+        for (int d = 0; d < CN_MAX_DIMS; d++) it->strides[k][d] = 0;
+    for (int d = 0; d < CN_MAX_DIMS; d++) it->shape[d] = 1;
+    if (it->numel == 0) {
+        it->ndim = 1;
+        it->shape[0] = 0;
+        return;
+    }
+    /* drop size-1 dims; merge dim d into d+1 when every operand steps through both as one */
+    int nd = 0;
+    for (int d = 0; d < out->ndim; d++) {
+        if (out->shape[d] == 1) continue;
+        it->shape[nd] = out->shape[d];
+        for (int k = 0; k < nops; k++)
+            it->strides[k][nd] = views[k]->strides[d] * it->esize[k];
+        if (nd > 0) {
+            int mergeable = 1;
+            for (int k = 0; k < nops; k++)
+                if (it->strides[k][nd - 1] != it->strides[k][nd] * it->shape[nd]) mergeable = 0;
+            if (mergeable) {
+                it->shape[nd - 1] *= it->shape[nd];
+                for (int k = 0; k < nops; k++) it->strides[k][nd - 1] = it->strides[k][nd];
+                it->shape[nd] = 1;
+                continue;
+            }
+        }
+        nd++;
+    }
+    if (nd == 0) { /* a scalar, or all dims of size 1 */
+        it->shape[0] = 1;
+        for (int k = 0; k < nops; k++) it->strides[k][0] = 0;
+        nd = 1;
+    }
+    for (int d = nd; d < CN_MAX_DIMS; d++) {
+        it->shape[d] = 1;
+        for (int k = 0; k < CU_ITER_MAX_OPS; k++) it->strides[k][d] = 0;
+    }
+    it->ndim = nd;
+}
+
+extern "C" int cu_iter_dense(const cu_iter *it) {
+    if (it->ndim != 1) return 0;
+    if (it->shape[0] <= 1) return 1; /* one element is dense whatever its (zero) strides */
+    for (int k = 0; k < it->nops; k++)
+        if (it->strides[k][0] != it->esize[k]) return 0;
+    return 1;
+}
+
+/* ---- scalar math, overloaded for float and double ---------------------------------------------- */
+
+#define CU_MATH1(name, f32, f64)                                                                 \
+    __device__ __forceinline__ float name(float x) { return f32(x); }                           \
+    __device__ __forceinline__ double name(double x) { return f64(x); }
+CU_MATH1(m_exp, expf, exp)
+CU_MATH1(m_log, logf, log)
+CU_MATH1(m_log1p, log1pf, log1p)
+CU_MATH1(m_sqrt, sqrtf, sqrt)
+CU_MATH1(m_sin, sinf, sin)
+CU_MATH1(m_cos, cosf, cos)
+CU_MATH1(m_tanh, tanhf, tanh)
+CU_MATH1(m_erf, erff, erf)
+CU_MATH1(m_fabs, fabsf, fabs)
+__device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
+
+/* Numerically stable logistic: exp only sees -|x|. */
+template <typename T> __device__ __forceinline__ T sigmoid(T x) {
+    T e = m_exp(-m_fabs(x));
+    T r = (T)1 / ((T)1 + e);
+    return x >= (T)0 ? r : e * r;
+}
+
+template <typename T> __device__ __forceinline__ T gelu(T x, int tanh_form) {
+    if (tanh_form)
+        return (T)0.5 * x *
+               ((T)1 + m_tanh((T)0.797884560802865356 * (x + (T)0.044715 * x * x * x)));
+    return (T)0.5 * x * ((T)1 + m_erf(x * (T)0.707106781186547524));
+}
+
+/* ---- kernels ----------------------------------------------------------------------------------- */
+
+/* What a kernel needs besides the iterator. */
+typedef struct ew_params {
+    int op;
+    int gelu_tanh;
+    int dt_out, dt_in; /* dt_in: the (shared) dtype of the value inputs */
+    double s0, s1;     /* scalar, or lo and hi (floats) */
+    int64_t i0, i1;    /* the same for integers, saturated to the dtype's range */
+} ew_params;
+
+template <typename T> __device__ __forceinline__ T unary_op(int op, T x, int gelu_tanh) {
+    switch (op) {
+    case CN_OP_NEG: return -x;
+    case CN_OP_ABS: return m_fabs(x);
+    case CN_OP_RELU: return x < (T)0 ? (T)0 : x;
+    case CN_OP_EXP: return m_exp(x);
+    case CN_OP_LOG: return m_log(x);
+    case CN_OP_LOG1P: return m_log1p(x);
+    case CN_OP_SQRT: return m_sqrt(x);
+    case CN_OP_RSQRT: return (T)1 / m_sqrt(x);
+    case CN_OP_SIN: return m_sin(x);
+    case CN_OP_COS: return m_cos(x);
+    case CN_OP_TANH: return m_tanh(x);
+    case CN_OP_SIGMOID: return sigmoid(x);
+    case CN_OP_SILU: return x * sigmoid(x);
+    case CN_OP_GELU: return gelu(x, gelu_tanh);
+    default: return m_erf(x); /* CN_OP_ERF */
+    }
+}
+
+template <typename T> __global__ void unary_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[2];
+        cu_offsets<2>(it, i, off);
+        T x = cu_ld<T>(it.base[1] + off[1], p.dt_in);
+        cu_st<T>(it.base[0] + off[0], p.dt_out, unary_op<T>(p.op, x, p.gelu_tanh));
+    }
+}
+
+/* neg, abs, relu on integers: in 64 bits, wrapping (so -INT_MIN is INT_MIN after the store). */
+__global__ void unary_int_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[2];
+        cu_offsets<2>(it, i, off);
+        int64_t x = cu_ld<int64_t>(it.base[1] + off[1], p.dt_in);
+        int64_t neg = (int64_t)(0ull - (uint64_t)x), y;
+        if (p.op == CN_OP_NEG)
+            y = neg;
+        else if (p.op == CN_OP_ABS)
+            y = x < 0 ? neg : x;
+        else
+            y = x < 0 ? 0 : x;
+        cu_st<int64_t>(it.base[0] + off[0], p.dt_out, y);
+    }
+}
+
+template <typename T> __global__ void scalar_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    const T s = (T)p.s0, lo = (T)p.s0, hi = (T)p.s1;
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[2];
+        cu_offsets<2>(it, i, off);
+        T x = cu_ld<T>(it.base[1] + off[1], p.dt_in), y;
+        switch (p.op) {
+        case CN_OP_ADD_SCALAR: y = x + s; break;
+        case CN_OP_MUL_SCALAR: y = x * s; break;
+        case CN_OP_POW_SCALAR: y = m_pow(x, s); break;
+        default: y = x < lo ? lo : (x > hi ? hi : x); break; /* clamp */
+        }
+        cu_st<T>(it.base[0] + off[0], p.dt_out, y);
+    }
+}
+
+__global__ void scalar_int_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[2];
+        cu_offsets<2>(it, i, off);
+        int64_t x = cu_ld<int64_t>(it.base[1] + off[1], p.dt_in), y;
+        switch (p.op) {
+        case CN_OP_ADD_SCALAR: y = (int64_t)((uint64_t)x + (uint64_t)p.i0); break;
+        case CN_OP_MUL_SCALAR: y = (int64_t)((uint64_t)x * (uint64_t)p.i0); break;
+        default: y = x < p.i0 ? p.i0 : (x > p.i1 ? p.i1 : x); break; /* clamp */
+        }
+        cu_st<int64_t>(it.base[0] + off[0], p.dt_out, y);
+    }
+}
+
+template <typename T> __global__ void binary_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[3];
+        cu_offsets<3>(it, i, off);
+        T x = cu_ld<T>(it.base[1] + off[1], p.dt_in), y = cu_ld<T>(it.base[2] + off[2], p.dt_in);
+        T z;
+        switch (p.op) {
+        case CN_OP_ADD: z = x + y; break;
+        case CN_OP_SUB: z = x - y; break;
+        case CN_OP_MUL: z = x * y; break;
+        case CN_OP_DIV: z = x / y; break;
+        case CN_OP_POW: z = m_pow(x, y); break;
+        case CN_OP_MAXIMUM: z = (x != x || x > y) ? x : y; break;
+        default: z = (x != x || x < y) ? x : y; break; /* minimum */
+        }
+        cu_st<T>(it.base[0] + off[0], p.dt_out, z);
+    }
+}
+
+/* Integers in 64 bits; i32 results keep the low 32 bits, which is what 32-bit wrapping gives.
+ * Division: the divisors were checked for zero; x / -1 is negation (wraps at the minimum). */
+__global__ void binary_int_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[3];
+        cu_offsets<3>(it, i, off);
+        int64_t x = cu_ld<int64_t>(it.base[1] + off[1], p.dt_in);
+        int64_t y = cu_ld<int64_t>(it.base[2] + off[2], p.dt_in), z;
+        switch (p.op) {
+        case CN_OP_ADD: z = (int64_t)((uint64_t)x + (uint64_t)y); break;
+        case CN_OP_SUB: z = (int64_t)((uint64_t)x - (uint64_t)y); break;
+        case CN_OP_MUL: z = (int64_t)((uint64_t)x * (uint64_t)y); break;
+        case CN_OP_DIV: z = y == -1 ? (int64_t)(0ull - (uint64_t)x) : (y == 0 ? 0 : x / y); break;
+        case CN_OP_MAXIMUM: z = x > y ? x : y; break;
+        default: z = x < y ? x : y; break; /* minimum */
+        }
+        cu_st<int64_t>(it.base[0] + off[0], p.dt_out, z);
+    }
+}
+
+/* Sets *flag when operand 0 (an integer view) holds a zero. */
+__global__ void find_zero_kernel(const __grid_constant__ cu_iter it, int dt, int64_t *flag) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[1];
+        cu_offsets<1>(it, i, off);
+        if (cu_load_i(it.base[0] + off[0], dt) == 0) *flag = 1;
+    }
+}
+
+template <typename T> __device__ __forceinline__ uint8_t compare_op(int op, T x, T y) {
+    switch (op) {
+    case CN_OP_EQ: return x == y;
+    case CN_OP_NE: return x != y;
+    case CN_OP_LT: return x < y;
+    case CN_OP_LE: return x <= y;
+    case CN_OP_GT: return x > y;
+    default: return x >= y;
+    }
+}
+
+template <typename T> __global__ void compare_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[3];
+        cu_offsets<3>(it, i, off);
+        T x = cu_ld<T>(it.base[1] + off[1], p.dt_in), y = cu_ld<T>(it.base[2] + off[2], p.dt_in);
+        *(uint8_t *)(it.base[0] + off[0]) = compare_op<T>(p.op, x, y);
+    }
+}
+
+__global__ void logical_kernel(const __grid_constant__ cu_iter it, int op) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[3];
+        cu_offsets<3>(it, i, off);
+        uint8_t x = *(const uint8_t *)(it.base[1] + off[1]) != 0, z;
+        if (op == CN_OP_LOGICAL_NOT) {
+            z = !x;
+        } else {
+            uint8_t y = *(const uint8_t *)(it.base[2] + off[2]) != 0;
+            z = op == CN_OP_LOGICAL_AND ? (x & y) : (x | y);
+        }
+        *(uint8_t *)(it.base[0] + off[0]) = z;
+    }
+}
+
+/* out = cond ? a : b, moving es-byte words (any dtype of that size). */
+__global__ void where_kernel(const __grid_constant__ cu_iter it, int es) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[4];
+        cu_offsets<4>(it, i, off);
+        const char *src = *(const uint8_t *)(it.base[1] + off[1]) ? it.base[2] + off[2]
+                                                                   : it.base[3] + off[3];
+        cu_move(it.base[0] + off[0], src, es);
+    }
+}
+
+/* ---- host entry points -------------------------------------------------------------------------- */
+
+static int is_float_dt(cn_dtype dt) {
+    return dt == CN_F32 || dt == CN_F64 || dt == CN_F16 || dt == CN_BF16;
+}
+
+static int is_int_dt(cn_dtype dt) { return dt == CN_I32 || dt == CN_I64; }
+
+static cn_status unsupported(const cn_kernel_args *a, cn_dtype dt) {
+    return cn_set_error(CN_ERR_DTYPE, cn_op_name(a->op),
+                        "the cuda kernel does not support dtype %s for this op; cast the input "
+                        "with cn_cast to a supported dtype (f32, f64, f16, bf16, or i32/i64 "
+                        "where allowed)",
+                        cn_dtype_name(dt));
+}
+
+static cn_status wrong_op(const cn_kernel_args *a, const char *kernel) {
+    return cn_set_error(CN_ERR_NO_KERNEL, cn_op_name(a->op),
+                        "%s does not implement this op; fix the cuda backend's kernel table",
+                        kernel);
+}
+
+/* Builds the iterator over out[0] and the n inputs. */
+static void make_iter(cu_iter *it, const cn_kernel_args *a, int n_in) {
+    const cn_view *views[CU_ITER_MAX_OPS] = {&a->out[0]};
+    for (int k = 0; k < n_in; k++) views[k + 1] = &a->in[k];
+    cu_iter_init(it, n_in + 1, views);
+}
+
+/* The float kernel (T float or double) for dtype dt, launched over it. */
+#define LAUNCH_FLOAT(KERNEL, dt, it, p)                                                         \
+    do {                                                                                        \
+        if ((dt) == CN_F64)                                                                     \
+            KERNEL<double><<<cu_blocks((it).numel), CU_THREADS, 0, d->stream>>>(it, p);         \
+        else                                                                                    \
+            KERNEL<float><<<cu_blocks((it).numel), CU_THREADS, 0, d->stream>>>(it, p);          \
+    } while (0)
+
+extern "C" cn_status cuda_unary(const cn_kernel_args *a) {
+    if (!((a->op >= CN_OP_NEG && a->op <= CN_OP_GELU) || a->op == CN_OP_ERF))
+        return wrong_op(a, "cuda_unary");
+    cn_dtype dt = a->in[0].dtype;
+    int int_ok = a->op == CN_OP_NEG || a->op == CN_OP_ABS || a->op == CN_OP_RELU;
+    if (!(is_float_dt(dt) || (is_int_dt(dt) && int_ok)) || a->out[0].dtype != dt)
+        return unsupported(a, dt);
+    cu_iter it;
+    make_iter(&it, a, 1);
+    if (it.numel == 0) return CN_OK;
+    cu_dev *d = cu_device(cn_op_name(a->op), a->device);
+    if (!d) return cn_last_status();
+    ew_params p = {};
+    p.op = a->op;
+    p.dt_in = p.dt_out = dt;
+    p.gelu_tanh = a->op == CN_OP_GELU && a->n_ints > 0 && a->ints[0] == CN_GELU_TANH;
+    if (is_int_dt(dt))
+        unary_int_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, p);
+    else
+        LAUNCH_FLOAT(unary_kernel, dt, it, p);
+    return cu_check_launch(cn_op_name(a->op), "unary_kernel");
+}
+
+/* A double truncated toward zero and saturated to [lo, hi]; NaN gives 0 (as on the CPU). */
+static int64_t to_int_sat(double v, int64_t lo, int64_t hi) {
+    if (isnan(v)) return 0;
+    if (v <= (double)lo) return lo;
+    if (v >= (double)hi) return hi;
+    return (int64_t)v;
+}
+
+extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
+    if (a->op < CN_OP_ADD_SCALAR || a->op > CN_OP_CLAMP) return wrong_op(a, "cuda_scalar");
+    cn_dtype dt = a->in[0].dtype;
+    int need = a->op == CN_OP_CLAMP ? 2 : 1;
+    if (!(is_float_dt(dt) || (is_int_dt(dt) && a->op != CN_OP_POW_SCALAR)) ||
+        a->out[0].dtype != dt)
+        return unsupported(a, dt);
+    if (a->n_reals < need)
+        return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
+                            "the kernel needs %d scalar argument(s) but got %d; call the op "
+                            "through its cn_ function",
+                            need, a->n_reals);
+    ew_params p = {};
+    p.op = a->op;
+    p.dt_in = p.dt_out = dt;
+    p.s0 = a->reals[0];
+    p.s1 = need > 1 ? a->reals[1] : 0.0;
+    if (is_int_dt(dt)) { /* the integers inside [lo, hi] for clamp; truncation otherwise */
+        int64_t lo = dt == CN_I32 ? INT32_MIN : INT64_MIN;
+        int64_t hi = dt == CN_I32 ? INT32_MAX : INT64_MAX;
+        if (a->op == CN_OP_CLAMP) {
+            p.i0 = to_int_sat(ceil(p.s0), lo, hi);
+            p.i1 = to_int_sat(floor(p.s1), lo, hi);
+        } else {
+            p.i0 = to_int_sat(p.s0, lo, hi);
+        }
+    }
+    cu_iter it;
+    make_iter(&it, a, 1);
+    if (it.numel == 0) return CN_OK;
+    cu_dev *d = cu_device(cn_op_name(a->op), a->device);
+    if (!d) return cn_last_status();
+    if (is_int_dt(dt))
+        scalar_int_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, p);
+    else
+        LAUNCH_FLOAT(scalar_kernel, dt, it, p);
+    return cu_check_launch(cn_op_name(a->op), "scalar_kernel");
+}
+
+/* Integer division checks every divisor before anything is written, so that a zero divisor is a
+ * clean error as on the CPU (this waits for the GPU). */
+static cn_status check_divisors(cu_dev *d, const cn_kernel_args *a) {
+    const char *op = cn_op_name(a->op);
+    const cn_view *divisor[1] = {&a->in[1]};
+    cu_iter it;
+    cu_iter_init(&it, 1, divisor);
+    if (it.numel == 0) return CN_OK;
+    int64_t *flag;
+    cn_status s = cu_scratch(d, op, sizeof *flag, (void **)&flag);
+    if (s != CN_OK) return s;
+    int64_t found = 0;
+    s = cu_check(op, cudaMemsetAsync(flag, 0, sizeof *flag, d->stream), "cudaMemsetAsync");
+    if (s == CN_OK) {
+        find_zero_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, a->in[1].dtype,
+                                                                            flag);
+        s = cu_check_launch(op, "find_zero_kernel");
+    }
+    if (s == CN_OK) s = cu_read_i64(d, op, flag, &found);
+    cu_scratch_free(d, flag);
+    if (s == CN_OK && found)
+        s = cn_set_error(CN_ERR_INVALID_ARG, op,
+                         "integer division by zero: the divisor (%s) has a zero element; mask "
+                         "the zeros with cn_where, or cast both inputs to a float dtype to get "
+                         "inf/nan instead",
+                         cn_dtype_name(a->in[1].dtype));
+    return s;
+}
+
+extern "C" cn_status cuda_binary(const cn_kernel_args *a) {
+    if (a->op < CN_OP_ADD || a->op > CN_OP_MINIMUM) return wrong_op(a, "cuda_binary");
+    cn_dtype dt = a->in[0].dtype;
+    if (a->in[1].dtype != dt || a->out[0].dtype != dt) return unsupported(a, a->in[1].dtype);
+    if (!(is_float_dt(dt) || (is_int_dt(dt) && a->op != CN_OP_POW))) return unsupported(a, dt);
+    cu_iter it;
+    make_iter(&it, a, 2);
+    if (it.numel == 0) return CN_OK;
+    cu_dev *d = cu_device(cn_op_name(a->op), a->device);
+    if (!d) return cn_last_status();
+    ew_params p = {};
+    p.op = a->op;
+    p.dt_in = p.dt_out = dt;
+    if (is_int_dt(dt)) {
+        if (a->op == CN_OP_DIV) {
+            cn_status s = check_divisors(d, a);
+            if (s != CN_OK) return s;
+        }
+        binary_int_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, p);
+    } else {
+        LAUNCH_FLOAT(binary_kernel, dt, it, p);
+    }
+    return cu_check_launch(cn_op_name(a->op), "binary_kernel");
+}
+
+extern "C" cn_status cuda_compare(const cn_kernel_args *a) {
+    if (a->op < CN_OP_EQ || a->op > CN_OP_GE) return wrong_op(a, "cuda_compare");
+    cn_dtype dt = a->in[0].dtype;
+    if ((int)dt < 0 || dt >= CN_DTYPE_COUNT || a->in[1].dtype != dt ||
+        a->out[0].dtype != CN_BOOL)
+        return unsupported(a, dt);
+    cu_iter it;
+    make_iter(&it, a, 2);
+    if (it.numel == 0) return CN_OK;
+    cu_dev *d = cu_device(cn_op_name(a->op), a->device);
+    if (!d) return cn_last_status();
+    ew_params p = {};
+    p.op = a->op;
+    p.dt_in = dt;
+    p.dt_out = CN_BOOL;
+    unsigned blocks = cu_blocks(it.numel);
+    if (dt == CN_F64)
+        compare_kernel<double><<<blocks, CU_THREADS, 0, d->stream>>>(it, p);
+    else if (is_float_dt(dt)) /* f16/bf16 widen to float exactly */
+        compare_kernel<float><<<blocks, CU_THREADS, 0, d->stream>>>(it, p);
+    else
+        compare_kernel<int64_t><<<blocks, CU_THREADS, 0, d->stream>>>(it, p);
+    return cu_check_launch(cn_op_name(a->op), "compare_kernel");
+}
+
+extern "C" cn_status cuda_logical(const cn_kernel_args *a) {
+    if (a->op < CN_OP_LOGICAL_AND || a->op > CN_OP_LOGICAL_NOT) return wrong_op(a, "cuda_logical");
+    int unary = a->op == CN_OP_LOGICAL_NOT;
+    for (int k = 0; k < (unary ? 1 : 2); k++)
+        if (a->in[k].dtype != CN_BOOL) return unsupported(a, a->in[k].dtype);
+    if (a->out[0].dtype != CN_BOOL) return unsupported(a, a->out[0].dtype);
+    cu_iter it;
+    make_iter(&it, a, unary ? 1 : 2);
+    if (it.numel == 0) return CN_OK;
+    cu_dev *d = cu_device(cn_op_name(a->op), a->device);
+    if (!d) return cn_last_status();
+    logical_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, a->op);
+    return cu_check_launch(cn_op_name(a->op), "logical_kernel");
+}
+
+extern "C" cn_status cuda_where(const cn_kernel_args *a) {
+    cn_dtype dt = a->in[1].dtype;
+    if (a->in[0].dtype != CN_BOOL) return unsupported(a, a->in[0].dtype);
+    if (a->in[2].dtype != dt || a->out[0].dtype != dt) return unsupported(a, a->in[2].dtype);
+    size_t es = cn_dtype_size(dt);
+    if (es == 0) return unsupported(a, dt);
+    cu_iter it;
+    make_iter(&it, a, 3);
+    if (it.numel == 0) return CN_OK;
+    cu_dev *d = cu_device(cn_op_name(a->op), a->device);
+    if (!d) return cn_last_status();
+    where_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, (int)es);
+    return cu_check_launch(cn_op_name(a->op), "where_kernel");
+}

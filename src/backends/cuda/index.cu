@@ -1,0 +1,422 @@
+/* CUDA kernels for indexing: gather, scatter_add, index_select and one_hot.
+ *
+ * As on the CPU (cpu/index.c), every index value is checked against its bound before anything is
+ * written, so a bad index is a clean CN_ERR_INDEX with the CPU's exact message, never an
+ * out-of-bounds access: a first kernel records the lowest row-major position holding a bad value,
+ * and the host reads it back (this waits for the GPU). Elements are moved by size, so the data
+ * kernels serve every dtype. scatter_add gives each thread one line along dim and adds in index
+ * order: deterministic, and equal to the CPU's result. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/common.cuh"
+
+/* ---- helpers ------------------------------------------------------------------------------------ */
+
+/* v itself, or for a 0-d view an equivalent [1] view. */
+static cn_view at_least_1d(const cn_view *v) {
+    cn_view r = *v;
+    if (r.ndim == 0) {
+        r.ndim = 1;
+        r.shape[0] = 1;
+        r.strides[0] = 0;
+    }
+    return r;
+}
+
+static int64_t view_numel(const cn_view *v) {
+    for (int d = 0; d < v->ndim; d++)
+        if (v->shape[d] == 0) return 0;
+    int64_t n = 1;
+    for (int d = 0; d < v->ndim; d++) n *= v->shape[d];
+    return n;
+}
+
+/* Records in *flag (as INT64_MAX - p, so that atomicMax keeps the lowest p) every position p of
+ * the int view whose value lies outside [0, limit). */
+__global__ void find_bad_index_kernel(const __grid_constant__ cu_nd v, const char *data, int dt,
+                                      int64_t n, int64_t limit, unsigned long long *flag) {
+    const int es = dt == CN_I64 ? 8 : (dt == CN_I32 ? 4 : 1);
+    CU_GRID_LOOP(p, n) {
+        int64_t x = cu_load_i(data + cu_nd_offset(v, p) * es, dt);
+        if (x < 0 || x >= limit) atomicMax(flag, (unsigned long long)(INT64_MAX - p));
+    }
+}
+
+/* The row-major position of the first value of idx outside [0, limit) in *bad (-1: none). */
+static cn_status first_bad_index(cu_dev *d, const char *op, const cn_view *idx0, int64_t limit,
+                                 int64_t *bad) {
+    *bad = -1;
+    cn_view v = at_least_1d(idx0);
+    int64_t n = view_numel(&v);
+    if (n == 0) return CN_OK;
+    int64_t *flag;
+    cn_status s = cu_scratch(d, op, sizeof *flag, (void **)&flag);
+    if (s != CN_OK) return s;
+    int64_t found = 0;
+    s = cu_check(op, cudaMemsetAsync(flag, 0, sizeof *flag, d->stream), "cudaMemsetAsync");
+    if (s == CN_OK) {
+        find_bad_index_kernel<<<cu_blocks(n), CU_THREADS, 0, d->stream>>>(
+            cu_nd_of(&v), (const char *)v.data, v.dtype, n, limit, (unsigned long long *)flag);
+        s = cu_check_launch(op, "find_bad_index_kernel");
+    }
+    if (s == CN_OK) s = cu_read_i64(d, op, flag, &found);
+    cu_scratch_free(d, flag);
+    if (s == CN_OK && found) *bad = INT64_MAX - found;
+    return s;
+}
+
+/* Reports the out-of-range value at row-major position pos of idx, worded as the CPU does. */
+static cn_status index_error(cu_dev *d, const char *op, const cn_view *idx, int64_t pos,
+                             const char *bound, int64_t limit, const char *fix) {
+    int64_t coord[CN_MAX_DIMS], off = 0, r = pos;
+    for (int k = idx->ndim - 1; k >= 0; k--) {
+        coord[k] = r % idx->shape[k];
+        r /= idx->shape[k];
+        off += coord[k] * idx->strides[k];
+    }
+    size_t es = cn_dtype_size(idx->dtype);
+    unsigned char raw[8] = {0};
+    cn_status s = cu_check(op,
+                           cudaMemcpyAsync(raw, (const char *)idx->data + off * (int64_t)es, es,
+                                           cudaMemcpyDeviceToHost, d->stream),
+                           "cudaMemcpyAsync");
+    if (s == CN_OK) s = cu_sync(d, op);
+    if (s != CN_OK) return s;
+    long long value;
+    if (idx->dtype == CN_I64) {
+        int64_t v;
+        memcpy(&v, raw, sizeof v);
+        value = v;
+    } else if (idx->dtype == CN_I32) {
+        int32_t v;
+        memcpy(&v, raw, sizeof v);
+        value = v;
+    } else {
+        value = raw[0];
+    }
+    char where[CN_MAX_DIMS * 24 + 4];
+    size_t len = 0;
+    where[len++] = '[';
+    for (int k = 0; k < idx->ndim; k++)
+        len += (size_t)snprintf(where + len, sizeof where - len, "%s%lld", k ? ", " : "",
+                                (long long)coord[k]);
+    snprintf(where + len, sizeof where - len, "]");
+    char range[64];
+    if (limit > 0)
+        snprintf(range, sizeof range, "values must lie in 0..%lld", (long long)(limit - 1));
+    else
+        snprintf(range, sizeof range, "no value is valid for an empty range");
+    return cn_set_error(CN_ERR_INDEX, op,
+                        "index value %lld at position %s is out of range for %s; %s "
+                        "(negative values are not wrapped); %s",
+                        value, where, bound, range, fix);
+}
+
+/* Checks every value of idx against [0, size) for dim `dim` of the indexed tensor. */
+static cn_status check_dim_indices(cu_dev *d, const char *op, const cn_view *idx, int dim,
+                                   int64_t size) {
+    int64_t bad;
+    cn_status s = first_bad_index(d, op, idx, size, &bad);
+    if (s != CN_OK || bad < 0) return s;
+    char bound[64];
+    snprintf(bound, sizeof bound, "dim %d of size %lld", dim, (long long)size);
+    return index_error(d, op, idx, bad, bound, size,
+                       "fix the index values or choose the dim they index");
+}
+
+static cn_status require_i64_index(const char *op, const cn_view *idx) {
+    if (idx->dtype == CN_I64) return CN_OK;
+    return cn_set_error(CN_ERR_DTYPE, op, "index has dtype %s, need i64; convert it with cn_cast",
+                        cn_dtype_name(idx->dtype));
+}
+
+/* ---- gather and index_select ------------------------------------------------------------------ */
+
+typedef struct gather_geom {
+    int nd, dim, es;
+    int64_t n;
+    int64_t shape[CN_MAX_DIMS];                  /* out's */
+    int64_t os[CN_MAX_DIMS], is[CN_MAX_DIMS];    /* out's and the index's strides */
+    int64_t xs[CN_MAX_DIMS];                     /* x's, 0 at dim */
+    int64_t xdim;                                /* x's stride at dim */
+    const char *x;
+    const int64_t *idx;
+    char *out;
+} gather_geom;
+
+/* out[p] = x[p with coordinate dim replaced by the index value at offset sum(p[k] * is[k])]. */
+__global__ void gather_kernel(const __grid_constant__ gather_geom g) {
+    CU_GRID_LOOP(p, g.n) {
+        int64_t r = p, oo = 0, io = 0, xo = 0;
+        for (int k = g.nd - 1; k >= 0; k--) {
+            int64_t q = r / g.shape[k], c = r - q * g.shape[k];
+            r = q;
+            oo += c * g.os[k];
+            io += c * g.is[k];
+            xo += c * g.xs[k];
+        }
+        xo += g.idx[io] * g.xdim;
+        cu_move(g.out + oo * g.es, g.x + xo * g.es, g.es);
+    }
+}
+
+static cn_status launch_gather(cu_dev *d, const char *op, const cn_view *out, const cn_view *x,
+                               int dim, const cn_view *idx, const int64_t *istr) {
+    gather_geom g;
+    memset(&g, 0, sizeof g);
+    g.n = view_numel(out);
+    if (g.n == 0) return CN_OK;
+    g.nd = out->ndim;
+    g.dim = dim;
+    g.es = (int)cn_dtype_size(out->dtype);
+    for (int k = 0; k < out->ndim; k++) {
+        g.shape[k] = out->shape[k];
+        g.os[k] = out->strides[k];
+        g.is[k] = istr[k];
+        g.xs[k] = k == dim ? 0 : x->strides[k];
+    }
+    g.xdim = x->strides[dim];
+    g.x = (const char *)x->data;
+    g.idx = (const int64_t *)idx->data;
+    g.out = (char *)out->data;
+    gather_kernel<<<cu_blocks(g.n), CU_THREADS, 0, d->stream>>>(g);
+    return cu_check_launch(op, "gather_kernel");
+}
+
+/* in = (x, index i64), ints[0] = dim; out has index's shape. */
+extern "C" cn_status cuda_gather(const cn_kernel_args *a) {
+    const char *op = "gather";
+    cn_view x = at_least_1d(&a->in[0]), idx = at_least_1d(&a->in[1]);
+    cn_view out = at_least_1d(&a->out[0]);
+    int dim = (int)a->ints[0];
+    cn_status s = require_i64_index(op, &idx);
+    if (s) return s;
+    if (idx.ndim != x.ndim || out.ndim != idx.ndim || dim < 0 || dim >= x.ndim)
+        return cn_set_error(CN_ERR_SHAPE, op, "index has %d dims and x %d (dim %d); they must "
+                            "match", idx.ndim, x.ndim, dim);
+    for (int k = 0; k < x.ndim; k++)
+        if (out.shape[k] != idx.shape[k] || (k != dim && idx.shape[k] > x.shape[k]))
+            return cn_set_error(CN_ERR_SHAPE, op, "index size %lld at dim %d exceeds x's %lld; "
+                                "shrink the index", (long long)idx.shape[k], k,
+                                (long long)x.shape[k]);
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    s = check_dim_indices(d, op, &a->in[1], dim, x.shape[dim]);
+    if (s) return s;
+    return launch_gather(d, op, &out, &x, dim, &idx, idx.strides);
+}
+
+/* in = (x, index 1-D i64), ints[0] = dim: out[..., i, ...] = x[..., index[i], ...]. */
+extern "C" cn_status cuda_index_select(const cn_kernel_args *a) {
+    const char *op = "index_select";
+    cn_view x = at_least_1d(&a->in[0]), idx = at_least_1d(&a->in[1]);
+    cn_view out = at_least_1d(&a->out[0]);
+    int dim = (int)a->ints[0];
+    cn_status s = require_i64_index(op, &idx);
+    if (s) return s;
+    if (idx.ndim != 1 || out.ndim != x.ndim || dim < 0 || dim >= x.ndim ||
+        out.shape[dim] != idx.shape[0])
+        return cn_set_error(CN_ERR_SHAPE, op, "need a 1-D index whose length is the output's "
+                            "size at dim %d", dim);
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    s = check_dim_indices(d, op, &a->in[1], dim, x.shape[dim]);
+    if (s) return s;
+    int64_t istr[CN_MAX_DIMS] = {0};
+    istr[dim] = idx.strides[0];
+    return launch_gather(d, op, &out, &x, dim, &idx, istr);
+}
+
+/* ---- scatter_add ------------------------------------------------------------------------------ */
+
+typedef struct scatter_geom {
+    int nd, dim, dt, es;
+    int64_t outer, len;
+    int64_t shape[CN_MAX_DIMS];                                   /* the index's */
+    int64_t os[CN_MAX_DIMS], is[CN_MAX_DIMS], ss[CN_MAX_DIMS];    /* strides, os 0 at dim */
+    int64_t odim;                                                 /* out's stride at dim */
+    char *out;
+    const int64_t *idx;
+    const char *src;
+} scatter_geom;
+
+__device__ __forceinline__ void add_into(char *dst, const char *src, int dt) {
+    switch (dt) {
+    case CN_F32: *(float *)dst += *(const float *)src; break;
+    case CN_F64: *(double *)dst += *(const double *)src; break;
+    case CN_I32:
+        *(int32_t *)dst = (int32_t)((uint32_t) * (int32_t *)dst + (uint32_t) * (const int32_t *)src);
+        break;
+    case CN_I64:
+        *(int64_t *)dst = (int64_t)((uint64_t) * (int64_t *)dst + (uint64_t) * (const int64_t *)src);
+        break;
+    default: cu_store_f32(dst, dt, cu_load_f32(dst, dt) + cu_load_f32(src, dt)); break; /* halves */
+    }
+}
+
+/* Thread r owns one line along dim (all index positions that differ only at dim): lines write
+ * disjoint parts of out, and each adds in index order. */
+__global__ void scatter_add_kernel(const __grid_constant__ scatter_geom g) {
+    CU_GRID_LOOP(r, g.outer) {
+        int64_t q = r, oo = 0, io = 0, so = 0;
+        for (int k = g.nd - 1; k >= 0; k--) {
+            if (k == g.dim) continue;
+            int64_t t = q / g.shape[k], c = q - t * g.shape[k];
+            q = t;
+            oo += c * g.os[k];
+            io += c * g.is[k];
+            so += c * g.ss[k];
+        }
+        for (int64_t i = 0; i < g.len; i++) {
+            int64_t target = g.idx[io + i * g.is[g.dim]];
+            add_into(g.out + (oo + target * g.odim) * g.es, g.src + (so + i * g.ss[g.dim]) * g.es,
+                     g.dt);
+        }
+    }
+}
+
+/* in = (x, index i64, src), ints[0] = dim; out = x with src added at the indexed positions. */
+extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
+    const char *op = "scatter_add";
+    cn_view x = at_least_1d(&a->in[0]), idx = at_least_1d(&a->in[1]), src = at_least_1d(&a->in[2]);
+    cn_view out = at_least_1d(&a->out[0]);
+    int dim = (int)a->ints[0];
+    cn_status s = require_i64_index(op, &idx);
+    if (s) return s;
+    cn_dtype dt = out.dtype;
+    if (dt != CN_F32 && dt != CN_F64 && dt != CN_F16 && dt != CN_BF16 && dt != CN_I32 &&
+        dt != CN_I64)
+        return cn_set_error(CN_ERR_DTYPE, op, "x has dtype %s; scatter_add supports f32, f64, "
+                            "f16, bf16, i32 and i64: cast x and src with cn_cast",
+                            cn_dtype_name(dt));
+    if (x.dtype != dt || src.dtype != dt)
+        return cn_set_error(CN_ERR_DTYPE, op, "x is %s and src %s; they must match the output "
+                            "(%s)", cn_dtype_name(x.dtype), cn_dtype_name(src.dtype),
+                            cn_dtype_name(dt));
+    if (idx.ndim != x.ndim || src.ndim != x.ndim || out.ndim != x.ndim || dim < 0 || dim >= x.ndim)
+        return cn_set_error(CN_ERR_SHAPE, op, "x, index and src must have the same number of "
+                            "dims");
+    for (int k = 0; k < x.ndim; k++)
+        if (idx.shape[k] > src.shape[k] || (k != dim && idx.shape[k] > x.shape[k]) ||
+            out.shape[k] != x.shape[k])
+            return cn_set_error(CN_ERR_SHAPE, op, "index size %lld at dim %d exceeds src's or "
+                                "x's; shrink the index", (long long)idx.shape[k], k);
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    s = check_dim_indices(d, op, &a->in[1], dim, x.shape[dim]);
+    if (s) return s;
+    s = cu_copy_view(d, op, &out, &x);
+    if (s) return s;
+
+    int64_t n = view_numel(&idx);
+    if (n == 0) return CN_OK;
+    scatter_geom g;
+    memset(&g, 0, sizeof g);
+    g.nd = idx.ndim;
+    g.dim = dim;
+    g.dt = dt;
+    g.es = (int)cn_dtype_size(dt);
+    g.len = idx.shape[dim];
+    g.outer = n / g.len;
+    for (int k = 0; k < idx.ndim; k++) {
+        g.shape[k] = idx.shape[k];
+        g.os[k] = k == dim ? 0 : out.strides[k];
+        g.is[k] = idx.strides[k];
+        g.ss[k] = src.strides[k];
+    }
+    g.odim = out.strides[dim];
+    g.out = (char *)out.data;
+    g.idx = (const int64_t *)idx.data;
+    g.src = (const char *)src.data;
+    scatter_add_kernel<<<cu_blocks(g.outer), CU_THREADS, 0, d->stream>>>(g);
+    return cu_check_launch(op, "scatter_add_kernel");
+}
+
+/* ---- one_hot ------------------------------------------------------------------------------------ */
+
+typedef struct one_hot_geom {
+    cu_nd idx;                    /* the index view (at least 1-d) */
+    cu_nd out;                    /* the output's first idx.nd dims */
+    int64_t classes, cs, n;       /* n = index elements * classes; cs = out's stride at the end */
+    int dt_idx, es;
+    uint64_t one;                 /* the bytes of 1 in the output dtype */
+    const char *index;
+    char *data;
+} one_hot_geom;
+
+__global__ void one_hot_kernel(const __grid_constant__ one_hot_geom g) {
+    const int ies = g.dt_idx == CN_I64 ? 8 : (g.dt_idx == CN_I32 ? 4 : 1);
+    const uint64_t zero = 0;
+    CU_GRID_LOOP(p, g.n) {
+        int64_t q = p / g.classes, c = p - q * g.classes;
+        int64_t v = cu_load_i(g.index + cu_nd_offset(g.idx, q) * ies, g.dt_idx);
+        char *dst = g.data + (cu_nd_offset(g.out, q) + c * g.cs) * g.es;
+        cu_move(dst, (const char *)(c == v ? &g.one : &zero), g.es);
+    }
+}
+
+/* The bytes of the value 1 in dtype dt (0 is all-zero bytes in every dtype). */
+static uint64_t one_bytes(cn_dtype dt) {
+    uint64_t b = 0;
+    switch (dt) {
+    case CN_F32: {
+        float v = 1.0f;
+        memcpy(&b, &v, sizeof v);
+        break;
+    }
+    case CN_F64: {
+        double v = 1.0;
+        memcpy(&b, &v, sizeof v);
+        break;
+    }
+    case CN_F16: b = 0x3C00; break;
+    case CN_BF16: b = 0x3F80; break;
+    default: b = 1; break; /* integers (little-endian), u8, bool */
+    }
+    return b;
+}
+
+/* in = (index of i32/i64/u8, any shape), ints[0] = C; out = index's shape + [C]. */
+extern "C" cn_status cuda_one_hot(const cn_kernel_args *a) {
+    const char *op = "one_hot";
+    const cn_view *idx = &a->in[0], *out = &a->out[0];
+    int64_t classes = a->ints[0];
+    if (idx->dtype != CN_I64 && idx->dtype != CN_I32 && idx->dtype != CN_U8)
+        return cn_set_error(CN_ERR_DTYPE, op, "index has dtype %s, need i32, i64 or u8; convert "
+                            "it with cn_cast", cn_dtype_name(idx->dtype));
+    int nd = idx->ndim;
+    if (out->ndim != nd + 1 || out->shape[nd] != classes)
+        return cn_set_error(CN_ERR_SHAPE, op, "the output must have the index's shape plus [%lld]",
+                            (long long)classes);
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    int64_t bad;
+    cn_status s = first_bad_index(d, op, idx, classes, &bad);
+    if (s) return s;
+    if (bad >= 0) {
+        char bound[64];
+        snprintf(bound, sizeof bound, "num_classes %lld", (long long)classes);
+        return index_error(d, op, idx, bad, bound, classes, "raise num_classes or fix the labels");
+    }
+    cn_view iv = at_least_1d(idx);
+    int64_t n = view_numel(&iv);
+    if (n == 0 || classes == 0) return CN_OK;
+    one_hot_geom g;
+    memset(&g, 0, sizeof g);
+    g.idx = cu_nd_of(&iv);
+    cn_view ov = *out; /* its first nd dims (for a 0-d index, one dim of size 1) */
+    ov.ndim = nd;
+    cn_view ov1 = at_least_1d(&ov);
+    g.out = cu_nd_of(&ov1);
+    g.classes = classes;
+    g.cs = out->strides[nd];
+    g.n = n * classes;
+    g.dt_idx = idx->dtype;
+    g.es = (int)cn_dtype_size(out->dtype);
+    g.one = one_bytes(out->dtype);
+    g.index = (const char *)idx->data;
+    g.data = (char *)out->data;
+    one_hot_kernel<<<cu_blocks(g.n), CU_THREADS, 0, d->stream>>>(g);
+    return cu_check_launch(op, "one_hot_kernel");
+}

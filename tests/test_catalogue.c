@@ -343,6 +343,13 @@ static cn_status raise_checkpoint_mismatch(void) {
     return s;
 }
 
+static cn_status raise_io(void) {
+    cn_safetensors *h = NULL;
+    cn_status s = cn_safetensors_load("/nonexistent-cinder-dir/model.safetensors", cn_cpu(), &h);
+    cn_safetensors_free(h);
+    return s;
+}
+
 typedef struct trigger {
     cn_status status;
     const char *op; /* the op the message must name (in its "<op>: " part); NULL only
@@ -389,6 +396,7 @@ static const trigger triggers[] = {
      "an extension op with every input absent"},
     {CN_ERR_CHECKPOINT_MISMATCH, "add", raise_checkpoint_mismatch,
      "cn_add of tensors from two checkpointing strategies"},
+    {CN_ERR_IO, "safetensors_load", raise_io, "cn_safetensors_load of a missing file"},
 };
 
 #define N_TRIGGERS (sizeof triggers / sizeof *triggers)

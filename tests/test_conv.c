@@ -188,6 +188,17 @@ static void test_conv2d_non_contiguous_operands(void) {
         check_conv("channel slice, 1x1", xc, w1, rand_tensor((int64_t[]){5}, 1, dt), plain);
         check_conv("channel slice", xc, w, NULL, plain);
 
+        /* batch-major storage [C, N, H, W] viewed as NCHW: the channel stride exceeds H*W */
+        cn_tensor *cnhw = rand_tensor((int64_t[]){3, 2, 5, 4}, 4, dt);
+        cn_tensor *xb = own(cn_permute(cnhw, (int[]){1, 0, 2, 3}));
+        check_conv("batch-major x, 1x1", xb, w1, NULL, plain);
+        check_conv("batch-major x", xb, w, b, plain);
+
+        /* every other filter: dense filters, but the filter stride exceeds C*KH*KW */
+        cn_tensor *w_store = rand_tensor((int64_t[]){8, 3, 3, 3}, 4, dt);
+        cn_tensor *w_every2 = own(cn_slice(w_store, 0, 0, 8, 2));
+        check_conv("every other filter", x, w_every2, b, plain);
+
         /* weights stored [O, C, KW, KH] and transposed; bias taken every other element */
         cn_tensor *wt_store = rand_tensor((int64_t[]){4, 3, 2, 3}, 4, dt);
         cn_tensor *wt = own(cn_transpose(wt_store, 2, 3)); /* [4, 3, 3, 2] */
@@ -349,6 +360,31 @@ static void test_pool_errors(void) {
     release_owned();
 }
 
+/* The pooling kernel refuses attributes the router would never pass (here: an output size that
+ * does not follow from them) instead of reading past the input. */
+static void test_pool_kernel_rejects_inconsistent_attributes(void) {
+    float x[16] = {0}, y[16] = {0};
+    cn_view v[2] = {
+        {x, CN_F32, 4, {1, 1, 4, 4}, {16, 16, 4, 1}},
+        {y, CN_F32, 4, {1, 1, 4, 4}, {16, 16, 4, 1}},
+    };
+    int64_t ints[6] = {2, 2, 1, 1, 0, 0}; /* gives 3x3, not 4x4 */
+    cn_kernel_args args = {.op = CN_OP_MAX_POOL2D, .n_in = 1, .in = v, .n_out = 1,
+                           .out = &v[1], .n_ints = 6, .ints = ints};
+    cn_kernel_fn k = cn_backend_get(CN_BACKEND_CPU)->kernels[CN_OP_MAX_POOL2D];
+    cn_clear_error();
+    CHECK(k(&args) == CN_ERR_INVALID_ARG);
+    CHECK(strstr(cn_last_error(), "max_pool2d") != NULL);
+    v[1].shape[2] = v[1].shape[3] = 3;
+    v[1].strides[0] = v[1].strides[1] = 9;
+    v[1].strides[2] = 3;
+    cn_clear_error();
+    CHECK(k(&args) == CN_OK);
+    ints[0] = 0; /* a zero kernel */
+    CHECK(k(&args) == CN_ERR_INVALID_ARG);
+    cn_clear_error();
+}
+
 int main(void) {
     RUN(test_conv2d_hand_computed);
     RUN(test_conv2d_stride_padding_dilation);
@@ -359,5 +395,6 @@ int main(void) {
     RUN(test_pool_hand_computed);
     RUN(test_pool_matches_reference);
     RUN(test_pool_errors);
+    RUN(test_pool_kernel_rejects_inconsistent_attributes);
     return th_finish();
 }

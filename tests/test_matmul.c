@@ -386,6 +386,29 @@ static void test_router_rejects_bad_operands(void) {
     release_owned();
 }
 
+/* The kernel itself refuses views the router would never pass, instead of reading past them. */
+static void test_kernel_rejects_inconsistent_views(void) {
+    float a[6] = {0}, b[6] = {0}, c[4] = {0};
+    cn_view v[3] = {
+        {a, CN_F32, 2, {2, 3}, {3, 1}},
+        {b, CN_F32, 2, {2, 3}, {3, 1}}, /* K = 2, not 3 */
+        {c, CN_F32, 2, {2, 2}, {2, 1}},
+    };
+    cn_kernel_args args = {.op = CN_OP_MATMUL, .n_in = 2, .in = v, .n_out = 1, .out = &v[2]};
+    cn_kernel_fn k = cn_backend_get(CN_BACKEND_CPU)->kernels[CN_OP_MATMUL];
+    cn_clear_error();
+    CHECK(k(&args) == CN_ERR_SHAPE);
+    CHECK(strstr(cn_last_error(), "matmul") != NULL);
+    v[1].shape[0] = 3;
+    v[1].shape[1] = 2;
+    v[1].strides[0] = 2;
+    cn_clear_error();
+    CHECK(k(&args) == CN_OK); /* consistent now */
+    v[0].ndim = v[1].ndim = v[2].ndim = 1;
+    CHECK(k(&args) == CN_ERR_SHAPE);
+    cn_clear_error();
+}
+
 int main(void) {
     RUN(test_2d_matches_reference);
     RUN(test_batched_with_broadcast_batch_dims);
@@ -394,5 +417,6 @@ int main(void) {
     RUN(test_empty_dims);
     RUN(test_linear_with_and_without_bias);
     RUN(test_router_rejects_bad_operands);
+    RUN(test_kernel_rejects_inconsistent_views);
     return th_finish();
 }

@@ -193,7 +193,7 @@ static void sweep_softmax(const char *label, cn_tensor *x, const double *vals,
     double *want = malloc(sizeof(double) * (size_t)n);
     char what[128];
     for (int lg = 0; lg <= 1; lg++)
-        for (int dim = -ndim; dim < ndim; dim++) {
+        for (int dim = lg ? -ndim : 0; dim < (lg ? 0 : ndim); dim++) { /* log_softmax: dims < 0 */
             ref_softmax(vals, shape, ndim, dim < 0 ? dim + ndim : dim, lg, want);
             snprintf(what, sizeof what, "%s %s dim %d", label, lg ? "log_softmax" : "softmax",
                      dim);
@@ -223,10 +223,11 @@ static void view_values(const double *base, int64_t offset, const int64_t *strid
 
 /* ---- tests ---------------------------------------------------------------------------------- */
 
-/* [6, 40, 150]: dim 2 is a contiguous row (n = 150), dim 1 a column over tiles of 128 + 22
- * outputs, dim 0 a column over the merged [6000]; 36000 elements, so threads split the items. */
+/* [3, 20, 600]: dim 2 is a contiguous row (n = 600, summed pairwise), dim 1 a column over tiles
+ * of 512 + 88 outputs, dim 0 a column over the merged [12000]; 36000 elements, so threads share
+ * the items. */
 static void test_every_reduction_every_dim_f32_f64(void) {
-    const int64_t shape[3] = {6, 40, 150};
+    const int64_t shape[3] = {3, 20, 600};
     int64_t n = numel_of(shape, 3);
     double *v = malloc(sizeof(double) * (size_t)n);
     const cn_dtype dts[2] = {CN_F32, CN_F64};
@@ -345,12 +346,12 @@ static void test_f32_sum_accuracy(void) {
  * of values far from zero (two-pass, no cancellation), logsumexp, in one long row (threads split
  * it) and in narrow columns (threads split those too). */
 static void test_long_reductions(void) {
-    const int64_t n = 600000;
+    const int64_t n = 300000;
     double *v = malloc(sizeof(double) * (size_t)n);
     for (int64_t i = 0; i < n; i++) v[i] = (double)(float)(1000.0 + 2.0 * uniform01() - 1.0);
-    v[412345] = v[500001] = 1002.0; /* max twice: the first counts */
-    v[300000] = v[599999] = 997.0;
-    const int64_t flat[1] = {600000}, cols[2] = {200000, 3};
+    v[150001] = v[250001] = 1002.0; /* max twice: the first counts */
+    v[100000] = v[299999] = 997.0;
+    const int64_t flat[1] = {300000}, cols[2] = {100000, 3};
     cn_tensor *x = th_tensor(v, flat, 1, CN_F32);
     const rop ops[5] = {R_ARGMAX, R_ARGMIN, R_VAR1, R_LSE, R_MEAN};
     char what[64];
@@ -371,9 +372,10 @@ static void test_long_reductions(void) {
     cn_release(xc);
     cn_release(x);
 
-    v[450000] = NAN; /* a NaN is the max and the min, wherever the threads split */
+    /* the first NaN is the max and the min; a later NaN in another thread's chunk does not win */
+    v[100001] = v[299995] = NAN;
     x = th_tensor(v, flat, 1, CN_F32);
-    double want_nan = NAN, want_idx = 450000;
+    double want_nan = NAN, want_idx = 100001;
     expect("long max with NaN", cn_max(x), SCALAR, 0, &want_nan, 0);
     expect("long argmax with NaN", cn_argmax(x), SCALAR, 0, &want_idx, 0);
     expect("long argmin with NaN", cn_argmin(x), SCALAR, 0, &want_idx, 0);
@@ -480,8 +482,8 @@ static void test_nan_propagation(void) {
         expect("logsumexp NaN", cn_logsumexp(x), SCALAR, 0, &nan, 0);
         cn_release(x);
 
-        /* columns: [[1, 2], [NaN, 0], [3, NaN], [4, 9]] */
-        const double m[8] = {1, 2, NAN, 0, 3, NAN, 4, 9};
+        /* columns: [[1, 2], [NaN, 0], [3, NaN], [NaN, 9]] */
+        const double m[8] = {1, 2, NAN, 0, 3, NAN, NAN, 9};
         const int64_t s[2] = {4, 2}, two[1] = {2};
         cn_tensor *c = th_tensor(m, s, 2, dts[k]);
         const double wmax[2] = {NAN, NAN}, warg[2] = {1, 2};
@@ -565,7 +567,7 @@ static void test_scalars(void) {
 
 /* Softmax over long rows (pairwise exp sums), tall columns (narrow tiles), and large values. */
 static void test_softmax_shapes(void) {
-    const int64_t shapes[3][2] = {{16, 4096}, {300, 130}, {3000, 20}};
+    const int64_t shapes[3][2] = {{8, 4096}, {300, 130}, {3000, 20}};
     for (int k = 0; k < 3; k++) {
         int64_t n = shapes[k][0] * shapes[k][1];
         double *v = malloc(sizeof(double) * (size_t)n);
@@ -636,6 +638,11 @@ static void test_errors(void) {
     CHECK_FAILS(cn_log_softmax(i, 0), CN_ERR_KIND, "log_softmax");
     CHECK_FAILS(cn_var(x, -1), CN_ERR_INVALID_ARG, "var");
     CHECK_FAILS(cn_sum(NULL), CN_ERR_NULL_ARG, "sum");
+    /* the CPU kernels take f32 and f64 of the float dtypes; others are named in the error */
+    cn_tensor *h = cn_cast(x, CN_F16);
+    CHECK_FAILS(cn_sum_dim(h, 1, 0), CN_ERR_DTYPE, "f16");
+    CHECK_FAILS(cn_softmax(h, 0), CN_ERR_DTYPE, "softmax");
+    cn_release(h);
     cn_release(x);
     cn_release(i);
 }

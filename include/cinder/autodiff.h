@@ -80,6 +80,9 @@ cn_grads *cn_backward(cn_tensor *root);
  * graph (CN_ERR_AUTODIFF_NO_GRAD). Borrowed: valid until cn_grads_free or cn_grad_remove. */
 cn_tensor *cn_grad(const cn_grads *grads, const cn_tensor *t);
 
+/* Like cn_grad, but NULL without setting an error when t has no gradient in grads. */
+cn_tensor *cn_grad_find(const cn_grads *grads, const cn_tensor *t);
+
 /* Takes t's gradient out of the container: the caller owns the returned reference. */
 cn_tensor *cn_grad_remove(cn_grads *grads, const cn_tensor *t);
 

@@ -64,8 +64,9 @@ int cn_safetensors_count(const cn_safetensors *h);
  * cn_safetensors_free. */
 const char *cn_safetensors_name(const cn_safetensors *h, int i);
 
-/* The tensor called `name`, as a new reference (the handle keeps its own). NULL with
- * CN_ERR_INVALID_ARG when the checkpoint has no such tensor. */
+/* The tensor called `name`: a new tensor (owned by the caller, or by the open scope) sharing the
+ * handle's data, which stays valid after cn_safetensors_free. NULL with CN_ERR_INVALID_ARG when
+ * the checkpoint has no such tensor. */
 cn_tensor *cn_safetensors_get(const cn_safetensors *h, const char *name);
 
 /* The value of `key` in the header's "__metadata__", or NULL when absent (no error is set).

@@ -126,7 +126,7 @@ int cn_module_is_training(const cn_module *m);
  * stay alive). NULL-safe. */
 void cn_module_free(cn_module *m);
 
-/* ---- layers ----------------------------------------------------------------------------------
+/* ---- layers -------------------------------------------------------------------------------------
  *
  * Constructors put parameters on `device` in `dtype` (a float dtype). On an autodiff device
  * (cn_autodiff(cn_cpu()) for training) parameters are leaves that require grad; on a concrete
@@ -158,8 +158,10 @@ cn_module *cn_flatten_new(int start_dim, int end_dim);
 
 /* Dropout (torch.nn.Dropout), 0 <= p <= 1. In training mode each element is zeroed with
  * probability p and the survivors are scaled by 1 / (1 - p), so the expectation is unchanged (p =
- * 1 zeroes everything); the mask is drawn with cn_rand_uniform from the module's own copy of
- * *gen (which is not advanced). In evaluation mode it is the identity. */
+ * 1 zeroes everything); the mask is drawn with cn_rand_uniform from the module's own stream,
+ * whose seed is derived from *gen's state (gen advances by 1, so dropouts made one after another
+ * draw unrelated masks; the same seed gives the same masks). In evaluation mode it is the
+ * identity. */
 cn_module *cn_dropout_new(double p, cn_generator *gen);
 
 /* Batch normalisation (torch.nn.BatchNorm2d: x [N, C, H, W]; BatchNorm1d: x [N, C] or
@@ -212,7 +214,7 @@ cn_module *cn_activation_new(cn_activation act);
  * "i", so its parameters are "i.weight", ... With no modules it is the identity. */
 cn_module *cn_sequential_new(cn_module *const *modules, int n);
 
-/* ---- initialisers -----------------------------------------------------------------------------
+/* ---- initialisers -------------------------------------------------------------------------------
  *
  * torch.nn.init's in-place initialisers. Each overwrites t (any float tensor, tracked
  * parameters included: the write runs under no-grad mode) with values drawn from *gen, which
@@ -258,7 +260,7 @@ cn_tensor *cn_cross_entropy(cn_tensor *logits, cn_tensor *labels, double label_s
  * pred and target must have the same shape (CN_ERR_SHAPE otherwise: no silent broadcasting). */
 cn_tensor *cn_mse_loss(cn_tensor *pred, cn_tensor *target);
 
-/* ---- optimizers -----------------------------------------------------------------------------
+/* ---- optimizers ---------------------------------------------------------------------------------
  *
  * An optimizer keeps a reference to each parameter it was given and its own state. A step reads
  * each parameter's gradient from the cn_grads of the last cn_backward (parameters without a
@@ -304,7 +306,7 @@ double cn_optimizer_get_lr(const cn_optimizer *opt);
 /* Releases the optimizer, its state and its references to the parameters. NULL-safe. */
 void cn_optimizer_free(cn_optimizer *opt);
 
-/* ---- learning-rate schedules ------------------------------------------------------------------
+/* ---- learning-rate schedules --------------------------------------------------------------------
  *
  * Closed-form schedules: the learning rate at an epoch is a function of the epoch alone, so a
  * loop sets it at the start of each epoch:
@@ -333,7 +335,7 @@ cn_lr_schedule cn_lr_cosine(double base_lr, int64_t t_max, double eta_min);
  * schedule with step_size or t_max < 1 (or CN_ERR_NULL_ARG for a NULL s). */
 double cn_lr_schedule_at(const cn_lr_schedule *s, int64_t epoch);
 
-/* ---- gradient clipping ------------------------------------------------------------------------ */
+/* ---- gradient clipping ----------------------------------------------------------------------- */
 
 /* Clips the gradients of params by their global L2 norm (torch.nn.utils.clip_grad_norm_):
  *     total = sqrt(sum over params with a gradient in grads of sum(g^2))

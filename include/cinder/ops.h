@@ -107,6 +107,9 @@ cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b);
 cn_tensor *cn_cat(cn_tensor *const *ts, int n, int dim);
 /* Stacks n tensors of one shape along a new dim. */
 cn_tensor *cn_stack(cn_tensor *const *ts, int n, int dim);
+/* A dense copy of x with storage of its own (like torch.clone); differentiable. */
+cn_tensor *cn_clone(cn_tensor *x);
+
 /* Views of consecutive pieces of `size` along dim (the last may be smaller). Returns the number
  * of pieces (like snprintf, even when more than max_parts) and writes references to the first
  * min(pieces, max_parts) into parts; -1 on error, with nothing written. */

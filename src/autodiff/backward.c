@@ -37,9 +37,14 @@ static cn_status grads_put(cn_grads *g, ad_node *key, cn_tensor *grad) {
         g->grads = grads;
         g->cap = cap;
     }
-    cn__scope_forget(grad);
+    /* each gradient gets dense memory of its own, so that writing one in place (clipping, an
+     * optimizer) cannot change another that shares its storage or a broadcast source */
+    cn_tensor *own = (cn_is_contiguous(grad) && grad->storage->refcount == 1) ? cn_retain(grad)
+                                                                             : cn_clone(grad);
+    if (!own) return cn_last_status();
+    cn__scope_forget(own);
     g->keys[g->count] = ad_node_retain(key);
-    g->grads[g->count++] = cn_retain(grad);
+    g->grads[g->count++] = own;
     return CN_OK;
 }
 
@@ -79,6 +84,11 @@ cn_tensor *cn_grad(const cn_grads *grads, const cn_tensor *t) {
         return NULL;
     }
     return grads->grads[i];
+}
+
+cn_tensor *cn_grad_find(const cn_grads *grads, const cn_tensor *t) {
+    int i = grads && t ? grads_find(grads, t) : -1;
+    return i < 0 ? NULL : grads->grads[i];
 }
 
 cn_tensor *cn_grad_remove(cn_grads *grads, const cn_tensor *t) {

@@ -28,6 +28,22 @@ cn_tensor *cn_contiguous(cn_tensor *t) {
     return cn__record(CN_OP_COPY, out, &t, 1, NULL, 0, NULL, 0);
 }
 
+cn_tensor *cn_clone(cn_tensor *t) {
+    if (!t) {
+        cn__null_arg("clone", "t");
+        return NULL;
+    }
+    cn_tensor *out = cn__tensor_alloc("clone", t->shape, t->ndim, t->dtype, t->device);
+    if (!out) return NULL;
+    cn_view v;
+    cn__tensor_as_view(out, &v);
+    if (cn__copy_into(out, &v, t) != CN_OK) {
+        cn_release(out);
+        return NULL;
+    }
+    return cn__record(CN_OP_COPY, out, &t, 1, NULL, 0, NULL, 0);
+}
+
 /* Strides that view t's elements in row-major order as `shape`, if its layout allows; the
  * dims of t are taken in runs that are contiguous among themselves, and each run must map
  * onto whole dims of the new shape. */

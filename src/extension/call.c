@@ -182,6 +182,26 @@ static cn_status run_kernel(const cn_ext_op *op, cn_kernel_fn kernel, cn_device 
     return st;
 }
 
+/* An op declared without tensor inputs (a generator, e.g. an iota) runs on the one backend it
+ * has a kernel for, device 0, on the concrete route: there is nothing to choose a device from. */
+static cn_status call_without_tensors(const cn_ext_op *op, const int64_t *ints,
+                                      const double *reals, cn_tensor **outputs) {
+    const char *name = op->schema.name;
+    int found = -1, count = 0;
+    for (int id = 0; id < CN_MAX_BACKENDS; id++)
+        if (op->kernels[id]) {
+            found = id;
+            count++;
+        }
+    if (count != 1)
+        return cn_set_error(CN_ERR_EXT_NO_TENSOR, name, "'%s' has no tensor inputs and kernels "
+                            "for %d backends, so there is no way to choose one; give it a tensor "
+                            "input, or register its kernel for exactly one backend", name, count);
+    cn_device device = {(int16_t)found, 0, 0, 0};
+    if (!cn__backend_for_device(name, device)) return cn_last_status();
+    return run_kernel(op, op->kernels[found], device, NULL, ints, reals, outputs);
+}
+
 cn_status cn_ext_call(const cn_ext_op *op, cn_ext_route route, cn_tensor *const *tensors,
                       const int *tags, const int64_t *ints, const double *reals,
                       cn_tensor **outputs) {
@@ -197,6 +217,7 @@ cn_status cn_ext_call(const cn_ext_op *op, cn_ext_route route, cn_tensor *const 
     }
     if (check_inputs(op, tensors, tags) != CN_OK) return cn_last_status();
     int rep = representative(op, tensors);
+    if (s->n_tensors == 0) return call_without_tensors(op, ints, reals, outputs);
     if (rep < 0)
         return cn_set_error(CN_ERR_EXT_NO_TENSOR, s->name, "every tensor input of '%s' is absent "
                             "(NULL optionals, tensor-less union variants), so there is no "

@@ -149,11 +149,22 @@ cn_status cpu_matmul(const cn_kernel_args *args) {
     const cn_view *av = &args->in[0], *bv = &args->in[1], *cv = &args->out[0];
     cn_dtype dt = cv->dtype;
     int nd = cv->ndim;
-    int64_t M = av->shape[nd - 2], K = av->shape[nd - 1], N = bv->shape[nd - 1];
     size_t es = cn_dtype_size(dt);
     if (dt != CN_F32 && dt != CN_F64)
         return cn_set_error(CN_ERR_DTYPE, "matmul", "the CPU kernel takes f32 or f64, not %s",
                             cn_dtype_name(dt));
+    /* The router checked the shapes; a wrong call must still not index out of range. */
+    int ok = nd >= 2 && av->ndim == nd && bv->ndim == nd && av->dtype == dt && bv->dtype == dt;
+    for (int d = 0; ok && d < nd; d++) {
+        int64_t want_a = d == nd - 1 ? bv->shape[nd - 2] : cv->shape[d];
+        int64_t want_b = d == nd - 2 ? av->shape[nd - 1] : cv->shape[d];
+        ok = av->shape[d] == want_a && bv->shape[d] == want_b;
+    }
+    if (!ok)
+        return cn_set_error(CN_ERR_SHAPE, "matmul",
+                            "the kernel takes [.., M, K] @ [.., K, N] -> [.., M, N] with equal "
+                            "ndim (>= 2), batch dims and dtypes; the router prepares these");
+    int64_t M = av->shape[nd - 2], K = av->shape[nd - 1], N = bv->shape[nd - 1];
 
     batch_geom g;
     batch_init(&g, av, bv);
@@ -238,7 +249,7 @@ cn_status cpu_matmul(const cn_kernel_args *args) {
         b_shared = scratch + (a_shared ? a_bytes : 0);
     }
 
-#pragma omp parallel for num_threads(nthreads) schedule(static) if (nthreads > 1)
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic) if (nthreads > 1)
     for (int64_t i = 0; i < g.count; i++) {
 #ifdef _OPENMP
         int t = omp_get_thread_num();

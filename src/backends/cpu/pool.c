@@ -24,9 +24,14 @@ static void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64
     *hi = end > size ? size : end;
 }
 
+/* Output size along one dim (floor mode); -1 when the window does not fit. */
+static int64_t pool_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
+    return in + 2 * pad < k ? -1 : (in + 2 * pad - k) / stride + 1;
+}
+
 #define DEFINE_POOL_PLANE(T, name)                                                              \
     static void name(const pool_geom *g, const T *x, T *out) {                                  \
-        T inv = (T)1 / (T)(g->KH * g->KW);                                                      \
+        T area = (T)(g->KH * g->KW);                                                            \
         for (int64_t oh = 0; oh < g->OH; oh++) {                                                \
             int64_t h0, h1;                                                                     \
             clip_window(oh, g->sh, g->ph, g->KH, g->H, &h0, &h1);                               \
@@ -40,13 +45,12 @@ static void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64
                         for (int64_t w = w0; w < w1; w++) {                                     \
                             T v = row[w * g->xs_w];                                             \
                             if (v > acc || isnan(v)) acc = v; /* NaN wins, as in PyTorch */     \
-                            if (isnan(acc)) break;                                              \
                         }                                                                       \
                     } else {                                                                    \
                         for (int64_t w = w0; w < w1; w++) acc += row[w * g->xs_w];              \
                     }                                                                           \
                 }                                                                               \
-                out[oh * g->OW + ow] = g->is_max ? acc : acc * inv;                             \
+                out[oh * g->OW + ow] = g->is_max ? acc : acc / area;                            \
             }                                                                                   \
         }                                                                                       \
     }
@@ -68,6 +72,20 @@ cn_status cpu_pool2d(const cn_kernel_args *args) {
         .xs_h = xv->strides[2], .xs_w = xv->strides[3],
         .is_max = args->op == CN_OP_MAX_POOL2D,
     };
+    /* The router checked these; a wrong call must still not index out of range. */
+    if (g.KH < 1 || g.KW < 1 || g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 ||
+        g.ph > g.KH / 2 || g.pw > g.KW / 2 || ov->shape[0] != xv->shape[0] ||
+        ov->shape[1] != xv->shape[1] || g.OH != pool_out_size(g.H, g.KH, g.sh, g.ph) ||
+        g.OW != pool_out_size(g.W, g.KW, g.sw, g.pw))
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "kernel (%lld, %lld), stride (%lld, %lld), padding (%lld, %lld) do "
+                            "not take input [%lld, %lld, %lld, %lld] to output [%lld, %lld, %lld, "
+                            "%lld]",
+                            (long long)g.KH, (long long)g.KW, (long long)g.sh, (long long)g.sw,
+                            (long long)g.ph, (long long)g.pw, (long long)xv->shape[0],
+                            (long long)xv->shape[1], (long long)g.H, (long long)g.W,
+                            (long long)ov->shape[0], (long long)ov->shape[1], (long long)g.OH,
+                            (long long)g.OW);
     int64_t C = xv->shape[1], planes = xv->shape[0] * C, plane = g.OH * g.OW;
     size_t es = cn_dtype_size(dt);
     double work = (double)planes * (double)plane * (double)(g.KH * g.KW);

@@ -12,19 +12,25 @@
  *   tile into a row of partials, so the inner loop runs over adjacent outputs.
  *
  * Each op is one or two passes of a primitive: sum of f(x) (f = x, (x-c)^2 or exp(x-c)), product,
- * extreme (NaN-propagating max / min), first index of a value. var = mean, then the sum of squared
- * deviations (two-pass: no cancellation); logsumexp = max, then the sum of exp(x - max); argmax =
- * max, then the first index holding it (NaN counts as the largest, as in PyTorch). Float sums are
- * pairwise (blocks split in halves), so rounding error grows like log(n), not n. Integer sums and
- * products accumulate in 64 bits, wrapping, and are narrowed to the dtype.
+ * extreme (NaN-propagating max / min), first index of the extreme. var = mean, then the sum of
+ * squared deviations (two-pass: no cancellation); logsumexp = max, then the sum of exp(x - max).
+ * NaN counts as the largest and the smallest value: max/min propagate it and argmax/argmin return
+ * the index of the first NaN, as PyTorch does. Float sums are pairwise (blocks split in halves),
+ * so rounding error grows like log(n), not n. Integer sums and products accumulate in 64 bits,
+ * wrapping, and are narrowed to the dtype (they wrap like the dtype's own arithmetic).
  *
  * Threads take whole items when there are enough; otherwise (a few long reductions, e.g. a full
  * sum) each item's reduced dim is cut into one chunk per thread and the partials are combined in
- * thread order, so a result does not depend on timing. */
+ * thread order, so a result does not depend on timing.
+ *
+ * Softmax and log_softmax (at the end) share the geometry and the primitives. */
+
 /* Nothing here reads floating-point exception flags. Without this, gcc keeps every float compare
  * behind its branch (a compare may raise "invalid" on NaN), so no loop with a compare-select (max,
  * NaN checks, the clamps in exp_f32) would vectorise. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
+#endif
 
 #include <math.h>
 #include <stdint.h>
@@ -90,7 +96,7 @@ static inline float exp_f32(float x) {
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     int32_t k = (int32_t)kf;       /* in [-150, 128] */
-    int32_t k1 = k >> 1, k2 = k - k1; /* each in [-75, 64]: 2^k1 and 2^k2 are normal */
+    int32_t k1 = k >> 1, k2 = k - k1; /* (gcc: arithmetic shift) both in [-75, 64]: normal */
     union { uint32_t u; float f; } s1, s2;
     s1.u = (uint32_t)(k1 + 127) << 23;
     s2.u = (uint32_t)(k2 + 127) << 23;
@@ -152,7 +158,7 @@ static inline float exp_f32(float x) {
             }                                                                                      \
             return;                                                                                \
         }                                                                                          \
-        T tmp[MAX_TILE];                                                                               \
+        T tmp[MAX_TILE];                                                                           \
         int64_t h = n / 2;                                                                         \
         sum_col_##NAME##_##SUF(p, h, rs, w, c, acc);                                               \
         sum_col_##NAME##_##SUF(p + h * rs, n - h, rs, w, c, tmp);                                  \
@@ -189,7 +195,13 @@ static inline float exp_f32(float x) {
 #define ABOVE_NAN(v, m) (((v) > (m)) | ((v) != (v)))
 #define BELOW_NAN(v, m) (((v) < (m)) | ((v) != (v)))
 
+/* An OpenMP simd max/min reduction: gcc vectorises it; clang cannot here, and says so. */
+#if defined(__GNUC__) && !defined(__clang__)
 #define PRAGMA(x) _Pragma(#x)
+#define SIMD_EXTREME(RED, m, bad) PRAGMA(omp simd reduction(RED : m) reduction(| : bad))
+#else
+#define SIMD_EXTREME(RED, m, bad)
+#endif
 
 /* Extreme (max or min, by BEATS; RED names the same for OpenMP) starting from INIT, the identity.
  * The contiguous row loop is an OpenMP simd max/min plus a NaN flag: gcc vectorises that form,
@@ -199,7 +211,7 @@ static inline float exp_f32(float x) {
         T m = INIT;                                                                                \
         int bad = 0;                                                                               \
         if (rs == 1) {                                                                             \
-            PRAGMA(omp simd reduction(RED : m) reduction(| : bad))                                 \
+            SIMD_EXTREME(RED, m, bad)                                                              \
             for (int64_t i = 0; i < n; i++) {                                                      \
                 T v = p[i];                                                                        \
                 m = BEATS(v, m) ? v : m;                                                           \
@@ -330,7 +342,6 @@ typedef struct rctx {
     int64_t n, rs;      /* reduced length and input stride, in elements */
     int64_t cs;         /* input stride between an item's outputs (1 for columns) */
     int64_t correction; /* var */
-    cn_dtype out_dtype;
     int nsplit;         /* threads that split each item's reduced dim; 0: not split */
 } rctx;
 
@@ -487,14 +498,14 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
         }                                                                                          \
         if (r->col) {                                                                              \
             if (k == P_SUM || k == P_PROD) {                                                       \
-                uint64_t u[MAX_TILE];                                                                  \
+                uint64_t u[MAX_TILE];                                                              \
                 if (k == P_SUM)                                                                    \
                     sum_col_##SUF(p, n, rs, w, u);                                                 \
                 else                                                                               \
                     prod_col_##SUF(p, n, rs, w, u);                                                \
                 for (int64_t j = 0; j < w; j++) acc[j] = (int64_t)u[j];                            \
             } else {                                                                               \
-                T v[MAX_TILE];                                                                         \
+                T v[MAX_TILE];                                                                     \
                 if (k == P_MIN)                                                                    \
                     min_col_##SUF(p, n, rs, w, v);                                                 \
                 else                                                                               \
@@ -644,6 +655,10 @@ static void reduce_items(const rplan *pl, int64_t begin, int64_t end) {
     }
 }
 
+static int is_extreme(cn_op op) {
+    return op == CN_OP_MAX || op == CN_OP_MIN || op == CN_OP_ARGMAX || op == CN_OP_ARGMIN;
+}
+
 /* The op's passes and item function for dtype dt; NULL when the pair is not supported. */
 static item_fn reduce_setup(rctx *r, cn_dtype dt) {
     switch (r->op) {
@@ -659,15 +674,13 @@ static item_fn reduce_setup(rctx *r, cn_dtype dt) {
     default: return NULL;
     }
     int float_only = r->op == CN_OP_MEAN || r->op == CN_OP_VAR || r->op == CN_OP_LOGSUMEXP;
-    int extreme = r->op == CN_OP_MAX || r->op == CN_OP_MIN || r->op == CN_OP_ARGMAX ||
-                  r->op == CN_OP_ARGMIN;
     switch (dt) {
     case CN_F32: return item_f32;
     case CN_F64: return item_f64;
     case CN_I32: return float_only ? NULL : item_i32;
     case CN_I64: return float_only ? NULL : item_i64;
     case CN_U8: return float_only ? NULL : item_u8;
-    case CN_BOOL: return extreme ? item_u8 : NULL;
+    case CN_BOOL: return is_extreme(r->op) ? item_u8 : NULL; /* 0/1 bytes order like u8 */
     default: return NULL;
     }
 }
@@ -697,8 +710,7 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
                             x->ndim);
     r->n = x->ndim > 0 ? x->shape[dim] : 1;
     r->rs = x->ndim > 0 ? x->strides[dim] : 0;
-    if (r->n == 0 && (r->op == CN_OP_MAX || r->op == CN_OP_MIN || r->op == CN_OP_ARGMAX ||
-                      r->op == CN_OP_ARGMIN))
+    if (r->n == 0 && is_extreme(r->op)) /* the router checks this too */
         return cn_set_error(CN_ERR_SHAPE, name, "the reduced dim %d is empty, and an empty set "
                             "has no %s", dim, name);
 
@@ -713,7 +725,6 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
     pl.outer = kept;
     dims_pop(&pl.outer, &pl.m, &r->cs);
     r->col = r->cs == 1 && r->rs != 1;
-    r->out_dtype = y->dtype;
     pl.x = (const char *)x->data;
     pl.y = (char *)y->data;
     pl.in_size = cn_dtype_size(x->dtype);
@@ -805,7 +816,7 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
     static void expsum_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w,                     \
                                  const T *restrict mx, T *y, int64_t ys, T *restrict acc) {        \
         if (n > COL_BLOCK) {                                                                       \
-            T tmp[MAX_TILE];                                                                           \
+            T tmp[MAX_TILE];                                                                       \
             int64_t h = n / 2;                                                                     \
             expsum_col_##SUF(x, h, xs, w, mx, y, ys, acc);                                         \
             expsum_col_##SUF(x + h * xs, n - h, xs, w, mx, y + h * ys, ys, tmp);                   \
@@ -827,7 +838,7 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
     CPU_CLONES                                                                                     \
     static void softmax_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w, T *y,              \
                                   int64_t ys, int lg) {                                            \
-        T mx[MAX_TILE], s[MAX_TILE];                                                                       \
+        T mx[MAX_TILE], s[MAX_TILE];                                                               \
         if (w <= 0) return;                                                                        \
         max_col_##SUF(x, n, xs, w, mx);                                                            \
         if (lg) {                                                                                  \

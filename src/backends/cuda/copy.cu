@@ -12,6 +12,14 @@
 #include <math.h>
 
 #include "backends/cuda/common.cuh"
+
+/* philox.h calls nextafter(double, -INFINITY), a float second argument. In C++ that picks
+ * libstdc++'s host-only template nextafter<double, float> over the device function; this exact
+ * overload routes the call to nextafter(double, double) on both sides. */
+static __host__ __device__ __forceinline__ double nextafter(double x, float toward) {
+    return nextafter(x, (double)toward);
+}
+
 #include "core/philox.h"
 
 /* ---- cast and copy ------------------------------------------------------------------------------ */

@@ -77,8 +77,9 @@ int cu_cudnn_enabled(void);
 
 /* Returns a block of at least nbytes (nbytes may be 0) on `device`, which must be current. On a
  * driver failure the device's cache is emptied and the allocation retried once; then
- * CN_ERR_OUT_OF_MEMORY with the error set. Counts as one allocation for cn_alloc_fail_after. */
-cn_status cu_cache_alloc(int device, size_t nbytes, void **ptr);
+ * CN_ERR_OUT_OF_MEMORY with the error set, naming op. Counts as one allocation for
+ * cn_alloc_fail_after. */
+cn_status cu_cache_alloc(int device, const char *op, size_t nbytes, void **ptr);
 
 /* Returns ptr (from cu_cache_alloc on this device) to the cache. Never calls the driver. */
 void cu_cache_free(int device, void *ptr);
@@ -149,6 +150,10 @@ typedef struct cu_conv_geom {
 cn_status cu_conv_geom_init(cu_conv_geom *g, const char *op, const int64_t *x_shape,
                             const int64_t *w_shape, const int64_t *out_shape,
                             const int64_t *ints, int n_ints);
+
+/* conv.cu: out [N, O, OH, OW] (contiguous) += b[o] (b: [O], any stride). */
+cn_status cu_conv_add_bias(cu_dev *d, const char *op, const cu_conv_geom *g, const cn_view *out,
+                           const cn_view *b);
 
 /* conv_cudnn.c: the cuDNN versions of the three convolution kernels. Each returns CN_OK when
  * cuDNN did the work, 1 (with no error set) when cuDNN cannot take this case so that the caller

@@ -1,0 +1,140 @@
+# The CUDA backend (src/backends/cuda). The root CMakeLists.txt includes this file right after
+# CINDER_SOURCES is globbed, at top level; nothing else there knows about CUDA.
+#
+#   -DCINDER_CUDA=AUTO   (default) build the backend when a CUDA compiler (nvcc) is found
+#   -DCINDER_CUDA=ON     require it: configuring fails without nvcc
+#   -DCINDER_CUDA=OFF    never build it
+#   -DCINDER_CUDNN=OFF   do not use cuDNN even when found (convolutions then use cinder's own
+#                        im2col + cuBLAS kernels, as they do when cuDNN is missing)
+#   -DCUDNN_ROOT=<dir>   where to look for cuDNN first (cudnn.h, libcudnn)
+#
+# What it does:
+# - enables CUDA for sm_90 (Hopper) machine code plus compute_90 PTX, unless the caller set
+#   CMAKE_CUDA_ARCHITECTURES; one architecture keeps the build short;
+# - appends the backend's .c and .cu files to CINDER_SOURCES; without CUDA it appends only
+#   src/backends/cuda/stub.c, so that the functions of cinder/cuda.h link in every build;
+# - keeps the directory's C flags (warnings, -fsanitize=...) away from nvcc, which does not take
+#   them (host code compiled by nvcc is not instrumented, and links fine with the sanitizers);
+# - at the end of the root directory (cmake_language(DEFER), when the library targets exist):
+#   links cinder_static / cinder_shared with CUDA::cudart, CUDA::cublas and cuDNN, and defines
+#   CINDER_HAVE_CUDA for cinder_objects (PRIVATE) and for users of the libraries (INTERFACE).
+include_guard(GLOBAL)
+
+set(CINDER_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO (when nvcc is found), ON or OFF")
+set_property(CACHE CINDER_CUDA PROPERTY STRINGS AUTO ON OFF)
+option(CINDER_CUDNN "Use cuDNN for convolutions in the CUDA backend when it is found" ON)
+
+string(TOUPPER "${CINDER_CUDA}" _cinder_cuda_mode)
+if(_cinder_cuda_mode STREQUAL "AUTO")
+elseif(CINDER_CUDA)
+  set(_cinder_cuda_mode ON)
+elseif(_cinder_cuda_mode MATCHES "^(OFF|FALSE|NO|0|N)$")
+  set(_cinder_cuda_mode OFF)
+else()
+  message(FATAL_ERROR "CINDER_CUDA='${CINDER_CUDA}': use AUTO, ON or OFF")
+endif()
+
+set(CINDER_HAVE_CUDA OFF)
+set(CINDER_HAVE_CUDNN OFF)
+if(NOT _cinder_cuda_mode STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER)
+    include(CheckLanguage)
+    check_language(CUDA)
+  endif()
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
+    endif()
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(CMAKE_CUDA_EXTENSIONS OFF)
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared) # the same libcudart as CUDA::cudart below
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(CINDER_HAVE_CUDA ON)
+  elseif(_cinder_cuda_mode STREQUAL "ON")
+    message(FATAL_ERROR "CINDER_CUDA=ON but no CUDA compiler was found: install the CUDA toolkit "
+                        "and put nvcc on PATH (or pass -DCMAKE_CUDA_COMPILER=/path/to/nvcc), or "
+                        "configure with -DCINDER_CUDA=AUTO or OFF")
+  endif()
+endif()
+
+if(CINDER_HAVE_CUDA AND CINDER_CUDNN)
+  find_path(CINDER_CUDNN_INCLUDE_DIR cudnn.h
+    HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}
+    PATH_SUFFIXES include)
+  find_library(CINDER_CUDNN_LIBRARY cudnn
+    HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}
+    PATH_SUFFIXES lib64 lib lib/x64)
+  set(_cinder_cudnn_major 0)
+  foreach(_h cudnn_version.h cudnn.h)
+    if(CINDER_CUDNN_INCLUDE_DIR AND EXISTS "${CINDER_CUDNN_INCLUDE_DIR}/${_h}"
+       AND _cinder_cudnn_major EQUAL 0)
+      file(STRINGS "${CINDER_CUDNN_INCLUDE_DIR}/${_h}" _line REGEX "^#define CUDNN_MAJOR +[0-9]+")
+      if(_line)
+        string(REGEX REPLACE "^#define CUDNN_MAJOR +([0-9]+).*" "\\1" _cinder_cudnn_major "${_line}")
+      endif()
+    endif()
+  endforeach()
+  if(CINDER_CUDNN_INCLUDE_DIR AND CINDER_CUDNN_LIBRARY AND _cinder_cudnn_major GREATER_EQUAL 8)
+    set(CINDER_HAVE_CUDNN ON)
+  endif()
+endif()
+
+if(CINDER_HAVE_CUDA)
+  file(GLOB CINDER_CUDA_SOURCES CONFIGURE_DEPENDS
+    ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/*.c
+    ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/*.cu)
+  list(REMOVE_ITEM CINDER_CUDA_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/stub.c)
+  list(APPEND CINDER_SOURCES ${CINDER_CUDA_SOURCES})
+  # the random generators must round every operation as written (core/philox.h)
+  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/copy.cu
+    PROPERTIES COMPILE_OPTIONS "--fmad=false")
+
+  # The directory's compile options so far are for the C compiler; hide them from nvcc.
+  get_directory_property(_cinder_opts COMPILE_OPTIONS)
+  set(_cinder_wrapped "")
+  foreach(_opt IN LISTS _cinder_opts)
+    if(_opt MATCHES "^\\$<")
+      list(APPEND _cinder_wrapped "${_opt}")
+    else()
+      list(APPEND _cinder_wrapped "$<$<NOT:$<COMPILE_LANGUAGE:CUDA>>:${_opt}>")
+    endif()
+  endforeach()
+  set_directory_properties(PROPERTIES COMPILE_OPTIONS "${_cinder_wrapped}")
+
+  if(CINDER_HAVE_CUDNN)
+    set(_cinder_cudnn_note "cuDNN ${_cinder_cudnn_major} (${CINDER_CUDNN_LIBRARY})")
+  elseif(CINDER_CUDNN)
+    set(_cinder_cudnn_note "no cuDNN found (own convolution kernels; set CUDNN_ROOT to use one)")
+  else()
+    set(_cinder_cudnn_note "cuDNN off (own convolution kernels)")
+  endif()
+  message(STATUS "cinder: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures "
+                 "${CMAKE_CUDA_ARCHITECTURES}, ${_cinder_cudnn_note})")
+else()
+  list(APPEND CINDER_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/stub.c)
+  message(STATUS "cinder: CUDA backend off (CINDER_CUDA=${CINDER_CUDA})")
+endif()
+
+# Called at the end of the root directory, once the library targets exist.
+function(cinder_cuda_configure_targets)
+  if(NOT CINDER_HAVE_CUDA)
+    return()
+  endif()
+  set(_libs CUDA::cudart CUDA::cublas)
+  if(CINDER_HAVE_CUDNN)
+    list(APPEND _libs ${CINDER_CUDNN_LIBRARY})
+    target_include_directories(cinder_objects PRIVATE ${CINDER_CUDNN_INCLUDE_DIR})
+    target_compile_definitions(cinder_objects PRIVATE CINDER_HAVE_CUDNN)
+  endif()
+  target_compile_definitions(cinder_objects PRIVATE CINDER_HAVE_CUDA)
+  target_link_libraries(cinder_objects PRIVATE CUDA::cudart CUDA::cublas) # their headers
+  target_compile_options(cinder_objects PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>)
+  foreach(_lib cinder_static cinder_shared)
+    target_link_libraries(${_lib} PUBLIC ${_libs})
+    target_compile_definitions(${_lib} INTERFACE CINDER_HAVE_CUDA)
+  endforeach()
+endfunction()
+cmake_language(DEFER DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} CALL cinder_cuda_configure_targets)

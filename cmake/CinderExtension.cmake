@@ -1,0 +1,56 @@
+# cinder_add_extension(<target> <decl> [SOURCES <file>...])
+#
+# Builds a cinder extension as a static library <target>: at build time cinder-extgen turns the
+# declaration file <decl> (docs/extensions.md) into <stem>.h and <stem>.c, where <stem> is the
+# file's name up to its first dot (ops.cnext -> ops.h). The library holds the generated source
+# plus SOURCES (your shape functions, kernels and backwards, which you may also add later with
+# target_sources). Linking <target> gives its users the generated header's directory and cinder.
+#
+#     cinder_add_extension(fused fused.cnext SOURCES fused_kernels.c)
+#     target_link_libraries(train PRIVATE fused)     # then: #include "fused.h"
+#
+# A declaration error fails the build with `<decl>:<line>: error: <message>`.
+include_guard(GLOBAL)
+
+function(cinder_add_extension target decl)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "SOURCES")
+  if(ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "cinder_add_extension(${target} ...): unexpected arguments "
+                        "${ARG_UNPARSED_ARGUMENTS} (usage: <target> <decl> [SOURCES files...])")
+  endif()
+  get_filename_component(decl_path ${decl} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+  if(NOT EXISTS ${decl_path})
+    message(FATAL_ERROR "cinder_add_extension(${target}): no declaration file ${decl_path}")
+  endif()
+  get_filename_component(stem ${decl_path} NAME_WE)
+  set(out_dir ${CMAKE_CURRENT_BINARY_DIR}/${target}_generated)
+  set(header ${out_dir}/${stem}.h)
+  set(source ${out_dir}/${stem}.c)
+
+  if(TARGET cinder-extgen)
+    set(extgen $<TARGET_FILE:cinder-extgen>)
+    set(extgen_dep cinder-extgen)
+  else()
+    find_program(CINDER_EXTGEN cinder-extgen REQUIRED)
+    set(extgen ${CINDER_EXTGEN})
+    set(extgen_dep ${CINDER_EXTGEN})
+  endif()
+
+  file(MAKE_DIRECTORY ${out_dir})
+  add_custom_command(
+    OUTPUT ${header} ${source}
+    COMMAND ${extgen} ${decl_path} --header ${header} --source ${source}
+    DEPENDS ${decl_path} ${extgen_dep}
+    COMMENT "cinder-extgen: ${stem}.h and ${stem}.c from ${decl}"
+    VERBATIM)
+
+  find_package(Threads REQUIRED)
+  add_library(${target} STATIC ${source} ${header} ${ARG_SOURCES})
+  target_include_directories(${target} PUBLIC ${out_dir})
+  if(TARGET cinder_static)
+    target_link_libraries(${target} PUBLIC cinder_static)
+  else()
+    target_link_libraries(${target} PUBLIC cinder::cinder)
+  endif()
+  target_link_libraries(${target} PUBLIC Threads::Threads)
+endfunction()

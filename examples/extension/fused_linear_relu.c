@@ -1,0 +1,201 @@
+/* The fused linear + bias + relu op declared in fused.cnext: its shape function, its CPU kernel
+ * and its backward. cinder-extgen generates fused_linear_relu(x, w, b) and the registration; this
+ * file is all the op's author writes.
+ *
+ *   y = relu(x @ w^T + b)      x: [N, in], w: [out, in], b: [out] or absent -> y: [N, out]
+ *
+ * The kernel is one GEMM (OpenBLAS) followed by one pass that adds the bias and clamps at zero,
+ * instead of the three passes (matmul, add, relu) of the unfused composition. The backward uses
+ * public ops only. */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cinder/cinder.h"
+#include "fused.h"
+
+#define OP "fused_linear_relu"
+
+/* ---- shape --------------------------------------------------------------------------------- */
+
+cn_status fused_linear_relu_shape(const cn_view *in, int n_in, const int64_t *ints,
+                                  const double *reals, cn_view *out, int n_out) {
+    (void)n_in, (void)ints, (void)reals, (void)n_out;
+    const cn_view *x = &in[FUSED_LINEAR_RELU_IN_X], *w = &in[FUSED_LINEAR_RELU_IN_W];
+    const cn_view *b = &in[FUSED_LINEAR_RELU_IN_B];
+    if (x->ndim != 2 || w->ndim != 2)
+        return cn_set_error(CN_ERR_SHAPE, OP,
+                            "x must be [N, in] and w [out, in], but x has %d "
+                            "dims and w %d; reshape x to 2-D first",
+                            x->ndim, w->ndim);
+    if (x->shape[1] != w->shape[1])
+        return cn_set_error(CN_ERR_SHAPE, OP,
+                            "x is [%lld, %lld] but w is [%lld, %lld]: their "
+                            "last dims (in) must agree",
+                            (long long)x->shape[0], (long long)x->shape[1], (long long)w->shape[0],
+                            (long long)w->shape[1]);
+    if (b->ndim >= 0 && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+        return cn_set_error(CN_ERR_SHAPE, OP,
+                            "b must be [%lld] (one entry per output of w), "
+                            "but it has %d dims",
+                            (long long)w->shape[0], b->ndim);
+    if (x->dtype != CN_F32 && x->dtype != CN_F64)
+        return cn_set_error(CN_ERR_DTYPE, OP,
+                            "x is %s; the kernel takes f32 or f64 (cast with "
+                            "cn_cast)",
+                            cn_dtype_name(x->dtype));
+    if (w->dtype != x->dtype || (b->ndim >= 0 && b->dtype != x->dtype))
+        return cn_set_error(CN_ERR_DTYPE, OP,
+                            "x is %s but w is %s%s%s: all inputs must share a "
+                            "dtype (cast with cn_cast)",
+                            cn_dtype_name(x->dtype), cn_dtype_name(w->dtype),
+                            b->ndim >= 0 ? " and b " : "",
+                            b->ndim >= 0 ? cn_dtype_name(b->dtype) : "");
+    out[FUSED_LINEAR_RELU_OUT_Y].dtype = x->dtype;
+    out[FUSED_LINEAR_RELU_OUT_Y].ndim = 2;
+    out[FUSED_LINEAR_RELU_OUT_Y].shape[0] = x->shape[0];
+    out[FUSED_LINEAR_RELU_OUT_Y].shape[1] = w->shape[0];
+    return CN_OK;
+}
+
+/* ---- CPU kernel ---------------------------------------------------------------------------- */
+
+/* A [rows, cols] view as a row-major GEMM operand: as stored (rows contiguous), transposed
+ * (columns contiguous), or packed into a dense copy (any other strides, broadcasts included). */
+typedef struct operand {
+    const void *data;
+    CBLAS_TRANSPOSE trans;
+    int ld;
+    void *packed; /* owned copy, or NULL */
+} operand;
+
+static cn_status make_operand(const cn_view *v, size_t esize, operand *o) {
+    int64_t r = v->shape[0], c = v->shape[1];
+    /* a size-1 dim's stride is meaningless: take whatever makes the operand dense */
+    int64_t rs = r == 1 ? (c > 1 ? c : 1) : v->strides[0], cs = c == 1 ? 1 : v->strides[1];
+    int64_t rs_t = r == 1 ? 1 : v->strides[0], cs_t = c == 1 ? (r > 1 ? r : 1) : v->strides[1];
+    o->packed = NULL;
+    if (cs == 1 && rs >= (c > 1 ? c : 1) && rs <= INT_MAX) {
+        o->data = v->data;
+        o->trans = CblasNoTrans;
+        o->ld = (int)rs;
+    } else if (rs_t == 1 && cs_t >= (r > 1 ? r : 1) && cs_t <= INT_MAX) {
+        o->data = v->data;
+        o->trans = CblasTrans;
+        o->ld = (int)cs_t;
+    } else {
+        o->packed = malloc((size_t)(r * c) * esize);
+        if (!o->packed)
+            return cn_set_error(CN_ERR_OUT_OF_MEMORY, OP, "packing a [%lld, %lld] operand",
+                                (long long)r, (long long)c);
+        for (int64_t i = 0; i < r; i++)
+            for (int64_t j = 0; j < c; j++)
+                memcpy((char *)o->packed + (size_t)(i * c + j) * esize,
+                       (const char *)v->data +
+                           (size_t)(i * v->strides[0] + j * v->strides[1]) * esize,
+                       esize);
+        o->data = o->packed;
+        o->trans = CblasNoTrans;
+        o->ld = (int)(c > 1 ? c : 1);
+    }
+    return CN_OK;
+}
+
+/* y[i, o] = max(acc[i, o] + b[o], 0), acc dense [N, O] (may alias y when y is dense). */
+#define FINISH(T, name)                                                                            \
+    static void name(const cn_view *y, const T *acc, const cn_view *b, int64_t n, int64_t o) {     \
+        T *yd = y->data;                                                                           \
+        const T *bd = b->data;                                                                     \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            for (int64_t j = 0; j < o; j++) {                                                      \
+                T z = acc[i * o + j] + (bd ? bd[j * b->strides[0]] : (T)0);                        \
+                yd[i * y->strides[0] + j * y->strides[1]] = z > 0 ? z : (T)0;                      \
+            }                                                                                      \
+    }
+FINISH(float, finish_f32)
+FINISH(double, finish_f64)
+
+cn_status fused_linear_relu_cpu(const cn_kernel_args *args) {
+    const cn_view *x = &args->in[FUSED_LINEAR_RELU_IN_X], *w = &args->in[FUSED_LINEAR_RELU_IN_W];
+    const cn_view *b = &args->in[FUSED_LINEAR_RELU_IN_B], *y = &args->out[FUSED_LINEAR_RELU_OUT_Y];
+    int64_t n = x->shape[0], k = x->shape[1], o = w->shape[0];
+    if (n == 0 || o == 0) return CN_OK;
+    if (n > INT_MAX || k > INT_MAX || o > INT_MAX)
+        return cn_set_error(CN_ERR_OVERFLOW, OP,
+                            "[%lld, %lld] x [%lld, %lld] exceeds the int "
+                            "sizes of BLAS",
+                            (long long)n, (long long)k, (long long)o, (long long)k);
+    int f64 = x->dtype == CN_F64;
+    size_t esize = f64 ? sizeof(double) : sizeof(float);
+
+    /* GEMM straight into y when it is dense, else into scratch that the last pass reads */
+    int y_dense = (o == 1 || y->strides[1] == 1) && (n == 1 || y->strides[0] == o);
+    void *acc = y_dense ? y->data : malloc((size_t)(n * o) * esize);
+    if (!acc)
+        return cn_set_error(CN_ERR_OUT_OF_MEMORY, OP, "scratch for a [%lld, %lld] product",
+                            (long long)n, (long long)o);
+    operand a = {0}, bt = {0};
+    cn_status st = CN_OK;
+    if (k == 0) {
+        memset(acc, 0, (size_t)(n * o) * esize); /* an empty sum; BLAS is not needed */
+    } else if ((st = make_operand(x, esize, &a)) == CN_OK &&
+               (st = make_operand(w, esize, &bt)) == CN_OK) {
+        /* acc[N, O] = x[N, K] @ w^T: w enters transposed, so flip how it is stored */
+        CBLAS_TRANSPOSE tw = bt.trans == CblasNoTrans ? CblasTrans : CblasNoTrans;
+        if (f64)
+            cblas_dgemm(CblasRowMajor, a.trans, tw, (int)n, (int)o, (int)k, 1.0, a.data, a.ld,
+                        bt.data, bt.ld, 0.0, acc, (int)o);
+        else
+            cblas_sgemm(CblasRowMajor, a.trans, tw, (int)n, (int)o, (int)k, 1.0f, a.data, a.ld,
+                        bt.data, bt.ld, 0.0f, acc, (int)o);
+    }
+    if (st == CN_OK) {
+        cn_view none = {0};
+        const cn_view *bias = b->ndim >= 0 ? b : &none;
+        if (f64)
+            finish_f64(y, acc, bias, n, o);
+        else
+            finish_f32(y, acc, bias, n, o);
+    }
+    free(a.packed);
+    free(bt.packed);
+    if (!y_dense) free(acc);
+    return st;
+}
+
+/* ---- backward ------------------------------------------------------------------------------ */
+
+/* With z = x @ w^T + b and y = relu(z), the gradient reaching z is g' = g where y > 0, else 0
+ * (y > 0 exactly where z > 0). Then gx = g' @ w, gw = g'^T @ x, gb = sum of g' over rows.
+ *   g, g', y: [N, out]; x, gx: [N, in]; w, gw: [out, in]; b, gb: [out] */
+cn_status fused_linear_relu_backward(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+                                     cn_tensor *const *grad_out, int n_out, const int64_t *ints,
+                                     const double *reals, cn_tensor **grad_in) {
+    (void)n_in, (void)n_out, (void)ints, (void)reals;
+    cn_tensor *x = in[FUSED_LINEAR_RELU_IN_X], *w = in[FUSED_LINEAR_RELU_IN_W];
+    cn_tensor *b = in[FUSED_LINEAR_RELU_IN_B];
+    cn_tensor *y = out[FUSED_LINEAR_RELU_OUT_Y], *g = grad_out[FUSED_LINEAR_RELU_OUT_Y];
+
+    cn_tensor *zero = cn_zeros(NULL, 0, cn_dtype_of(y), cn_device_of(y));
+    cn_tensor *live = cn_gt(y, zero);
+    cn_tensor *gz = cn_where(live, g, zero);
+    cn_tensor *gzt = cn_transpose(gz, 0, 1);
+    cn_tensor *gx = cn_matmul(gz, w);
+    cn_tensor *gw = cn_matmul(gzt, x);
+    cn_tensor *gb = b ? cn_sum_dim(gz, 0, 0) : NULL;
+    cn_release(zero);
+    cn_release(live);
+    cn_release(gz);
+    cn_release(gzt);
+    if (!gx || !gw || (b && !gb)) {
+        cn_release(gx);
+        cn_release(gw);
+        cn_release(gb);
+        return cn_last_status();
+    }
+    grad_in[FUSED_LINEAR_RELU_IN_X] = gx;
+    grad_in[FUSED_LINEAR_RELU_IN_W] = gw;
+    grad_in[FUSED_LINEAR_RELU_IN_B] = gb;
+    return CN_OK;
+}

@@ -1,0 +1,393 @@
+/* The CUDA backend: device discovery, per-device state (a stream and a cuBLAS handle), the
+ * memory functions, the kernel table, and the public functions of cinder/cuda.h.
+ *
+ * Registering the backend touches no GPU: the registry fills the table at startup in every
+ * program, with or without a GPU. CUDA is first initialised when the device count is asked for
+ * (once per process; an error there, such as no driver or no device, means 0 devices), and a
+ * device's stream and handles are made on its first use.
+ *
+ * Host <-> device copies. Small ones go straight through cudaMemcpyAsync (from pageable memory
+ * the driver stages them itself). Large ones go through two pinned staging buffers per device,
+ * so that the host copy into one buffer overlaps the DMA out of the other: copy_from_host returns
+ * once the source has been read (the DMA may still run, ordered before later kernels);
+ * copy_to_host returns when the data is in place. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+
+/* Copies of at least this many bytes use the pinned staging buffers. */
+#define STAGE_MIN ((size_t)1 << 20)
+/* Bytes per staging buffer (two per device). */
+#define STAGE_BYTES ((size_t)8 << 20)
+
+/* ---- errors ------------------------------------------------------------------------------------- */
+
+cn_status cu_error(const char *op, cudaError_t e, const char *what) {
+    (void)cudaGetLastError(); /* clears the error unless it is sticky */
+    cn_status s = e == cudaErrorMemoryAllocation ? CN_ERR_OUT_OF_MEMORY : CN_ERR_BACKEND;
+    return cn_set_error(s, op,
+                        "%s failed: %s (%s); an error from an earlier asynchronous kernel is "
+                        "reported at the next synchronisation (set CUDA_LAUNCH_BLOCKING=1 to "
+                        "report it at its launch)",
+                        what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+cn_status cu_check(const char *op, cudaError_t e, const char *what) {
+    return e == cudaSuccess ? CN_OK : cu_error(op, e, what);
+}
+
+cn_status cu_check_launch(const char *op, const char *kernel) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return CN_OK;
+    char what[96];
+    snprintf(what, sizeof what, "launching %s", kernel);
+    return cu_error(op, e, what);
+}
+
+cn_status cu_blas_error(const char *op, cublasStatus_t s, const char *what) {
+    return cn_set_error(CN_ERR_BACKEND, op, "%s failed: %s (%s)", what, cublasGetStatusString(s),
+                        cublasGetStatusName(s));
+}
+
+/* ---- devices ------------------------------------------------------------------------------------ */
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int device_total;
+static char probe_message[256];
+
+static void probe(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(probe_message, sizeof probe_message, "cudaGetDeviceCount: %s (%s)",
+                 cudaGetErrorString(e), cudaGetErrorName(e));
+        (void)cudaGetLastError();
+        n = 0;
+    } else if (n == 0) {
+        snprintf(probe_message, sizeof probe_message, "cudaGetDeviceCount found no device");
+    }
+    device_total = n > CU_MAX_DEVICES ? CU_MAX_DEVICES : n;
+}
+
+/* Asked on every routed op: the probe runs once. */
+static int cuda_device_count(void *ctx) {
+    (void)ctx;
+    pthread_once(&probe_once, probe);
+    return device_total;
+}
+
+static cu_dev devices[CU_MAX_DEVICES];
+static atomic_int device_ready[CU_MAX_DEVICES];
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t lazy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cu_lock(void) { pthread_mutex_lock(&lazy_lock); }
+void cu_unlock(void) { pthread_mutex_unlock(&lazy_lock); }
+
+static cn_status check_index(const char *op, int device) {
+    int count = cuda_device_count(NULL);
+    if (device >= 0 && device < count) return CN_OK;
+    return cn_set_error(CN_ERR_DEVICE_UNAVAILABLE, op, "cuda:%d is not available (%d device%s "
+                        "usable here%s%s); pick another device, e.g. cpu", device, count,
+                        count == 1 ? "" : "s", probe_message[0] ? ": " : "", probe_message);
+}
+
+static cn_status init_device(const char *op, int device) {
+    cu_dev *d = &devices[device];
+    memset(d, 0, sizeof *d);
+    d->index = device;
+    cn_status s = cu_check(op, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking),
+                           "cudaStreamCreateWithFlags");
+    if (s != CN_OK) return s;
+    cublasStatus_t st = cublasCreate(&d->blas);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        st = cublasSetStream(d->blas, d->stream);
+        if (st != CUBLAS_STATUS_SUCCESS) cublasDestroy(d->blas);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        cudaStreamDestroy(d->stream);
+        return cu_blas_error(op, st, "creating the cuBLAS handle");
+    }
+    atomic_store_explicit(&device_ready[device], 1, memory_order_release);
+    return CN_OK;
+}
+
+cu_dev *cu_device(const char *op, int device) {
+    if (check_index(op, device) != CN_OK) return NULL;
+    if (cu_check(op, cudaSetDevice(device), "cudaSetDevice") != CN_OK) return NULL;
+    if (atomic_load_explicit(&device_ready[device], memory_order_acquire)) return &devices[device];
+    pthread_mutex_lock(&init_lock);
+    cn_status s = CN_OK;
+    if (!atomic_load_explicit(&device_ready[device], memory_order_acquire))
+        s = init_device(op, device);
+    pthread_mutex_unlock(&init_lock);
+    return s == CN_OK ? &devices[device] : NULL;
+}
+
+cn_status cu_sync(cu_dev *d, const char *op) {
+    return cu_check(op, cudaStreamSynchronize(d->stream), "cudaStreamSynchronize");
+}
+
+cn_status cu_read_i64(cu_dev *d, const char *op, const int64_t *src, int64_t *out) {
+    cn_status s = cu_check(op, cudaMemcpyAsync(out, src, sizeof *out, cudaMemcpyDeviceToHost,
+                                               d->stream), "cudaMemcpyAsync");
+    return s == CN_OK ? cu_sync(d, op) : s;
+}
+
+cn_status cu_scratch(cu_dev *d, const char *op, size_t nbytes, void **ptr) {
+    return cu_cache_alloc(d->index, op, nbytes, ptr);
+}
+
+void cu_scratch_free(cu_dev *d, void *ptr) {
+    if (ptr) cu_cache_free(d->index, ptr);
+}
+
+static atomic_int cudnn_enabled = 1;
+
+int cu_cudnn_enabled(void) {
+#ifdef CINDER_HAVE_CUDNN
+    return atomic_load(&cudnn_enabled);
+#else
+    return 0;
+#endif
+}
+
+/* ---- memory functions --------------------------------------------------------------------------- */
+
+static cn_status cuda_alloc(void *ctx, int device, size_t nbytes, void **ptr) {
+    (void)ctx;
+    *ptr = NULL;
+    cu_dev *d = cu_device("cuda alloc", device);
+    if (!d) return cn_last_status();
+    return cu_cache_alloc(device, "cuda alloc", nbytes, ptr);
+}
+
+static void cuda_free(void *ctx, int device, void *ptr) {
+    (void)ctx;
+    if (ptr) cu_cache_free(device, ptr);
+}
+
+/* Two pinned buffers per device, each with an event marking the end of the last copy that used
+ * it. Made on the first large copy; NULL buffers (pinned memory refused) mean direct copies. */
+typedef struct staging {
+    int tried;
+    char *buf[2];
+    cudaEvent_t done[2];
+} staging;
+
+static staging stages[CU_MAX_DEVICES];
+static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The device's staging buffers (stage_lock held), or NULL to copy directly. */
+static staging *get_staging(int device) {
+    staging *st = &stages[device];
+    if (!st->tried) {
+        st->tried = 1;
+        int ok = 1;
+        for (int k = 0; k < 2 && ok; k++) {
+            ok = cudaHostAlloc((void **)&st->buf[k], STAGE_BYTES, cudaHostAllocDefault) ==
+                     cudaSuccess &&
+                 cudaEventCreateWithFlags(&st->done[k], cudaEventDisableTiming) == cudaSuccess;
+        }
+        if (!ok) { /* not fatal: large copies go directly */
+            (void)cudaGetLastError();
+            for (int k = 0; k < 2; k++) {
+                if (st->buf[k]) cudaFreeHost(st->buf[k]);
+                if (st->done[k]) cudaEventDestroy(st->done[k]);
+                st->buf[k] = NULL;
+                st->done[k] = NULL;
+            }
+        }
+    }
+    return st->buf[0] ? st : NULL;
+}
+
+static cn_status cuda_copy_from_host(void *ctx, int device, void *dst, const void *src,
+                                     size_t n) {
+    (void)ctx;
+    const char *op = "copy_from_host";
+    if (n == 0) return CN_OK;
+    cu_dev *d = cu_device(op, device);
+    if (!d) return cn_last_status();
+    if (n < STAGE_MIN)
+        return cu_check(op, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, d->stream),
+                        "cudaMemcpyAsync");
+    pthread_mutex_lock(&stage_lock);
+    staging *st = get_staging(device);
+    cn_status s = CN_OK;
+    if (!st) {
+        s = cu_check(op, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, d->stream),
+                     "cudaMemcpyAsync");
+    } else {
+        for (size_t off = 0, i = 0; s == CN_OK && off < n; i++) {
+            int k = (int)(i & 1);
+            size_t len = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
+            s = cu_check(op, cudaEventSynchronize(st->done[k]), "cudaEventSynchronize");
+            if (s != CN_OK) break;
+            memcpy(st->buf[k], (const char *)src + off, len);
+            s = cu_check(op, cudaMemcpyAsync((char *)dst + off, st->buf[k], len,
+                                             cudaMemcpyHostToDevice, d->stream),
+                         "cudaMemcpyAsync");
+            if (s == CN_OK)
+                s = cu_check(op, cudaEventRecord(st->done[k], d->stream), "cudaEventRecord");
+            off += len;
+        }
+    }
+    pthread_mutex_unlock(&stage_lock);
+    return s;
+}
+
+static cn_status cuda_copy_to_host(void *ctx, int device, void *dst, const void *src, size_t n) {
+    (void)ctx;
+    const char *op = "copy_to_host";
+    if (n == 0) return CN_OK;
+    cu_dev *d = cu_device(op, device);
+    if (!d) return cn_last_status();
+    if (n < STAGE_MIN) {
+        cn_status s = cu_check(op, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost,
+                                                   d->stream), "cudaMemcpyAsync");
+        return s == CN_OK ? cu_sync(d, op) : s;
+    }
+    pthread_mutex_lock(&stage_lock);
+    staging *st = get_staging(device);
+    cn_status s = CN_OK;
+    if (!st) {
+        s = cu_check(op, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, d->stream),
+                     "cudaMemcpyAsync");
+        if (s == CN_OK) s = cu_sync(d, op);
+    } else {
+        /* chunk i goes into buffer i % 2; while it is in flight, chunk i - 1 is copied out */
+        size_t prev_off = 0, prev_len = 0;
+        int prev = -1;
+        for (size_t off = 0, i = 0; s == CN_OK && off < n; i++) {
+            int k = (int)(i & 1);
+            size_t len = n - off < STAGE_BYTES ? n - off : STAGE_BYTES;
+            s = cu_check(op, cudaEventSynchronize(st->done[k]), "cudaEventSynchronize");
+            if (s == CN_OK)
+                s = cu_check(op, cudaMemcpyAsync(st->buf[k], (const char *)src + off, len,
+                                                 cudaMemcpyDeviceToHost, d->stream),
+                             "cudaMemcpyAsync");
+            if (s == CN_OK)
+                s = cu_check(op, cudaEventRecord(st->done[k], d->stream), "cudaEventRecord");
+            if (s == CN_OK && prev >= 0) {
+                s = cu_check(op, cudaEventSynchronize(st->done[prev]), "cudaEventSynchronize");
+                if (s == CN_OK) memcpy((char *)dst + prev_off, st->buf[prev], prev_len);
+            }
+            prev = k;
+            prev_off = off;
+            prev_len = len;
+            off += len;
+        }
+        if (s == CN_OK && prev >= 0) {
+            s = cu_check(op, cudaEventSynchronize(st->done[prev]), "cudaEventSynchronize");
+            if (s == CN_OK) memcpy((char *)dst + prev_off, st->buf[prev], prev_len);
+        }
+    }
+    pthread_mutex_unlock(&stage_lock);
+    return s;
+}
+
+static cn_status cuda_synchronize(void *ctx, int device) {
+    (void)ctx;
+    cu_dev *d = cu_device("synchronize", device);
+    return d ? cu_sync(d, "synchronize") : cn_last_status();
+}
+
+/* ---- the table ---------------------------------------------------------------------------------- */
+
+/* Called once by the registry (src/dispatch/registry.c). Touches no GPU. */
+void cn__cuda_backend_fill(cn_backend *b);
+
+void cn__cuda_backend_fill(cn_backend *b) {
+    memset(b, 0, sizeof *b);
+    b->name = "cuda";
+    b->device_count = cuda_device_count;
+    b->alloc = cuda_alloc;
+    b->free = cuda_free;
+    b->copy_from_host = cuda_copy_from_host;
+    b->copy_to_host = cuda_copy_to_host;
+    b->synchronize = cuda_synchronize;
+
+    cn_kernel_fn *k = b->kernels;
+    const cn_op unary[] = {CN_OP_NEG,  CN_OP_ABS,     CN_OP_RELU, CN_OP_EXP,  CN_OP_LOG,
+                           CN_OP_LOG1P, CN_OP_SQRT,   CN_OP_RSQRT, CN_OP_SIN, CN_OP_COS,
+                           CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU, CN_OP_ERF};
+    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) k[unary[i]] = cuda_unary;
+    k[CN_OP_ADD_SCALAR] = k[CN_OP_MUL_SCALAR] = k[CN_OP_POW_SCALAR] = k[CN_OP_CLAMP] = cuda_scalar;
+    k[CN_OP_ADD] = k[CN_OP_SUB] = k[CN_OP_MUL] = k[CN_OP_DIV] = cuda_binary;
+    k[CN_OP_POW] = k[CN_OP_MAXIMUM] = k[CN_OP_MINIMUM] = cuda_binary;
+    k[CN_OP_EQ] = k[CN_OP_NE] = k[CN_OP_LT] = k[CN_OP_LE] = k[CN_OP_GT] = k[CN_OP_GE] =
+        cuda_compare;
+    k[CN_OP_LOGICAL_AND] = k[CN_OP_LOGICAL_OR] = k[CN_OP_LOGICAL_NOT] = cuda_logical;
+    k[CN_OP_WHERE] = cuda_where;
+    k[CN_OP_CAST] = k[CN_OP_COPY] = cuda_cast;
+    k[CN_OP_FILL] = cuda_fill;
+    k[CN_OP_RAND_UNIFORM] = k[CN_OP_RAND_NORMAL] = cuda_rand;
+    const cn_op reductions[] = {CN_OP_SUM,  CN_OP_MEAN,   CN_OP_MAX,    CN_OP_MIN,      CN_OP_PROD,
+                                CN_OP_ARGMAX, CN_OP_ARGMIN, CN_OP_VAR, CN_OP_LOGSUMEXP};
+    for (size_t i = 0; i < sizeof reductions / sizeof *reductions; i++)
+        k[reductions[i]] = cuda_reduce;
+    k[CN_OP_SOFTMAX] = k[CN_OP_LOG_SOFTMAX] = cuda_softmax;
+    k[CN_OP_MATMUL] = cuda_matmul;
+    k[CN_OP_GATHER] = cuda_gather;
+    k[CN_OP_SCATTER_ADD] = cuda_scatter_add;
+    k[CN_OP_INDEX_SELECT] = cuda_index_select;
+    k[CN_OP_ONE_HOT] = cuda_one_hot;
+    k[CN_OP_CONV2D] = cuda_conv2d;
+    k[CN_OP_MAX_POOL2D] = k[CN_OP_AVG_POOL2D] = cuda_pool2d;
+    k[CN_OP_CONV2D_BACKWARD_INPUT] = cuda_conv2d_backward_input;
+    k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cuda_conv2d_backward_weight;
+    k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cuda_pool2d_backward;
+}
+
+/* ---- cinder/cuda.h ------------------------------------------------------------------------------ */
+
+cn_status cn_cuda_memory_stats(int device, cn_cuda_memory_stats_t *out) {
+    const char *op = "cuda_memory_stats";
+    if (!out) return cn_set_error(CN_ERR_NULL_ARG, op, "'out' is NULL; pass the address of a "
+                                  "cn_cuda_memory_stats_t");
+    cn_status s = check_index(op, device);
+    if (s != CN_OK) return s;
+    cu_cache_stats(device, out);
+    return CN_OK;
+}
+
+cn_status cn_cuda_reset_peak_memory_stats(int device) {
+    cn_status s = check_index("cuda_reset_peak_memory_stats", device);
+    if (s != CN_OK) return s;
+    cu_cache_reset_peaks(device);
+    return CN_OK;
+}
+
+cn_status cn_cuda_empty_cache(int device) {
+    const char *op = "cuda_empty_cache";
+    cu_dev *d = cu_device(op, device);
+    if (!d) return cn_last_status();
+    cn_status s = cu_sync(d, op);
+    return s == CN_OK ? cu_cache_empty(device) : s;
+}
+
+cn_status cn_cuda_synchronize(int device) {
+    cu_dev *d = cu_device("cuda_synchronize", device);
+    return d ? cu_sync(d, "cuda_synchronize") : cn_last_status();
+}
+
+int cn_cuda_set_cudnn_enabled(int enabled) {
+    return atomic_exchange(&cudnn_enabled, enabled ? 1 : 0);
+}
+
+int cn_cuda_cudnn_compiled(void) {
+#ifdef CINDER_HAVE_CUDNN
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+const char *cn_cuda_unavailable_reason(void) {
+    pthread_once(&probe_once, probe);
+    return probe_message;
+}

@@ -1,0 +1,249 @@
+/* CUDA 2-D max and average pooling, forward and backward, with the CPU's semantics (cpu/pool.c,
+ * cpu/pool_backward.c).
+ *
+ * Forward: x [N, C, H, W] (any strides) -> out [N, C, OH, OW] contiguous, one thread per output.
+ * out = max or mean of x[n, c, oh*sh - ph + i, ow*sw - pw + j], 0 <= i < KH, 0 <= j < KW; max
+ * skips padded positions (and returns a NaN of the window if it holds one), avg counts them as
+ * zeros and divides by KH*KW (PyTorch's count_include_pad=True).
+ *
+ * Backward: one thread per input element gathers from the windows that contain it, in the
+ * order (oh, ow) ascending, which is the order in which the CPU adds them: no atomics, and the
+ * same sums. max: a window's gradient goes to the element the forward picked (its first maximum
+ * in row-major window order; the first NaN when it holds one; the first in-image position when
+ * every value is -inf). avg: each window adds g / (KH*KW) to its in-image positions.
+ *
+ * f32, f64, and f16/bf16 computed in float. */
+#include <math.h>
+#include <string.h>
+
+#include "backends/cuda/common.cuh"
+
+typedef struct pool_geom {
+    int64_t N, C, H, W, OH, OW;
+    int64_t KH, KW, sh, sw, ph, pw;
+    int64_t xs[4], gs[4];  /* element strides of x and of g (backward) */
+    const char *x, *g;
+    char *out;
+    int dt, es, is_max;
+} pool_geom;
+
+/* The window of output index o along one axis, clipped to [0, size): [*lo, *hi). */
+__device__ __forceinline__ void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k,
+                                            int64_t size, int64_t *lo, int64_t *hi) {
+    int64_t start = o * stride - pad, end = start + k;
+    *lo = start < 0 ? 0 : start;
+    *hi = end > size ? size : end;
+}
+
+template <typename T> __global__ void pool_forward_kernel(const __grid_constant__ pool_geom p) {
+    const int64_t total = p.N * p.C * p.OH * p.OW;
+    const T inv = (T)1 / (T)(p.KH * p.KW);
+    CU_GRID_LOOP(i, total) {
+        int64_t ow = i % p.OW, t = i / p.OW;
+        int64_t oh = t % p.OH;
+        t /= p.OH;
+        int64_t c = t % p.C, n = t / p.C;
+        int64_t h0, h1, w0, w1;
+        clip_window(oh, p.sh, p.ph, p.KH, p.H, &h0, &h1);
+        clip_window(ow, p.sw, p.pw, p.KW, p.W, &w0, &w1);
+        const char *plane = p.x + (n * p.xs[0] + c * p.xs[1]) * p.es;
+        T acc = p.is_max ? (T)-INFINITY : (T)0;
+        for (int64_t h = h0; h < h1; h++) {
+            const char *row = plane + h * p.xs[2] * p.es;
+            for (int64_t w = w0; w < w1; w++) {
+                T v = cu_ld<T>(row + w * p.xs[3] * p.es, p.dt);
+                if (p.is_max) {
+                    if (v > acc || v != v) acc = v; /* NaN wins, as in PyTorch */
+                } else {
+                    acc += v;
+                }
+            }
+        }
+        cu_st<T>(p.out + i * p.es, p.dt, p.is_max ? acc : acc * inv);
+    }
+}
+
+/* The plane index h*W + w that max pooling picks in rows [h0, h1), columns [w0, w1). */
+template <typename T>
+__device__ __forceinline__ int64_t window_argmax(const pool_geom &p, const char *plane,
+                                                 int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+    int64_t best = h0 * p.W + w0, first_nan = -1;
+    T m = (T)-INFINITY;
+    for (int64_t h = h0; h < h1; h++) {
+        const char *row = plane + h * p.xs[2] * p.es;
+        for (int64_t w = w0; w < w1; w++) {
+            T v = cu_ld<T>(row + w * p.xs[3] * p.es, p.dt);
+            if (v > m) {
+                m = v;
+                best = h * p.W + w;
+            }
+            if (v != v && first_nan < 0) first_nan = h * p.W + w;
+        }
+    }
+    return first_nan >= 0 ? first_nan : best;
+}
+
+/* The output rows (or columns) whose windows contain input index x: [*lo, *hi). */
+__device__ __forceinline__ void covering(int64_t x, int64_t stride, int64_t pad, int64_t k,
+                                         int64_t osize, int64_t *lo, int64_t *hi) {
+    /* o*stride - pad <= x < o*stride - pad + k */
+    int64_t a = x + pad - k + 1; /* o*stride >= a */
+    int64_t l = a <= 0 ? 0 : (a + stride - 1) / stride;
+    int64_t h = (x + pad) / stride + 1; /* o*stride <= x + pad */
+    *lo = l;
+    *hi = h < osize ? h : osize;
+}
+
+template <typename T> __global__ void pool_backward_kernel(const __grid_constant__ pool_geom p) {
+    const int64_t total = p.N * p.C * p.H * p.W;
+    const T inv = (T)1 / (T)(p.KH * p.KW);
+    CU_GRID_LOOP(i, total) {
+        int64_t w = i % p.W, t = i / p.W;
+        int64_t h = t % p.H;
+        t /= p.H;
+        int64_t c = t % p.C, n = t / p.C;
+        int64_t oh0, oh1, ow0, ow1;
+        covering(h, p.sh, p.ph, p.KH, p.OH, &oh0, &oh1);
+        covering(w, p.sw, p.pw, p.KW, p.OW, &ow0, &ow1);
+        const char *gplane = p.g + (n * p.gs[0] + c * p.gs[1]) * p.es;
+        const char *xplane = p.is_max ? p.x + (n * p.xs[0] + c * p.xs[1]) * p.es : 0;
+        T acc = (T)0;
+        for (int64_t oh = oh0; oh < oh1; oh++) {
+            int64_t h0, h1;
+            clip_window(oh, p.sh, p.ph, p.KH, p.H, &h0, &h1);
+            for (int64_t ow = ow0; ow < ow1; ow++) {
+                T gv = cu_ld<T>(gplane + (oh * p.gs[2] + ow * p.gs[3]) * p.es, p.dt);
+                if (p.is_max) {
+                    int64_t w0, w1;
+                    clip_window(ow, p.sw, p.pw, p.KW, p.W, &w0, &w1);
+                    if (window_argmax<T>(p, xplane, h0, h1, w0, w1) == h * p.W + w) acc += gv;
+                } else {
+                    acc += gv * inv;
+                }
+            }
+        }
+        cu_st<T>(p.out + i * p.es, p.dt, acc);
+    }
+}
+
+/* ---- host ------------------------------------------------------------------------------------- */
+
+static int is_float_dt(cn_dtype dt) {
+    return dt == CN_F32 || dt == CN_F64 || dt == CN_F16 || dt == CN_BF16;
+}
+
+static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
+    if (in + 2 * pad < k) return -1;
+    return (in + 2 * pad - k) / stride + 1;
+}
+
+/* The router's backward entries check nothing, so the ints and shapes are checked here before
+ * anything is indexed (as the CPU kernel does). */
+static cn_status check_pool(const char *op, const cn_kernel_args *a, const pool_geom *p,
+                            const cn_view *big, const cn_view *small) {
+    cn_dtype dt = a->out[0].dtype;
+    if (!is_float_dt(dt))
+        return cn_set_error(CN_ERR_DTYPE, op, "the cuda kernel takes f32, f64, f16 or bf16, not "
+                            "%s", cn_dtype_name(dt));
+    for (int i = 0; i < a->n_in; i++)
+        if (a->in[i].dtype != dt)
+            return cn_set_error(CN_ERR_DTYPE, op, "input %d is %s but the output is %s", i,
+                                cn_dtype_name(a->in[i].dtype), cn_dtype_name(dt));
+    if (a->n_ints < 6 || p->KH < 1 || p->KW < 1 || p->sh < 1 || p->sw < 1 || p->ph < 0 ||
+        p->pw < 0)
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "kernel (%lld, %lld), stride (%lld, %lld), "
+                            "padding (%lld, %lld): the router must pass normalised values "
+                            "(kernel, stride >= 1)", (long long)p->KH, (long long)p->KW,
+                            (long long)p->sh, (long long)p->sw, (long long)p->ph,
+                            (long long)p->pw);
+    if (big->ndim != 4 || small->ndim != 4 || small->shape[0] != big->shape[0] ||
+        small->shape[1] != big->shape[1] || p->OH != out_size(p->H, p->KH, p->sh, p->ph) ||
+        p->OW != out_size(p->W, p->KW, p->sw, p->pw))
+        return cn_set_error(CN_ERR_SHAPE, op, "pooled [%lld, %lld, %lld, %lld] does not match "
+                            "input [%lld, %lld, %lld, %lld] with kernel (%lld, %lld), stride "
+                            "(%lld, %lld), padding (%lld, %lld)", (long long)small->shape[0],
+                            (long long)small->shape[1], (long long)p->OH, (long long)p->OW,
+                            (long long)big->shape[0], (long long)big->shape[1], (long long)p->H,
+                            (long long)p->W, (long long)p->KH, (long long)p->KW,
+                            (long long)p->sh, (long long)p->sw, (long long)p->ph,
+                            (long long)p->pw);
+    return CN_OK;
+}
+
+static void geom_ints(pool_geom *p, const cn_kernel_args *a) {
+    p->KH = a->ints[0];
+    p->KW = a->ints[1];
+    p->sh = a->ints[2];
+    p->sw = a->ints[3];
+    p->ph = a->ints[4];
+    p->pw = a->ints[5];
+}
+
+#define LAUNCH_T(KERNEL, dt, n, p)                                                              \
+    do {                                                                                        \
+        if ((dt) == CN_F64)                                                                     \
+            KERNEL<double><<<cu_blocks(n), CU_THREADS, 0, d->stream>>>(p);                      \
+        else                                                                                    \
+            KERNEL<float><<<cu_blocks(n), CU_THREADS, 0, d->stream>>>(p);                       \
+    } while (0)
+
+/* in = (x [N,C,H,W]); ints = kernel h, w, stride h, w, padding h, w; out [N,C,OH,OW]. */
+extern "C" cn_status cuda_pool2d(const cn_kernel_args *a) {
+    const char *op = a->op == CN_OP_MAX_POOL2D ? "max_pool2d" : "avg_pool2d";
+    const cn_view *xv = &a->in[0], *ov = &a->out[0];
+    pool_geom p;
+    memset(&p, 0, sizeof p);
+    if (a->n_ints >= 6) geom_ints(&p, a);
+    p.N = xv->shape[0], p.C = xv->shape[1], p.H = xv->shape[2], p.W = xv->shape[3];
+    p.OH = ov->shape[2], p.OW = ov->shape[3];
+    cn_status s = check_pool(op, a, &p, xv, ov);
+    if (s != CN_OK) return s;
+    int64_t total = p.N * p.C * p.OH * p.OW;
+    if (total == 0) return CN_OK;
+    for (int k = 0; k < 4; k++) p.xs[k] = xv->strides[k];
+    p.x = (const char *)xv->data;
+    p.out = (char *)ov->data;
+    p.dt = ov->dtype;
+    p.es = (int)cn_dtype_size(ov->dtype);
+    p.is_max = a->op == CN_OP_MAX_POOL2D;
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    LAUNCH_T(pool_forward_kernel, p.dt, total, p);
+    return cu_check_launch(op, "pool_forward_kernel");
+}
+
+/* max: in = (g [N,C,OH,OW], x [N,C,H,W]); avg: in = (g); the pool's ints; out = x's gradient. */
+extern "C" cn_status cuda_pool2d_backward(const cn_kernel_args *a) {
+    int is_max = a->op == CN_OP_MAX_POOL2D_BACKWARD;
+    const char *op = is_max ? "max_pool2d_backward" : "avg_pool2d_backward";
+    const cn_view *gv = &a->in[0], *ov = &a->out[0];
+    if (is_max && a->n_in < 2)
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "needs the gradient and the pooled input");
+    const cn_view *xv = is_max ? &a->in[1] : NULL;
+    pool_geom p;
+    memset(&p, 0, sizeof p);
+    if (a->n_ints >= 6) geom_ints(&p, a);
+    p.N = ov->shape[0], p.C = ov->shape[1], p.H = ov->shape[2], p.W = ov->shape[3];
+    p.OH = gv->shape[2], p.OW = gv->shape[3];
+    cn_status s = check_pool(op, a, &p, ov, gv);
+    if (s != CN_OK) return s;
+    if (xv && memcmp(xv->shape, ov->shape, 4 * sizeof(int64_t)) != 0)
+        return cn_set_error(CN_ERR_SHAPE, op, "the pooled input's shape differs from the "
+                            "gradient's output shape");
+    int64_t total = p.N * p.C * p.H * p.W;
+    if (total == 0) return CN_OK;
+    for (int k = 0; k < 4; k++) {
+        p.gs[k] = gv->strides[k];
+        p.xs[k] = xv ? xv->strides[k] : 0;
+    }
+    p.g = (const char *)gv->data;
+    p.x = xv ? (const char *)xv->data : NULL;
+    p.out = (char *)ov->data;
+    p.dt = ov->dtype;
+    p.es = (int)cn_dtype_size(ov->dtype);
+    p.is_max = is_max;
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    LAUNCH_T(pool_backward_kernel, p.dt, total, p);
+    return cu_check_launch(op, "pool_backward_kernel");
+}

@@ -1,0 +1,52 @@
+# Runs cinder-extgen on a declaration that must be rejected, and checks how.
+#   cmake -DEXTGEN=<tool> -DDECL=<file.cnext> -DOUT=<scratch dir> -P check_extgen_error.cmake
+# The declaration's first line states the expectation: `// expect: <line>: <message fragment>`.
+# Passes when the tool exits with 1, prints `<file>:<line>: error: ` followed (on the same line)
+# by the fragment, and writes no output file.
+file(STRINGS ${DECL} first LIMIT_COUNT 1)
+if(NOT first MATCHES "^// expect: ([0-9]+): (.+)$")
+  message(FATAL_ERROR "${DECL}: the first line must be `// expect: <line>: <message fragment>`")
+endif()
+set(line ${CMAKE_MATCH_1})
+set(fragment ${CMAKE_MATCH_2})
+get_filename_component(name ${DECL} NAME)
+
+file(REMOVE_RECURSE ${OUT})
+file(MAKE_DIRECTORY ${OUT})
+execute_process(COMMAND ${EXTGEN} ${DECL} --header ${OUT}/gen.h --source ${OUT}/gen.c
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message(STATUS "cinder-extgen said:\n${err}")
+
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "exit status ${rc}, want 1")
+endif()
+set(want "${name}:${line}: error: ")
+string(FIND "${err}" "${want}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "stderr lacks \"${want}\"")
+endif()
+# The fragment must be on a line that carries that location (messages may hold ';', so the
+# lines are cut out by position rather than turned into a list).
+set(rest "${err}")
+set(found FALSE)
+string(LENGTH "${want}" want_len)
+while(NOT found)
+  string(FIND "${rest}" "${want}" a)
+  if(a EQUAL -1)
+    break()
+  endif()
+  string(SUBSTRING "${rest}" ${a} -1 rest)
+  string(FIND "${rest}" "\n" nl)
+  string(SUBSTRING "${rest}" 0 ${nl} l)
+  string(FIND "${l}" "${fragment}" b)
+  if(NOT b EQUAL -1)
+    set(found TRUE)
+  endif()
+  string(SUBSTRING "${rest}" ${want_len} -1 rest)
+endwhile()
+if(NOT found)
+  message(FATAL_ERROR "no line of stderr has both \"${want}\" and \"${fragment}\"")
+endif()
+if(EXISTS ${OUT}/gen.h OR EXISTS ${OUT}/gen.c)
+  message(FATAL_ERROR "a rejected declaration must not produce files")
+endif()

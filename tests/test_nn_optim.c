@@ -1,0 +1,586 @@
+/* Losses, optimizers, schedules and clipping of nn.h against references written here in double:
+ * cross-entropy (with and without label smoothing) against a direct log-sum-exp computation and
+ * its gradient against finite differences of that reference; MSE; SGD (momentum, dampening,
+ * Nesterov, weight decay) and AdamW against hand-written re-implementations of PyTorch's update
+ * rules over three steps; a step that fails (every allocation in turn) changes nothing; StepLR
+ * and CosineAnnealingLR against tabulated values and PyTorch's recursive forms; clipping against
+ * a computed norm; and a Linear-ReLU-Linear model trained for 200 steps. */
+#include "harness.h"
+
+static const cn_device CPU = {CN_BACKEND_CPU, 0, 0, 0};
+
+static cn_device ad(void) { return cn_autodiff(cn_cpu()); }
+
+static double *values(cn_tensor *t) {
+    int64_t n = t ? cn_numel(t) : 0;
+    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (!t || th_read(t, v) != n) {
+        fprintf(stderr, "values: cannot read (%s)\n", cn_last_error());
+        th_checks_failed++;
+        for (int64_t i = 0; i < n; i++)
+            v[i] = NAN;
+    }
+    return v;
+}
+
+static double scalar(cn_tensor *t) {
+    double v = NAN;
+    if (!t || th_read(t, &v) != 1) {
+        fprintf(stderr, "scalar: cannot read (%s)\n", cn_last_error());
+        th_checks_failed++;
+    }
+    return v;
+}
+
+/* A tracked leaf on the autodiff device with the given values. */
+static cn_tensor *leaf(const double *v, const int64_t *shape, int ndim, cn_dtype dt) {
+    cn_tensor *t = th_tensor(v, shape, ndim, dt);
+    cn_tensor *a = cn_to_device(t, ad());
+    cn_release(t);
+    return cn_require_grad(a);
+}
+
+/* ---- cross-entropy and MSE ------------------------------------------------------------------- */
+
+enum { CE_N = 4, CE_C = 5 };
+
+/* The definition, in double: mean_i -((1 - s) logp[i, y_i] + s mean_c logp[i, c]). */
+static double ref_cross_entropy(const double *z, const int64_t *y, double s) {
+    double total = 0;
+    for (int i = 0; i < CE_N; i++) {
+        double mx = -INFINITY, sum = 0, mean_logp = 0;
+        for (int c = 0; c < CE_C; c++)
+            mx = fmax(mx, z[i * CE_C + c]);
+        for (int c = 0; c < CE_C; c++)
+            sum += exp(z[i * CE_C + c] - mx);
+        double lse = mx + log(sum);
+        for (int c = 0; c < CE_C; c++)
+            mean_logp += (z[i * CE_C + c] - lse) / CE_C;
+        total += -((1 - s) * (z[i * CE_C + y[i]] - lse) + s * mean_logp);
+    }
+    return total / CE_N;
+}
+
+static void test_cross_entropy_matches_reference_and_finite_differences(void) {
+    cn_scope_begin();
+    const double z[CE_N * CE_C] = {0.5,  -1.2, 2.0, 0.1,  -0.3, 1.5, 1.4,  -2.0, 0.0,  0.7,
+                                   -0.2, 0.3,  0.9, -1.1, 2.2,  3.0, -3.0, 0.5,  0.25, -0.75};
+    const int64_t y[CE_N] = {2, 0, 4, 1}, zs[2] = {CE_N, CE_C}, ys[1] = {CE_N};
+    cn_tensor *labels = cn_from_data(y, ys, 1, CN_I64, CPU);
+    const double smoothing[3] = {0.0, 0.1, 0.5};
+    for (int k = 0; k < 3; k++) {
+        const double s = smoothing[k];
+        cn_tensor *logits = leaf(z, zs, 2, CN_F64);
+        cn_tensor *loss = cn_cross_entropy(logits, labels, s);
+        CHECK(loss && cn_ndim(loss) == 0 && cn_requires_grad(loss));
+        CHECK_NEAR(scalar(loss), ref_cross_entropy(z, y, s), 1e-14);
+        /* f32 logits and i32 labels give the same within f32 rounding */
+        cn_tensor *l32 = cn_cross_entropy(th_tensor(z, zs, 2, CN_F32), cn_cast(labels, CN_I32), s);
+        CHECK_NEAR(scalar(l32), ref_cross_entropy(z, y, s), 1e-6);
+        cn_grads *g = cn_backward(loss);
+        double *gz = values(cn_grad(g, logits));
+        cn_grads_free(g);
+        /* central differences of the reference (an independent oracle) */
+        const double h = 1e-5;
+        for (int i = 0; i < CE_N * CE_C; i++) {
+            double zp[CE_N * CE_C], zm[CE_N * CE_C];
+            memcpy(zp, z, sizeof zp);
+            memcpy(zm, z, sizeof zm);
+            zp[i] += h;
+            zm[i] -= h;
+            double fd = (ref_cross_entropy(zp, y, s) - ref_cross_entropy(zm, y, s)) / (2 * h);
+            CHECK_NEAR(gz[i], fd, 1e-8);
+        }
+        free(gz);
+    }
+    /* log-softmax keeps huge logits finite */
+    const double big[2] = {1000, 0};
+    const int64_t bs[2] = {1, 2}, one[1] = {1}, label1 = 1;
+    cn_tensor *lb = cn_cross_entropy(th_tensor(big, bs, 2, CN_F32),
+                                     cn_from_data(&label1, one, 1, CN_I64, CPU), 0.0);
+    CHECK_NEAR(scalar(lb), 1000.0, 1e-6);
+    /* errors */
+    cn_tensor *logits = th_tensor(z, zs, 2, CN_F64);
+    CHECK_FAILS(cn_cross_entropy(logits, labels, 1.5), CN_ERR_INVALID_ARG, "label_smoothing");
+    CHECK_FAILS(cn_cross_entropy(logits, cn_cast(labels, CN_F64), 0), CN_ERR_KIND, "labels");
+    CHECK_FAILS(cn_cross_entropy(logits, cn_slice(labels, 0, 0, 3, 1), 0), CN_ERR_SHAPE, "[N]");
+    const int64_t bad[4] = {0, 5, 1, 2};
+    CHECK_FAILS(cn_cross_entropy(logits, cn_from_data(bad, ys, 1, CN_I64, CPU), 0), CN_ERR_INDEX,
+                "");
+    cn_scope_end();
+}
+
+static void test_mse_loss_value_and_gradient(void) {
+    cn_scope_begin();
+    const double p[6] = {0.5, -1, 2, 3, 0, 1.25}, t[6] = {1, -1, 0, 2.5, -0.5, 1};
+    const int64_t s[2] = {2, 3};
+    cn_tensor *pred = leaf(p, s, 2, CN_F64);
+    cn_tensor *loss = cn_mse_loss(pred, th_tensor(t, s, 2, CN_F64));
+    double want = 0, gwant[6];
+    for (int i = 0; i < 6; i++) {
+        want += (p[i] - t[i]) * (p[i] - t[i]) / 6;
+        gwant[i] = 2 * (p[i] - t[i]) / 6;
+    }
+    CHECK_NEAR(scalar(loss), want, 1e-15);
+    cn_grads *g = cn_backward(loss);
+    th_check_values("mse grad", cn_grad(g, pred), gwant, 6, 1e-15);
+    cn_grads_free(g);
+    const int64_t s2[1] = {3};
+    CHECK_FAILS(cn_mse_loss(pred, cn_zeros(s2, 1, CN_F64, CPU)), CN_ERR_SHAPE, "same shape");
+    cn_scope_end();
+}
+
+/* ---- optimizers on a quadratic ------------------------------------------------------------------
+ * * loss = sum(a * (w - c)^2) over two parameters, so g = 2 a (w - c). */
+
+enum { Q_N = 6 }; /* parameter 0: [2, 2] (4 values), parameter 1: [2] (2 values) */
+static const double Q_W0[Q_N] = {0.5, -1.0, 2.0, 0.25, 1.5, -0.5};
+static const double Q_A[Q_N] = {1.0, 0.5, 2.0, 0.1, 3.0, 1.5};
+static const double Q_C[Q_N] = {0.0, 1.0, -1.0, 0.5, 0.2, 0.3};
+
+typedef struct quad {
+    cn_tensor *w1, *w2; /* leaves */
+    cn_param params[2];
+} quad;
+
+static quad quad_new(cn_dtype dt) {
+    quad q;
+    const int64_t s1[2] = {2, 2}, s2[1] = {2};
+    q.w1 = leaf(Q_W0, s1, 2, dt);
+    q.w2 = leaf(Q_W0 + 4, s2, 1, dt);
+    q.params[0] = (cn_param){"w1", q.w1};
+    q.params[1] = (cn_param){"w2", q.w2};
+    return q;
+}
+
+static cn_grads *quad_backward(quad *q) {
+    cn_tensor *w = cn_cat((cn_tensor *[]){cn_reshape(q->w1, (int64_t[]){4}, 1), q->w2}, 2, 0);
+    const int64_t s[1] = {Q_N};
+    cn_dtype dt = cn_dtype_of(q->w1);
+    cn_tensor *d = cn_sub(w, th_tensor(Q_C, s, 1, dt));
+    return cn_backward(cn_sum(cn_mul(th_tensor(Q_A, s, 1, dt), cn_mul(d, d))));
+}
+
+static void quad_values(quad *q, double *out) {
+    double *a = values(q->w1), *b = values(q->w2);
+    memcpy(out, a, 4 * sizeof(double));
+    memcpy(out + 4, b, 2 * sizeof(double));
+    free(a);
+    free(b);
+}
+
+typedef struct sgd_config {
+    double lr, momentum, dampening, weight_decay;
+    int nesterov;
+} sgd_config;
+
+/* torch.optim.SGD's _single_tensor_sgd, element by element. */
+static void ref_sgd(const sgd_config *c, int steps, double *w) {
+    double buf[Q_N];
+    for (int t = 0; t < steps; t++)
+        for (int i = 0; i < Q_N; i++) {
+            double g = 2 * Q_A[i] * (w[i] - Q_C[i]);
+            if (c->weight_decay != 0) g += c->weight_decay * w[i];
+            if (c->momentum != 0) {
+                if (t == 0)
+                    buf[i] = g;
+                else
+                    buf[i] = c->momentum * buf[i] + (1 - c->dampening) * g;
+                if (c->nesterov)
+                    g = g + c->momentum * buf[i];
+                else
+                    g = buf[i];
+            }
+            w[i] -= c->lr * g;
+        }
+}
+
+static void run_sgd(const sgd_config *c, cn_dtype dt, double tol) {
+    cn_scope_begin();
+    quad q = quad_new(dt);
+    cn_optimizer *opt =
+        cn_sgd_new(q.params, 2, c->lr, c->momentum, c->dampening, c->nesterov, c->weight_decay);
+    CHECK(opt != NULL);
+    for (int step = 1; step <= 3 && opt; step++) {
+        cn_grads *g = quad_backward(&q);
+        CHECK(cn_optimizer_step(opt, g) == CN_OK);
+        cn_grads_free(g);
+        double got[Q_N], want[Q_N];
+        memcpy(want, Q_W0, sizeof want);
+        ref_sgd(c, step, want);
+        quad_values(&q, got);
+        for (int i = 0; i < Q_N; i++)
+            CHECK_NEAR(got[i], want[i], tol);
+    }
+    CHECK(cn_requires_grad(q.w1) && cn_requires_grad(q.w2));
+    cn_optimizer_free(opt);
+    cn_scope_end();
+}
+
+static void test_sgd_matches_pytorch_update_rules(void) {
+    const sgd_config configs[] = {
+        {0.1, 0, 0, 0, 0},      /* plain */
+        {0.05, 0.9, 0, 0, 0},   /* momentum */
+        {0.05, 0.9, 0.3, 0, 0}, /* momentum with dampening */
+        {0.05, 0.9, 0, 0, 1},   /* Nesterov */
+        {0.1, 0, 0, 0.2, 0},    /* weight decay */
+        {0.05, 0.5, 0, 0.1, 1}, /* everything */
+    };
+    for (size_t k = 0; k < sizeof configs / sizeof *configs; k++) {
+        run_sgd(&configs[k], CN_F64, 1e-14);
+        run_sgd(&configs[k], CN_F32, 2e-6);
+    }
+    cn_scope_begin();
+    quad q = quad_new(CN_F32);
+    CHECK(cn_sgd_new(q.params, 2, 0.1, 0.0, 0, 1, 0) == NULL); /* Nesterov without momentum */
+    CHECK(cn_last_status() == CN_ERR_INVALID_ARG);
+    CHECK(cn_sgd_new(q.params, 2, -0.1, 0.0, 0, 0, 0) == NULL);
+    CHECK(cn_sgd_new(q.params, 0, 0.1, 0.0, 0, 0, 0) == NULL);
+    cn_param twice[2] = {q.params[0], q.params[0]};
+    CHECK(cn_sgd_new(twice, 2, 0.1, 0.0, 0, 0, 0) == NULL && strstr(cn_last_error(), "twice"));
+    cn_clear_error();
+    cn_scope_end();
+}
+
+typedef struct adamw_config {
+    double lr, beta1, beta2, eps, weight_decay;
+} adamw_config;
+
+/* torch.optim.AdamW's _single_tensor_adamw (amsgrad off), element by element. */
+static void ref_adamw(const adamw_config *c, int steps, double *w) {
+    double m[Q_N] = {0}, v[Q_N] = {0};
+    for (int t = 1; t <= steps; t++)
+        for (int i = 0; i < Q_N; i++) {
+            double g = 2 * Q_A[i] * (w[i] - Q_C[i]);
+            w[i] *= 1 - c->lr * c->weight_decay;
+            m[i] += (g - m[i]) * (1 - c->beta1); /* exp_avg.lerp_(grad, 1 - beta1) */
+            v[i] = v[i] * c->beta2 + (1 - c->beta2) * g * g;
+            double bc1 = 1 - pow(c->beta1, t), bc2 = 1 - pow(c->beta2, t);
+            double denom = sqrt(v[i]) / sqrt(bc2) + c->eps;
+            w[i] -= c->lr / bc1 * m[i] / denom;
+        }
+}
+
+static void run_adamw(const adamw_config *c, cn_dtype dt, double tol) {
+    cn_scope_begin();
+    quad q = quad_new(dt);
+    cn_optimizer *opt =
+        cn_adamw_new(q.params, 2, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay);
+    CHECK(opt != NULL);
+    for (int step = 1; step <= 3 && opt; step++) {
+        cn_grads *g = quad_backward(&q);
+        CHECK(cn_optimizer_step(opt, g) == CN_OK);
+        cn_grads_free(g);
+        double got[Q_N], want[Q_N];
+        memcpy(want, Q_W0, sizeof want);
+        ref_adamw(c, step, want);
+        quad_values(&q, got);
+        for (int i = 0; i < Q_N; i++)
+            CHECK_NEAR(got[i], want[i], tol);
+    }
+    cn_optimizer_free(opt);
+    cn_scope_end();
+}
+
+static void test_adamw_matches_pytorch_update_rules(void) {
+    const adamw_config configs[] = {
+        {1e-3, 0.9, 0.999, 1e-8, 0.01}, /* PyTorch's defaults */
+        {0.1, 0.8, 0.99, 1e-3, 0.5},
+        {0.05, 0.0, 0.5, 0.0, 0.0},
+    };
+    for (size_t k = 0; k < sizeof configs / sizeof *configs; k++) {
+        run_adamw(&configs[k], CN_F64, 1e-13);
+        run_adamw(&configs[k], CN_F32, 2e-6);
+    }
+    cn_scope_begin();
+    quad q = quad_new(CN_F32);
+    CHECK(cn_adamw_new(q.params, 2, 0.1, 1.0, 0.999, 1e-8, 0) == NULL &&
+          cn_last_status() == CN_ERR_INVALID_ARG);
+    cn_clear_error();
+    cn_scope_end();
+}
+
+/* Parameters without a gradient are skipped (and leave no error behind); the learning rate can
+ * change between steps; state survives the scopes the steps run in. */
+static void test_step_skips_params_without_gradient_and_state_outlives_scopes(void) {
+    cn_scope_begin();
+    quad q = quad_new(CN_F64);
+    const double unused_v[3] = {1, 2, 3};
+    const int64_t s3[1] = {3};
+    cn_tensor *unused = leaf(unused_v, s3, 1, CN_F64);
+    cn_param params[3] = {q.params[0], q.params[1], {"unused", unused}};
+    cn_optimizer *opt = cn_sgd_new(params, 3, 0.05, 0.9, 0, 0, 0);
+    sgd_config c = {0.05, 0.9, 0, 0, 0};
+    int64_t live = cn_live_tensors(), after_first = 0;
+    for (int step = 1; step <= 3; step++) {
+        cn_scope_begin(); /* a training loop's scope: state made in it must survive */
+        cn_grads *g = quad_backward(&q);
+        cn_clear_error();
+        CHECK(cn_optimizer_step(opt, g) == CN_OK);
+        CHECK(cn_last_status() == CN_OK);
+        cn_grads_free(g);
+        cn_scope_end();
+        if (step == 1)
+            after_first = cn_live_tensors();
+        else
+            CHECK(cn_live_tensors() == after_first); /* state replaced, not accumulated */
+    }
+    CHECK(after_first == live + 2); /* one momentum buffer per parameter with a gradient */
+    double got[Q_N], want[Q_N];
+    memcpy(want, Q_W0, sizeof want);
+    ref_sgd(&c, 3, want);
+    quad_values(&q, got);
+    for (int i = 0; i < Q_N; i++)
+        CHECK_NEAR(got[i], want[i], 1e-14);
+    th_check_values("unused param", unused, unused_v, 3, 0);
+    CHECK(cn_optimizer_set_lr(opt, 0.5) == CN_OK && cn_optimizer_get_lr(opt) == 0.5);
+    CHECK(cn_optimizer_set_lr(opt, -1) == CN_ERR_INVALID_ARG && cn_optimizer_get_lr(opt) == 0.5);
+    cn_clear_error();
+    /* with lr 0 and no momentum a step changes nothing */
+    cn_optimizer *frozen = cn_sgd_new(q.params, 2, 0.0, 0, 0, 0, 0);
+    cn_grads *g = quad_backward(&q);
+    CHECK(cn_optimizer_step(frozen, g) == CN_OK);
+    cn_grads_free(g);
+    double again[Q_N];
+    quad_values(&q, again);
+    for (int i = 0; i < Q_N; i++)
+        CHECK(again[i] == got[i]);
+    cn_optimizer_free(frozen);
+    cn_optimizer_free(opt);
+    cn_scope_end();
+}
+
+/* SQLite-style: make each allocation of a step fail in turn. A failed step leaves the parameters
+ * and the optimizer's state as they were, so retrying it gives exactly the undisturbed result. */
+static void test_failed_step_changes_nothing(void) {
+    const adamw_config c = {0.1, 0.9, 0.999, 1e-8, 0.1};
+    double want[Q_N];
+    memcpy(want, Q_W0, sizeof want);
+    ref_adamw(&c, 2, want);
+    int failures = 0, done = 0;
+    for (int64_t k = 1; k < 2000 && !done; k++) {
+        cn_scope_begin();
+        quad q = quad_new(CN_F64);
+        cn_optimizer *opt =
+            cn_adamw_new(q.params, 2, c.lr, c.beta1, c.beta2, c.eps, c.weight_decay);
+        cn_grads *g = quad_backward(&q);
+        CHECK(cn_optimizer_step(opt, g) == CN_OK);
+        cn_grads_free(g);
+        double before[Q_N], after[Q_N];
+        quad_values(&q, before);
+        g = quad_backward(&q);
+        cn_alloc_fail_after(k);
+        cn_status s = cn_optimizer_step(opt, g);
+        cn_alloc_fail_after(0);
+        if (s != CN_OK) {
+            failures++;
+            CHECK(s == CN_ERR_OUT_OF_MEMORY);
+            quad_values(&q, after);
+            CHECK(memcmp(before, after, sizeof before) == 0);
+            cn_clear_error();
+            CHECK(cn_optimizer_step(opt, g) == CN_OK); /* the retry */
+        } else {
+            done = 1;
+        }
+        cn_grads_free(g);
+        quad_values(&q, after);
+        for (int i = 0; i < Q_N; i++)
+            CHECK_NEAR(after[i], want[i], 1e-13);
+        cn_optimizer_free(opt);
+        cn_scope_end();
+    }
+    printf("     a step of AdamW on 2 parameters failed cleanly at each of its %d allocations\n",
+           failures);
+    CHECK(done && failures > 5);
+}
+
+/* ---- schedules ------------------------------------------------------------------------------- */
+
+static void test_lr_schedules_match_closed_forms_and_recursions(void) {
+    cn_lr_schedule step = cn_lr_step(0.1, 3, 0.5);
+    const double want_step[8] = {0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025};
+    for (int e = 0; e < 8; e++)
+        CHECK_NEAR(cn_lr_schedule_at(&step, e), want_step[e], 1e-15);
+    /* StepLR's recursive form: multiply by gamma when epoch % step_size == 0 */
+    double lr = 0.1;
+    for (int e = 1; e <= 40; e++) {
+        if (e % 3 == 0) lr *= 0.5;
+        CHECK_NEAR(cn_lr_schedule_at(&step, e), lr, 1e-12);
+    }
+    cn_lr_schedule cosine = cn_lr_cosine(1.0, 4, 0.0);
+    const double want_cos[5] = {1.0, 0.85355339059327373, 0.5, 0.14644660940672627, 0.0};
+    for (int e = 0; e <= 4; e++)
+        CHECK_NEAR(cn_lr_schedule_at(&cosine, e), want_cos[e], 1e-15);
+    /* CosineAnnealingLR's recursive (chainable) form up to T_max */
+    cn_lr_schedule c2 = cn_lr_cosine(0.2, 50, 0.01);
+    const double pi = 3.14159265358979323846;
+    lr = 0.2;
+    for (int e = 1; e <= 50; e++) {
+        lr = 0.01 + (lr - 0.01) * (1 + cos(pi * e / 50)) / (1 + cos(pi * (e - 1) / 50));
+        CHECK_NEAR(cn_lr_schedule_at(&c2, e), lr, 1e-12);
+    }
+    cn_clear_error();
+    CHECK(isnan(cn_lr_schedule_at(&step, -1)) && cn_last_status() == CN_ERR_INVALID_ARG);
+    cn_lr_schedule bad = cn_lr_step(0.1, 0, 0.5);
+    cn_clear_error();
+    CHECK(isnan(cn_lr_schedule_at(&bad, 1)) && cn_last_status() == CN_ERR_INVALID_ARG);
+    cn_clear_error();
+}
+
+/* ---- clipping -------------------------------------------------------------------------------- */
+
+static void test_clip_grad_norm_scales_by_global_norm(void) {
+    cn_scope_begin();
+    const double w1v[3] = {1, -2, 0.5}, w2v[4] = {0.5, 1.5, -1, 2}, k1[3] = {3, -1, 2};
+    const int64_t s1[1] = {3}, s2[2] = {2, 2};
+    cn_tensor *w1 = leaf(w1v, s1, 1, CN_F64), *w2 = leaf(w2v, s2, 2, CN_F64);
+    cn_tensor *w3 = leaf(w1v, s1, 1, CN_F64); /* not in the loss: no gradient */
+    cn_param params[3] = {{"w1", w1}, {"w2", w2}, {"w3", w3}};
+    /* loss = sum(k1 * w1) + sum(w2^2): g1 = k1, g2 = 2 w2 */
+    double sq = 0, g2[4];
+    for (int i = 0; i < 3; i++)
+        sq += k1[i] * k1[i];
+    for (int i = 0; i < 4; i++) {
+        g2[i] = 2 * w2v[i];
+        sq += g2[i] * g2[i];
+    }
+    double norm = sqrt(sq);
+    for (int clip = 0; clip < 2; clip++) {
+        cn_grads *g = cn_backward(
+            cn_add(cn_sum(cn_mul(w1, th_tensor(k1, s1, 1, CN_F64))), cn_sum(cn_mul(w2, w2))));
+        double max_norm = clip ? norm / 4 : norm * 2;
+        cn_clear_error();
+        CHECK_NEAR(cn_clip_grad_norm(g, params, 3, max_norm), norm, 1e-14);
+        CHECK(cn_last_status() == CN_OK);
+        double f = clip ? max_norm / (norm + 1e-6) : 1.0;
+        double want1[3], want2[4];
+        for (int i = 0; i < 3; i++)
+            want1[i] = k1[i] * f;
+        for (int i = 0; i < 4; i++)
+            want2[i] = g2[i] * f;
+        th_check_values("clipped g1", cn_grad(g, w1), want1, 3, 1e-14);
+        th_check_values("clipped g2", cn_grad(g, w2), want2, 4, 1e-14);
+        if (clip) { /* the clipped gradients have norm max_norm (up to the 1e-6) */
+            double *a = values(cn_grad(g, w1)), *b = values(cn_grad(g, w2)), s = 0;
+            for (int i = 0; i < 3; i++)
+                s += a[i] * a[i];
+            for (int i = 0; i < 4; i++)
+                s += b[i] * b[i];
+            CHECK_NEAR(sqrt(s), max_norm, 1e-6);
+            free(a);
+            free(b);
+        }
+        cn_grads_free(g);
+    }
+    /* gradients that are broadcast views of one shared value are each scaled once */
+    cn_grads *g = cn_backward(cn_add(cn_sum(w1), cn_sum(w2))); /* all gradients are 1 */
+    double total = cn_clip_grad_norm(g, params, 2, 1.0);
+    CHECK_NEAR(total, sqrt(7.0), 1e-14);
+    const double f = 1.0 / (sqrt(7.0) + 1e-6), ones1[3] = {f, f, f}, ones2[4] = {f, f, f, f};
+    th_check_values("shared g1", cn_grad(g, w1), ones1, 3, 1e-14);
+    th_check_values("shared g2", cn_grad(g, w2), ones2, 4, 1e-14);
+    CHECK(cn_clip_grad_norm(g, params, 2, -1.0) == -1.0 && cn_last_status() == CN_ERR_INVALID_ARG);
+    cn_clear_error();
+    cn_grads_free(g);
+    cn_scope_end();
+}
+
+/* ---- training a small model ------------------------------------------------------------------ */
+
+enum { T_SAMPLES = 64, T_STEPS = 200 };
+
+/* Four Gaussian blobs at (+-1, +-1); the class is the XOR of the signs: not linearly separable. */
+static void xor_data(cn_tensor **x, cn_tensor **labels) {
+    double xv[T_SAMPLES * 2];
+    int64_t yv[T_SAMPLES];
+    cn_generator gen = cn_generator_new(2024);
+    const int64_t s[2] = {T_SAMPLES, 2};
+    cn_tensor *noise = cn_rand_normal(&gen, s, 2, 0.0, 0.15, CN_F64, CPU);
+    double *nv = values(noise);
+    for (int i = 0; i < T_SAMPLES; i++) {
+        int a = i & 1, b = (i >> 1) & 1;
+        xv[i * 2] = (a ? 1 : -1) + nv[i * 2];
+        xv[i * 2 + 1] = (b ? 1 : -1) + nv[i * 2 + 1];
+        yv[i] = a ^ b;
+    }
+    free(nv);
+    *x = cn_cast(th_tensor(xv, s, 2, CN_F64), CN_F32);
+    const int64_t ys[1] = {T_SAMPLES};
+    *labels = cn_from_data(yv, ys, 1, CN_I64, CPU);
+}
+
+static void train_xor(int use_adamw) {
+    cn_scope_begin();
+    cn_generator gen = cn_generator_new(11);
+    cn_device dev = ad();
+    cn_module *net = cn_sequential_new((cn_module *[]){cn_linear_new(2, 16, 1, dev, CN_F32, &gen),
+                                                       cn_activation_new(CN_ACT_RELU),
+                                                       cn_linear_new(16, 2, 1, dev, CN_F32, &gen)},
+                                       3);
+    int n = 0;
+    const cn_param *params = cn_module_params(net, &n);
+    CHECK(n == 4);
+    cn_optimizer *opt = use_adamw ? cn_adamw_new(params, n, 0.05, 0.9, 0.999, 1e-8, 0.01)
+                                  : cn_sgd_new(params, n, 0.2, 0.9, 0, 1, 1e-4);
+    cn_lr_schedule sched = cn_lr_cosine(cn_optimizer_get_lr(opt), T_STEPS, 0.001);
+    cn_tensor *x, *labels;
+    xor_data(&x, &labels);
+    double first = NAN, last = NAN;
+    int64_t steady = 0;
+    int ok = 1;
+    for (int step = 0; step < T_STEPS && ok; step++) {
+        cn_scope_begin();
+        ok = cn_optimizer_set_lr(opt, cn_lr_schedule_at(&sched, step)) == CN_OK;
+        cn_tensor *loss = cn_cross_entropy(cn_module_forward(net, x), labels, 0.0);
+        double v = scalar(loss);
+        if (step == 0) first = v;
+        last = v;
+        cn_grads *g = loss ? cn_backward(loss) : NULL;
+        ok = ok && g && cn_clip_grad_norm(g, params, n, 5.0) >= 0 &&
+             cn_optimizer_step(opt, g) == CN_OK;
+        cn_grads_free(g);
+        cn_scope_end();
+        if (step == 10) steady = cn_live_tensors();
+        if (step > 10 && cn_live_tensors() != steady) {
+            fprintf(stderr, "step %d: %lld tensors alive, %lld at step 10\n", step,
+                    (long long)cn_live_tensors(), (long long)steady);
+            ok = 0;
+        }
+    }
+    CHECK(ok);
+    /* accuracy in evaluation mode */
+    cn_module_train(net, 0);
+    cn_no_grad_begin();
+    cn_tensor *pred = cn_argmax_dim(cn_module_forward(net, x), 1, 0);
+    cn_no_grad_end();
+    double *pv = values(pred), *lv = values(labels);
+    int correct = 0;
+    for (int i = 0; i < T_SAMPLES; i++)
+        correct += pv[i] == lv[i];
+    printf("     %s, %d steps: cross-entropy %.4f -> %.4f, accuracy %d/%d\n",
+           use_adamw ? "AdamW" : "SGD (Nesterov)", T_STEPS, first, last, correct, T_SAMPLES);
+    CHECK(last < 0.05 && last < first / 10);
+    CHECK(correct == T_SAMPLES);
+    free(pv);
+    free(lv);
+    cn_optimizer_free(opt);
+    cn_module_free(net);
+    cn_scope_end();
+}
+
+static void test_mlp_trains_to_low_loss_with_adamw(void) { train_xor(1); }
+static void test_mlp_trains_to_low_loss_with_sgd(void) { train_xor(0); }
+
+int main(void) {
+    RUN(test_cross_entropy_matches_reference_and_finite_differences);
+    RUN(test_mse_loss_value_and_gradient);
+    RUN(test_sgd_matches_pytorch_update_rules);
+    RUN(test_adamw_matches_pytorch_update_rules);
+    RUN(test_step_skips_params_without_gradient_and_state_outlives_scopes);
+    RUN(test_failed_step_changes_nothing);
+    RUN(test_lr_schedules_match_closed_forms_and_recursions);
+    RUN(test_clip_grad_norm_scales_by_global_norm);
+    RUN(test_mlp_trains_to_low_loss_with_adamw);
+    RUN(test_mlp_trains_to_low_loss_with_sgd);
+    return th_finish();
+}

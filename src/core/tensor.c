@@ -23,12 +23,18 @@ cn_status cn__contiguous_strides(const int64_t *shape, int ndim, int64_t *stride
                                  int64_t *numel) {
     int empty = 0;
     for (int d = 0; d < ndim; d++) empty |= shape[d] == 0;
+    /* strides as PyTorch's: sizes of 0 count as 1. An empty tensor has no elements whatever its
+     * other sizes, so its strides saturate instead of reporting an overflow. */
     int64_t n = 1;
     for (int d = ndim - 1; d >= 0; d--) {
         strides[d] = n;
-        /* an empty tensor has no elements whatever its other sizes: no overflow to report */
-        if (!empty && n > INT64_MAX / shape[d]) return CN_ERR_OVERFLOW;
-        if (!empty || shape[d] <= 1) n *= shape[d];
+        int64_t s = shape[d] ? shape[d] : 1;
+        if (n > INT64_MAX / s) {
+            if (!empty) return CN_ERR_OVERFLOW;
+            n = INT64_MAX;
+        } else {
+            n *= s;
+        }
     }
     *numel = empty ? 0 : n;
     return CN_OK;
@@ -210,6 +216,7 @@ cn_device cn_device_of(const cn_tensor *t) {
 
 int cn_is_contiguous(const cn_tensor *t) {
     if (!t) return 0;
+    if (t->numel == 0) return 1;
     int64_t expect = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->shape[d] != 1 && t->strides[d] != expect) return 0;

@@ -33,8 +33,8 @@ static cn_status read_at(const st_file *sf, int64_t at, void *dst, size_t n) {
     errno = 0;
     if (fseek(sf->f, (long)at, SEEK_SET) != 0 || fread(dst, 1, n, sf->f) != n)
         return cn__io_error(sf->op, sf->path, "cannot read %zu bytes at byte %lld: %s; check "
-                            "that nothing else writes the file", n, (long long)at,
-                            errno ? strerror(errno) : "the file ended early");
+                            "that it is a regular file and that nothing else writes it", n,
+                            (long long)at, errno ? strerror(errno) : "the file ended early");
     return CN_OK;
 }
 

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cinder/cinder.h"
@@ -69,6 +70,13 @@ static double chain_backward_us(int iters) {
 
 int main(int argc, char **argv) {
     int iters = argc > 1 ? atoi(argv[1]) : 200000;
+    const char *only = argc > 2 ? argv[2] : NULL; /* "add", "tracked" or "backward" */
+    if (only) { /* one figure, e.g. for an instruction count under callgrind */
+        if (!strcmp(only, "add")) printf("%.1f\n", add_ns(cn_cpu(), 0, iters));
+        if (!strcmp(only, "tracked")) printf("%.1f\n", add_ns(cn_autodiff(cn_cpu()), 1, iters));
+        if (!strcmp(only, "backward")) printf("%.1f\n", chain_backward_us(iters));
+        return 0;
+    }
     printf("add of two 4-element f32 tensors: %.1f ns per op\n", add_ns(cn_cpu(), 0, iters));
     printf("add with autodiff tracking: %.1f ns per op\n",
            add_ns(cn_autodiff(cn_cpu()), 1, iters));

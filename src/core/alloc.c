@@ -44,12 +44,50 @@ void *cn__calloc(const char *op, size_t count, size_t size) {
     return p ? p : oom(op, count * size);
 }
 
+/* Aligned blocks carry a 64-byte prefix holding their size class, so that small blocks (the
+ * outputs of tiny ops) are recycled through per-thread free lists instead of glibc's memalign,
+ * whose splitting and consolidation cost more than a tiny op itself. */
+#define ALIGN 64
+#define SMALL_CLASSES 7 /* 64 B .. 4 KiB */
+#define SMALL_SLOTS 32
+#define LARGE_CLASS SMALL_CLASSES
+
+typedef struct small_list {
+    void *items[SMALL_SLOTS];
+    int count;
+} small_list;
+
+static _Thread_local small_list small_lists[SMALL_CLASSES];
+
+static int size_class(size_t nbytes) {
+    size_t cap = ALIGN;
+    for (int c = 0; c < SMALL_CLASSES; c++, cap <<= 1)
+        if (nbytes <= cap) return c;
+    return LARGE_CLASS;
+}
+
 void *cn__aligned_alloc(const char *op, size_t nbytes) {
     if (cn__alloc_should_fail()) return oom(op, nbytes);
-    size_t rounded = (nbytes + 63) & ~(size_t)63; /* aligned_alloc wants a multiple */
-    if (rounded < nbytes) return oom(op, nbytes);
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
-    return p ? p : oom(op, nbytes);
+    int c = size_class(nbytes);
+    if (c < SMALL_CLASSES && small_lists[c].count > 0)
+        return small_lists[c].items[--small_lists[c].count];
+    size_t body = c < SMALL_CLASSES ? (size_t)ALIGN << c : (nbytes + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    if (body < nbytes || body > SIZE_MAX - ALIGN) return oom(op, nbytes);
+    char *block = aligned_alloc(ALIGN, body + ALIGN);
+    if (!block) return oom(op, nbytes);
+    *(int *)block = c;
+    return block + ALIGN;
+}
+
+void cn__aligned_free(void *p) {
+    if (!p) return;
+    char *block = (char *)p - ALIGN;
+    int c = *(int *)block;
+    if (c < SMALL_CLASSES && small_lists[c].count < SMALL_SLOTS) {
+        small_lists[c].items[small_lists[c].count++] = p;
+        return;
+    }
+    free(block);
 }
 
 void cn__free(void *p) { free(p); }

@@ -9,7 +9,8 @@
  * CN_ERR_OUT_OF_MEMORY naming `op` and return NULL. */
 void *cn__malloc(const char *op, size_t nbytes);
 void *cn__calloc(const char *op, size_t count, size_t size);
-void *cn__aligned_alloc(const char *op, size_t nbytes); /* 64-byte aligned; free with cn__free */
+void *cn__aligned_alloc(const char *op, size_t nbytes); /* 64-byte aligned */
+void cn__aligned_free(void *p);                        /* for cn__aligned_alloc's blocks */
 void cn__free(void *p);
 
 /* Counts one allocation and returns non-zero if the failure mode says it must fail. Device

@@ -63,16 +63,47 @@ int cn__norm_dim(const char *op, const char *arg, int dim, int ndim) {
     return d;
 }
 
+/* ---- small-object caches ------------------------------------------------------------------- *
+ * Every op makes a tensor header and a storage record and frees them soon after; recycling them
+ * per thread saves two malloc/free pairs on the hot path. A recycled object still counts as an
+ * allocation for the failure-injection mode. */
+
+#define CACHE_SLOTS 64
+
+typedef struct object_cache {
+    void *items[CACHE_SLOTS];
+    int count;
+} object_cache;
+
+static _Thread_local object_cache header_cache, storage_cache;
+
+static void *cache_take(object_cache *c, const char *op, size_t size) {
+    if (c->count == 0) return cn__malloc(op, size);
+    if (cn__alloc_should_fail()) {
+        cn_set_error(CN_ERR_OUT_OF_MEMORY, op, "could not allocate %zu bytes of host memory; "
+                     "free tensors you no longer need (cn_release, scopes)", size);
+        return NULL;
+    }
+    return c->items[--c->count];
+}
+
+static void cache_put(object_cache *c, void *p) {
+    if (c->count < CACHE_SLOTS)
+        c->items[c->count++] = p;
+    else
+        cn__free(p);
+}
+
 /* ---- headers ------------------------------------------------------------------------------ */
 
 static cn_tensor *header_new(const char *op) {
-    cn_tensor *t = cn__malloc(op, sizeof *t);
+    cn_tensor *t = cache_take(&header_cache, op, sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
     t->refcount = 1;
     t->scope_slot = -1;
     if (cn__scope_register(t) != CN_OK) {
-        cn__free(t);
+        cache_put(&header_cache, t);
         return NULL;
     }
     atomic_fetch_add(&live_tensors, 1);
@@ -84,7 +115,7 @@ static void storage_release(cn_storage *s) {
     const cn_backend *b = cn__backend(s->device.backend);
     if (b && s->data) b->free(b->ctx, s->device.index, s->data);
     atomic_fetch_sub(&live_bytes, (int64_t)s->nbytes);
-    cn__free(s);
+    cache_put(&storage_cache, s);
 }
 
 cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_dtype dtype,
@@ -126,14 +157,14 @@ cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_d
     const cn_backend *b = cn__backend_for_device(op, concrete);
     if (!b) return NULL;
 
-    cn_storage *s = cn__malloc(op, sizeof *s);
+    cn_storage *s = cache_take(&storage_cache, op, sizeof *s);
     if (!s) return NULL;
     memset(s, 0, sizeof *s);
     s->refcount = 1;
     s->device = concrete;
     s->nbytes = (size_t)numel * esize;
     if (b->alloc(b->ctx, concrete.index, s->nbytes, &s->data) != CN_OK) {
-        cn__free(s);
+        cache_put(&storage_cache, s);
         return NULL;
     }
     atomic_fetch_add(&live_bytes, (int64_t)s->nbytes);
@@ -196,7 +227,7 @@ void cn_release(cn_tensor *t) {
     if (t->autograd && cn__autograd_free) cn__autograd_free(t);
     storage_release(t->storage);
     atomic_fetch_sub(&live_tensors, 1);
-    cn__free(t);
+    cache_put(&header_cache, t);
 }
 
 /* ---- metadata ----------------------------------------------------------------------------- */

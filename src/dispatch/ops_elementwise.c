@@ -1,4 +1,6 @@
 /* Front-ends of the elementwise ops: kind and dtype checks, broadcasting, output allocation. */
+#include <string.h>
+
 #include "cinder/ops.h"
 #include "core/error_internal.h"
 #include "dispatch/backward_ops.h"
@@ -20,6 +22,30 @@ typedef struct ew_call {
     int n_reals;
 } ew_call;
 
+/* Folds t's shape into the running broadcast shape (numpy rules). */
+static cn_status fold_shape(const char *op, int64_t *shape, int *ndim, const cn_tensor *t,
+                            const char *name) {
+    int nd = *ndim > t->ndim ? *ndim : t->ndim;
+    int64_t out[CN_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        int da = *ndim - nd + d, dt = t->ndim - nd + d;
+        int64_t sa = da >= 0 ? shape[da] : 1, st = dt >= 0 ? t->shape[dt] : 1;
+        if (sa != st && sa != 1 && st != 1) {
+            char x[128], y[128];
+            return cn_set_error(CN_ERR_SHAPE, op, "'%s' %s does not broadcast with the shape %s "
+                                "of the other inputs (dim %d: %lld vs %lld); make the sizes "
+                                "equal or 1, e.g. with cn_reshape or cn_unsqueeze", name,
+                                cn_tensor_str(t, x, sizeof x), cn__shape_str(shape, *ndim, y,
+                                                                             sizeof y),
+                                d - nd, (long long)st, (long long)sa);
+        }
+        out[d] = sa == 1 ? st : sa;
+    }
+    memcpy(shape, out, sizeof(int64_t) * (size_t)nd);
+    *ndim = nd;
+    return CN_OK;
+}
+
 static cn_tensor *elementwise(const ew_call *c) {
     const char *op = cn_op_name(c->op);
     cn_device dev;
@@ -35,14 +61,13 @@ static cn_tensor *elementwise(const ew_call *c) {
     int64_t shape[CN_MAX_DIMS];
     int ndim = c->in[0]->ndim;
     for (int d = 0; d < ndim; d++) shape[d] = c->in[0]->shape[d];
-    for (int i = 1; i < c->n; i++) {
-        /* broadcast the running shape with input i, through a temporary header-free check */
-        cn_tensor acc = *c->in[0];
-        acc.ndim = ndim;
-        for (int d = 0; d < ndim; d++) acc.shape[d] = shape[d];
-        if (cn__broadcast_shapes(op, i == 1 ? c->names[0] : "broadcast of earlier inputs", &acc,
-                                 c->names[i], c->in[i], shape, &ndim) != CN_OK)
+    if (c->n == 2) {
+        if (cn__broadcast_shapes(op, c->names[0], c->in[0], c->names[1], c->in[1], shape,
+                                 &ndim) != CN_OK)
             return NULL;
+    } else {
+        for (int i = 1; i < c->n; i++)
+            if (fold_shape(op, shape, &ndim, c->in[i], c->names[i]) != CN_OK) return NULL;
     }
 
     cn_dtype out_dtype = c->out_dtype >= 0 ? (cn_dtype)c->out_dtype

@@ -19,7 +19,7 @@ static cn_status cpu_alloc(void *ctx, int device, size_t nbytes, void **ptr) {
 static void cpu_free(void *ctx, int device, void *ptr) {
     (void)ctx;
     (void)device;
-    cn__free(ptr);
+    cn__aligned_free(ptr);
 }
 
 static cn_status cpu_copy_bytes(void *ctx, int device, void *dst, const void *src, size_t n) {

@@ -8,16 +8,13 @@
 
 /* ---- reshape and contiguous ---------------------------------------------------------------- */
 
-cn_tensor *cn_contiguous(cn_tensor *t) {
+/* A dense copy of t on its device, recorded as a copy for autodiff. */
+static cn_tensor *dense_copy(const char *op, cn_tensor *t) {
     if (!t) {
-        cn__null_arg("contiguous", "t");
+        cn__null_arg(op, "t");
         return NULL;
     }
-    /* already dense: a new header (every result is a new reference its scope can own) */
-    if (cn_is_contiguous(t))
-        return cn__record(AD_OP_VIEW, cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset),
-                          &t, 1, NULL, 0, NULL, 0);
-    cn_tensor *out = cn__tensor_alloc("contiguous", t->shape, t->ndim, t->dtype, t->device);
+    cn_tensor *out = cn__tensor_alloc(op, t->shape, t->ndim, t->dtype, t->device);
     if (!out) return NULL;
     cn_view v;
     cn__tensor_as_view(out, &v);
@@ -28,21 +25,15 @@ cn_tensor *cn_contiguous(cn_tensor *t) {
     return cn__record(CN_OP_COPY, out, &t, 1, NULL, 0, NULL, 0);
 }
 
-cn_tensor *cn_clone(cn_tensor *t) {
-    if (!t) {
-        cn__null_arg("clone", "t");
-        return NULL;
-    }
-    cn_tensor *out = cn__tensor_alloc("clone", t->shape, t->ndim, t->dtype, t->device);
-    if (!out) return NULL;
-    cn_view v;
-    cn__tensor_as_view(out, &v);
-    if (cn__copy_into(out, &v, t) != CN_OK) {
-        cn_release(out);
-        return NULL;
-    }
-    return cn__record(CN_OP_COPY, out, &t, 1, NULL, 0, NULL, 0);
+cn_tensor *cn_contiguous(cn_tensor *t) {
+    /* already dense: a new header (every result is a new reference its scope can own) */
+    if (t && cn_is_contiguous(t))
+        return cn__record(AD_OP_VIEW, cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset),
+                          &t, 1, NULL, 0, NULL, 0);
+    return dense_copy("contiguous", t);
 }
+
+cn_tensor *cn_clone(cn_tensor *t) { return dense_copy("clone", t); }
 
 /* Strides that view t's elements in row-major order as `shape`, if its layout allows; the
  * dims of t are taken in runs that are contiguous among themselves, and each run must map

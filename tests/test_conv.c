@@ -228,6 +228,28 @@ static void test_conv2d_batched_paths(void) {
     release_owned();
 }
 
+static void test_conv2d_empty_dims(void) {
+    /* no input channels: an empty sum, so the output is the bias (or zero) */
+    cn_tensor *x = own(cn_zeros((int64_t[]){2, 0, 4, 4}, 4, CN_F32, cn_cpu()));
+    cn_tensor *w = own(cn_zeros((int64_t[]){3, 0, 3, 3}, 4, CN_F32, cn_cpu()));
+    cn_tensor *b = own(th_tensor((double[]){1, -2, 0.5}, (int64_t[]){3}, 1, CN_F32));
+    cn_tensor *y = own(cn_conv2d(x, w, b, NULL));
+    th_check_shape("C = 0", y, (int64_t[]){2, 3, 2, 2}, 4);
+    double want[24];
+    for (int i = 0; i < 24; i++) want[i] = (double[]){1, -2, 0.5}[(i / 4) % 3];
+    th_check_values("C = 0", y, want, 24, 0);
+    double zeros[24] = {0};
+    th_check_values("C = 0, no bias", own(cn_conv2d(x, w, NULL, NULL)), zeros, 24, 0);
+    /* no images, no filters */
+    cn_tensor *x0 = own(cn_zeros((int64_t[]){0, 2, 4, 4}, 4, CN_F32, cn_cpu()));
+    cn_tensor *w2 = own(cn_ones((int64_t[]){3, 2, 3, 3}, 4, CN_F32, cn_cpu()));
+    th_check_shape("N = 0", own(cn_conv2d(x0, w2, NULL, NULL)), (int64_t[]){0, 3, 2, 2}, 4);
+    cn_tensor *x2 = own(cn_ones((int64_t[]){1, 2, 4, 4}, 4, CN_F32, cn_cpu()));
+    cn_tensor *w0 = own(cn_zeros((int64_t[]){0, 2, 3, 3}, 4, CN_F32, cn_cpu()));
+    th_check_shape("O = 0", own(cn_conv2d(x2, w0, NULL, NULL)), (int64_t[]){1, 0, 2, 2}, 4);
+    release_owned();
+}
+
 static void test_conv2d_errors(void) {
     cn_tensor *x = own(cn_ones((int64_t[]){1, 3, 5, 5}, 4, CN_F32, cn_cpu()));
     cn_tensor *w = own(cn_ones((int64_t[]){2, 2, 3, 3}, 4, CN_F32, cn_cpu()));
@@ -391,6 +413,7 @@ int main(void) {
     RUN(test_conv2d_groups_and_depthwise);
     RUN(test_conv2d_non_contiguous_operands);
     RUN(test_conv2d_batched_paths);
+    RUN(test_conv2d_empty_dims);
     RUN(test_conv2d_errors);
     RUN(test_pool_hand_computed);
     RUN(test_pool_matches_reference);

@@ -130,26 +130,41 @@ static void test_2d_matches_reference(void) {
     release_owned();
 }
 
-/* Many small products of sliced (packed) a: the batch runs on several threads, each packing
- * into its own scratch. */
+/* Many small products of sliced (packed) operands: the batch runs on several threads, each
+ * packing into scratch of its own; first a alone needs packing, then both. */
 static void check_many_sliced(cn_dtype dt) {
     const int64_t B = 64, M = 16, K = 12, N = 20;
-    double *wide_v, *b_v;
-    cn_tensor *wide = rand_tensor((int64_t[]){B, M, 2 * K}, 3, dt, &wide_v);
-    cn_tensor *a = own(cn_slice(wide, 2, 0, 2 * K, 2));
-    cn_tensor *b = rand_tensor((int64_t[]){B, K, N}, 3, dt, &b_v);
-    double *a_v = alloc_doubles(B * M * K);
+    double *wide_a, *wide_b;
+    cn_tensor *wa = rand_tensor((int64_t[]){B, M, 2 * K}, 3, dt, &wide_a);
+    cn_tensor *wb = rand_tensor((int64_t[]){B, K, 2 * N}, 3, dt, &wide_b);
+    cn_tensor *a = own(cn_slice(wa, 2, 0, 2 * K, 2)); /* [B, M, K], column stride 2 */
+    cn_tensor *b = own(cn_slice(wb, 2, 0, N, 1));     /* [B, K, N], row stride 2N: direct */
+    cn_tensor *bs = own(cn_slice(wb, 2, 1, 2 * N, 2)); /* [B, K, N], column stride 2 */
+    double *a_v = alloc_doubles(B * M * K), *b_v = alloc_doubles(B * K * N);
+    double *bs_v = alloc_doubles(B * K * N);
     for (int64_t r = 0; r < B * M; r++)
-        for (int64_t k = 0; k < K; k++) a_v[r * K + k] = wide_v[r * 2 * K + 2 * k];
+        for (int64_t k = 0; k < K; k++) a_v[r * K + k] = wide_a[r * 2 * K + 2 * k];
+    for (int64_t r = 0; r < B * K; r++)
+        for (int64_t n = 0; n < N; n++) {
+            b_v[r * N + n] = wide_b[r * 2 * N + n];
+            bs_v[r * N + n] = wide_b[r * 2 * N + 2 * n + 1];
+        }
     int64_t os[CN_MAX_DIMS];
     int on;
     double *want = ref_matmul(a_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){B, K, N}, 3, os,
                               &on);
     th_check_values("many small, a sliced", own(cn_matmul(a, b)), want, B * M * N, tol_of(dt));
-    free(wide_v);
-    free(b_v);
+    double *want2 = ref_matmul(a_v, (int64_t[]){B, M, K}, 3, bs_v, (int64_t[]){B, K, N}, 3, os,
+                               &on);
+    th_check_values("many small, both sliced", own(cn_matmul(a, bs)), want2, B * M * N,
+                    tol_of(dt));
+    free(wide_a);
+    free(wide_b);
     free(a_v);
+    free(b_v);
+    free(bs_v);
     free(want);
+    free(want2);
 }
 
 static void test_batched_with_broadcast_batch_dims(void) {

@@ -145,11 +145,139 @@ static int fold_rows(const batch_geom *g, const cn_view *a, int64_t *rs) {
     return 1;
 }
 
+/* Per-thread scratch sizes are rounded to cache lines so that threads never share one. */
+static size_t round_line(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* ---- the kernel ----------------------------------------------------------------------------- */
+
+/* One product, its operands classified. */
+typedef struct matmul_job {
+    const cn_view *a, *b, *c;
+    cn_dtype dt;
+    size_t es;
+    int nd;
+    int64_t M, K, N;
+    batch_geom g;
+    mat_plan pa, pb;
+} matmul_job;
+
+static const char *matrix_at(const cn_view *v, int64_t offset, size_t es) {
+    return (const char *)v->data + offset * (int64_t)es;
+}
+
+static void pack_a(const matmul_job *j, void *dst, const char *src) {
+    pack_matrix(dst, src, j->M, j->K, j->a->strides[j->nd - 2], j->a->strides[j->nd - 1], j->dt);
+}
+
+static void pack_b(const matmul_job *j, void *dst, const char *src) {
+    pack_matrix(dst, src, j->K, j->N, j->b->strides[j->nd - 2], j->b->strides[j->nd - 1], j->dt);
+}
+
+/* b shared by the whole batch (x @ w in a linear layer): one [count*M, K] @ [K, N] GEMM, reading
+ * a in place when its rows fold together, else packing it whole. */
+static cn_status matmul_folded(const matmul_job *j) {
+    const batch_geom *g = &j->g;
+    int64_t a_rs;
+    int a_folds = fold_rows(g, j->a, &a_rs) && a_rs >= j->K && a_rs <= INT_MAX &&
+                  (j->K == 1 || j->a->strides[j->nd - 1] == 1);
+    size_t a_bytes = a_folds ? 0 : round_line((size_t)(g->count * j->M * j->K) * j->es);
+    size_t b_bytes = j->pb.direct ? 0 : (size_t)(j->K * j->N) * j->es;
+    char *scratch = NULL;
+    if (a_bytes + b_bytes) {
+        scratch = cn__malloc("matmul", a_bytes + b_bytes);
+        if (!scratch) return CN_ERR_OUT_OF_MEMORY;
+    }
+    const void *a = j->a->data, *b = j->b->data;
+    if (!a_folds) {
+        for (int64_t i = 0; i < g->count; i++) {
+            int64_t oa, ob;
+            batch_offsets(g, i, &oa, &ob);
+            pack_a(j, scratch + (size_t)(i * j->M * j->K) * j->es, matrix_at(j->a, oa, j->es));
+        }
+        a = scratch;
+        a_rs = j->K;
+    }
+    if (!j->pb.direct) {
+        pack_b(j, scratch + a_bytes, j->b->data);
+        b = scratch + a_bytes;
+    }
+    gemm(j->dt, CblasNoTrans, j->pb.trans, g->count * j->M, j->N, j->K, a, a_rs, b, j->pb.ld,
+         j->c->data);
+    cn__free(scratch);
+    return CN_OK;
+}
+
+/* One GEMM per batch element. Small ones run side by side on our threads (OpenBLAS keeps each
+ * on its caller); big ones run one after another on OpenBLAS's threads. An operand that needs
+ * packing is packed once when the whole batch shares it, else per element into a buffer of the
+ * thread's own. */
+static cn_status matmul_per_element(const matmul_job *j) {
+    const batch_geom *g = &j->g;
+    double mnk = (double)j->M * (double)j->N * (double)j->K;
+    int nthreads = 1;
+#ifdef _OPENMP
+    if (g->count > 1 && mnk <= BLAS_SERIAL_MNK &&
+        mnk * (double)g->count >= MATMUL_PARALLEL_MACS) {
+        nthreads = omp_get_max_threads();
+        if (nthreads > g->count) nthreads = (int)g->count;
+    }
+#endif
+    int a_fixed = strides_all_zero(g, g->sa), b_fixed = strides_all_zero(g, g->sb);
+    size_t a_bytes = j->pa.direct ? 0 : round_line((size_t)(j->M * j->K) * j->es);
+    size_t b_bytes = j->pb.direct ? 0 : round_line((size_t)(j->K * j->N) * j->es);
+    size_t shared = (a_fixed ? a_bytes : 0) + (b_fixed ? b_bytes : 0);
+    size_t per_thread = (a_fixed ? 0 : a_bytes) + (b_fixed ? 0 : b_bytes);
+    char *scratch = NULL;
+    if (shared + per_thread) {
+        scratch = cn__malloc("matmul", shared + per_thread * (size_t)nthreads);
+        if (!scratch) return CN_ERR_OUT_OF_MEMORY;
+    }
+    const char *a_shared = NULL, *b_shared = NULL;
+    if (a_fixed && a_bytes) {
+        pack_a(j, scratch, j->a->data);
+        a_shared = scratch;
+    }
+    if (b_fixed && b_bytes) {
+        char *dst = scratch + (a_shared ? a_bytes : 0);
+        pack_b(j, dst, j->b->data);
+        b_shared = dst;
+    }
+
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic) if (nthreads > 1)
+    for (int64_t i = 0; i < g->count; i++) {
+#ifdef _OPENMP
+        int t = omp_get_thread_num();
+#else
+        int t = 0;
+#endif
+        char *mine = scratch ? scratch + shared + per_thread * (size_t)t : NULL;
+        int64_t oa, ob;
+        batch_offsets(g, i, &oa, &ob);
+        const char *a = matrix_at(j->a, oa, j->es), *b = matrix_at(j->b, ob, j->es);
+        if (a_shared) {
+            a = a_shared;
+        } else if (a_bytes) {
+            pack_a(j, mine, a);
+            a = mine;
+            mine += a_bytes;
+        }
+        if (b_shared) {
+            b = b_shared;
+        } else if (b_bytes) {
+            pack_b(j, mine, b);
+            b = mine;
+        }
+        gemm(j->dt, j->pa.trans, j->pb.trans, j->M, j->N, j->K, a, j->pa.ld, b, j->pb.ld,
+             (char *)j->c->data + (size_t)(i * j->M * j->N) * j->es);
+    }
+    cn__free(scratch);
+    return CN_OK;
+}
+
 cn_status cpu_matmul(const cn_kernel_args *args) {
     const cn_view *av = &args->in[0], *bv = &args->in[1], *cv = &args->out[0];
     cn_dtype dt = cv->dtype;
     int nd = cv->ndim;
-    size_t es = cn_dtype_size(dt);
     if (dt != CN_F32 && dt != CN_F64)
         return cn_set_error(CN_ERR_DTYPE, "matmul", "the CPU kernel takes f32 or f64, not %s",
                             cn_dtype_name(dt));
@@ -164,119 +292,24 @@ cn_status cpu_matmul(const cn_kernel_args *args) {
         return cn_set_error(CN_ERR_SHAPE, "matmul",
                             "the kernel takes [.., M, K] @ [.., K, N] -> [.., M, N] with equal "
                             "ndim (>= 2), batch dims and dtypes; the router prepares these");
-    int64_t M = av->shape[nd - 2], K = av->shape[nd - 1], N = bv->shape[nd - 1];
 
-    batch_geom g;
-    batch_init(&g, av, bv);
-    if (g.count == 0 || M == 0 || N == 0) return CN_OK;
-    if (K == 0) { /* an empty sum */
-        memset(cv->data, 0, (size_t)(g.count * M * N) * es);
+    matmul_job j = {.a = av, .b = bv, .c = cv, .dt = dt, .es = cn_dtype_size(dt), .nd = nd,
+                    .M = av->shape[nd - 2], .K = av->shape[nd - 1], .N = bv->shape[nd - 1]};
+    batch_init(&j.g, av, bv);
+    if (j.g.count == 0 || j.M == 0 || j.N == 0) return CN_OK;
+    if (j.K == 0) { /* an empty sum */
+        memset(cv->data, 0, (size_t)(j.g.count * j.M * j.N) * j.es);
         return CN_OK;
     }
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
+    if (j.M > INT_MAX || j.N > INT_MAX || j.K > INT_MAX)
         return cn_set_error(CN_ERR_BACKEND, "matmul",
                             "a matrix dim (M=%lld, K=%lld, N=%lld) exceeds BLAS's int range; "
                             "split the product into smaller blocks",
-                            (long long)M, (long long)K, (long long)N);
+                            (long long)j.M, (long long)j.K, (long long)j.N);
+    j.pa = plan_matrix(j.M, j.K, av->strides[nd - 2], av->strides[nd - 1]);
+    j.pb = plan_matrix(j.K, j.N, bv->strides[nd - 2], bv->strides[nd - 1]);
 
-    mat_plan pa = plan_matrix(M, K, av->strides[nd - 2], av->strides[nd - 1]);
-    mat_plan pb = plan_matrix(K, N, bv->strides[nd - 2], bv->strides[nd - 1]);
-    int b_fixed = strides_all_zero(&g, g.sb), a_fixed = strides_all_zero(&g, g.sa);
-
-    /* b shared by the whole batch (x @ w in a linear layer): one [count*M, K] @ [K, N] GEMM,
-     * reading a in place when its rows fold together, else packing it whole. */
-    int64_t a_rs;
-    if (b_fixed && g.count > 1 && g.count * M <= INT_MAX) {
-        int a_folds = fold_rows(&g, av, &a_rs) && a_rs >= K && a_rs <= INT_MAX &&
-                      (K == 1 || av->strides[nd - 1] == 1);
-        size_t a_bytes = a_folds ? 0 : (size_t)(g.count * M * K) * es;
-        size_t b_bytes = pb.direct ? 0 : (size_t)(K * N) * es;
-        char *scratch = NULL;
-        if (a_bytes + b_bytes) {
-            scratch = cn__malloc("matmul", a_bytes + b_bytes);
-            if (!scratch) return CN_ERR_OUT_OF_MEMORY;
-        }
-        const void *a = av->data, *b = bv->data;
-        if (!a_folds) {
-            for (int64_t i = 0; i < g.count; i++) {
-                int64_t oa, ob;
-                batch_offsets(&g, i, &oa, &ob);
-                pack_matrix(scratch + (size_t)(i * M * K) * es,
-                            (const char *)av->data + oa * (int64_t)es, M, K,
-                            av->strides[nd - 2], av->strides[nd - 1], dt);
-            }
-            a = scratch;
-            a_rs = K;
-        }
-        if (!pb.direct) {
-            pack_matrix(scratch + a_bytes, bv->data, K, N, bv->strides[nd - 2],
-                        bv->strides[nd - 1], dt);
-            b = scratch + a_bytes;
-        }
-        gemm(dt, CblasNoTrans, pb.trans, g.count * M, N, K, a, a_rs, b, pb.ld, cv->data);
-        cn__free(scratch);
-        return CN_OK;
-    }
-
-    /* One GEMM per batch element. Small ones run side by side on our threads (OpenBLAS keeps
-     * each on its caller); big ones run one after another on OpenBLAS's threads. */
-    double mnk = (double)M * (double)N * (double)K;
-    int nthreads = 1;
-#ifdef _OPENMP
-    if (g.count > 1 && mnk <= BLAS_SERIAL_MNK && mnk * (double)g.count >= MATMUL_PARALLEL_MACS) {
-        nthreads = omp_get_max_threads();
-        if (nthreads > g.count) nthreads = (int)g.count;
-    }
-#endif
-    /* Scratch: a matrix the whole batch shares is packed once; others get a buffer per thread. */
-    size_t a_bytes = pa.direct ? 0 : (size_t)(M * K) * es;
-    size_t b_bytes = pb.direct ? 0 : (size_t)(K * N) * es;
-    size_t shared = (a_fixed ? a_bytes : 0) + (b_fixed ? b_bytes : 0);
-    size_t per_thread = (a_fixed ? 0 : a_bytes) + (b_fixed ? 0 : b_bytes);
-    char *scratch = NULL;
-    if (shared + per_thread) {
-        scratch = cn__malloc("matmul", shared + per_thread * (size_t)nthreads);
-        if (!scratch) return CN_ERR_OUT_OF_MEMORY;
-    }
-    const char *a_shared = NULL, *b_shared = NULL;
-    if (a_fixed && !pa.direct) {
-        pack_matrix(scratch, av->data, M, K, av->strides[nd - 2], av->strides[nd - 1], dt);
-        a_shared = scratch;
-    }
-    if (b_fixed && !pb.direct) {
-        pack_matrix(scratch + (a_shared ? a_bytes : 0), bv->data, K, N, bv->strides[nd - 2],
-                    bv->strides[nd - 1], dt);
-        b_shared = scratch + (a_shared ? a_bytes : 0);
-    }
-
-#pragma omp parallel for num_threads(nthreads) schedule(dynamic) if (nthreads > 1)
-    for (int64_t i = 0; i < g.count; i++) {
-#ifdef _OPENMP
-        int t = omp_get_thread_num();
-#else
-        int t = 0;
-#endif
-        char *mine = scratch ? scratch + shared + per_thread * (size_t)t : NULL;
-        int64_t oa, ob;
-        batch_offsets(&g, i, &oa, &ob);
-        const char *a = (const char *)av->data + oa * (int64_t)es;
-        const char *b = (const char *)bv->data + ob * (int64_t)es;
-        if (a_shared) {
-            a = a_shared;
-        } else if (!pa.direct) {
-            pack_matrix(mine, a, M, K, av->strides[nd - 2], av->strides[nd - 1], dt);
-            a = mine;
-            mine += a_bytes;
-        }
-        if (b_shared) {
-            b = b_shared;
-        } else if (!pb.direct) {
-            pack_matrix(mine, b, K, N, bv->strides[nd - 2], bv->strides[nd - 1], dt);
-            b = mine;
-        }
-        gemm(dt, pa.trans, pb.trans, M, N, K, a, pa.ld, b, pb.ld,
-             (char *)cv->data + (size_t)(i * M * N) * es);
-    }
-    cn__free(scratch);
-    return CN_OK;
+    if (j.g.count > 1 && strides_all_zero(&j.g, j.g.sb) && j.g.count * j.M <= INT_MAX)
+        return matmul_folded(&j);
+    return matmul_per_element(&j);
 }

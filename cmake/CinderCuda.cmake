@@ -10,7 +10,7 @@
 #
 # What it does:
 # - enables CUDA for sm_90 (Hopper) machine code plus compute_90 PTX, unless the caller set
-#   CMAKE_CUDA_ARCHITECTURES; one architecture keeps the build short;
+#   CMAKE_CUDA_ARCHITECTURES (or CUDAARCHS); one architecture keeps the build short;
 # - appends the backend's .c and .cu files to CINDER_SOURCES; without CUDA it appends only
 #   src/backends/cuda/stub.c, so that the functions of cinder/cuda.h link in every build;
 # - keeps the directory's C flags (warnings, -fsanitize=...) away from nvcc, which does not take
@@ -26,7 +26,7 @@ option(CINDER_CUDNN "Use cuDNN for convolutions in the CUDA backend when it is f
 
 string(TOUPPER "${CINDER_CUDA}" _cinder_cuda_mode)
 if(_cinder_cuda_mode STREQUAL "AUTO")
-elseif(CINDER_CUDA)
+elseif(_cinder_cuda_mode MATCHES "^(ON|TRUE|YES|1|Y)$")
   set(_cinder_cuda_mode ON)
 elseif(_cinder_cuda_mode MATCHES "^(OFF|FALSE|NO|0|N)$")
   set(_cinder_cuda_mode OFF)
@@ -42,7 +42,7 @@ if(NOT _cinder_cuda_mode STREQUAL "OFF")
     check_language(CUDA)
   endif()
   if(CMAKE_CUDA_COMPILER)
-    if(NOT CMAKE_CUDA_ARCHITECTURES)
+    if(NOT CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
       set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
     endif()
     set(CMAKE_CUDA_STANDARD 17)
@@ -63,7 +63,8 @@ if(CINDER_HAVE_CUDA AND CINDER_CUDNN)
   find_path(CINDER_CUDNN_INCLUDE_DIR cudnn.h
     HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}
     PATH_SUFFIXES include)
-  find_library(CINDER_CUDNN_LIBRARY cudnn
+  # pip's nvidia-cudnn wheels ship only the versioned name (CUDNN_ROOT=<site-packages>/nvidia/cudnn)
+  find_library(CINDER_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 libcudnn.so.8
     HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}
     PATH_SUFFIXES lib64 lib lib/x64)
   set(_cinder_cudnn_major 0)

@@ -1,9 +1,1344 @@
+/* The CUDA backend against the CPU backend, op by op (as ggml's test-backend-ops does): every op
+ * of cn_op runs on both with the same inputs, contiguous, transposed, strided and broadcast,
+ * and the results must agree within a tolerance per dtype:
+ *   f64 1e-10, f32 2e-5, f16 4e-3, bf16 3e-2 (relative to max(1, |want|)); ints and bools exact.
+ * f16 and bf16, which most CPU kernels do not take, are checked against the CPU computing in f32
+ * on the same (exactly widened) values, rounded to the dtype at the end. Random numbers must be
+ * bit-identical. Then: the autodiff oracle cases and a small network's gradients on
+ * cn_autodiff(cuda), to_device round trips, out-of-memory and allocation-failure errors, the
+ * allocator's statistics, and clean errors for bad indices and integer division by zero.
+ *
+ * Without a GPU (or without the CUDA backend in this build) it prints "cuda: no device,
+ * skipping" and exits 77, which ctest reports as skipped.
+ *
+ * CINDER_TEST_GPU_DEVICE=<name> compares another device with the CPU instead (e.g. "cpu", to
+ * check this harness itself on a machine without a GPU; cases whose dtype that device lacks are
+ * then skipped, as are the CUDA-only sections). */
 #include "harness.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+
 #include "cinder/cuda.h"
+#include "dispatch/backward_ops.h"
+
+/* The CUDA driver and AddressSanitizer both want the low address range: without this the
+ * sanitizer build sees no GPU. The driver's own allocations at exit are not cinder's leaks. */
+__attribute__((used)) const char *__asan_default_options(void);
+__attribute__((used)) const char *__asan_default_options(void) {
+    return "protect_shadow_gap=0:detect_leaks=0";
+}
+
+static cn_device cpu, gpu;
+static int selftest;             /* gpu is not CUDA: the harness checking itself */
+static int covered[CN_OP_COUNT]; /* ops compared at least once */
+static cn_generator gen;         /* inputs */
+
+/* ---- helpers ------------------------------------------------------------------------------------ */
+
+static int is_half(cn_dtype dt) { return dt == CN_F16 || dt == CN_BF16; }
+
+static double tol_for(cn_dtype dt) {
+    switch (dt) {
+    case CN_F64: return 1e-10;
+    case CN_F32: return 2e-5;
+    case CN_F16: return 4e-3;
+    case CN_BF16: return 3e-2;
+    default: return 0;
+    }
+}
+
+static const char *label(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *label(const char *fmt, ...) {
+    static char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+#define FAIL(...)                                                                              \
+    do {                                                                                       \
+        fprintf(stderr, __VA_ARGS__);                                                          \
+        fprintf(stderr, "\n");                                                                 \
+        th_checks_failed++;                                                                    \
+    } while (0)
+
+/* A CPU tensor with values uniform in [lo, hi), converted to dt (ints truncate; bool: lo, hi are
+ * ignored and the values are 0 or 1). */
+static cn_tensor *cpu_rand(const int64_t *shape, int nd, cn_dtype dt, double lo, double hi) {
+    if (dt == CN_BOOL) lo = 0, hi = 2;
+    cn_tensor *f = cn_rand_uniform(&gen, shape, nd, lo, hi, CN_F64, cpu);
+    if (!f || dt == CN_F64) return f;
+    cn_tensor *t;
+    if (dt == CN_BOOL) {
+        cn_tensor *i = cn_cast(f, CN_I32);
+        t = cn_cast(i, CN_BOOL);
+        cn_release(i);
+    } else {
+        t = cn_cast(f, dt);
+    }
+    cn_release(f);
+    return t;
+}
+
+/* The same tensor on the CPU and on the GPU. */
+typedef struct pair {
+    cn_tensor *c, *g;
+} pair;
+
+static pair pair_of(cn_tensor *c) {
+    pair p = {c, c ? cn_to_device(c, gpu) : NULL};
+    if (c && !p.g) FAIL("to_device failed: %s", cn_last_error());
+    return p;
+}
+
+static void pair_free(pair p) {
+    cn_release(p.c);
+    cn_release(p.g);
+}
+
+static pair pair_from(const double *v, const int64_t *shape, int nd, cn_dtype dt) {
+    return pair_of(th_tensor(v, shape, nd, dt));
+}
+
+enum { CONTIG, TRANSPOSED, STRIDED, BROADCAST, N_LAYOUTS };
+static const char *const layout_names[N_LAYOUTS] = {"contiguous", "transposed", "strided",
+                                                    "broadcast"};
+
+static cn_tensor *view_as(cn_tensor *t, int layout, const int64_t *shape, int nd) {
+    if (!t) return NULL;
+    if (layout == TRANSPOSED && nd >= 2) return cn_transpose(t, nd - 2, nd - 1);
+    if (layout == STRIDED && nd >= 1) return cn_slice(t, nd - 1, 0, INT64_MAX, 2);
+    if (layout == BROADCAST && nd >= 1) return cn_expand(t, shape, nd);
+    return cn_retain(t);
+}
+
+/* A random input of `shape` laid out as `layout` (transposed: the last two dims swapped in
+ * memory; strided: every other element of the last dim; broadcast: dim 0 has stride 0), holding
+ * the same values on both devices. */
+static pair input(const int64_t *shape, int nd, cn_dtype dt, double lo, double hi, int layout) {
+    int64_t base[CN_MAX_DIMS];
+    memcpy(base, shape, sizeof(int64_t) * (size_t)nd);
+    if (layout == TRANSPOSED && nd >= 2) {
+        base[nd - 2] = shape[nd - 1];
+        base[nd - 1] = shape[nd - 2];
+    } else if (layout == STRIDED && nd >= 1) {
+        base[nd - 1] = 2 * shape[nd - 1];
+    } else if (layout == BROADCAST && nd >= 1) {
+        base[0] = 1;
+    }
+    pair b = pair_of(cpu_rand(base, nd, dt, lo, hi));
+    pair r = {view_as(b.c, layout, shape, nd), view_as(b.g, layout, shape, nd)};
+    pair_free(b);
+    return r;
+}
+
+/* The values of t (any device) as doubles, read through the CPU; NULL on failure. */
+static double *read_all(cn_tensor *t, int64_t *n) {
+    cn_tensor *h = cn_to_device(t, cpu);
+    if (!h) return NULL;
+    *n = cn_numel(h);
+    double *v = malloc(sizeof(double) * (size_t)(*n ? *n : 1));
+    if (th_read(h, v) != *n) {
+        free(v);
+        v = NULL;
+    }
+    cn_release(h);
+    return v;
+}
+
+/* got (from the GPU) against want (from the CPU): device, shape, dtype, then every value within
+ * tol * max(1, |want|); NaN matches NaN and infinities must be equal. */
+static void expect_close(const char *what, cn_tensor *got, cn_tensor *want, double tol) {
+    if (!got || !want) {
+        FAIL("%s: %s is NULL (%s)", what, got ? "the CPU result" : "the GPU result",
+             cn_last_error());
+        return;
+    }
+    if (cn_device_of(got).backend != gpu.backend) FAIL("%s: the result left the GPU", what);
+    if (cn_ndim(got) != cn_ndim(want) ||
+        memcmp(cn_shape(got), cn_shape(want), sizeof(int64_t) * (size_t)cn_ndim(got)) != 0) {
+        char a[128], b[128];
+        FAIL("%s: shape %s, want %s", what, cn_tensor_str(got, a, sizeof a),
+             cn_tensor_str(want, b, sizeof b));
+        return;
+    }
+    if (cn_dtype_of(got) != cn_dtype_of(want)) {
+        FAIL("%s: dtype %s, want %s", what, cn_dtype_name(cn_dtype_of(got)),
+             cn_dtype_name(cn_dtype_of(want)));
+        return;
+    }
+    int64_t n = 0, m = 0;
+    double *g = read_all(got, &n), *w = read_all(want, &m);
+    if (!g || !w || n != m) {
+        FAIL("%s: reading the results failed (%s)", what, cn_last_error());
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            double s = fabs(w[i]) > 1.0 ? fabs(w[i]) : 1.0;
+            int ok = (isnan(g[i]) && isnan(w[i])) || (isinf(w[i]) && g[i] == w[i]) ||
+                     (!isinf(w[i]) && fabs(g[i] - w[i]) <= tol * s);
+            if (!ok) {
+                FAIL("%s: element %lld is %.17g, want %.17g (tol %g)", what, (long long)i, g[i],
+                     w[i], tol);
+                break;
+            }
+        }
+    }
+    free(g);
+    free(w);
+}
+
+/* ---- the comparison --------------------------------------------------------------------------- */
+
+typedef cn_tensor *(*op_fn)(cn_tensor *const *x, const void *arg);
+
+/* Runs f on the GPU inputs and on the CPU inputs and compares the results. When an input is
+ * f16/bf16 the CPU runs on f32 copies and its result is rounded to the GPU result's dtype. The
+ * tolerance is tol_for(result dtype) * scale. */
+static void check_op(const char *what, cn_op op, op_fn f, const void *arg, const pair *in, int n,
+                     double scale) {
+    covered[op] = 1;
+    cn_tensor *cx[8], *gx[8];
+    int ref32 = 0;
+    for (int i = 0; i < n; i++)
+        if (in[i].c && is_half(cn_dtype_of(in[i].c))) ref32 = 1;
+    for (int i = 0; i < n; i++) {
+        gx[i] = in[i].g;
+        cx[i] = ref32 && in[i].c && is_half(cn_dtype_of(in[i].c)) ? cn_cast(in[i].c, CN_F32)
+                                                                  : cn_retain(in[i].c);
+    }
+    cn_clear_error();
+    cn_tensor *got = f(gx, arg);
+    if (!got && selftest && cn_last_status() == CN_ERR_DTYPE) { /* the stand-in lacks it */
+        cn_clear_error();
+        for (int i = 0; i < n; i++) cn_release(cx[i]);
+        return;
+    }
+    char gpu_error[512] = "";
+    if (!got) snprintf(gpu_error, sizeof gpu_error, "%s", cn_last_error());
+    cn_tensor *want = f(cx, arg);
+    if (want && got && cn_dtype_of(want) != cn_dtype_of(got)) {
+        cn_tensor *r = cn_cast(want, cn_dtype_of(got));
+        cn_release(want);
+        want = r;
+    }
+    if (!got) {
+        FAIL("%s: the GPU op failed: %s", what, gpu_error);
+    } else {
+        expect_close(what, got, want, tol_for(cn_dtype_of(got)) * scale);
+    }
+    cn_release(got);
+    cn_release(want);
+    for (int i = 0; i < n; i++) cn_release(cx[i]);
+    cn_clear_error();
+}
+
+/* s with every "<gpu device>" replaced by "cpu:0" (messages name the inputs' device). */
+static void as_cpu_message(const char *s, char *out, size_t size) {
+    char dev[64];
+    cn_device_str(gpu, dev, sizeof dev);
+    size_t len = strlen(dev), o = 0;
+    while (*s && o + 6 < size) {
+        if (strncmp(s, dev, len) == 0) {
+            memcpy(out + o, "cpu:0", 5);
+            o += 5;
+            s += len;
+        } else {
+            out[o++] = *s++;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* Both devices must fail with the same status and the same message (up to the device's name). */
+static void check_same_error(const char *what, op_fn f, const void *arg, const pair *in, int n) {
+    cn_tensor *cx[8], *gx[8];
+    for (int i = 0; i < n; i++) cx[i] = in[i].c, gx[i] = in[i].g;
+    cn_clear_error();
+    cn_tensor *w = f(cx, arg);
+    cn_status ws = cn_last_status();
+    char want[1024];
+    snprintf(want, sizeof want, "%s", cn_last_error());
+    cn_clear_error();
+    cn_tensor *g = f(gx, arg);
+    if (w || g || ws == CN_OK) FAIL("%s: expected both devices to fail", what);
+    if (cn_last_status() != ws) FAIL("%s: status %s, want %s", what,
+                                     cn_status_name(cn_last_status()), cn_status_name(ws));
+    char got[1024];
+    as_cpu_message(cn_last_error(), got, sizeof got);
+    if (strcmp(got, want) != 0)
+        FAIL("%s: message\n  \"%s\"\nwant\n  \"%s\"", what, cn_last_error(), want);
+    cn_release(w);
+    cn_release(g);
+    cn_clear_error();
+}
+
+/* The arguments of the small op functions below. */
+typedef struct args {
+    cn_tensor *(*u)(cn_tensor *);
+    cn_tensor *(*b)(cn_tensor *, cn_tensor *);
+    cn_tensor *(*r)(cn_tensor *, int, int);
+    double s0, s1;
+    int64_t i0, i1;
+    const int64_t *ints;
+    const int64_t *shape;
+} args;
+
+#define A(a) ((const args *)(a))
+static cn_tensor *f_unary(cn_tensor *const *x, const void *a) { return A(a)->u(x[0]); }
+static cn_tensor *f_binary(cn_tensor *const *x, const void *a) { return A(a)->b(x[0], x[1]); }
+static cn_tensor *f_gelu(cn_tensor *const *x, const void *a) {
+    return cn_gelu(x[0], (cn_gelu_approx)A(a)->i0);
+}
+static cn_tensor *f_add_scalar(cn_tensor *const *x, const void *a) {
+    return cn_add_scalar(x[0], A(a)->s0);
+}
+static cn_tensor *f_mul_scalar(cn_tensor *const *x, const void *a) {
+    return cn_mul_scalar(x[0], A(a)->s0);
+}
+static cn_tensor *f_pow_scalar(cn_tensor *const *x, const void *a) {
+    return cn_pow_scalar(x[0], A(a)->s0);
+}
+static cn_tensor *f_clamp(cn_tensor *const *x, const void *a) {
+    return cn_clamp(x[0], A(a)->s0, A(a)->s1);
+}
+static cn_tensor *f_where(cn_tensor *const *x, const void *a) {
+    (void)a;
+    return cn_where(x[0], x[1], x[2]);
+}
+static cn_tensor *f_cast(cn_tensor *const *x, const void *a) {
+    return cn_cast(x[0], (cn_dtype)A(a)->i0);
+}
+static cn_tensor *f_contiguous(cn_tensor *const *x, const void *a) {
+    (void)a;
+    return cn_contiguous(x[0]);
+}
+static cn_tensor *f_cat(cn_tensor *const *x, const void *a) {
+    return cn_cat(x, 2, (int)A(a)->i0);
+}
+static cn_tensor *f_reduce_dim(cn_tensor *const *x, const void *a) {
+    return A(a)->r(x[0], (int)A(a)->i0, (int)A(a)->i1);
+}
+static cn_tensor *f_var_dim(cn_tensor *const *x, const void *a) {
+    return cn_var_dim(x[0], (int)A(a)->i0, A(a)->i1, 0);
+}
+static cn_tensor *f_softmax(cn_tensor *const *x, const void *a) {
+    return cn_softmax(x[0], (int)A(a)->i0);
+}
+static cn_tensor *f_log_softmax(cn_tensor *const *x, const void *a) {
+    return cn_log_softmax(x[0], (int)A(a)->i0);
+}
+static cn_tensor *f_matmul(cn_tensor *const *x, const void *a) {
+    (void)a;
+    return cn_matmul(x[0], x[1]);
+}
+static cn_tensor *f_linear(cn_tensor *const *x, const void *a) {
+    (void)a;
+    return cn_linear(x[0], x[1], x[2]);
+}
+static cn_tensor *f_gather(cn_tensor *const *x, const void *a) {
+    return cn_gather(x[0], (int)A(a)->i0, x[1]);
+}
+static cn_tensor *f_scatter_add(cn_tensor *const *x, const void *a) {
+    return cn_scatter_add(x[0], (int)A(a)->i0, x[1], x[2]);
+}
+static cn_tensor *f_index_select(cn_tensor *const *x, const void *a) {
+    return cn_index_select(x[0], (int)A(a)->i0, x[1]);
+}
+static cn_tensor *f_one_hot(cn_tensor *const *x, const void *a) {
+    return cn_one_hot(x[0], A(a)->i0, (cn_dtype)A(a)->i1);
+}
+static cn_tensor *f_conv2d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6]};
+    return cn_conv2d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
+}
+static cn_tensor *f_conv_bw_input(cn_tensor *const *x, const void *a) {
+    return cn__conv2d_backward_input(x[0], x[1], A(a)->shape, A(a)->ints);
+}
+static cn_tensor *f_conv_bw_weight(cn_tensor *const *x, const void *a) {
+    return cn__conv2d_backward_weight(x[0], x[1], A(a)->shape, A(a)->ints);
+}
+static cn_tensor *f_pool(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_pool2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}};
+    return A(a)->i0 ? cn_max_pool2d(x[0], &p) : cn_avg_pool2d(x[0], &p);
+}
+static cn_tensor *f_max_pool_bw(cn_tensor *const *x, const void *a) {
+    return cn__max_pool2d_backward(x[0], x[1], A(a)->ints);
+}
+static cn_tensor *f_avg_pool_bw(cn_tensor *const *x, const void *a) {
+    return cn__avg_pool2d_backward(x[0], A(a)->shape, A(a)->ints);
+}
+
+static const cn_dtype float_dtypes[] = {CN_F32, CN_F64, CN_F16, CN_BF16};
+#define N_FLOAT 4
+
+/* ---- elementwise ------------------------------------------------------------------------------ */
+
+static void test_unary(void) {
+    static const struct {
+        cn_op op;
+        cn_tensor *(*f)(cn_tensor *);
+        double lo, hi;
+        int ints;
+    } ops[] = {
+        {CN_OP_NEG, cn_neg, -3, 3, 1},        {CN_OP_ABS, cn_abs, -3, 3, 1},
+        {CN_OP_RELU, cn_relu, -3, 3, 1},      {CN_OP_EXP, cn_exp, -4, 4, 0},
+        {CN_OP_LOG, cn_log, 0.05, 5, 0},      {CN_OP_LOG1P, cn_log1p, -0.9, 5, 0},
+        {CN_OP_SQRT, cn_sqrt, 0, 5, 0},       {CN_OP_RSQRT, cn_rsqrt, 0.05, 5, 0},
+        {CN_OP_SIN, cn_sin, -6, 6, 0},        {CN_OP_COS, cn_cos, -6, 6, 0},
+        {CN_OP_TANH, cn_tanh, -4, 4, 0},      {CN_OP_SIGMOID, cn_sigmoid, -30, 30, 0},
+        {CN_OP_SILU, cn_silu, -8, 8, 0},      {CN_OP_ERF, cn__erf, -3, 3, 0},
+    };
+    const int64_t shape[3] = {3, 37, 45};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        args a = {.u = ops[k].f};
+        for (int d = 0; d < 6; d++) {
+            cn_dtype dt = d < N_FLOAT ? float_dtypes[d] : (d == 4 ? CN_I32 : CN_I64);
+            if (d >= N_FLOAT && !ops[k].ints) continue;
+            for (int l = 0; l < N_LAYOUTS; l++) {
+                pair x = input(shape, 3, dt, ops[k].lo, ops[k].hi, l);
+                check_op(label("%s %s %s", cn_op_name(ops[k].op), cn_dtype_name(dt),
+                               layout_names[l]),
+                         ops[k].op, f_unary, &a, &x, 1, 1);
+                pair_free(x);
+            }
+        }
+    }
+    for (int approx = 0; approx < 2; approx++)
+        for (int d = 0; d < N_FLOAT; d++) {
+            args a = {.i0 = approx};
+            pair x = input(shape, 3, float_dtypes[d], -5, 5, TRANSPOSED);
+            check_op(label("gelu(%d) %s", approx, cn_dtype_name(float_dtypes[d])), CN_OP_GELU,
+                     f_gelu, &a, &x, 1, 1);
+            pair_free(x);
+        }
+    /* special values pass through as on the CPU */
+    const double sv[8] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-30, -1e30, 88.0};
+    int64_t n = 8;
+    for (int d = 0; d < 2; d++) {
+        pair x = pair_from(sv, &n, 1, float_dtypes[d]);
+        for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+            args a = {.u = ops[k].f};
+            check_op(label("%s %s specials", cn_op_name(ops[k].op), cn_dtype_name(float_dtypes[d])),
+                     ops[k].op, f_unary, &a, &x, 1, 1);
+        }
+        pair_free(x);
+    }
+}
+
+static void test_scalar_ops(void) {
+    const int64_t shape[2] = {41, 33};
+    for (int d = 0; d < 6; d++) {
+        cn_dtype dt = d < N_FLOAT ? float_dtypes[d] : (d == 4 ? CN_I32 : CN_I64);
+        int is_int = d >= N_FLOAT;
+        for (int l = 0; l < N_LAYOUTS; l++) {
+            pair x = input(shape, 2, dt, is_int ? -100 : 0.1, is_int ? 100 : 3, l);
+            const char *dn = cn_dtype_name(dt), *ln = layout_names[l];
+            args add = {.s0 = is_int ? 7 : 2.5}, mul = {.s0 = is_int ? -3 : -1.5};
+            args pw = {.s0 = 2.7}, cl = {.s0 = is_int ? -2.5 : 0.5, .s1 = is_int ? 30.5 : 2.2};
+            check_op(label("add_scalar %s %s", dn, ln), CN_OP_ADD_SCALAR, f_add_scalar, &add, &x,
+                     1, 1);
+            check_op(label("mul_scalar %s %s", dn, ln), CN_OP_MUL_SCALAR, f_mul_scalar, &mul, &x,
+                     1, 1);
+            if (!is_int)
+                check_op(label("pow_scalar %s %s", dn, ln), CN_OP_POW_SCALAR, f_pow_scalar, &pw,
+                         &x, 1, 2);
+            check_op(label("clamp %s %s", dn, ln), CN_OP_CLAMP, f_clamp, &cl, &x, 1, 1);
+            pair_free(x);
+        }
+    }
+    /* integers wrap like the CPU's */
+    const double big[4] = {2147483600.0, -2147483600.0, 2147483647.0, 5};
+    int64_t n = 4;
+    for (int d = 0; d < 2; d++) {
+        cn_dtype dt = d ? CN_I64 : CN_I32;
+        pair x = pair_from(big, &n, 1, dt);
+        args add = {.s0 = 100}, mul = {.s0 = 4e9}, cl = {.s0 = -1e300, .s1 = 1e300};
+        check_op("add_scalar wraps", CN_OP_ADD_SCALAR, f_add_scalar, &add, &x, 1, 1);
+        check_op("mul_scalar saturates the scalar and wraps", CN_OP_MUL_SCALAR, f_mul_scalar,
+                 &mul, &x, 1, 1);
+        check_op("clamp saturates its bounds", CN_OP_CLAMP, f_clamp, &cl, &x, 1, 1);
+        pair_free(x);
+    }
+}
+
+static void test_binary(void) {
+    static const struct {
+        cn_op op;
+        cn_tensor *(*f)(cn_tensor *, cn_tensor *);
+        double alo, ahi, blo, bhi;
+        int ints;
+    } ops[] = {
+        {CN_OP_ADD, cn_add, -3, 3, -3, 3, 1},      {CN_OP_SUB, cn_sub, -3, 3, -3, 3, 1},
+        {CN_OP_MUL, cn_mul, -3, 3, -3, 3, 1},      {CN_OP_DIV, cn_div, -3, 3, 0.5, 3, 1},
+        {CN_OP_POW, cn_pow, 0.1, 3, -2, 2, 0},     {CN_OP_MAXIMUM, cn_maximum, -3, 3, -3, 3, 1},
+        {CN_OP_MINIMUM, cn_minimum, -3, 3, -3, 3, 1},
+    };
+    const int64_t shape[3] = {6, 4, 29}, bshape[2] = {4, 29}, col[3] = {6, 1, 29};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        args a = {.b = ops[k].f};
+        for (int d = 0; d < 6; d++) {
+            cn_dtype dt = d < N_FLOAT ? float_dtypes[d] : (d == 4 ? CN_I32 : CN_I64);
+            int is_int = d >= N_FLOAT;
+            if (is_int && !ops[k].ints) continue;
+            double s = is_int ? 30 : 1; /* ints: a wider range, divisors >= 15 */
+            const char *on = cn_op_name(ops[k].op), *dn = cn_dtype_name(dt);
+            for (int l = 0; l < N_LAYOUTS; l++) {
+                pair in[2] = {input(shape, 3, dt, ops[k].alo * s, ops[k].ahi * s, l),
+                              input(shape, 3, dt, ops[k].blo * s, ops[k].bhi * s, (l + 1) % 3)};
+                check_op(label("%s %s %s", on, dn, layout_names[l]), ops[k].op, f_binary, &a, in,
+                         2, 2);
+                pair_free(in[0]);
+                pair_free(in[1]);
+            }
+            /* broadcasting: [6, 4, 29] op [4, 29], and [6, 1, 29] op [4, 29] */
+            pair in[2] = {input(shape, 3, dt, ops[k].alo * s, ops[k].ahi * s, CONTIG),
+                          input(bshape, 2, dt, ops[k].blo * s, ops[k].bhi * s, TRANSPOSED)};
+            check_op(label("%s %s broadcast", on, dn), ops[k].op, f_binary, &a, in, 2, 2);
+            pair_free(in[0]);
+            in[0] = input(col, 3, dt, ops[k].alo * s, ops[k].ahi * s, STRIDED);
+            check_op(label("%s %s broadcast both", on, dn), ops[k].op, f_binary, &a, in, 2, 2);
+            pair_free(in[0]);
+            pair_free(in[1]);
+        }
+    }
+    /* integer division: truncation, x / -1 at the minimum, and signs */
+    const double x[8] = {7, -7, 7, -7, -2147483648.0, 0, 100, -3};
+    const double y[8] = {2, 2, -2, -2, -1, 5, -7, 1};
+    int64_t n = 8;
+    for (int d = 0; d < 2; d++) {
+        pair in[2] = {pair_from(x, &n, 1, d ? CN_I64 : CN_I32),
+                      pair_from(y, &n, 1, d ? CN_I64 : CN_I32)};
+        args a = {.b = cn_div};
+        check_op("div ints truncate", CN_OP_DIV, f_binary, &a, in, 2, 1);
+        pair_free(in[1]);
+        const double z[8] = {1, 2, 3, 0, 5, 6, 7, 8};
+        in[1] = pair_from(z, &n, 1, d ? CN_I64 : CN_I32);
+        check_same_error("div by an integer zero", f_binary, &a, in, 2);
+        pair_free(in[0]);
+        pair_free(in[1]);
+    }
+    /* NaN propagates through maximum and minimum */
+    const double p[4] = {NAN, 1, NAN, -2}, q[4] = {0, NAN, NAN, 3};
+    n = 4;
+    pair in[2] = {pair_from(p, &n, 1, CN_F32), pair_from(q, &n, 1, CN_F32)};
+    args mx = {.b = cn_maximum}, mn = {.b = cn_minimum};
+    check_op("maximum NaN", CN_OP_MAXIMUM, f_binary, &mx, in, 2, 1);
+    check_op("minimum NaN", CN_OP_MINIMUM, f_binary, &mn, in, 2, 1);
+    pair_free(in[0]);
+    pair_free(in[1]);
+    /* a launch larger than one grid (the kernels stride over the rest) */
+    const int64_t huge[2] = {5000, 4001};
+    pair h[2] = {input(huge, 2, CN_F32, -1, 1, CONTIG), input(huge, 2, CN_F32, -1, 1, TRANSPOSED)};
+    args add = {.b = cn_add};
+    check_op("add 20M elements", CN_OP_ADD, f_binary, &add, h, 2, 1);
+    pair_free(h[0]);
+    pair_free(h[1]);
+}
+
+static void test_compare_logic_where(void) {
+    static const struct {
+        cn_op op;
+        cn_tensor *(*f)(cn_tensor *, cn_tensor *);
+    } cmp[] = {{CN_OP_EQ, cn_eq}, {CN_OP_NE, cn_ne}, {CN_OP_LT, cn_lt},
+               {CN_OP_LE, cn_le}, {CN_OP_GT, cn_gt}, {CN_OP_GE, cn_ge}};
+    const cn_dtype all[8] = {CN_F32, CN_F64, CN_F16, CN_BF16, CN_I32, CN_I64, CN_U8, CN_BOOL};
+    const int64_t shape[2] = {17, 23}, row[1] = {23};
+    for (int d = 0; d < 8; d++) {
+        /* small integer values, so that many pairs are equal */
+        pair a = input(shape, 2, all[d], 0, 4, TRANSPOSED), b = input(row, 1, all[d], 0, 4, CONTIG);
+        pair in[2] = {a, b};
+        for (size_t k = 0; k < sizeof cmp / sizeof *cmp; k++) {
+            args ar = {.b = cmp[k].f};
+            check_op(label("%s %s", cn_op_name(cmp[k].op), cn_dtype_name(all[d])), cmp[k].op,
+                     f_binary, &ar, in, 2, 1);
+        }
+        pair_free(a);
+        pair_free(b);
+    }
+    const double p[5] = {NAN, 1, NAN, -2, INFINITY}, q[5] = {0, NAN, NAN, -2, INFINITY};
+    int64_t n = 5;
+    pair nan_in[2] = {pair_from(p, &n, 1, CN_F64), pair_from(q, &n, 1, CN_F64)};
+    for (size_t k = 0; k < sizeof cmp / sizeof *cmp; k++) {
+        args ar = {.b = cmp[k].f};
+        check_op(label("%s NaN", cn_op_name(cmp[k].op)), cmp[k].op, f_binary, &ar, nan_in, 2, 1);
+    }
+    pair_free(nan_in[0]);
+    pair_free(nan_in[1]);
+
+    pair l[2] = {input(shape, 2, CN_BOOL, 0, 0, STRIDED), input(row, 1, CN_BOOL, 0, 0, CONTIG)};
+    args and_ = {.b = cn_logical_and}, or_ = {.b = cn_logical_or}, not_ = {.u = cn_logical_not};
+    check_op("logical_and", CN_OP_LOGICAL_AND, f_binary, &and_, l, 2, 1);
+    check_op("logical_or", CN_OP_LOGICAL_OR, f_binary, &or_, l, 2, 1);
+    check_op("logical_not", CN_OP_LOGICAL_NOT, f_unary, &not_, l, 1, 1);
+    pair_free(l[0]);
+    pair_free(l[1]);
+
+    const int64_t cs[3] = {4, 1, 6}, as[2] = {5, 6}, bs[3] = {4, 5, 6};
+    for (int d = 0; d < 8; d++) {
+        pair in[3] = {input(cs, 3, CN_BOOL, 0, 0, CONTIG), input(as, 2, all[d], -50, 50, TRANSPOSED),
+                      input(bs, 3, all[d], -50, 50, STRIDED)};
+        check_op(label("where %s", cn_dtype_name(all[d])), CN_OP_WHERE, f_where, NULL, in, 3, 1);
+        for (int i = 0; i < 3; i++) pair_free(in[i]);
+    }
+}
+
+/* ---- data movement and creation -------------------------------------------------------------- */
+
+static void test_cast_copy(void) {
+    const double v[] = {0.0,   -0.0,  1,     -1,           0.5,         1.5,          2.5,
+                        -2.5,  3.7,   -3.7,  255,          256,         300,          -129,
+                        65504, 65520, 1e10,  -1e10,        3e38,        1e-8,         6e-8,
+                        1e-40, NAN,   -NAN,  INFINITY,     -INFINITY,   2147483647.0, 2147483648.0,
+                        -2147483649.0, 9.3e18, -9.3e18, 123456789.0, 0.1, 1.0000001, 7e-46};
+    int64_t n = sizeof v / sizeof *v;
+    const cn_dtype all[8] = {CN_F32, CN_F64, CN_F16, CN_BF16, CN_I32, CN_I64, CN_U8, CN_BOOL};
+    for (int s = 0; s < 8; s++) {
+        pair src = pair_from(v, &n, 1, all[s]);
+        for (int t = 0; t < 8; t++) {
+            args a = {.i0 = all[t]};
+            check_op(label("cast %s -> %s", cn_dtype_name(all[s]), cn_dtype_name(all[t])),
+                     CN_OP_CAST, f_cast, &a, &src, 1, 0);
+        }
+        pair_free(src);
+    }
+    /* strided sources and destinations: contiguous copies, concatenation into slices */
+    const int64_t shape[3] = {5, 7, 9};
+    for (int d = 0; d < 8; d++) {
+        for (int l = 1; l < N_LAYOUTS; l++) {
+            pair x = input(shape, 3, all[d], -100, 100, l);
+            check_op(label("copy %s %s", cn_dtype_name(all[d]), layout_names[l]), CN_OP_COPY,
+                     f_contiguous, NULL, &x, 1, 0);
+            args a = {.i0 = all[(d + 3) % 8]};
+            check_op(label("cast strided %s", cn_dtype_name(all[d])), CN_OP_CAST, f_cast, &a, &x,
+                     1, 1);
+            pair_free(x);
+        }
+        pair in[2] = {input(shape, 3, all[d], -9, 9, TRANSPOSED), input(shape, 3, all[d], -9, 9,
+                                                                        STRIDED)};
+        args a = {.i0 = 1};
+        check_op(label("cat %s", cn_dtype_name(all[d])), CN_OP_COPY, f_cat, &a, in, 2, 0);
+        pair_free(in[0]);
+        pair_free(in[1]);
+    }
+    /* a copy between overlapping dense views of one tensor reads the values from before the
+     * copy (memmove), whichever way it shifts */
+    int64_t n40 = 40;
+    for (int forward = 0; forward < 2; forward++) {
+        pair x = input(&n40, 1, CN_F32, -5, 5, CONTIG);
+        cn_tensor *c = x.c, *g = x.g;
+        int64_t from = forward ? 0 : 10, to = forward ? 10 : 0;
+        cn_tensor *cs = cn_slice(c, 0, from, from + 30, 1), *cd = cn_slice(c, 0, to, to + 30, 1);
+        cn_tensor *gs = cn_slice(g, 0, from, from + 30, 1), *gd = cn_slice(g, 0, to, to + 30, 1);
+        CHECK(cn_copy_(cd, cs) == CN_OK && cn_copy_(gd, gs) == CN_OK);
+        expect_close(label("overlapping copy %s", forward ? "forward" : "backward"), g, c, 0);
+        cn_release(cs);
+        cn_release(cd);
+        cn_release(gs);
+        cn_release(gd);
+        pair_free(x);
+    }
+}
+
+static void test_fill(void) {
+    const cn_dtype all[8] = {CN_F32, CN_F64, CN_F16, CN_BF16, CN_I32, CN_I64, CN_U8, CN_BOOL};
+    const double values[] = {0.0, -0.0, 1.5, -2.75, 1e6, 300, NAN, -INFINITY, 70000};
+    const int64_t shape[2] = {33, 65};
+    for (int d = 0; d < 8; d++) {
+        for (size_t k = 0; k < sizeof values / sizeof *values; k++) {
+            covered[CN_OP_FILL] = 1;
+            cn_tensor *g = cn_full(shape, 2, values[k], all[d], gpu);
+            cn_tensor *c = cn_full(shape, 2, values[k], all[d], cpu);
+            expect_close(label("full(%g) %s", values[k], cn_dtype_name(all[d])), g, c, 0);
+            cn_release(g);
+            cn_release(c);
+        }
+        /* a strided fill: the diagonal */
+        cn_tensor *g = cn_eye(7, 11, all[d], gpu), *c = cn_eye(7, 11, all[d], cpu);
+        expect_close(label("eye %s", cn_dtype_name(all[d])), g, c, 0);
+        cn_release(g);
+        cn_release(c);
+    }
+}
+
+static int same_bytes(const char *what, cn_tensor *g, cn_tensor *c) {
+    if (!g || !c) {
+        FAIL("%s: NULL result (%s)", what, cn_last_error());
+        return 0;
+    }
+    size_t nb = (size_t)cn_numel(c) * cn_dtype_size(cn_dtype_of(c));
+    unsigned char *a = malloc(nb ? nb : 1), *b = malloc(nb ? nb : 1);
+    int ok = cn_read(g, a, nb) == CN_OK && cn_read(c, b, nb) == CN_OK && memcmp(a, b, nb) == 0;
+    if (!ok) FAIL("%s: the GPU's bytes differ from the CPU's (%s)", what, cn_last_error());
+    free(a);
+    free(b);
+    return ok;
+}
+
+static void test_random_bit_identical(void) {
+    const int64_t sizes[] = {1, 999, (1 << 20) + 3};
+    const uint64_t seeds[] = {0, 42, 0xDEADBEEFCAFEBABEull};
+    const double ranges[][2] = {{0, 1}, {-3, 5}, {2, 2.0000001}};
+    const double normals[][2] = {{0, 1}, {5, 0.1}};
+    for (int d = 0; d < N_FLOAT; d++) {
+        cn_dtype dt = float_dtypes[d];
+        for (size_t si = 0; si < 3; si++) {
+            for (size_t k = 0; k < 3; k++) {
+                cn_generator a = cn_generator_new(seeds[k]), b = a;
+                if (k == 2) a.offset = b.offset = UINT64_MAX - 100; /* the counter wraps */
+                int64_t n = sizes[si];
+                for (int r = 0; r < 3; r++) {
+                    covered[CN_OP_RAND_UNIFORM] = 1;
+                    cn_tensor *g = cn_rand_uniform(&a, &n, 1, ranges[r][0], ranges[r][1], dt, gpu);
+                    cn_tensor *c = cn_rand_uniform(&b, &n, 1, ranges[r][0], ranges[r][1], dt, cpu);
+                    same_bytes(label("rand_uniform %s n=%lld seed %zu range %d", cn_dtype_name(dt),
+                                     (long long)n, k, r),
+                               g, c);
+                    cn_release(g);
+                    cn_release(c);
+                }
+                for (int r = 0; r < 2; r++) {
+                    covered[CN_OP_RAND_NORMAL] = 1;
+                    cn_tensor *g = cn_rand_normal(&a, &n, 1, normals[r][0], normals[r][1], dt, gpu);
+                    cn_tensor *c = cn_rand_normal(&b, &n, 1, normals[r][0], normals[r][1], dt, cpu);
+                    same_bytes(label("rand_normal %s n=%lld seed %zu", cn_dtype_name(dt),
+                                     (long long)n, k),
+                               g, c);
+                    cn_release(g);
+                    cn_release(c);
+                }
+                CHECK(a.seed == b.seed && a.offset == b.offset);
+            }
+        }
+    }
+}
+
+/* ---- reductions -------------------------------------------------------------------------------- */
+
+static void test_reductions(void) {
+    static const struct {
+        cn_op op;
+        cn_tensor *(*f)(cn_tensor *, int, int);
+        int ints; /* integer dtypes too (the router keeps bool away from reductions) */
+    } ops[] = {
+        {CN_OP_SUM, cn_sum_dim, 1},       {CN_OP_MEAN, cn_mean_dim, 0},
+        {CN_OP_MAX, cn_max_dim, 1},       {CN_OP_MIN, cn_min_dim, 1},
+        {CN_OP_PROD, cn_prod_dim, 1},     {CN_OP_ARGMAX, cn_argmax_dim, 1},
+        {CN_OP_ARGMIN, cn_argmin_dim, 1}, {CN_OP_LOGSUMEXP, cn_logsumexp_dim, 0},
+    };
+    /* the shapes pick both kernels: one thread per output (short or column reductions) and one
+     * block per output (long rows; few long columns) */
+    static const struct {
+        int nd;
+        int64_t shape[3];
+    } shapes[] = {{3, {7, 30, 5}}, {2, {3, 1000}}, {2, {2000, 3}}, {1, {150001}}};
+    const cn_dtype dts[] = {CN_F32, CN_F64, CN_F16, CN_BF16, CN_I32, CN_I64, CN_U8};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        for (size_t di = 0; di < sizeof dts / sizeof *dts; di++) {
+            cn_dtype dt = dts[di];
+            if (di >= 4 && !ops[k].ints) continue;
+            for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+                int nd = shapes[si].nd;
+                const int64_t *shape = shapes[si].shape;
+                /* products stay short, so that f32's rounding does not grow with n */
+                if (ops[k].op == CN_OP_PROD && si > 0 && di < 4) continue;
+                double lo = di >= 4 ? -5 : (ops[k].op == CN_OP_PROD ? 0.8 : -2);
+                double hi = di >= 4 ? 5 : (ops[k].op == CN_OP_PROD ? 1.25 : 2);
+                if (dt == CN_U8) lo = 0, hi = 7;
+                for (int l = 0; l < 3; l++) {
+                    if (l > 0 && nd < 2) continue;
+                    pair x = input(shape, nd, dt, lo, hi, l);
+                    for (int dim = 0; dim < nd; dim++) {
+                        args a = {.r = ops[k].f, .i0 = dim, .i1 = dim & 1};
+                        check_op(label("%s %s [%lld..] dim %d %s", cn_op_name(ops[k].op),
+                                       cn_dtype_name(dt), (long long)shape[0], dim,
+                                       layout_names[l]),
+                                 ops[k].op, f_reduce_dim, &a, &x, 1, 5);
+                    }
+                    pair_free(x);
+                }
+            }
+        }
+    }
+    for (int d = 0; d < N_FLOAT; d++)
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            pair x = input(shapes[si].shape, shapes[si].nd, float_dtypes[d], -3, 3, CONTIG);
+            for (int dim = 0; dim < shapes[si].nd; dim++)
+                for (int corr = 0; corr < 2; corr++) {
+                    args a = {.i0 = dim, .i1 = corr};
+                    check_op(label("var %s dim %d correction %d", cn_dtype_name(float_dtypes[d]),
+                                   dim, corr),
+                             CN_OP_VAR, f_var_dim, &a, &x, 1, 5);
+                }
+            pair_free(x);
+        }
+    /* NaN, infinities, ties */
+    const double v[12] = {1, NAN, 3, 3, -INFINITY, 2, 5, 5, NAN, 0, INFINITY, INFINITY};
+    const int64_t s34[2] = {3, 4};
+    pair x = pair_from(v, s34, 2, CN_F32);
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++)
+        for (int dim = 0; dim < 2; dim++) {
+            args a = {.r = ops[k].f, .i0 = dim};
+            check_op(label("%s specials dim %d", cn_op_name(ops[k].op), dim), ops[k].op,
+                     f_reduce_dim, &a, &x, 1, 1);
+        }
+    pair_free(x);
+    /* an empty reduced dim: sums are 0, and max has no value on either device */
+    const int64_t e[2] = {4, 0};
+    x = input(e, 2, CN_F32, 0, 1, CONTIG);
+    args sum1 = {.r = cn_sum_dim, .i0 = 1}, max1 = {.r = cn_max_dim, .i0 = 1};
+    check_op("sum of nothing", CN_OP_SUM, f_reduce_dim, &sum1, &x, 1, 1);
+    check_same_error("max of nothing", f_reduce_dim, &max1, &x, 1);
+    pair_free(x);
+}
+
+static void test_softmax(void) {
+    static const struct {
+        int nd;
+        int64_t shape[3];
+    } shapes[] = {{3, {4, 9, 6}}, {2, {3, 1000}}, {2, {700, 2}}};
+    for (int d = 0; d < N_FLOAT; d++)
+        for (size_t si = 0; si < 3; si++)
+            for (int l = 0; l < 3; l++) {
+                pair x = input(shapes[si].shape, shapes[si].nd, float_dtypes[d], -6, 6, l);
+                for (int dim = 0; dim < shapes[si].nd; dim++) {
+                    args a = {.i0 = dim};
+                    const char *w = label("softmax %s dim %d %s", cn_dtype_name(float_dtypes[d]),
+                                          dim, layout_names[l]);
+                    check_op(w, CN_OP_SOFTMAX, f_softmax, &a, &x, 1, 2);
+                    check_op(w, CN_OP_LOG_SOFTMAX, f_log_softmax, &a, &x, 1, 2);
+                }
+                pair_free(x);
+            }
+    const double v[12] = {1, NAN, 3, 3, -INFINITY, -INFINITY, 5, 5, 1000, 0, INFINITY, -1000};
+    const int64_t s34[2] = {3, 4};
+    pair x = pair_from(v, s34, 2, CN_F64);
+    for (int dim = 0; dim < 2; dim++) {
+        args a = {.i0 = dim};
+        check_op("softmax specials", CN_OP_SOFTMAX, f_softmax, &a, &x, 1, 1);
+        check_op("log_softmax specials", CN_OP_LOG_SOFTMAX, f_log_softmax, &a, &x, 1, 1);
+    }
+    pair_free(x);
+}
+
+/* ---- matmul ------------------------------------------------------------------------------------- */
+
+static void matmul_case(const char *name, const int64_t *as, int an, int al, const int64_t *bs,
+                        int bn, int bl, cn_dtype dt) {
+    pair in[2] = {input(as, an, dt, -1, 1, al), input(bs, bn, dt, -1, 1, bl)};
+    /* f16/bf16: the sum of K products is rounded once more than the CPU's f32 reference */
+    check_op(label("matmul %s %s (%s @ %s)", name, cn_dtype_name(dt), layout_names[al],
+                   layout_names[bl]),
+             CN_OP_MATMUL, f_matmul, NULL, in, 2, 2);
+    pair_free(in[0]);
+    pair_free(in[1]);
+}
+
+static void test_matmul(void) {
+    for (int d = 0; d < N_FLOAT; d++) {
+        cn_dtype dt = float_dtypes[d];
+        const int64_t a[2] = {33, 17}, b[2] = {17, 45};
+        for (int al = 0; al < 3; al++)
+            for (int bl = 0; bl < 3; bl++) matmul_case("2-d", a, 2, al, b, 2, bl, dt);
+        const int64_t ba[3] = {3, 33, 17}, bb[3] = {3, 17, 45};
+        matmul_case("batched", ba, 3, CONTIG, bb, 3, TRANSPOSED, dt);
+        matmul_case("batched, a broadcast", ba, 3, BROADCAST, bb, 3, CONTIG, dt);
+        matmul_case("batched, b broadcast", ba, 3, STRIDED, bb, 3, BROADCAST, dt);
+        const int64_t b4[4] = {2, 1, 8, 5}, b3[3] = {3, 5, 7};
+        matmul_case("batch broadcast", b4, 4, TRANSPOSED, b3, 3, CONTIG, dt);
+        matmul_case("batch into a shared b", ba, 3, CONTIG, b, 2, TRANSPOSED, dt);
+        const int64_t v[1] = {17};
+        matmul_case("vector @ matrix", v, 1, CONTIG, b, 2, CONTIG, dt);
+        matmul_case("matrix @ vector", a, 2, TRANSPOSED, v, 1, STRIDED, dt);
+        matmul_case("vector @ vector", v, 1, STRIDED, v, 1, CONTIG, dt);
+        const int64_t e1[2] = {4, 0}, e2[2] = {0, 5};
+        matmul_case("K = 0", e1, 2, CONTIG, e2, 2, CONTIG, dt);
+        const int64_t big_a[2] = {300, 257}, big_b[2] = {257, 129};
+        matmul_case("larger", big_a, 2, TRANSPOSED, big_b, 2, CONTIG, dt);
+        /* linear: x @ w^T + b */
+        const int64_t xs[3] = {2, 5, 16}, ws[2] = {24, 16}, bs[1] = {24};
+        pair in[3] = {input(xs, 3, dt, -1, 1, CONTIG), input(ws, 2, dt, -1, 1, CONTIG),
+                      input(bs, 1, dt, -1, 1, CONTIG)};
+        check_op(label("linear %s", cn_dtype_name(dt)), CN_OP_MATMUL, f_linear, NULL, in, 3, 2);
+        for (int i = 0; i < 3; i++) pair_free(in[i]);
+    }
+}
+
+/* ---- indexing ----------------------------------------------------------------------------------- */
+
+static void test_indexing(void) {
+    const int64_t xs[3] = {5, 7, 4};
+    const cn_dtype dts[5] = {CN_F32, CN_F16, CN_I64, CN_U8, CN_BOOL};
+    for (int d = 0; d < 5; d++) {
+        for (int dim = 0; dim < 3; dim++) {
+            for (int l = 0; l < 3; l++) {
+                pair x = input(xs, 3, dts[d], -9, 9, l);
+                int64_t is[3] = {4, 6, 3};
+                is[dim] = 9; /* more picks than entries along dim: repeats */
+                pair idx = input(is, 3, CN_I64, 0, (double)xs[dim], (l + 1) % 3);
+                pair in[2] = {x, idx};
+                args a = {.i0 = dim};
+                check_op(label("gather %s dim %d %s", cn_dtype_name(dts[d]), dim, layout_names[l]),
+                         CN_OP_GATHER, f_gather, &a, in, 2, 0);
+                int64_t n1 = 8;
+                pair sel = input(&n1, 1, CN_I64, 0, (double)xs[dim], l == 2 ? STRIDED : CONTIG);
+                in[1] = sel;
+                check_op(label("index_select %s dim %d %s", cn_dtype_name(dts[d]), dim,
+                               layout_names[l]),
+                         CN_OP_INDEX_SELECT, f_index_select, &a, in, 2, 0);
+                pair_free(sel);
+                pair_free(idx);
+                pair_free(x);
+            }
+        }
+    }
+    const cn_dtype sdts[6] = {CN_F32, CN_F64, CN_I32, CN_I64, CN_F16, CN_BF16};
+    for (int d = 0; d < 6; d++)
+        for (int dim = 0; dim < 2; dim++) {
+            const int64_t x2[2] = {5, 7};
+            int64_t is[2] = {5, 7};
+            is[dim] = 10; /* duplicates: additions land on the same entries */
+            pair in[3] = {input(x2, 2, sdts[d], -3, 3, TRANSPOSED),
+                          input(is, 2, CN_I64, 0, (double)x2[dim], CONTIG),
+                          input(is, 2, sdts[d], -3, 3, STRIDED)};
+            args a = {.i0 = dim};
+            check_op(label("scatter_add %s dim %d", cn_dtype_name(sdts[d]), dim),
+                     CN_OP_SCATTER_ADD, f_scatter_add, &a, in, 3, 2);
+            for (int i = 0; i < 3; i++) pair_free(in[i]);
+        }
+    const cn_dtype idts[3] = {CN_I64, CN_I32, CN_U8};
+    const cn_dtype odts[4] = {CN_F32, CN_I64, CN_BOOL, CN_F16};
+    for (int i = 0; i < 3; i++)
+        for (int o = 0; o < 4; o++) {
+            const int64_t s[2] = {3, 4};
+            pair idx = input(s, 2, idts[i], 0, 6, i == 1 ? TRANSPOSED : CONTIG);
+            args a = {.i0 = 6, .i1 = odts[o]};
+            check_op(label("one_hot %s -> %s", cn_dtype_name(idts[i]), cn_dtype_name(odts[o])),
+                     CN_OP_ONE_HOT, f_one_hot, &a, &idx, 1, 0);
+            pair_free(idx);
+        }
+    /* out-of-range indices: the same error, word for word */
+    const double xv[6] = {1, 2, 3, 4, 5, 6}, bad[4] = {0, 2, 3, 1}, neg[2] = {1, -1};
+    const int64_t s23[2] = {2, 3}, s22[2] = {2, 2}, s2[1] = {2};
+    pair in[2] = {pair_from(xv, s23, 2, CN_F32), pair_from(bad, s22, 2, CN_I64)};
+    args a1 = {.i0 = 1};
+    check_same_error("gather out of range", f_gather, &a1, in, 2);
+    pair_free(in[1]);
+    in[1] = pair_from(neg, s2, 1, CN_I64);
+    check_same_error("index_select negative", f_index_select, &a1, in, 2);
+    args oh = {.i0 = 2, .i1 = CN_F32};
+    check_same_error("one_hot beyond num_classes", f_one_hot, &oh, &in[1], 1);
+    pair_free(in[0]);
+    pair_free(in[1]);
+}
+
+/* ---- convolution and pooling -------------------------------------------------------------------- */
+
+typedef struct conv_case {
+    const char *name;
+    int64_t N, C, H, W, O, KH, KW;
+    int64_t ints[7]; /* stride h, w, padding h, w, dilation h, w, groups */
+    int bias;
+} conv_case;
+
+static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+    return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+/* x laid out NHWC in memory (a permuted view) when `nhwc`. */
+static pair conv_input(const int64_t *nchw, cn_dtype dt, int nhwc) {
+    if (!nhwc) return input(nchw, 4, dt, -1, 1, CONTIG);
+    int64_t nhwc_shape[4] = {nchw[0], nchw[2], nchw[3], nchw[1]};
+    pair b = input(nhwc_shape, 4, dt, -1, 1, CONTIG);
+    const int perm[4] = {0, 3, 1, 2};
+    pair r = {cn_permute(b.c, perm), cn_permute(b.g, perm)};
+    pair_free(b);
+    return r;
+}
+
+static void run_conv_case(const conv_case *k, cn_dtype dt, int strided) {
+    const int64_t *p = k->ints;
+    int64_t xs[4] = {k->N, k->C, k->H, k->W}, ws[4] = {k->O, k->C / p[6], k->KH, k->KW};
+    int64_t OH = conv_out(k->H, k->KH, p[0], p[2], p[4]), OW = conv_out(k->W, k->KW, p[1], p[3], p[5]);
+    int64_t gs[4] = {k->N, k->O, OH, OW}, bs[1] = {k->O};
+    pair in[3] = {conv_input(xs, dt, strided), input(ws, 4, dt, -1, 1, strided ? TRANSPOSED : CONTIG),
+                  input(bs, 1, dt, -1, 1, CONTIG)};
+    args a = {.ints = p, .i0 = k->bias};
+    const char *l = strided ? "strided" : "contiguous";
+    check_op(label("conv2d %s %s %s", k->name, cn_dtype_name(dt), l), CN_OP_CONV2D, f_conv2d, &a,
+             in, 3, 4);
+    pair g = conv_input(gs, dt, strided);
+    pair bi[2] = {g, in[1]}, bw[2] = {g, in[0]};
+    args ai = {.ints = p, .shape = xs}, aw = {.ints = p, .shape = ws};
+    check_op(label("conv2d_backward_input %s %s %s", k->name, cn_dtype_name(dt), l),
+             CN_OP_CONV2D_BACKWARD_INPUT, f_conv_bw_input, &ai, bi, 2, 4);
+    check_op(label("conv2d_backward_weight %s %s %s", k->name, cn_dtype_name(dt), l),
+             CN_OP_CONV2D_BACKWARD_WEIGHT, f_conv_bw_weight, &aw, bw, 2, 8);
+    pair_free(g);
+    for (int i = 0; i < 3; i++) pair_free(in[i]);
+}
+
+static void test_conv(void) {
+    static const conv_case cases[] = {
+        {"3x3 pad 1", 2, 4, 9, 8, 6, 3, 3, {1, 1, 1, 1, 1, 1, 1}, 1},
+        {"3x2 stride (2,1) dilation (2,1) groups 2", 3, 4, 11, 10, 4, 3, 2, {2, 1, 0, 1, 2, 1, 2}, 0},
+        {"1x1", 2, 8, 5, 5, 4, 1, 1, {1, 1, 0, 0, 1, 1, 1}, 1},
+        {"depthwise 3x3", 2, 4, 7, 6, 4, 3, 3, {1, 1, 1, 1, 1, 1, 4}, 1},
+        {"5x5 stride 3 pad 2", 2, 3, 16, 13, 5, 5, 5, {3, 3, 2, 2, 1, 1, 1}, 1},
+    };
+    int with_cudnn = !selftest && cn_cuda_cudnn_compiled();
+    for (int use = with_cudnn; use >= 0; use--) {
+        if (!selftest) cn_cuda_set_cudnn_enabled(use);
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+            for (int d = 0; d < N_FLOAT; d++)
+                for (int s = 0; s < 2; s++) run_conv_case(&cases[c], float_dtypes[d], s);
+    }
+    if (!selftest) cn_cuda_set_cudnn_enabled(1);
+}
+
+static void test_pool(void) {
+    static const int64_t cfgs[][6] = {
+        {3, 3, 2, 2, 1, 1}, {2, 2, 2, 2, 0, 0}, {3, 2, 1, 2, 1, 0}, {2, 3, 1, 1, 1, 1}};
+    const int64_t xs[4] = {2, 3, 9, 10};
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++)
+        for (int d = 0; d < N_FLOAT; d++)
+            for (int s = 0; s < 2; s++) {
+                cn_dtype dt = float_dtypes[d];
+                const int64_t *k = cfgs[c];
+                int64_t OH = (xs[2] + 2 * k[4] - k[0]) / k[2] + 1;
+                int64_t OW = (xs[3] + 2 * k[5] - k[1]) / k[3] + 1;
+                int64_t gs[4] = {xs[0], xs[1], OH, OW};
+                /* integer-valued x: windows hold ties, and the first maximum must win */
+                pair x;
+                if (s) {
+                    x = conv_input(xs, dt, 1);
+                } else {
+                    cn_tensor *r = cpu_rand(xs, 4, CN_I32, -3, 4);
+                    cn_tensor *f = cn_cast(r, dt);
+                    cn_release(r);
+                    x = pair_of(f);
+                }
+                pair g = conv_input(gs, dt, s);
+                for (int mx = 0; mx < 2; mx++) {
+                    args a = {.ints = k, .i0 = mx, .shape = xs};
+                    cn_op op = mx ? CN_OP_MAX_POOL2D : CN_OP_AVG_POOL2D;
+                    check_op(label("%s cfg %zu %s %s", cn_op_name(op), c, cn_dtype_name(dt),
+                                   s ? "strided" : "ties"),
+                             op, f_pool, &a, &x, 1, 2);
+                    pair in[2] = {g, x};
+                    if (mx)
+                        check_op(label("max_pool2d_backward cfg %zu %s", c, cn_dtype_name(dt)),
+                                 CN_OP_MAX_POOL2D_BACKWARD, f_max_pool_bw, &a, in, 2, 2);
+                    else
+                        check_op(label("avg_pool2d_backward cfg %zu %s", c, cn_dtype_name(dt)),
+                                 CN_OP_AVG_POOL2D_BACKWARD, f_avg_pool_bw, &a, in, 1, 2);
+                }
+                pair_free(g);
+                pair_free(x);
+            }
+    /* a NaN in a window wins the max, and takes its gradient */
+    double v[16];
+    for (int i = 0; i < 16; i++) v[i] = i % 5;
+    v[5] = NAN;
+    const int64_t s[4] = {1, 1, 4, 4}, gs[4] = {1, 1, 2, 2};
+    const int64_t k[6] = {2, 2, 2, 2, 0, 0};
+    pair x = pair_from(v, s, 4, CN_F32), g = input(gs, 4, CN_F32, -1, 1, CONTIG);
+    args a = {.ints = k, .i0 = 1};
+    check_op("max_pool2d NaN", CN_OP_MAX_POOL2D, f_pool, &a, &x, 1, 1);
+    pair in[2] = {g, x};
+    check_op("max_pool2d_backward NaN", CN_OP_MAX_POOL2D_BACKWARD, f_max_pool_bw, &a, in, 2, 1);
+    pair_free(g);
+    pair_free(x);
+}
+
+/* ---- autodiff on the GPU ------------------------------------------------------------------------ */
+
+static cn_tensor *leaf(cn_device dev, const double *v, int64_t r, int64_t c) {
+    int64_t shape[2] = {r, c};
+    float f[16];
+    for (int64_t i = 0; i < r * c; i++) f[i] = (float)v[i];
+    return cn_require_grad(cn_from_data(f, shape, 2, CN_F32, dev));
+}
+
+static void check_grad(const char *what, cn_grads *g, cn_tensor *t, const double *want, int n) {
+    cn_tensor *gt = g ? cn_grad(g, t) : NULL;
+    if (gt && cn_device_of(gt).backend != gpu.backend) FAIL("%s: the gradient left the GPU", what);
+    th_check_values(what, gt, want, n, 1e-4);
+}
+
+/* The reference cases of tests/test_autodiff.c (gradients from burn's test suite). */
+static void test_autodiff_oracle(void) {
+    cn_device devs[2] = {cn_autodiff(gpu), cn_autodiff_checkpointed(gpu, CN_CHECKPOINT_BALANCED)};
+    for (int k = 0; k < 2; k++) {
+        cn_device d = devs[k];
+        cn_scope_begin();
+        cn_tensor *a = leaf(d, (double[]){2, 5}, 1, 2), *b = leaf(d, (double[]){4, 1}, 1, 2);
+        cn_grads *g = cn_backward(cn_add(a, b));
+        check_grad("1 add", g, a, (double[]){1, 1}, 2);
+        cn_grads_free(g);
+        g = cn_backward(cn_sub(a, b));
+        check_grad("2 sub", g, b, (double[]){-1, -1}, 2);
+        cn_grads_free(g);
+        cn_tensor *m1 = leaf(d, (double[]){1, 7}, 1, 2), *m2 = leaf(d, (double[]){4, 7}, 1, 2);
+        g = cn_backward(cn_mul(m1, m2));
+        check_grad("3 mul", g, m1, (double[]){4, 7}, 2);
+        check_grad("3 mul", g, m2, (double[]){1, 7}, 2);
+        cn_grads_free(g);
+        g = cn_backward(cn_div(m1, m2));
+        check_grad("4 div", g, m1, (double[]){0.25, 0.14285715}, 2);
+        check_grad("4 div", g, m2, (double[]){-0.0625, -0.14285715}, 2);
+        cn_grads_free(g);
+
+        cn_tensor *A = leaf(d, (double[]){1, 7, 2, 3}, 2, 2), *B = leaf(d, (double[]){4, 7, 2, 3}, 2, 2);
+        g = cn_backward(cn_matmul(A, B));
+        check_grad("5 matmul gA", g, A, (double[]){11, 5, 11, 5}, 4);
+        check_grad("5 matmul gB", g, B, (double[]){3, 3, 10, 10}, 4);
+        cn_grads_free(g);
+
+        cn_tensor *d1 = leaf(d, (double[]){1, 7, 13, -3}, 2, 2);
+        cn_tensor *d2 = leaf(d, (double[]){4, 7, 2, 3}, 2, 2);
+        cn_tensor *d3 = leaf(d, (double[]){2, 2, 2, 2}, 2, 2);
+        g = cn_backward(cn_mul(d1, cn_mul(cn_mul(d1, d2), d3)));
+        check_grad("6 mul chain g1", g, d1, (double[]){16, 196, 104, -36}, 4);
+        check_grad("6 mul chain g2", g, d2, (double[]){2, 98, 338, 18}, 4);
+        cn_grads_free(g);
+        g = cn_backward(cn_div(cn_div(d1, d2), d3));
+        check_grad("7 div chain g1", g, d1, (double[]){0.125, 0.07142857, 0.25, 0.16666667}, 4);
+        check_grad("7 div chain g2", g, d2, (double[]){-0.03125, -0.07142857, -1.625, 0.16666667},
+                   4);
+        check_grad("7 div chain g3", g, d3, (double[]){-0.0625, -0.25, -1.625, 0.25}, 4);
+        cn_grads_free(g);
+
+        cn_tensor *X = leaf(d, (double[]){1, 7, -2, -3}, 2, 2);
+        cn_tensor *W = leaf(d, (double[]){4, -7, 2, 3}, 2, 2);
+        g = cn_backward(cn_matmul(cn_relu(cn_matmul(X, W)), W));
+        check_grad("8 relu gX", g, X, (double[]){-47, 9, -35, 15}, 4);
+        check_grad("8 relu gW", g, W, (double[]){15, 13, -2, 39}, 4);
+        cn_grads_free(g);
+        int64_t one[2] = {1, 1};
+        g = cn_backward(cn_mul(X, cn_reshape(cn_mean(cn_matmul(X, W)), one, 2)));
+        check_grad("9 mean gX", g, X, (double[]){3.5, 9.5, 3.5, 9.5}, 4);
+        check_grad("9 mean gW", g, W, (double[]){-0.75, -0.75, 3, 3}, 4);
+        cn_grads_free(g);
+
+        cn_tensor *e = leaf(d, (double[]){-90, 1.5}, 1, 2);
+        g = cn_backward(cn_sigmoid(e));
+        double s = 1 / (1 + exp(-1.5));
+        check_grad("sigmoid at -90 is 0, not NaN", g, e, (double[]){0, s * (1 - s)}, 2);
+        cn_grads_free(g);
+
+        cn_tensor *br = leaf(d, (double[]){1, 2, 3, 4, 5, 6}, 2, 3);
+        cn_tensor *bc = leaf(d, (double[]){10, 20, 30}, 1, 3);
+        g = cn_backward(cn_mul(br, bc));
+        check_grad("broadcast gb sums rows", g, bc, (double[]){5, 7, 9}, 3);
+        cn_grads_free(g);
+        cn_scope_end();
+    }
+}
+
+/* conv -> relu -> max_pool -> linear -> log_softmax -> pick the targets: every gradient on the
+ * GPU matches the CPU's. */
+static cn_tensor *small_net_loss(cn_tensor *const *p, cn_tensor *x, cn_tensor *target) {
+    cn_conv2d_params cp = {{1, 1}, {1, 1}, {1, 1}, 1};
+    cn_pool2d_params pp = {{2, 2}, {2, 2}, {0, 0}};
+    cn_tensor *h = cn_max_pool2d(cn_relu(cn_conv2d(x, p[0], p[1], &cp)), &pp); /* [4, 6, 3, 3] */
+    int64_t flat[2] = {4, 54};
+    cn_tensor *logits = cn_linear(cn_reshape(h, flat, 2), p[2], p[3]);      /* [4, 5] */
+    cn_tensor *lp = cn_log_softmax(cn_gelu(logits, CN_GELU_TANH), 1);
+    return cn_neg(cn_mean(cn_gather(lp, 1, target)));
+}
+
+static void test_network_gradients(void) {
+    const int64_t shapes[4][4] = {{6, 3, 3, 3}, {6}, {5, 54}, {5}};
+    const int nds[4] = {4, 1, 2, 1};
+    const int64_t xs[4] = {4, 3, 6, 6}, ts[2] = {4, 1};
+    cn_scope_begin();
+    cn_tensor *pc[4], *pg[4];
+    for (int i = 0; i < 4; i++) {
+        cn_tensor *v = cpu_rand(shapes[i], nds[i], CN_F32, -0.5, 0.5);
+        pc[i] = cn_require_grad(cn_to_device(v, cn_autodiff(cpu)));
+        pg[i] = cn_require_grad(cn_to_device(v, cn_autodiff(gpu)));
+    }
+    cn_tensor *x = cpu_rand(xs, 4, CN_F32, -1, 1);
+    cn_tensor *t = cpu_rand(ts, 2, CN_I64, 0, 5);
+    cn_tensor *xg = cn_to_device(x, gpu), *tg = cn_to_device(t, gpu);
+    cn_grads *gc = cn_backward(small_net_loss(pc, x, t));
+    cn_grads *gg = cn_backward(small_net_loss(pg, xg, tg));
+    CHECK(gc && gg);
+    for (int i = 0; gc && gg && i < 4; i++) {
+        cn_tensor *a = cn_grad(gg, pg[i]), *b = cn_grad(gc, pc[i]);
+        cn_tensor *ai = cn_inner(a), *bi = cn_inner(b);
+        expect_close(label("network gradient %d", i), ai, bi, 1e-4);
+    }
+    cn_grads_free(gc);
+    cn_grads_free(gg);
+    cn_scope_end();
+}
+
+/* ---- memory ------------------------------------------------------------------------------------- */
+
+static void test_round_trips(void) {
+    const cn_dtype all[8] = {CN_F32, CN_F64, CN_F16, CN_BF16, CN_I32, CN_I64, CN_U8, CN_BOOL};
+    /* sizes around the pinned staging path: below it, one chunk, several chunks plus a tail */
+    const int64_t sizes[] = {0, 1, 4097, 300000, 5000003};
+    for (int d = 0; d < 8; d++)
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+            if (sizes[s] > 300000 && d != 0 && d != 6) continue; /* the big ones: two dtypes */
+            cn_tensor *c = cpu_rand(&sizes[s], 1, all[d], -1000, 1000);
+            cn_tensor *g = cn_to_device(c, gpu);
+            cn_tensor *back = cn_to_device(g, cpu);
+            same_bytes(label("round trip %s n=%lld", cn_dtype_name(all[d]), (long long)sizes[s]),
+                       back, c);
+            cn_tensor *again = cn_to_device(g, gpu); /* already there: a new header, same data */
+            CHECK(again && again != g && cn_device_eq(cn_device_of(again), gpu));
+            same_bytes("to_device onto its own device", again, c);
+            cn_release(again);
+            cn_release(back);
+            cn_release(g);
+            cn_release(c);
+        }
+    /* strided sources on either side */
+    const int64_t shape[3] = {40, 50, 30};
+    pair x = input(shape, 3, CN_F64, -1, 1, TRANSPOSED);
+    cn_tensor *g = cn_to_device(x.c, gpu), *back = cn_to_device(x.g, cpu);
+    same_bytes("strided cpu -> gpu", g, x.c);
+    same_bytes("strided gpu -> cpu", back, x.c);
+    cn_release(g);
+    cn_release(back);
+    /* between two GPUs, where there are two */
+    cn_device second;
+    if (!selftest && cn_backend_device_count("cuda") > 1 &&
+        cn_device_parse("cuda:1", &second) == CN_OK) {
+        cn_tensor *on1 = cn_to_device(x.g, second);
+        CHECK(on1 && cn_device_eq(cn_device_of(on1), second));
+        same_bytes("cuda:0 -> cuda:1", on1, x.c);
+        cn_tensor *sum1 = cn_add(on1, on1), *sum0 = cn_add(x.c, x.c);
+        same_bytes("an op on cuda:1", sum1, sum0);
+        cn_release(sum1);
+        cn_release(sum0);
+        cn_release(on1);
+    }
+    cn_clear_error();
+    pair_free(x);
+}
+
+static void test_out_of_memory(void) {
+    cn_cuda_memory_stats_t before, after;
+    CHECK(cn_cuda_memory_stats(gpu.index, &before) == CN_OK);
+    int64_t absurd[2] = {(int64_t)1 << 22, (int64_t)1 << 22}; /* 64 TiB of f32 */
+    CHECK_FAILS(cn_empty(absurd, 2, CN_F32, gpu), CN_ERR_OUT_OF_MEMORY, "cuda:");
+    CHECK(cn_cuda_memory_stats(gpu.index, &after) == CN_OK);
+    CHECK(after.oom_count == before.oom_count + 1);
+    CHECK(after.bytes_in_use == before.bytes_in_use);
+    /* the allocation-failure test mode covers device allocations: failing each allocation of a
+     * creation in turn fails it cleanly, and one of them is the device's */
+    int64_t n = 1000;
+    cn_release(cn_empty(&n, 1, CN_F32, gpu)); /* the first use makes the allocator's tables */
+    int64_t count = cn_alloc_count();
+    cn_tensor *t = cn_empty(&n, 1, CN_F32, gpu);
+    count = cn_alloc_count() - count;
+    cn_release(t);
+    int device_failures = 0;
+    for (int64_t k = 1; k <= count; k++) {
+        cn_clear_error();
+        cn_alloc_fail_after(k);
+        t = cn_empty(&n, 1, CN_F32, gpu);
+        cn_alloc_fail_after(0);
+        CHECK(t == NULL && cn_last_status() == CN_ERR_OUT_OF_MEMORY);
+        if (strstr(cn_last_error(), "cuda:")) device_failures++;
+        cn_release(t);
+    }
+    CHECK(device_failures == 1);
+    cn_clear_error();
+    /* and the allocator still works */
+    t = cn_full(&n, 1, 3.0, CN_F32, gpu);
+    double want[1000];
+    for (int i = 0; i < 1000; i++) want[i] = 3;
+    th_check_values("after an OOM", t, want, 1000, 0);
+    cn_release(t);
+}
+
+static void test_memory_stats(void) {
+    cn_cuda_memory_stats_t s0, s1, s2, s3, s4;
+    CHECK(cn_cuda_synchronize(gpu.index) == CN_OK);
+    CHECK(cn_cuda_empty_cache(gpu.index) == CN_OK);
+    CHECK(cn_cuda_memory_stats(gpu.index, &s0) == CN_OK);
+    CHECK(s0.bytes_cached == 0 && s0.bytes_reserved >= s0.bytes_in_use);
+    int64_t n = 1 << 18; /* 1 MiB of f32 */
+    cn_tensor *t = cn_zeros(&n, 1, CN_F32, gpu);
+    CHECK(cn_cuda_memory_stats(gpu.index, &s1) == CN_OK);
+    CHECK(s1.bytes_in_use >= s0.bytes_in_use + (1 << 20));
+    CHECK(s1.peak_bytes_in_use >= s1.bytes_in_use);
+    CHECK(s1.driver_allocs > s0.driver_allocs);
+    cn_release(t);
+    CHECK(cn_cuda_memory_stats(gpu.index, &s2) == CN_OK);
+    CHECK(s2.bytes_in_use == s0.bytes_in_use && s2.bytes_cached >= (1 << 20));
+    t = cn_zeros(&n, 1, CN_F32, gpu); /* the same size class: from the cache */
+    CHECK(cn_cuda_memory_stats(gpu.index, &s3) == CN_OK);
+    CHECK(s3.cache_hits > s2.cache_hits && s3.driver_allocs == s2.driver_allocs);
+    cn_release(t);
+    CHECK(cn_cuda_empty_cache(gpu.index) == CN_OK);
+    CHECK(cn_cuda_reset_peak_memory_stats(gpu.index) == CN_OK);
+    CHECK(cn_cuda_memory_stats(gpu.index, &s4) == CN_OK);
+    CHECK(s4.bytes_cached == 0 && s4.driver_frees > s3.driver_frees);
+    CHECK(s4.peak_bytes_in_use == s4.bytes_in_use);
+    /* devices that do not exist */
+    cn_device bad;
+    cn_clear_error();
+    CHECK(cn_device_parse("cuda:99", &bad) == CN_ERR_DEVICE_UNAVAILABLE);
+    cn_clear_error();
+    CHECK(cn_cuda_memory_stats(99, &s0) == CN_ERR_DEVICE_UNAVAILABLE);
+    cn_clear_error();
+}
+
+static void test_every_op_has_a_kernel_and_a_check(void) {
+    const cn_backend *b = cn_backend_get(gpu.backend);
+    CHECK(b != NULL);
+    for (int op = 0; b && op < CN_OP_COUNT; op++) {
+        if (!b->kernels[op]) FAIL("the cuda backend has no kernel for %s", cn_op_name((cn_op)op));
+        if (!covered[op]) FAIL("no case compared %s", cn_op_name((cn_op)op));
+    }
+}
+
 int main(void) {
-    if (cn_backend_find("cuda") < 0 || cn_backend_device_count("cuda") == 0) {
+    const char *name = getenv("CINDER_TEST_GPU_DEVICE");
+    if (!name || !*name) name = "cuda";
+    selftest = strcmp(name, "cuda") != 0;
+    if (!selftest && (cn_backend_find("cuda") < 0 || cn_backend_device_count("cuda") == 0)) {
         printf("cuda: no device, skipping\n");
+        if (cn_backend_find("cuda") >= 0) printf("(%s)\n", cn_cuda_unavailable_reason());
         return 77;
     }
-    return 0;
+    cpu = cn_cpu();
+    if (cn_device_parse(name, &gpu) != CN_OK) {
+        fprintf(stderr, "%s\n", cn_last_error());
+        return 1;
+    }
+    gen = cn_generator_new(20261130);
+    RUN(test_unary);
+    RUN(test_scalar_ops);
+    RUN(test_binary);
+    RUN(test_compare_logic_where);
+    RUN(test_cast_copy);
+    RUN(test_fill);
+    RUN(test_random_bit_identical);
+    RUN(test_reductions);
+    RUN(test_softmax);
+    RUN(test_matmul);
+    RUN(test_indexing);
+    RUN(test_conv);
+    RUN(test_pool);
+    RUN(test_autodiff_oracle);
+    RUN(test_network_gradients);
+    RUN(test_round_trips);
+    if (!selftest) {
+        RUN(test_out_of_memory);
+        RUN(test_memory_stats);
+    }
+    RUN(test_every_op_has_a_kernel_and_a_check);
+    return th_finish();
 }

@@ -44,12 +44,54 @@ __global__ void copy_kernel(const __grid_constant__ cu_iter it, int es) {
     }
 }
 
+/* The bytes [*lo, *hi) that a view touches (its strides are never negative). */
+static void byte_range(const cn_view *v, uintptr_t *lo, uintptr_t *hi) {
+    size_t es = cn_dtype_size(v->dtype);
+    int64_t last = 0;
+    for (int d = 0; d < v->ndim; d++) last += (v->shape[d] - 1) * v->strides[d];
+    *lo = (uintptr_t)v->data;
+    *hi = *lo + (uintptr_t)(last * (int64_t)es) + es;
+}
+
+static int same_view(const cn_view *a, const cn_view *b) {
+    if (a->data != b->data || a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->strides[d] != b->strides[d]))
+            return 0;
+    return 1;
+}
+
+/* A copy whose source and destination share bytes: through a dense scratch copy, since the
+ * GPU's threads would otherwise read elements that others have already overwritten. */
+static cn_status copy_overlapping(cu_dev *d, const char *op, const cn_view *dst,
+                                  const cn_view *src, int64_t numel) {
+    void *tmp;
+    cn_status s = cu_scratch(d, op, (size_t)numel * cn_dtype_size(src->dtype), &tmp);
+    if (s != CN_OK) return s;
+    cn_view mid = *src;
+    mid.data = tmp;
+    int64_t stride = 1;
+    for (int k = src->ndim - 1; k >= 0; k--) {
+        mid.strides[k] = stride;
+        stride *= src->shape[k];
+    }
+    s = cu_copy_view(d, op, &mid, src);
+    if (s == CN_OK) s = cu_copy_view(d, op, dst, &mid);
+    cu_scratch_free(d, tmp);
+    return s;
+}
+
 extern "C" cn_status cu_copy_view(cu_dev *d, const char *op, const cn_view *dst,
                                   const cn_view *src) {
     const cn_view *views[2] = {dst, src};
     cu_iter it;
     cu_iter_init(&it, 2, views);
     if (it.numel == 0) return CN_OK;
+    if (same_view(dst, src)) return CN_OK;
+    uintptr_t dlo, dhi, slo, shi;
+    byte_range(dst, &dlo, &dhi);
+    byte_range(src, &slo, &shi);
+    if (dlo < shi && slo < dhi) return copy_overlapping(d, op, dst, src, it.numel);
     if (dst->dtype == src->dtype) {
         size_t es = cn_dtype_size(dst->dtype);
         if (cu_iter_dense(&it))

@@ -16,6 +16,7 @@
  * the largest (the first NaN wins). var = mean, then the sum of squared deviations (two passes);
  * logsumexp = max, then the sum of exp(x - max). */
 #include <math.h>
+#include <string.h>
 
 #include "backends/cuda/common.cuh"
 

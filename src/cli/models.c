@@ -1,0 +1,313 @@
+/* The models of `cinder train` and `cinder eval` (models.h): the MLP built on the fused
+ * linear + relu extension op, the CNN built from nn.h's modules, and their checkpoints. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/models.h"
+#include "fused.h"
+
+#define IMAGE_SIDE   28
+#define IMAGE_PIXELS (IMAGE_SIDE * IMAGE_SIDE)
+#define CLASSES      10
+
+const char *cli_model_name(cli_model_kind kind) { return kind == CLI_MODEL_CNN ? "cnn" : "mlp"; }
+
+int cli_model_parse(const char *name, cli_model_kind *kind) {
+    if (strcmp(name, "mlp") == 0) {
+        *kind = CLI_MODEL_MLP;
+        return 1;
+    }
+    if (strcmp(name, "cnn") == 0) {
+        *kind = CLI_MODEL_CNN;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- parameters ------------------------------------------------------------------------------ */
+
+/* U(-bound, bound) in f32 on `device`; a leaf requiring grad on an autodiff device. */
+static cn_tensor *uniform_param(const int64_t *shape, int ndim, double bound, cn_device device,
+                                cn_generator *gen) {
+    cn_tensor *t = cn_rand_uniform(gen, shape, ndim, -bound, bound, CN_F32, device);
+    return device.autodiff ? cn_require_grad(t) : t;
+}
+
+/* ---- the fused linear + relu layer ----------------------------------------------------------- *
+ * A module whose forward is the extension op, so that the MLP's parameters are named, listed,
+ * saved and updated like those of nn.h's layers. */
+
+typedef struct fused_state {
+    cn_tensor *weight; /* [out, in], borrowed from the module's parameters */
+    cn_tensor *bias;   /* [out] */
+} fused_state;
+
+/* x: [N, in] -> relu(x W^T + b): [N, out] */
+static cn_tensor *fused_forward(cn_module *m, cn_tensor *x) {
+    fused_state *s = cn_module_state(m);
+    return fused_linear_relu(x, s->weight, s->bias);
+}
+
+static void fused_free_state(void *state) { free(state); }
+
+static const cn_module_vtable fused_vtable = {"FusedLinearReLU", fused_forward, NULL,
+                                              fused_free_state};
+
+/* Parameters as torch.nn.Linear(in, out) draws them: weight, then bias, both from
+ * U(-1/sqrt(in), 1/sqrt(in)). */
+static cn_module *fused_layer_new(int64_t in, int64_t out, cn_device device, cn_generator *gen) {
+    fused_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        cn_set_error(CN_ERR_OUT_OF_MEMORY, "cli_model_new", "no memory for a layer's state");
+        return NULL;
+    }
+    cn_module *m = cn_module_new(&fused_vtable, s);
+    if (!m) return NULL;
+    double bound = 1.0 / sqrt((double)in);
+    const int64_t wshape[2] = {out, in};
+    s->weight = uniform_param(wshape, 2, bound, device, gen);
+    if (cn_module_add_param(m, "weight", s->weight) != CN_OK) {
+        cn_module_free(m);
+        return NULL;
+    }
+    s->bias = uniform_param(&out, 1, bound, device, gen);
+    if (cn_module_add_param(m, "bias", s->bias) != CN_OK) {
+        cn_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- building ------------------------------------------------------------------------------- */
+
+/* The layers are made one statement at a time: each draws from gen in turn, and the order of
+ * the draws must not depend on the compiler's order of evaluating initialisers. */
+static cn_module *mlp_new(cn_device device, cn_generator *gen) {
+    cn_module *layers[3];
+    layers[0] = fused_layer_new(IMAGE_PIXELS, 256, device, gen);
+    layers[1] = fused_layer_new(256, 128, device, gen);
+    layers[2] = cn_linear_new(128, CLASSES, 1, device, CN_F32, gen);
+    return cn_sequential_new(layers, 3);
+}
+
+static cn_module *cnn_new(cn_device device, cn_generator *gen) {
+    const cn_conv2d_params same = {.padding = {1, 1}};
+    const cn_pool2d_params pool2 = {.kernel = {2, 2}, .stride = {2, 2}};
+    cn_module *layers[10];
+    layers[0] = cn_conv2d_new(1, 32, 3, 3, &same, 1, device, CN_F32, gen); /* [N, 32, 28, 28] */
+    layers[1] = cn_activation_new(CN_ACT_RELU);
+    layers[2] = cn_max_pool2d_new(&pool2);                                  /* [N, 32, 14, 14] */
+    layers[3] = cn_conv2d_new(32, 64, 3, 3, &same, 1, device, CN_F32, gen); /* [N, 64, 14, 14] */
+    layers[4] = cn_activation_new(CN_ACT_RELU);
+    layers[5] = cn_max_pool2d_new(&pool2); /* [N, 64, 7, 7] */
+    layers[6] = cn_flatten_new(1, -1);     /* [N, 3136] */
+    layers[7] = cn_linear_new(64 * 7 * 7, 128, 1, device, CN_F32, gen);
+    layers[8] = cn_activation_new(CN_ACT_RELU);
+    layers[9] = cn_linear_new(128, CLASSES, 1, device, CN_F32, gen);
+    return cn_sequential_new(layers, 10);
+}
+
+cn_status cli_model_new(cli_model_kind kind, cn_device device, cn_generator *gen, cli_model *out) {
+    out->kind = kind;
+    out->net = kind == CLI_MODEL_CNN ? cnn_new(device, gen) : mlp_new(device, gen);
+    return out->net ? CN_OK : cn_last_status();
+}
+
+void cli_model_free(cli_model *m) {
+    cn_module_free(m->net);
+    m->net = NULL;
+}
+
+/* ---- forward -------------------------------------------------------------------------------- */
+
+cn_tensor *cli_model_forward(cli_model *m, cn_tensor *x) {
+    if (m->kind == CLI_MODEL_MLP) return cn_module_forward(m->net, x);
+    /* x: [N, 784] -> [N, 1, 28, 28] */
+    const int64_t n = x ? cn_shape(x)[0] : 0;
+    const int64_t image_shape[4] = {n, 1, IMAGE_SIDE, IMAGE_SIDE};
+    cn_tensor *images = cn_reshape(x, image_shape, 4);
+    cn_tensor *logits = cn_module_forward(m->net, images);
+    cn_release(images);
+    return logits;
+}
+
+cn_tensor *cli_normalise(cn_tensor *x) {
+    cn_tensor *centred = cn_add_scalar(x, -CLI_FASHION_MEAN);
+    cn_tensor *out = cn_mul_scalar(centred, 1.0 / CLI_FASHION_STD);
+    cn_release(centred);
+    return out;
+}
+
+/* The first `limit` rows of t (all when limit is 0), normalised when `images`, viewed on
+ * `device`; scope-owned. */
+static cn_tensor *prepare(cn_tensor *t, int64_t limit, int images, cn_device device) {
+    cn_tensor *kept = limit > 0 ? cn_slice(t, 0, 0, limit, 1) : t;
+    cn_tensor *ready = images ? cli_normalise(kept) : kept;
+    return cn_to_device(ready, device); /* a new header, also on t's own device */
+}
+
+cn_status cli_data_load(const char *dir, cn_device device, int with_train, int64_t train_limit,
+                        int64_t test_limit, cli_data *out) {
+    *out = (cli_data){0};
+    cn_tensor *train_x = NULL, *train_y = NULL, *test_x = NULL, *test_y = NULL;
+    cn_scope_begin();
+    cn_status st = cn_fashion_mnist_load(dir, cn_inner_device(device), with_train ? &train_x : NULL,
+                                         with_train ? &train_y : NULL, &test_x, &test_y);
+    if (st == CN_OK) {
+        if (with_train) {
+            out->train_x = cn_keep(prepare(train_x, train_limit, 1, device));
+            out->train_y = cn_keep(prepare(train_y, train_limit, 0, device));
+        }
+        out->test_x = cn_keep(prepare(test_x, test_limit, 1, device));
+        out->test_y = cn_keep(prepare(test_y, test_limit, 0, device));
+        if ((with_train && (!out->train_x || !out->train_y)) || !out->test_x || !out->test_y) {
+            st = cn_last_status();
+            cli_data_free(out);
+        }
+    }
+    cn_scope_end();
+    return st;
+}
+
+void cli_data_free(cli_data *d) {
+    cn_release(d->train_x);
+    cn_release(d->train_y);
+    cn_release(d->test_x);
+    cn_release(d->test_y);
+    *d = (cli_data){0};
+}
+
+double cli_model_accuracy(cli_model *m, cn_tensor *images, cn_tensor *labels, int64_t batch) {
+    cn_batches *it = cn_batches_new(images, labels, batch, 0, 0, 0);
+    if (!it) return -1;
+    int was_training = cn_module_is_training(m->net);
+    cn_module_train(m->net, 0);
+    cn_no_grad_begin();
+    int64_t correct = 0, seen = 0;
+    int more = 1;
+    while (more > 0) {
+        cn_scope_begin();
+        cn_tensor *x = NULL, *y = NULL;
+        more = cn_batches_next(it, &x, &y);
+        if (more > 0) {
+            /* logits: [B, 10] -> predicted class [B] i64, compared with y: [B] i64 */
+            cn_tensor *predicted = cn_argmax_dim(cli_model_forward(m, x), 1, 0);
+            cn_tensor *hits = cn_sum(cn_cast(cn_eq(predicted, y), CN_I64));
+            int64_t k = 0;
+            if (!hits || cn_read(hits, &k, sizeof k) != CN_OK) more = -1;
+            correct += k;
+            seen += cn_shape(x)[0];
+        }
+        cn_scope_end();
+    }
+    cn_no_grad_end();
+    cn_module_train(m->net, was_training);
+    cn_batches_free(it);
+    if (more < 0) return -1;
+    return seen ? (double)correct / (double)seen : 0.0;
+}
+
+/* ---- checkpoints ---------------------------------------------------------------------------- */
+
+cn_status cli_model_save(cli_model *m, const char *path) {
+    int n = 0;
+    const cn_param *params = cn_module_params(m->net, &n);
+    if (!params) return cn_last_status();
+    const char **names = malloc(sizeof *names * (size_t)n);
+    cn_tensor **tensors = malloc(sizeof *tensors * (size_t)n);
+    cn_status st = CN_OK;
+    if (!names || !tensors) {
+        st = cn_set_error(CN_ERR_OUT_OF_MEMORY, "cli_model_save", "no memory for %d names", n);
+    } else {
+        for (int i = 0; i < n; i++) {
+            names[i] = params[i].name;
+            tensors[i] = params[i].tensor;
+        }
+        st = cn_safetensors_save(path, names, tensors, n);
+    }
+    free(names);
+    free(tensors);
+    return st;
+}
+
+/* "[2, 3]" into buf. */
+static const char *shape_str(const cn_tensor *t, char *buf, size_t size) {
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < cn_ndim(t) && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? ", " : "",
+                                (long long)cn_shape(t)[d]);
+    if (len < size) snprintf(buf + len, size - len, "]");
+    return buf;
+}
+
+cn_status cli_model_detect(const cn_safetensors *h, const char *path, cli_model_kind *kind) {
+    cn_tensor *first = cn_safetensors_get(h, "0.weight");
+    int ndim = first ? cn_ndim(first) : -1;
+    cn_release(first);
+    if (ndim == 2) {
+        *kind = CLI_MODEL_MLP;
+        return CN_OK;
+    }
+    if (ndim == 4) {
+        *kind = CLI_MODEL_CNN;
+        return CN_OK;
+    }
+    return cn_set_error(CN_ERR_IO, "eval",
+                        "'%s': %s; it is not a checkpoint of `cinder train --save` (whose "
+                        "'0.weight' is [256, 784] for the mlp and [32, 1, 3, 3] for the cnn)",
+                        path,
+                        ndim < 0 ? "it has no tensor '0.weight'"
+                                 : "its '0.weight' is neither 2-D "
+                                   "nor 4-D");
+}
+
+/* The tensor `name` of h, checked against the parameter p; NULL with CN_ERR_IO otherwise. */
+static cn_tensor *matching_tensor(const cn_safetensors *h, const char *path, const char *model,
+                                  const cn_param *p) {
+    cn_tensor *t = cn_safetensors_get(h, p->name);
+    char want[96], got[96];
+    if (!t) {
+        cn_set_error(CN_ERR_IO, "eval",
+                     "'%s' has no tensor '%s', a parameter of the %s; it is not a "
+                     "checkpoint of `cinder train --model %s --save`, or it was cut short",
+                     path, p->name, model, model);
+        return NULL;
+    }
+    int same = cn_ndim(t) == cn_ndim(p->tensor) && cn_dtype_of(t) == cn_dtype_of(p->tensor);
+    for (int d = 0; same && d < cn_ndim(t); d++)
+        same = cn_shape(t)[d] == cn_shape(p->tensor)[d];
+    if (!same) {
+        cn_set_error(CN_ERR_IO, "eval",
+                     "'%s': tensor '%s' is %s %s, but the %s's parameter is %s %s; the "
+                     "checkpoint was written by another model",
+                     path, p->name, shape_str(t, got, sizeof got), cn_dtype_name(cn_dtype_of(t)),
+                     model, shape_str(p->tensor, want, sizeof want),
+                     cn_dtype_name(cn_dtype_of(p->tensor)));
+        cn_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+cn_status cli_model_load(cli_model *m, const cn_safetensors *h, const char *path) {
+    int n = 0;
+    const cn_param *params = cn_module_params(m->net, &n);
+    if (!params) return cn_last_status();
+    cn_status st = CN_OK;
+    cn_scope_begin();
+    cn_tensor **values = calloc((size_t)n, sizeof *values);
+    if (!values) st = cn_set_error(CN_ERR_OUT_OF_MEMORY, "eval", "no memory for %d tensors", n);
+    for (int i = 0; i < n && st == CN_OK; i++) {
+        values[i] = matching_tensor(h, path, cli_model_name(m->kind), &params[i]);
+        if (!values[i]) st = cn_last_status();
+    }
+    cn_no_grad_begin();
+    for (int i = 0; i < n && st == CN_OK; i++)
+        st = cn_copy_(params[i].tensor, values[i]);
+    cn_no_grad_end();
+    free(values);
+    cn_scope_end();
+    return st;
+}

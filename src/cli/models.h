@@ -1,0 +1,86 @@
+/* The models of `cinder train` and `cinder eval`: building them, their forward pass, the input
+ * normalisation they share, and finding which model a checkpoint holds.
+ *
+ *   mlp  784-256-128-10: two hidden layers that are each the fused linear + relu extension op
+ *        (examples/extension, fused_linear_relu), then a plain linear layer.
+ *   cnn  conv(1->32, 3x3, pad 1) relu maxpool2 conv(32->64, 3x3, pad 1) relu maxpool2 flatten
+ *        linear(3136->128) relu linear(128->10), from nn.h's modules.
+ *
+ * Both take images as f32 [N, 784] (the layout cn_fashion_mnist_load returns) and return logits
+ * [N, 10]. Parameters are named like PyTorch's state_dict of the same nn.Sequential:
+ *   mlp: 0.weight [256, 784], 0.bias, 1.weight [128, 256], 1.bias, 2.weight [10, 128], 2.bias
+ *   cnn: 0.weight [32, 1, 3, 3], 0.bias, 3.weight [64, 32, 3, 3], 3.bias, 7.weight [128, 3136],
+ *        7.bias, 9.weight [10, 128], 9.bias */
+#ifndef CINDER_CLI_MODELS_H
+#define CINDER_CLI_MODELS_H
+
+#include "cinder/cinder.h"
+
+typedef enum cli_model_kind { CLI_MODEL_MLP = 0, CLI_MODEL_CNN = 1 } cli_model_kind;
+
+typedef struct cli_model {
+    cli_model_kind kind;
+    cn_module *net; /* owns the parameters */
+} cli_model;
+
+/* "mlp" / "cnn". */
+const char *cli_model_name(cli_model_kind kind);
+
+/* Parses "mlp" or "cnn"; 0 when the name is neither. */
+int cli_model_parse(const char *name, cli_model_kind *kind);
+
+/* Builds the model with its parameters on `device`, drawn from *gen like PyTorch's defaults
+ * (U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for every weight and bias, layer by layer, weight first).
+ * On an autodiff device the parameters are leaves that require grad (for training); on a
+ * concrete device plain tensors (for inference). CN_OK, or the error status with *out zeroed. */
+cn_status cli_model_new(cli_model_kind kind, cn_device device, cn_generator *gen, cli_model *out);
+
+/* logits [N, 10] = model(x), x: [N, 784] f32 (normalised with cli_normalise). A new tensor, or
+ * NULL with the error set. */
+cn_tensor *cli_model_forward(cli_model *m, cn_tensor *x);
+
+void cli_model_free(cli_model *m);
+
+/* Fashion-MNIST's per-pixel statistics over the training set, for images scaled to [0, 1]: the
+ * mean and standard deviation that common Fashion-MNIST setups normalise with
+ * (transforms.Normalize((0.2860,), (0.3530,))). */
+#define CLI_FASHION_MEAN 0.2860
+#define CLI_FASHION_STD  0.3530
+
+/* (x - mean) / std, a new tensor. */
+cn_tensor *cli_normalise(cn_tensor *x);
+
+/* Fashion-MNIST as the models take it: images f32 [N, 784] normalised with cli_normalise, labels
+ * i64 [N], viewed on the training device (untracked), so they mix with the parameters. */
+typedef struct cli_data {
+    cn_tensor *train_x, *train_y; /* NULL unless asked for */
+    cn_tensor *test_x, *test_y;
+} cli_data;
+
+/* Loads the data set from `dir` (NULL: CN_FASHION_MNIST_DIR) onto the concrete device under
+ * `device` and views it on `device`. with_train: 0 to skip the training files. train_limit,
+ * test_limit: keep only the first that many images (0: all). CN_OK, or the error status (a
+ * missing data set is CN_ERR_IO, whose message says how to install it) with *out zeroed. */
+cn_status cli_data_load(const char *dir, cn_device device, int with_train, int64_t train_limit,
+                        int64_t test_limit, cli_data *out);
+
+void cli_data_free(cli_data *d);
+
+/* Which model the checkpoint `h` holds, judged from its parameters: "0.weight" is [256, 784] for
+ * the mlp and [32, 1, 3, 3] for the cnn. CN_OK, or CN_ERR_IO with a message naming `path`. */
+cn_status cli_model_detect(const cn_safetensors *h, const char *path, cli_model_kind *kind);
+
+/* Copies every parameter of m from `h` (loaded from `path`), checking names, shapes and dtypes
+ * first: a checkpoint that lacks one, or holds it with another shape, is CN_ERR_IO naming the
+ * parameter. Nothing is written unless all match. */
+cn_status cli_model_load(cli_model *m, const cn_safetensors *h, const char *path);
+
+/* Writes m's parameters to `path` as safetensors, under their names. */
+cn_status cli_model_save(cli_model *m, const char *path);
+
+/* The fraction of the images whose argmax of the logits equals the label, computed in batches
+ * of `batch` under no-grad mode with the model in evaluation mode (restored afterwards).
+ * images: [N, 784] normalised, labels: [N] i64. Returns -1 with the error set on failure. */
+double cli_model_accuracy(cli_model *m, cn_tensor *images, cn_tensor *labels, int64_t batch);
+
+#endif

@@ -1,51 +1,38 @@
-/* Elementwise throughput against the machine's memory bandwidth.
+/* Elementwise throughput against the machine's memory bandwidth. Twin: bench/torch/elementwise.py.
  *
- * Prints one line per figure: GB/s moved by cn_add, cn_mul_scalar and cn_exp on 16M f32 (bytes read
- * plus written), and the bandwidth of a plain copy (memcpy) and a STREAM-style triad written in C
- * with OpenMP, as the ceiling an elementwise kernel can reach. Median of several runs. */
-#define _POSIX_C_SOURCE 200809L
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include "cinder/cinder.h"
+ *   add_16m         GB/s of c = cn_add(a, b) on 16M f32 (bytes read plus written: 3 * 64 MB)
+ *   mul_scalar_16m  GB/s of cn_mul_scalar(a, 2) (2 * 64 MB)
+ *   exp_16m         GB/s of cn_exp(a) (2 * 64 MB)
+ *   memcpy_16m, triad_16m  the ceiling: memcpy, and a STREAM-style triad in C with OpenMP, into
+ *                  buffers that are already mapped (CPU only)
+ *
+ * Every op makes a new output and releases it, as a program would; the median of --reps runs
+ * after one warm-up. Usage: bench_elementwise [--device D] [--reps N]. */
+#include "bench_common.h"
 
 #define N (16 * 1024 * 1024)
-#define REPS 15
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp);
-    return t[n / 2];
-}
 
 typedef cn_tensor *(*op2)(cn_tensor *, cn_tensor *);
 
-static double time_binary(op2 f, cn_tensor *a, cn_tensor *b) {
-    double t[REPS];
-    for (int r = 0; r < REPS; r++) {
-        double t0 = now();
+static double time_op(op2 f, cn_tensor *a, cn_tensor *b, cn_device dev, int reps) {
+    double *t = malloc(sizeof *t * (size_t)reps);
+    cn_release(bench_check(f(a, b), "warm-up"));
+    bench_sync(dev);
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now();
         cn_tensor *c = f(a, b);
-        t[r] = now() - t0;
-        cn_release(c);
+        bench_sync(dev);
+        t[r] = bench_now() - t0;
+        cn_release(bench_check(c, "op"));
     }
-    return median(t, REPS);
+    double m = bench_median(t, reps);
+    free(t);
+    return m;
 }
 
 static cn_tensor *mul2(cn_tensor *a, cn_tensor *b) {
     (void)b;
-    return cn_mul_scalar(a, 2.0f);
+    return cn_mul_scalar(a, 2.0);
 }
 
 static cn_tensor *exp1(cn_tensor *a, cn_tensor *b) {
@@ -53,42 +40,51 @@ static cn_tensor *exp1(cn_tensor *a, cn_tensor *b) {
     return cn_exp(a);
 }
 
-int main(void) {
-    int64_t n = N;
-    cn_generator g = cn_generator_new(1);
-    cn_tensor *a = cn_rand_uniform(&g, &n, 1, -1, 1, CN_F32, cn_cpu());
-    cn_tensor *b = cn_rand_uniform(&g, &n, 1, -1, 1, CN_F32, cn_cpu());
-    double gb3 = 3.0 * N * sizeof(float) / 1e9, gb2 = 2.0 * N * sizeof(float) / 1e9;
-
+/* GB/s of memcpy and of a triad over pre-mapped host buffers */
+static void host_ceiling(int reps) {
     float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N),
           *z = malloc(sizeof(float) * N);
-    for (int i = 0; i < N; i++) x[i] = y[i] = z[i] = (float)i;
-    double t[REPS];
-    for (int r = 0; r < REPS; r++) {
-        double t0 = now();
+    double *t = malloc(sizeof *t * (size_t)reps);
+    if (!x || !y || !z || !t) {
+        fprintf(stderr, "bench_elementwise: out of memory\n");
+        exit(1);
+    }
+    for (int i = 0; i < N; i++)
+        x[i] = y[i] = z[i] = (float)i;
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now();
         memcpy(z, x, sizeof(float) * N);
-        t[r] = now() - t0;
+        t[r] = bench_now() - t0;
     }
-    double copy = median(t, REPS);
-    for (int r = 0; r < REPS; r++) {
-        double t0 = now();
+    bench_print("memcpy_16m", 2.0 * N * sizeof(float) / 1e9 / bench_median(t, reps), "GB/s");
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now();
 #pragma omp parallel for
-        for (int i = 0; i < N; i++) z[i] = x[i] + 2.0f * y[i];
-        t[r] = now() - t0;
+        for (int i = 0; i < N; i++)
+            z[i] = x[i] + 2.0f * y[i];
+        t[r] = bench_now() - t0;
     }
-    double triad = median(t, REPS);
-
-    double add = time_binary(cn_add, a, b);
-    double mul = time_binary(mul2, a, b);
-    double ex = time_binary(exp1, a, b);
-    printf("memcpy 16M f32: %.1f GB/s\n", gb2 / copy);
-    printf("triad (C, OpenMP) 16M f32: %.1f GB/s\n", gb3 / triad);
-    printf("cn_add 16M f32: %.1f GB/s (%.2f of triad)\n", gb3 / add, triad / add);
-    printf("cn_mul_scalar 16M f32: %.1f GB/s (%.2f of memcpy)\n", gb2 / mul, copy / mul);
-    printf("cn_exp 16M f32: %.1f GB/s (%.2f of memcpy)\n", gb2 / ex, copy / ex);
+    bench_print("triad_16m", 3.0 * N * sizeof(float) / 1e9 / bench_median(t, reps), "GB/s");
     free(x);
     free(y);
     free(z);
+    free(t);
+}
+
+int main(int argc, char **argv) {
+    bench_options o;
+    bench_parse(argc, argv, 15, &o);
+    static const char *const figures[] = {"add_16m", "mul_scalar_16m", "exp_16m"};
+    bench_resolve_device(&o, figures, 3);
+    int64_t n = N;
+    cn_generator g = cn_generator_new(1);
+    cn_tensor *a = bench_check(cn_rand_uniform(&g, &n, 1, -1, 1, CN_F32, o.device), "rand");
+    cn_tensor *b = bench_check(cn_rand_uniform(&g, &n, 1, -1, 1, CN_F32, o.device), "rand");
+    double gb3 = 3.0 * N * sizeof(float) / 1e9, gb2 = 2.0 * N * sizeof(float) / 1e9;
+    bench_print("add_16m", gb3 / time_op(cn_add, a, b, o.device, o.reps), "GB/s");
+    bench_print("mul_scalar_16m", gb2 / time_op(mul2, a, b, o.device, o.reps), "GB/s");
+    bench_print("exp_16m", gb2 / time_op(exp1, a, b, o.device, o.reps), "GB/s");
+    if (o.device.backend == CN_BACKEND_CPU) host_ceiling(o.reps);
     cn_release(a);
     cn_release(b);
     return 0;

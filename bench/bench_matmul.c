@@ -1,79 +1,72 @@
-/* The cost of cinder's route to GEMM: cn_matmul on 1024^3 f32 against a direct cblas_sgemm on
- * the same sizes (the hardware figure OpenBLAS reaches here). Prints one figure a line: GFLOP/s
- * of each (median of several runs, after a warm-up) and their ratio.
- * Usage: bench_matmul [n] [runs]. */
+/* Matrix multiply, 1024 x 1024 x 1024 f32. Twin: bench/torch/matmul.py.
+ *
+ *   matmul_1024         GFLOP/s of c = cn_matmul(a, b) (2 n^3 flops; a new c each time)
+ *   sgemm_1024          GFLOP/s of a direct cblas_sgemm on the same sizes with OpenBLAS's own
+ *                       threads (CPU only): what OpenBLAS reaches here by itself. cinder runs
+ *                       OpenBLAS on one thread and splits GEMMs over its own pool, so this
+ *                       program sets OpenBLAS's threads for that call only
+ *
+ * The two are interleaved so that drift hits both alike; medians of --reps runs after a
+ * warm-up. Usage: bench_matmul [--device D] [--reps N]; bench_matmul --info prints which
+ * OpenBLAS build and kernel this process uses, and nothing else. */
+#include "bench_common.h" /* first: it sets _POSIX_C_SOURCE */
+
 #include <cblas.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
+#include <unistd.h>
 
-#include "cinder/cinder.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#define DIM 1024
 
 int main(int argc, char **argv) {
-    int n = argc > 1 ? atoi(argv[1]) : 1024;
-    int runs = argc > 2 ? atoi(argv[2]) : 9;
-    if (n < 1 || runs < 1 || runs > 1000) {
-        fprintf(stderr, "usage: bench_matmul [n >= 1] [runs 1..1000]\n");
-        return 2;
+    if (argc == 2 && strcmp(argv[1], "--info") == 0) {
+        printf("%s, kernel %s\n", openblas_get_config(), openblas_get_corename());
+        return 0;
     }
+    bench_options o;
+    bench_parse(argc, argv, 9, &o);
+    static const char *const figures[] = {"matmul_1024"};
+    bench_resolve_device(&o, figures, 1);
+    const int n = DIM;
     int64_t shape[2] = {n, n};
+    size_t bytes = sizeof(float) * (size_t)n * (size_t)n;
     cn_generator gen = cn_generator_new(42);
-    cn_tensor *a = cn_rand_uniform(&gen, shape, 2, -1.0, 1.0, CN_F32, cn_cpu());
-    cn_tensor *b = cn_rand_uniform(&gen, shape, 2, -1.0, 1.0, CN_F32, cn_cpu());
-    float *ha = malloc(sizeof(float) * (size_t)n * (size_t)n);
-    float *hb = malloc(sizeof(float) * (size_t)n * (size_t)n);
-    float *hc = malloc(sizeof(float) * (size_t)n * (size_t)n);
-    if (!a || !b || !ha || !hb || !hc ||
-        cn_read(a, ha, sizeof(float) * (size_t)n * (size_t)n) != CN_OK ||
-        cn_read(b, hb, sizeof(float) * (size_t)n * (size_t)n) != CN_OK) {
+    cn_tensor *a = bench_check(cn_rand_uniform(&gen, shape, 2, -1, 1, CN_F32, o.device), "rand");
+    cn_tensor *b = bench_check(cn_rand_uniform(&gen, shape, 2, -1, 1, CN_F32, o.device), "rand");
+    int host = o.device.backend == CN_BACKEND_CPU;
+    float *ha = malloc(bytes), *hb = malloc(bytes), *hc = malloc(bytes);
+    if (!ha || !hb || !hc || cn_read(a, ha, bytes) != CN_OK || cn_read(b, hb, bytes) != CN_OK) {
         fprintf(stderr, "bench_matmul: setup failed: %s\n", cn_last_error());
         return 1;
     }
+    memset(hc, 0, bytes);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (getenv("OMP_NUM_THREADS")) cores = atol(getenv("OMP_NUM_THREADS"));
 
-    double flops = 2.0 * (double)n * (double)n * (double)n;
-    double *t_cn = malloc(sizeof(double) * (size_t)runs);
-    double *t_blas = malloc(sizeof(double) * (size_t)runs);
-    /* Interleave the two so that clock or thermal drift hits both alike; one warm-up each. */
-    for (int r = -1; r < runs; r++) {
-        double t0 = now_s();
+    double *t_cn = malloc(sizeof(double) * (size_t)o.reps);
+    double *t_blas = malloc(sizeof(double) * (size_t)o.reps);
+    for (int r = -1; r < o.reps; r++) { /* r = -1: warm-up */
+        double t0 = bench_now();
         cn_tensor *c = cn_matmul(a, b);
-        double t1 = now_s();
-        if (!c) {
-            fprintf(stderr, "bench_matmul: cn_matmul failed: %s\n", cn_last_error());
-            return 1;
+        bench_sync(o.device);
+        double t1 = bench_now();
+        cn_release(bench_check(c, "matmul"));
+        if (!host) {
+            if (r >= 0) t_cn[r] = t1 - t0;
+            continue;
         }
-        cn_release(c);
-        double t2 = now_s();
+        openblas_set_num_threads((int)cores);
+        double t2 = bench_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, ha, n, hb, n, 0.0f,
                     hc, n);
-        double t3 = now_s();
+        double t3 = bench_now();
+        openblas_set_num_threads(1);
         if (r >= 0) {
             t_cn[r] = t1 - t0;
             t_blas[r] = t3 - t2;
         }
     }
-    double g_cn = flops / median(t_cn, runs) * 1e-9;
-    double g_blas = flops / median(t_blas, runs) * 1e-9;
-    printf("cn_matmul %dx%dx%d f32: %.1f GFLOP/s (median of %d)\n", n, n, n, g_cn, runs);
-    printf("cblas_sgemm %dx%dx%d f32: %.1f GFLOP/s (median of %d)\n", n, n, n, g_blas, runs);
-    printf("cn_matmul / cblas_sgemm: %.3f\n", g_cn / g_blas);
-
+    double gflop = 2.0 * n * (double)n * n * 1e-9;
+    bench_print("matmul_1024", gflop / bench_median(t_cn, o.reps), "GFLOP/s");
+    if (host) bench_print("sgemm_1024", gflop / bench_median(t_blas, o.reps), "GFLOP/s");
     free(t_cn);
     free(t_blas);
     free(ha);

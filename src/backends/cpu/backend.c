@@ -1,25 +1,173 @@
 /* The CPU backend: host memory and the kernel table. */
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 #include "core/alloc.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CPU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CPU_ASAN 1
+#endif
+#endif
+#ifdef CPU_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 
 static int cpu_device_count(void *ctx) {
     (void)ctx;
     return 1;
 }
 
+/* ---- host memory: a cache of freed large blocks -------------------------------------------------- *
+ * Every op returns a new tensor, so a program allocates and frees the same sizes over and over.
+ * Small blocks (up to CPU_SMALL_BYTES) are recycled by core's per-thread lists behind
+ * cn__aligned_alloc. Larger ones come from glibc, and above its mmap threshold (128 KiB at first,
+ * 32 MiB at most) each is fresh pages from the kernel, every one of which faults on its first
+ * write: a 64 MB output pays 16k page faults, more time than the arithmetic that fills it. So
+ * freed large blocks are kept here, by size class, and handed out again, up to CPU_CACHE_BYTES in
+ * all (beyond that a freed block goes back to the C library).
+ *
+ * Classes step by a quarter of a power of two (at most 20% of a block unused). Each block starts
+ * with a 64-byte header (the data stays 64-byte aligned) holding its class (CLASS_SMALL for a
+ * small block, which goes back to cn__aligned_free) and, while cached, the link to the next block
+ * of its class. A block taken from the cache still counts as one allocation for the
+ * failure-injection mode (cn_alloc_fail_after), like a fresh one. Under AddressSanitizer a cached
+ * block's data, and the slack past the bytes asked for, are poisoned, so a use after cn_release
+ * or an overrun is still reported. */
+
+#define CPU_SMALL_BYTES 4096                 /* core recycles blocks up to this size */
+#define CPU_CACHE_BYTES ((size_t)1 << 30)    /* most bytes kept in cached blocks */
+#define BLOCK_HEADER 64
+#define SMALL_LOG2 12                        /* log2(CPU_SMALL_BYTES) */
+#define NUM_CLASSES (4 * (64 - SMALL_LOG2))  /* 4 per octave above CPU_SMALL_BYTES */
+#define CLASS_SMALL (-1)
+
+typedef struct block_header {
+    struct block_header *next; /* while cached: the next block of the class */
+    int cls;                   /* CLASS_SMALL, or the size class */
+} block_header;
+
+static struct {
+    atomic_flag lock;
+    block_header *free[NUM_CLASSES];
+    size_t bytes; /* capacity of the cached blocks */
+} cache = {.lock = ATOMIC_FLAG_INIT};
+
+/* The lock is held for a few instructions (a list push or pop), so a spin lock: a mutex's lock
+ * and unlock cost more than the pop. A waiter yields its core now and then, in case the holder
+ * was preempted (the machine may run more threads than it has cores). */
+static void cache_lock(void) {
+    for (int spins = 0; atomic_flag_test_and_set_explicit(&cache.lock, memory_order_acquire);)
+        if (++spins % 64 == 0) sched_yield();
+}
+
+static void cache_unlock(void) { atomic_flag_clear_explicit(&cache.lock, memory_order_release); }
+
+/* The class of a request of n > CPU_SMALL_BYTES bytes; *cap receives its capacity. */
+static int size_class(size_t n, size_t *cap) {
+    int k = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* n in (2^k, 2^(k+1)], k >= 12 */
+    size_t units = (n + ((size_t)1 << (k - 2)) - 1) >> (k - 2); /* 5..8 steps of 2^k / 4 */
+    *cap = units << (k - 2);
+    return 4 * (k - SMALL_LOG2) + (int)(units - 5);
+}
+
+static size_t class_bytes(int cls) {
+    int k = cls / 4 + SMALL_LOG2;
+    return (size_t)(cls % 4 + 5) << (k - 2);
+}
+
+static void *block_data(block_header *h) { return (char *)h + BLOCK_HEADER; }
+
+static block_header *block_of(void *data) { return (block_header *)((char *)data - BLOCK_HEADER); }
+
+static void cache_push(block_header *h, size_t cap) {
+    h->next = cache.free[h->cls];
+    cache.free[h->cls] = h;
+    cache.bytes += cap;
+}
+
+/* A cached block of class cls, or NULL. */
+static block_header *cache_pop(int cls, size_t cap) {
+    cache_lock();
+    block_header *h = cache.free[cls];
+    if (h) {
+        cache.free[cls] = h->next;
+        cache.bytes -= cap;
+    }
+    cache_unlock();
+    return h;
+}
+
 static cn_status cpu_alloc(void *ctx, int device, size_t nbytes, void **ptr) {
     (void)ctx;
     (void)device;
-    *ptr = cn__aligned_alloc("cpu alloc", nbytes);
-    return *ptr ? CN_OK : CN_ERR_OUT_OF_MEMORY;
+    *ptr = NULL;
+    if (nbytes > SIZE_MAX / 4) { /* beyond the classes, and beyond any machine */
+        cn__alloc_should_fail(); /* still one allocation for the failure-injection count */
+        cn_set_error(CN_ERR_OUT_OF_MEMORY, "cpu alloc", "could not allocate %zu bytes of host "
+                     "memory: more than the address space holds", nbytes);
+        return CN_ERR_OUT_OF_MEMORY;
+    }
+    if (nbytes <= CPU_SMALL_BYTES - BLOCK_HEADER) {
+        block_header *h = cn__aligned_alloc("cpu alloc", BLOCK_HEADER + nbytes);
+        if (!h) return CN_ERR_OUT_OF_MEMORY;
+        h->cls = CLASS_SMALL;
+        *ptr = block_data(h);
+        return CN_OK;
+    }
+    size_t cap;
+    int cls = size_class(BLOCK_HEADER + nbytes, &cap);
+    cap -= BLOCK_HEADER; /* the block is BLOCK_HEADER + cap bytes: a class's size */
+    block_header *h = cache_pop(cls, cap);
+    if (h && cn__alloc_should_fail()) { /* failure injection picked this allocation */
+        cache_lock();
+        cache_push(h, cap);
+        cache_unlock();
+        cn_set_error(CN_ERR_OUT_OF_MEMORY, "cpu alloc", "could not allocate %zu bytes of host "
+                     "memory; free tensors you no longer need (cn_release, scopes) or use "
+                     "smaller batches", nbytes);
+        return CN_ERR_OUT_OF_MEMORY;
+    }
+    if (!h) {
+        h = cn__aligned_alloc("cpu alloc", BLOCK_HEADER + cap);
+        if (!h) return CN_ERR_OUT_OF_MEMORY;
+        h->cls = cls;
+    }
+    UNPOISON(block_data(h), nbytes);
+    POISON((char *)block_data(h) + nbytes, cap - nbytes);
+    *ptr = block_data(h);
+    return CN_OK;
 }
 
 static void cpu_free(void *ctx, int device, void *ptr) {
     (void)ctx;
     (void)device;
-    cn__aligned_free(ptr);
+    if (!ptr) return;
+    block_header *h = block_of(ptr);
+    if (h->cls == CLASS_SMALL) {
+        cn__aligned_free(h);
+        return;
+    }
+    size_t cap = class_bytes(h->cls) - BLOCK_HEADER;
+    POISON(ptr, cap);
+    cache_lock();
+    int keep = cache.bytes + cap <= CPU_CACHE_BYTES;
+    if (keep) cache_push(h, cap);
+    cache_unlock();
+    if (!keep) {
+        UNPOISON(ptr, cap);
+        cn__aligned_free(h);
+    }
 }
 
 static cn_status cpu_copy_bytes(void *ctx, int device, void *dst, const void *src, size_t n) {

@@ -5,20 +5,16 @@
  * For each image n and group g the receptive fields are unrolled into a column matrix
  * col: [C/g*KH*KW, OH*OW], and out[n, group g] = w_g [O/g, C/g*KH*KW] @ col, plus the bias.
  * A 1x1 convolution with unit stride and no padding reads x in place as the column matrix. */
-#include <cblas.h>
 #include <limits.h>
 #include <stdint.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/im2col.h"
 #include "core/alloc.h"
 
-/* OpenBLAS runs a GEMM with M*N*K at or below this on the calling thread alone, so such calls
- * may run side by side from our threads (see matmul.c). */
-#define BLAS_SERIAL_MNK 262144.0
+/* A GEMM with at most this many multiply-adds is one call (cpu_gemm splits bigger ones over the
+ * threads), so the (image, group) tasks run side by side instead (see matmul.c). */
+#define BLAS_SERIAL_MNK 2097152.0
 
 /* Below this many multiply-adds in total the images run on one thread. */
 #define CONV_PARALLEL_MACS 65536.0
@@ -43,6 +39,46 @@ static void add_bias(cn_dtype dt, void *out, const cn_view *b, int64_t o0, int64
 }
 
 /* ---- the kernel ----------------------------------------------------------------------------- */
+
+typedef struct conv_job {
+    const cpu_conv_geom *g;
+    const cn_view *xv, *ov, *bv;
+    cn_dtype dt;
+    size_t es;
+    const char *wdata;   /* weights as [O, K] */
+    int64_t w_ld;
+    int direct_cols;     /* x is the column matrix itself */
+    int64_t col_ld;
+    char *cols;          /* a column buffer per chunk, col_bytes apart */
+    size_t col_bytes;
+} conv_job;
+
+/* (image, group) tasks [begin, end): out[n, group] = w_group @ im2col(x[n, group]) + b. */
+static void conv_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    const conv_job *j = ctx;
+    const cpu_conv_geom *g = j->g;
+    const cn_view *xv = j->xv;
+    size_t es = j->es;
+    const int64_t xs[3] = {xv->strides[1], xv->strides[2], xv->strides[3]};
+    for (int64_t t = begin; t < end; t++) {
+        int64_t n = t / g->groups, grp = t % g->groups;
+        const char *x = (const char *)xv->data +
+                        (n * xv->strides[0] + grp * g->Cg * xv->strides[1]) * (int64_t)es;
+        const void *col = x;
+        if (!j->direct_cols) {
+            char *mine = j->cols + j->col_bytes * (size_t)chunk;
+            if (j->dt == CN_F32)
+                cpu_im2col_f32(g, (const float *)x, xs, (float *)mine);
+            else
+                cpu_im2col_f64(g, (const double *)x, xs, (double *)mine);
+            col = mine;
+        }
+        const char *wg = j->wdata + (size_t)(grp * g->Og * j->w_ld) * es;
+        char *out = (char *)j->ov->data + (size_t)((n * g->O + grp * g->Og) * g->P) * es;
+        cpu_gemm(j->dt, 0, 0, g->Og, g->P, g->K, wg, j->w_ld, col, j->col_ld, 0.0, out, g->P);
+        if (j->bv) add_bias(j->dt, out, j->bv, grp * g->Og, g->Og, g->P, 0);
+    }
+}
 
 cn_status cpu_conv2d(const cn_kernel_args *args) {
     const cn_view *xv = &args->in[0], *wv = &args->in[1], *ov = &args->out[0];
@@ -80,21 +116,17 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
                       (g.Cg == 1 || (xv->strides[1] >= g.P && xv->strides[1] <= INT_MAX));
     int64_t col_ld = direct_cols && g.Cg > 1 ? xv->strides[1] : g.P;
 
-    /* Small GEMMs run side by side on our threads, one (image, group) each; big ones one after
-     * another on OpenBLAS's threads. */
+    /* Small GEMMs run side by side, a range of (image, group) tasks per chunk; big ones one
+     * after another, each split over the threads by cpu_gemm. */
     double mnk = (double)g.Og * (double)g.P * (double)g.K;
-    int nthreads = 1;
-#ifdef _OPENMP
-    if (tasks > 1 && mnk <= BLAS_SERIAL_MNK && mnk * (double)tasks >= CONV_PARALLEL_MACS) {
-        nthreads = omp_get_max_threads();
-        if (nthreads > tasks) nthreads = (int)tasks;
-    }
-#endif
+    int64_t chunks = 1;
+    if (tasks > 1 && mnk <= BLAS_SERIAL_MNK && mnk * (double)tasks >= CONV_PARALLEL_MACS)
+        chunks = tasks < 4 * cpu_threads() ? tasks : 4 * cpu_threads();
     size_t w_bytes = w_direct ? 0 : round_line((size_t)(g.O * g.K) * es);
     size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
     char *scratch = NULL;
     if (w_bytes + col_bytes) {
-        scratch = cn__malloc("conv2d", w_bytes + col_bytes * (size_t)nthreads);
+        scratch = cn__malloc("conv2d", w_bytes + col_bytes * (size_t)chunks);
         if (!scratch) return CN_ERR_OUT_OF_MEMORY;
     }
     const char *wdata = (const char *)wv->data;
@@ -102,39 +134,10 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
         cpu_pack_weights(wv, scratch);
         wdata = scratch;
     }
-    const int64_t xs[3] = {xv->strides[1], xv->strides[2], xv->strides[3]};
-
-#pragma omp parallel for num_threads(nthreads) schedule(dynamic) if (nthreads > 1)
-    for (int64_t t = 0; t < tasks; t++) {
-#ifdef _OPENMP
-        int tid = omp_get_thread_num();
-#else
-        int tid = 0;
-#endif
-        int64_t n = t / g.groups, grp = t % g.groups;
-        const char *x = (const char *)xv->data +
-                        (n * xv->strides[0] + grp * g.Cg * xv->strides[1]) * (int64_t)es;
-        const void *col = x;
-        if (!direct_cols) {
-            char *mine = scratch + w_bytes + col_bytes * (size_t)tid;
-            if (dt == CN_F32)
-                cpu_im2col_f32(&g, (const float *)x, xs, (float *)mine);
-            else
-                cpu_im2col_f64(&g, (const double *)x, xs, (double *)mine);
-            col = mine;
-        }
-        const char *wg = wdata + (size_t)(grp * g.Og * w_ld) * es;
-        char *out = (char *)ov->data + (size_t)((n * g.O + grp * g.Og) * g.P) * es;
-        if (dt == CN_F32)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.Og, (int)g.P, (int)g.K,
-                        1.0f, (const float *)wg, (int)w_ld, (const float *)col, (int)col_ld, 0.0f,
-                        (float *)out, (int)g.P);
-        else
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.Og, (int)g.P, (int)g.K,
-                        1.0, (const double *)wg, (int)w_ld, (const double *)col, (int)col_ld, 0.0,
-                        (double *)out, (int)g.P);
-        if (bv) add_bias(dt, out, bv, grp * g.Og, g.Og, g.P, 0);
-    }
+    conv_job j = {.g = &g, .xv = xv, .ov = ov, .bv = bv, .dt = dt, .es = es, .wdata = wdata,
+                  .w_ld = w_ld, .direct_cols = direct_cols, .col_ld = col_ld,
+                  .cols = scratch ? scratch + w_bytes : NULL, .col_bytes = col_bytes};
+    cpu_parallel(tasks, chunks, conv_tasks, &j);
     cn__free(scratch);
     return CN_OK;
 }

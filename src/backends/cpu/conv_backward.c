@@ -6,21 +6,17 @@
  *   weight: gw_g [Og, K] = sum over n of g_{n,grp} [Og, P] @ im2col(x_{n,grp})^T [P, K]
  * Outputs are contiguous and overwritten. A 1x1, stride-1, unpadded convolution skips the column
  * matrix: the GEMM writes gx in place, and reads x in place when its planes are dense. */
-#include <cblas.h>
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/im2col.h"
 #include "core/alloc.h"
 
-/* OpenBLAS runs a GEMM with M*N*K at or below this on the calling thread alone, so such calls
- * may run side by side from our threads (see matmul.c). */
-#define BLAS_SERIAL_MNK 262144.0
+/* A GEMM with at most this many multiply-adds is one call (cpu_gemm splits bigger ones over the
+ * threads), so the (image, group) tasks run side by side instead (see matmul.c). */
+#define BLAS_SERIAL_MNK 2097152.0
 
 /* Below this many multiply-adds in total the images run on one thread. */
 #define CONV_PARALLEL_MACS 65536.0
@@ -39,31 +35,15 @@ static cn_status check_dtypes(const char *op, const cn_kernel_args *a) {
     return CN_OK;
 }
 
-/* Small GEMMs run side by side on our threads, one (image, group) each; big ones one after
- * another on OpenBLAS's threads. */
-static int task_threads(int64_t tasks, double mnk) {
-    int n = 1;
-#ifdef _OPENMP
-    if (tasks > 1 && mnk <= BLAS_SERIAL_MNK && mnk * (double)tasks >= CONV_PARALLEL_MACS) {
-        n = omp_get_max_threads();
-        if (n > tasks) n = (int)tasks;
-    }
-#else
-    (void)tasks;
-    (void)mnk;
-#endif
-    return n;
+/* Chunks of (image, group) tasks: small GEMMs run side by side, a range of tasks per chunk;
+ * big ones one after another (1 chunk), each split over the threads by cpu_gemm. */
+static int64_t task_chunks(int64_t tasks, double mnk) {
+    if (tasks < 2 || mnk > BLAS_SERIAL_MNK || mnk * (double)tasks < CONV_PARALLEL_MACS) return 1;
+    int64_t most = 4 * (int64_t)cpu_threads();
+    return tasks < most ? tasks : most;
 }
 
-static int thread_id(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-/* Per-thread scratch sizes are rounded to cache lines so that threads never share one. */
+/* Per-chunk scratch sizes are rounded to cache lines so that threads never share one. */
 static size_t round_line(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* How BLAS reads the output gradient of one (image, group) as [Og, P]: in place when its planes
@@ -112,6 +92,42 @@ static cn_status gemm_too_big(const char *op, const cpu_conv_geom *g) {
 
 /* ---- the input's gradient ------------------------------------------------------------------- */
 
+typedef struct input_job {
+    const cpu_conv_geom *g;
+    const cn_view *gv, *ov;
+    cn_dtype dt;
+    size_t es;
+    const char *wdata; /* weights as [O, K] */
+    int64_t w_ld, g_ld, plane;
+    int g_direct, direct_cols;
+    char *scratch; /* per chunk: columns, then the packed gradient block */
+    size_t per_chunk, col_bytes;
+} input_job;
+
+/* (image, group) tasks [begin, end): gx[n, group] = col2im(w_group^T @ g[n, group]). */
+static void input_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    const input_job *j = ctx;
+    const cpu_conv_geom *g = j->g;
+    size_t es = j->es;
+    char *mine = j->per_chunk ? j->scratch + j->per_chunk * (size_t)chunk : NULL;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t n = t / g->groups, grp = t % g->groups;
+        const char *gb =
+            grad_block(j->gv, g, j->g_direct, n, grp, j->g_direct ? NULL : mine + j->col_bytes);
+        const char *wg = j->wdata + (size_t)(grp * g->Og * j->w_ld) * es;
+        char *gx = (char *)j->ov->data + (size_t)((n * g->groups + grp) * j->plane) * es;
+        char *cols = j->direct_cols ? gx : mine;
+        cpu_gemm(j->dt, 1, 0, g->K, g->P, g->Og, wg, j->w_ld, gb, j->g_ld, 0.0, cols, g->P);
+        if (!j->direct_cols) {
+            memset(gx, 0, (size_t)j->plane * es);
+            if (j->dt == CN_F32)
+                cpu_col2im_f32(g, (const float *)cols, (float *)gx);
+            else
+                cpu_col2im_f64(g, (const double *)cols, (double *)gx);
+        }
+    }
+}
+
 cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
     const char *op = "conv2d_backward_input";
     const cn_view *gv = &args->in[0], *wv = &args->in[1], *ov = &args->out[0];
@@ -137,14 +153,14 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
     int direct_cols = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
                       g.pw == 0;
 
-    int nthreads = task_threads(tasks, (double)g.K * (double)g.P * (double)g.Og);
+    int64_t chunks = task_chunks(tasks, (double)g.K * (double)g.P * (double)g.Og);
     size_t w_bytes = w_direct ? 0 : round_line((size_t)(g.O * g.K) * es);
     size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
     size_t gpk_bytes = g_direct ? 0 : round_line((size_t)(g.Og * g.P) * es);
-    size_t per_thread = col_bytes + gpk_bytes;
+    size_t per_chunk = col_bytes + gpk_bytes;
     char *scratch = NULL;
-    if (w_bytes + per_thread) {
-        scratch = cn__malloc(op, w_bytes + per_thread * (size_t)nthreads);
+    if (w_bytes + per_chunk) {
+        scratch = cn__malloc(op, w_bytes + per_chunk * (size_t)chunks);
         if (!scratch) return CN_ERR_OUT_OF_MEMORY;
     }
     const char *wdata = (const char *)wv->data;
@@ -152,31 +168,11 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
         cpu_pack_weights(wv, scratch);
         wdata = scratch;
     }
-
-#pragma omp parallel for num_threads(nthreads) schedule(static) if (nthreads > 1)
-    for (int64_t t = 0; t < tasks; t++) {
-        char *mine = per_thread ? scratch + w_bytes + per_thread * (size_t)thread_id() : NULL;
-        int64_t n = t / g.groups, grp = t % g.groups;
-        const char *gb = grad_block(gv, &g, g_direct, n, grp, g_direct ? NULL : mine + col_bytes);
-        const char *wg = wdata + (size_t)(grp * g.Og * w_ld) * es;
-        char *gx = (char *)ov->data + (size_t)((n * g.groups + grp) * plane) * es;
-        char *cols = direct_cols ? gx : mine;
-        if (dt == CN_F32)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.K, (int)g.P, (int)g.Og,
-                        1.0f, (const float *)wg, (int)w_ld, (const float *)gb, (int)g_ld, 0.0f,
-                        (float *)cols, (int)g.P);
-        else
-            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.K, (int)g.P, (int)g.Og,
-                        1.0, (const double *)wg, (int)w_ld, (const double *)gb, (int)g_ld, 0.0,
-                        (double *)cols, (int)g.P);
-        if (!direct_cols) {
-            memset(gx, 0, (size_t)plane * es);
-            if (dt == CN_F32)
-                cpu_col2im_f32(&g, (const float *)cols, (float *)gx);
-            else
-                cpu_col2im_f64(&g, (const double *)cols, (double *)gx);
-        }
-    }
+    input_job j = {.g = &g, .gv = gv, .ov = ov, .dt = dt, .es = es, .wdata = wdata,
+                   .w_ld = w_ld, .g_direct = g_direct, .g_ld = g_ld, .direct_cols = direct_cols,
+                   .plane = plane, .scratch = scratch ? scratch + w_bytes : NULL,
+                   .per_chunk = per_chunk, .col_bytes = col_bytes};
+    cpu_parallel(tasks, chunks, input_tasks, &j);
     cn__free(scratch);
     return CN_OK;
 }
@@ -196,6 +192,46 @@ static void sum_parts(cn_dtype dt, void *out, const char *part, size_t stride, i
         for (int64_t i = 0; i < n; i++) o[i] = ((const double *)part)[i];
         for (int k = 1; k < parts; k++)
             for (int64_t i = 0; i < n; i++) o[i] += ((const double *)(part + k * stride))[i];
+    }
+}
+
+typedef struct weight_job {
+    const cpu_conv_geom *g;
+    const cn_view *gv, *xv, *ov;
+    cn_dtype dt;
+    size_t es;
+    int64_t g_ld, col_ld;
+    int g_direct, direct_cols;
+    char *scratch; /* per chunk: columns, packed gradient block, accumulator */
+    size_t per_chunk, col_bytes, gpk_bytes, acc_bytes;
+} weight_job;
+
+/* (image, group) tasks [begin, end): gw_group += g[n, group] @ im2col(x[n, group])^T, into the
+ * chunk's accumulator (or straight into out when there is one chunk). */
+static void weight_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    const weight_job *j = ctx;
+    const cpu_conv_geom *g = j->g;
+    const cn_view *xv = j->xv;
+    size_t es = j->es;
+    const int64_t xs[3] = {xv->strides[1], xv->strides[2], xv->strides[3]};
+    char *mine = j->per_chunk ? j->scratch + j->per_chunk * (size_t)chunk : NULL;
+    char *acc = j->acc_bytes ? mine + j->col_bytes + j->gpk_bytes : (char *)j->ov->data;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t n = t / g->groups, grp = t % g->groups;
+        const char *gb =
+            grad_block(j->gv, g, j->g_direct, n, grp, j->g_direct ? NULL : mine + j->col_bytes);
+        const char *x = (const char *)xv->data +
+                        (n * xv->strides[0] + grp * g->Cg * xv->strides[1]) * (int64_t)es;
+        const char *col = x;
+        if (!j->direct_cols) {
+            if (j->dt == CN_F32)
+                cpu_im2col_f32(g, (const float *)x, xs, (float *)mine);
+            else
+                cpu_im2col_f64(g, (const double *)x, xs, (double *)mine);
+            col = mine;
+        }
+        char *gw = acc + (size_t)(grp * g->Og * g->K) * es;
+        cpu_gemm(j->dt, 0, 1, g->Og, g->K, g->P, gb, j->g_ld, col, j->col_ld, 1.0, gw, g->K);
     }
 }
 
@@ -223,50 +259,27 @@ cn_status cpu_conv2d_backward_weight(const cn_kernel_args *args) {
                       (g.Cg == 1 || (xv->strides[1] >= g.P && xv->strides[1] <= INT_MAX));
     int64_t col_ld = direct_cols && g.Cg > 1 ? xv->strides[1] : g.P;
 
-    /* Threads accumulate their images into private copies of gw, summed at the end in thread
-     * order (deterministic for a given thread count); one thread accumulates into out. */
-    int nthreads = task_threads(tasks, (double)g.Og * (double)g.K * (double)g.P);
+    /* Chunks accumulate their images into private copies of gw, summed at the end in chunk
+     * order (deterministic: the chunks do not depend on timing); one chunk accumulates into out. */
+    int64_t chunks = task_chunks(tasks, (double)g.Og * (double)g.K * (double)g.P);
     size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
     size_t gpk_bytes = g_direct ? 0 : round_line((size_t)(g.Og * g.P) * es);
-    size_t acc_bytes = nthreads > 1 ? round_line((size_t)numel * es) : 0;
-    size_t per_thread = col_bytes + gpk_bytes + acc_bytes;
+    size_t acc_bytes = chunks > 1 ? round_line((size_t)numel * es) : 0;
+    size_t per_chunk = col_bytes + gpk_bytes + acc_bytes;
     char *scratch = NULL;
-    if (per_thread) {
-        scratch = cn__malloc(op, per_thread * (size_t)nthreads);
+    if (per_chunk) {
+        scratch = cn__malloc(op, per_chunk * (size_t)chunks);
         if (!scratch) return CN_ERR_OUT_OF_MEMORY;
     }
-    for (int k = 0; k < nthreads && acc_bytes; k++)
-        memset(scratch + per_thread * (size_t)k + col_bytes + gpk_bytes, 0, acc_bytes);
-    const int64_t xs[3] = {xv->strides[1], xv->strides[2], xv->strides[3]};
-
-#pragma omp parallel for num_threads(nthreads) schedule(static) if (nthreads > 1)
-    for (int64_t t = 0; t < tasks; t++) {
-        char *mine = per_thread ? scratch + per_thread * (size_t)thread_id() : NULL;
-        char *acc = acc_bytes ? mine + col_bytes + gpk_bytes : (char *)ov->data;
-        int64_t n = t / g.groups, grp = t % g.groups;
-        const char *gb = grad_block(gv, &g, g_direct, n, grp, g_direct ? NULL : mine + col_bytes);
-        const char *x = (const char *)xv->data +
-                        (n * xv->strides[0] + grp * g.Cg * xv->strides[1]) * (int64_t)es;
-        const char *col = x;
-        if (!direct_cols) {
-            if (dt == CN_F32)
-                cpu_im2col_f32(&g, (const float *)x, xs, (float *)mine);
-            else
-                cpu_im2col_f64(&g, (const double *)x, xs, (double *)mine);
-            col = mine;
-        }
-        char *gw = acc + (size_t)(grp * g.Og * g.K) * es;
-        if (dt == CN_F32)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.Og, (int)g.K, (int)g.P,
-                        1.0f, (const float *)gb, (int)g_ld, (const float *)col, (int)col_ld,
-                        1.0f, (float *)gw, (int)g.K);
-        else
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.Og, (int)g.K, (int)g.P,
-                        1.0, (const double *)gb, (int)g_ld, (const double *)col, (int)col_ld,
-                        1.0, (double *)gw, (int)g.K);
-    }
+    for (int64_t k = 0; k < chunks && acc_bytes; k++)
+        memset(scratch + per_chunk * (size_t)k + col_bytes + gpk_bytes, 0, acc_bytes);
+    weight_job j = {.g = &g, .gv = gv, .xv = xv, .ov = ov, .dt = dt, .es = es,
+                    .g_direct = g_direct, .g_ld = g_ld, .direct_cols = direct_cols,
+                    .col_ld = col_ld, .scratch = scratch, .per_chunk = per_chunk,
+                    .col_bytes = col_bytes, .gpk_bytes = gpk_bytes, .acc_bytes = acc_bytes};
+    cpu_parallel(tasks, chunks, weight_tasks, &j);
     if (acc_bytes)
-        sum_parts(dt, ov->data, scratch + col_bytes + gpk_bytes, per_thread, nthreads, numel);
+        sum_parts(dt, ov->data, scratch + col_bytes + gpk_bytes, per_chunk, (int)chunks, numel);
     cn__free(scratch);
     return CN_OK;
 }

@@ -11,9 +11,6 @@
  * - anything -> bool: x != 0 (so NaN -> true); bool is stored as one byte, 0 or 1. */
 #include <math.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "backends/cpu/cpu_internal.h"
 #include "core/philox.h"
@@ -345,6 +342,17 @@ static void rand_range(const rand_params *r, void *out, int64_t begin, int64_t e
     }
 }
 
+typedef struct rand_job {
+    const rand_params *r;
+    void *out;
+} rand_job;
+
+static void rand_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const rand_job *j = ctx;
+    rand_range(j->r, j->out, begin, end);
+}
+
 /* out[0] contiguous f32/f64/f16/bf16; ints[0] = seed, ints[1] = offset; reals = (low, high) or
  * (mean, std). Element i depends only on (seed, offset + i), so any thread split gives the same
  * numbers. */
@@ -369,20 +377,7 @@ cn_status cpu_rand(const cn_kernel_args *a) {
     };
     int64_t n = 1;
     for (int d = 0; d < out->ndim; d++) n *= out->shape[d];
-    if (n < CPU_PARALLEL_GRAIN) {
-        rand_range(&r, out->data, 0, n);
-        return CN_OK;
-    }
-#pragma omp parallel
-    {
-#ifdef _OPENMP
-        int nt = omp_get_num_threads(), t = omp_get_thread_num();
-#else
-        int nt = 1, t = 0;
-#endif
-        int64_t chunk = (n + nt - 1) / nt;
-        int64_t b = (int64_t)t * chunk, e = b + chunk < n ? b + chunk : n;
-        if (b < e) rand_range(&r, out->data, b, e);
-    }
+    rand_job j = {&r, out->data};
+    cpu_parallel(n, cpu_chunks(n, CPU_PARALLEL_GRAIN), rand_chunk, &j);
     return CN_OK;
 }

@@ -7,7 +7,8 @@
 
 #include "cinder/backend.h"
 
-/* Work below this many elements runs on one thread: waking the pool costs more than it saves. */
+/* Work below two grains (elements, or multiply-adds) runs on the calling thread alone: handing
+ * it to another thread costs more than it saves. PyTorch's grain is the same. */
 #define CPU_PARALLEL_GRAIN 32768
 
 /* ---- kernels, by file ---------------------------------------------------------------------- */
@@ -42,6 +43,35 @@ cn_status cpu_conv2d_backward_weight(const cn_kernel_args *a);
 /* pool_backward.c */
 cn_status cpu_pool2d_backward(const cn_kernel_args *a); /* max and avg */
 
+/* ---- threads (parallel.c) --------------------------------------------------------------------- *
+ * Kernels run in parallel only through cpu_parallel, on the backend's pool (never OpenMP's
+ * parallel regions: see parallel.c for why). */
+
+/* Runs chunk `chunk`, the indices [begin, end) of the work. */
+typedef void (*cpu_range_fn)(void *ctx, int64_t chunk, int64_t begin, int64_t end);
+
+/* Cuts [0, n) into `chunks` ranges (chunk c is [n*c/chunks, n*(c+1)/chunks)) and runs fn on each,
+ * on the pool's threads and the caller's, returning when all are done. Which thread runs a chunk
+ * depends on timing: fn may keep per-chunk state (indexed by chunk) but never per-thread state,
+ * so results depend only on the number of chunks. Inside a chunk, or while another thread's call
+ * is running, the chunks run on the caller in order. chunks <= 1: fn(ctx, 0, 0, n) here. */
+void cpu_parallel(int64_t n, int64_t chunks, cpu_range_fn fn, void *ctx);
+
+/* How many chunks n units of work deserve when `grain` units are worth a thread: 1 below
+ * 2 * grain, else n / grain up to a few per thread. */
+int64_t cpu_chunks(int64_t n, int64_t grain);
+
+/* The pool's threads, the caller included (>= 1): OMP_NUM_THREADS when set, else the cores. */
+int cpu_threads(void);
+
+/* ---- GEMM (gemm.c) --------------------------------------------------------------------------- *
+ * c[m, n] = a[m, k] @ b[k, n] + beta * c, row-major, with c at leading dimension ldc; a is stored
+ * transposed ([k, m], leading dimension lda) when ta != 0, likewise b ([n, k]) when tb != 0. One OpenBLAS call (OpenBLAS runs on one
+ * thread), or for a large product one per block of rows or columns of c on the pool. f32 or f64;
+ * every dim and leading dimension at most INT_MAX (the caller checks). */
+void cpu_gemm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *a,
+              int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+
 /* ---- strided iteration ---------------------------------------------------------------------- *
  * Walks up to CPU_ITER_MAX_OPS views of one shape (operand 0 is the output) in row-major order,
  * calling a row function on runs along the innermost (coalesced) dim. Dims that are contiguous
@@ -62,7 +92,7 @@ typedef void (*cpu_row_fn)(char **ptrs, const int64_t *step, int64_t n, const vo
 
 void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views);
 
-/* Runs fn over every element, split across threads when numel >= CPU_PARALLEL_GRAIN. */
+/* Runs fn over every element, split across threads when numel >= 2 * CPU_PARALLEL_GRAIN. */
 void cpu_iter_run(const cpu_iter *it, cpu_row_fn fn, const void *ctx);
 
 #endif

@@ -4,6 +4,7 @@
  * index never leads to an out-of-bounds access or a half-written result. Inputs may be strided;
  * outputs are addressed through their strides too. Elements are moved by size (1, 2, 4 or 8
  * bytes), so the data-movement kernels serve every dtype. */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,26 +64,42 @@ static void pos_offsets(int ndim, const int64_t *shape, int skip, int64_t r, int
     }
 }
 
+typedef struct bad_job {
+    const cn_view *v;
+    int64_t limit, inner, step;
+    _Atomic int64_t bad; /* the smallest bad position found so far, INT64_MAX for none */
+} bad_job;
+
+static void find_bad_rows(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    bad_job *j = ctx;
+    const cn_view *v = j->v;
+    const int64_t *st[1] = {v->strides};
+    for (int64_t r = begin; r < end; r++) {
+        int64_t off;
+        pos_offsets(v->ndim, v->shape, v->ndim - 1, r, 1, st, &off);
+        for (int64_t k = 0; k < j->inner; k++) {
+            int64_t x = read_int(v->data, v->dtype, off + k * j->step);
+            if (x < 0 || x >= j->limit) {
+                int64_t pos = r * j->inner + k, seen = atomic_load(&j->bad);
+                while (pos < seen && !atomic_compare_exchange_weak(&j->bad, &seen, pos)) {
+                }
+                return; /* later rows of this chunk come after pos */
+            }
+        }
+    }
+}
+
 /* The row-major position of the first value of the int view idx outside [0, limit), or -1. */
 static int64_t first_bad_index(const cn_view *idx0, int64_t limit) {
     cn_view v = at_least_1d(idx0);
     int last = v.ndim - 1;
     int64_t inner = v.shape[last], n = view_numel(&v);
     if (n == 0) return -1;
-    int64_t rows = n / inner, bad = INT64_MAX, step = v.strides[last];
-    const int64_t *st[1] = {v.strides};
-#pragma omp parallel for reduction(min : bad) if (n >= CPU_PARALLEL_GRAIN)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t off;
-        pos_offsets(v.ndim, v.shape, last, r, 1, st, &off);
-        for (int64_t j = 0; j < inner; j++) {
-            int64_t x = read_int(v.data, v.dtype, off + j * step);
-            if (x < 0 || x >= limit) {
-                if (r * inner + j < bad) bad = r * inner + j;
-                break;
-            }
-        }
-    }
+    bad_job j = {.v = &v, .limit = limit, .inner = inner, .step = v.strides[last]};
+    atomic_init(&j.bad, INT64_MAX);
+    cpu_parallel(n / inner, cpu_chunks(n, CPU_PARALLEL_GRAIN), find_bad_rows, &j);
+    int64_t bad = atomic_load(&j.bad);
     return bad == INT64_MAX ? -1 : bad;
 }
 
@@ -138,34 +155,32 @@ static cn_status require_i64_index(const char *op, const cn_view *idx) {
     for (int64_t j = 0; j < inner; j++)                                                            \
     memcpy(orow + j * os * (ES), xrow + (j * xsl + irow[j * isl] * xdim) * (ES), (ES))
 
-/* Over every position p of out's shape: out[p] = x[p with coordinate dim replaced by the index
- * value at element offset sum(p[d] * istr[d]) of ip]. Gather passes the index's own strides;
- * index_select passes a stride only at dim, so each row reads one entry of its 1-D index. Views
- * have ndim >= 1 and the indices are already checked. */
-static void gather_rows(const cn_view *out, const cn_view *x, int dim, const int64_t *ip,
-                        const int64_t *istr) {
-    int nd = out->ndim, last = nd - 1;
-    int64_t inner = out->shape[last], n = view_numel(out);
-    if (n == 0) return;
-    int64_t rows = n / inner;
-    int64_t xs[CN_MAX_DIMS]; /* x's strides with dim removed: its coordinate comes from ip */
-    memcpy(xs, x->strides, sizeof xs);
-    xs[dim] = 0;
-    const int64_t xdim = x->strides[dim], os = out->strides[last], xsl = xs[last], isl = istr[last];
-    const int64_t *st[3] = {out->strides, xs, istr};
-    const size_t es = cn_dtype_size(out->dtype);
-    char *obase = (char *)out->data;
-    const char *xbase = (const char *)x->data;
+typedef struct gather_job {
+    int nd, last;
+    int64_t inner;
+    const int64_t *shape;
+    const int64_t *const *st; /* out's, x's (0 at dim) and the index's strides */
+    int64_t xdim, os, xsl, isl;
+    size_t es;
+    char *obase;
+    const char *xbase;
+    const int64_t *ip;
+} gather_job;
+
+/* Rows [begin, end) of gather_rows. */
+static void gather_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const gather_job *j = ctx;
+    const int64_t inner = j->inner, xdim = j->xdim, os = j->os, xsl = j->xsl, isl = j->isl;
+    const size_t es = j->es;
     /* a row whose index value is fixed and whose data is dense is one memcpy */
     const int dense_rows = isl == 0 && os == 1 && xsl == 1;
-
-#pragma omp parallel for if (n >= CPU_PARALLEL_GRAIN)
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = begin; r < end; r++) {
         int64_t off[3];
-        pos_offsets(nd, out->shape, last, r, 3, st, off);
-        char *orow = obase + off[0] * (int64_t)es;
-        const char *xrow = xbase + off[1] * (int64_t)es;
-        const int64_t *irow = ip + off[2];
+        pos_offsets(j->nd, j->shape, j->last, r, 3, j->st, off);
+        char *orow = j->obase + off[0] * (int64_t)es;
+        const char *xrow = j->xbase + off[1] * (int64_t)es;
+        const int64_t *irow = j->ip + off[2];
         if (dense_rows) {
             memcpy(orow, xrow + irow[0] * xdim * (int64_t)es, (size_t)inner * es);
             continue;
@@ -185,6 +200,30 @@ static void gather_rows(const cn_view *out, const cn_view *x, int dim, const int
             break;
         }
     }
+}
+
+/* Over every position p of out's shape: out[p] = x[p with coordinate dim replaced by the index
+ * value at element offset sum(p[d] * istr[d]) of ip]. Gather passes the index's own strides;
+ * index_select passes a stride only at dim, so each row reads one entry of its 1-D index. Views
+ * have ndim >= 1 and the indices are already checked. */
+static void gather_rows(const cn_view *out, const cn_view *x, int dim, const int64_t *ip,
+                        const int64_t *istr) {
+    int nd = out->ndim, last = nd - 1;
+    int64_t inner = out->shape[last], n = view_numel(out);
+    if (n == 0) return;
+    int64_t rows = n / inner;
+    int64_t xs[CN_MAX_DIMS]; /* x's strides with dim removed: its coordinate comes from ip */
+    memcpy(xs, x->strides, sizeof xs);
+    xs[dim] = 0;
+    const int64_t xdim = x->strides[dim], os = out->strides[last], xsl = xs[last], isl = istr[last];
+    const int64_t *st[3] = {out->strides, xs, istr};
+    const size_t es = cn_dtype_size(out->dtype);
+    char *obase = (char *)out->data;
+    const char *xbase = (const char *)x->data;
+    gather_job j = {.nd = nd, .last = last, .inner = inner, .shape = out->shape, .st = st,
+                    .xdim = xdim, .os = os, .xsl = xsl, .isl = isl, .es = es, .obase = obase,
+                    .xbase = xbase, .ip = ip};
+    cpu_parallel(rows, cpu_chunks(n, CPU_PARALLEL_GRAIN), gather_chunk, &j);
 }
 
 /* in = (x, index i64), ints[0] = dim; out has index's shape (sizes <= x's off dim):
@@ -258,6 +297,46 @@ static void copy_row(char **p, const int64_t *step, int64_t n, const void *ctx) 
 #define ADD_WRAP32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
 #define ADD_WRAP64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
 
+typedef struct scatter_job {
+    int nd, dim;
+    int64_t len;
+    const int64_t *shape;
+    const int64_t *const *st; /* out's (0 at dim), the index's and src's strides */
+    int64_t odim, idim, sdim;
+    cn_dtype dt;
+    const int64_t *ip;
+    char *obase;
+    const char *sbase;
+} scatter_job;
+
+/* Positions [begin, end) off dim of scatter_add. */
+static void scatter_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const scatter_job *j = ctx;
+    const int64_t len = j->len, odim = j->odim, idim = j->idim, sdim = j->sdim;
+    const int64_t *ip = j->ip;
+    char *obase = j->obase;
+    const char *sbase = j->sbase;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t off[3];
+        pos_offsets(j->nd, j->shape, j->dim, r, 3, j->st, off);
+        switch (j->dt) {
+        case CN_F32:
+            SCATTER_RUN(float, ADD_PLAIN);
+            break;
+        case CN_F64:
+            SCATTER_RUN(double, ADD_PLAIN);
+            break;
+        case CN_I32:
+            SCATTER_RUN(int32_t, ADD_WRAP32);
+            break;
+        default:
+            SCATTER_RUN(int64_t, ADD_WRAP64);
+            break;
+        }
+    }
+}
+
 /* in = (x, index i64, src), ints[0] = dim; out[0] contiguous with x's shape: a copy of x with
  * src[p] added at p with coordinate dim replaced by index[p], for every position p of index. */
 cn_status cpu_scatter_add(const cn_kernel_args *a) {
@@ -305,29 +384,45 @@ cn_status cpu_scatter_add(const cn_kernel_args *a) {
     const int64_t *ip = (const int64_t *)idx.data;
     char *obase = (char *)out.data;
     const char *sbase = (const char *)src.data;
-#pragma omp parallel for if (n >= CPU_PARALLEL_GRAIN)
-    for (int64_t r = 0; r < outer; r++) {
-        int64_t off[3];
-        pos_offsets(idx.ndim, idx.shape, dim, r, 3, st, off);
-        switch (dt) {
-        case CN_F32:
-            SCATTER_RUN(float, ADD_PLAIN);
-            break;
-        case CN_F64:
-            SCATTER_RUN(double, ADD_PLAIN);
-            break;
-        case CN_I32:
-            SCATTER_RUN(int32_t, ADD_WRAP32);
-            break;
-        default:
-            SCATTER_RUN(int64_t, ADD_WRAP64);
-            break;
-        }
-    }
+    scatter_job j = {.nd = idx.ndim, .dim = dim, .len = len, .shape = idx.shape, .st = st,
+                     .odim = odim, .idim = idim, .sdim = sdim, .dt = dt, .ip = ip,
+                     .obase = obase, .sbase = sbase};
+    cpu_parallel(outer, cpu_chunks(n, CPU_PARALLEL_GRAIN), scatter_chunk, &j);
     return CN_OK;
 }
 
 /* ---- one_hot -------------------------------------------------------------------------------- */
+
+typedef struct one_hot_job {
+    int nd;
+    const int64_t *shape;
+    const int64_t *const *st; /* the index's and out's strides */
+    int64_t cs, classes;
+    size_t es;
+    unsigned char one[8];
+    char *obase;
+    const cn_view *idx;
+} one_hot_job;
+
+/* Index positions [begin, end): each row of out zeroed, with one at the index value. */
+static void one_hot_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const one_hot_job *j = ctx;
+    const size_t es = j->es;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t off[2];
+        pos_offsets(j->nd, j->shape, -1, p, 2, j->st, off);
+        char *row = j->obase + off[1] * (int64_t)es;
+        if (j->cs == 1) {
+            memset(row, 0, (size_t)j->classes * es);
+        } else {
+            for (int64_t c = 0; c < j->classes; c++)
+                memset(row + c * j->cs * (int64_t)es, 0, es);
+        }
+        memcpy(row + read_int(j->idx->data, j->idx->dtype, off[0]) * j->cs * (int64_t)es, j->one,
+               es);
+    }
+}
 
 /* The bytes of the value 1 in dtype dt (0 is all-zero bytes in every dtype). */
 static void one_bytes(cn_dtype dt, unsigned char *b) {
@@ -397,18 +492,9 @@ cn_status cpu_one_hot(const cn_kernel_args *a) {
     const int64_t n = view_numel(idx), cs = out->strides[nd];
     const int64_t *st[2] = {idx->strides, out->strides};
     char *obase = (char *)out->data;
-#pragma omp parallel for if (n * classes >= CPU_PARALLEL_GRAIN)
-    for (int64_t p = 0; p < n; p++) {
-        int64_t off[2];
-        pos_offsets(nd, idx->shape, -1, p, 2, st, off);
-        char *row = obase + off[1] * (int64_t)es;
-        if (cs == 1) {
-            memset(row, 0, (size_t)classes * es);
-        } else {
-            for (int64_t c = 0; c < classes; c++)
-                memset(row + c * cs * (int64_t)es, 0, es);
-        }
-        memcpy(row + read_int(idx->data, idx->dtype, off[0]) * cs * (int64_t)es, one, es);
-    }
+    one_hot_job j = {.nd = nd, .shape = idx->shape, .st = st, .cs = cs, .classes = classes,
+                     .es = es, .obase = obase, .idx = idx};
+    memcpy(j.one, one, sizeof one);
+    cpu_parallel(n, cpu_chunks(n * classes, CPU_PARALLEL_GRAIN), one_hot_chunk, &j);
     return CN_OK;
 }

@@ -8,17 +8,13 @@
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "backends/cpu/cpu_internal.h"
 #include "core/alloc.h"
 
-/* OpenBLAS runs a GEMM with M*N*K at or below this on the calling thread alone (its
- * SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD), so such calls may run side by side from our
- * own threads without the two thread pools fighting. */
-#define BLAS_SERIAL_MNK 262144.0
+/* A product with at most this many multiply-adds is one GEMM call (cpu_gemm splits bigger ones
+ * over the threads), so a batch of them runs side by side instead. */
+#define BLAS_SERIAL_MNK 2097152.0
 
 /* Below this many multiply-adds in total a batch runs on one thread. */
 #define MATMUL_PARALLEL_MACS 65536.0
@@ -78,12 +74,7 @@ static void pack_matrix(void *dst, const void *src, int64_t rows, int64_t cols, 
 /* c[m, n] = a[m, k] @ b[k, n], row-major, c dense with ldc = n. */
 static void gemm(cn_dtype dt, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
                  int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, void *c) {
-    if (dt == CN_F32)
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, (const float *)a,
-                    (int)lda, (const float *)b, (int)ldb, 0.0f, (float *)c, (int)n);
-    else
-        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0, (const double *)a,
-                    (int)lda, (const double *)b, (int)ldb, 0.0, (double *)c, (int)n);
+    cpu_gemm(dt, ta == CblasTrans, tb == CblasTrans, m, n, k, a, lda, b, ldb, 0.0, c, n);
 }
 
 /* ---- the batch ------------------------------------------------------------------------------ */
@@ -207,70 +198,70 @@ static cn_status matmul_folded(const matmul_job *j) {
     return CN_OK;
 }
 
-/* One GEMM per batch element. Small ones run side by side on our threads (OpenBLAS keeps each
- * on its caller); big ones run one after another on OpenBLAS's threads. An operand that needs
- * packing is packed once when the whole batch shares it, else per element into a buffer of the
- * thread's own. */
-static cn_status matmul_per_element(const matmul_job *j) {
-    const batch_geom *g = &j->g;
-    double mnk = (double)j->M * (double)j->N * (double)j->K;
-    int nthreads = 1;
-#ifdef _OPENMP
-    if (g->count > 1 && mnk <= BLAS_SERIAL_MNK &&
-        mnk * (double)g->count >= MATMUL_PARALLEL_MACS) {
-        nthreads = omp_get_max_threads();
-        if (nthreads > g->count) nthreads = (int)g->count;
-    }
-#endif
-    int a_fixed = strides_all_zero(g, g->sa), b_fixed = strides_all_zero(g, g->sb);
-    size_t a_bytes = j->pa.direct ? 0 : round_line((size_t)(j->M * j->K) * j->es);
-    size_t b_bytes = j->pb.direct ? 0 : round_line((size_t)(j->K * j->N) * j->es);
-    size_t shared = (a_fixed ? a_bytes : 0) + (b_fixed ? b_bytes : 0);
-    size_t per_thread = (a_fixed ? 0 : a_bytes) + (b_fixed ? 0 : b_bytes);
-    char *scratch = NULL;
-    if (shared + per_thread) {
-        scratch = cn__malloc("matmul", shared + per_thread * (size_t)nthreads);
-        if (!scratch) return CN_ERR_OUT_OF_MEMORY;
-    }
-    const char *a_shared = NULL, *b_shared = NULL;
-    if (a_fixed && a_bytes) {
-        pack_a(j, scratch, j->a->data);
-        a_shared = scratch;
-    }
-    if (b_fixed && b_bytes) {
-        char *dst = scratch + (a_shared ? a_bytes : 0);
-        pack_b(j, dst, j->b->data);
-        b_shared = dst;
-    }
+/* Batch elements [begin, end) of matmul_per_element, with chunk `chunk`'s own scratch. */
+typedef struct batch_job {
+    const matmul_job *j;
+    char *scratch;
+    size_t shared, per_chunk, a_bytes, b_bytes;
+    const char *a_shared, *b_shared;
+} batch_job;
 
-#pragma omp parallel for num_threads(nthreads) schedule(dynamic) if (nthreads > 1)
-    for (int64_t i = 0; i < g->count; i++) {
-#ifdef _OPENMP
-        int t = omp_get_thread_num();
-#else
-        int t = 0;
-#endif
-        char *mine = scratch ? scratch + shared + per_thread * (size_t)t : NULL;
+static void batch_elements(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    const batch_job *bj = ctx;
+    const matmul_job *j = bj->j;
+    for (int64_t i = begin; i < end; i++) {
+        char *mine = bj->scratch ? bj->scratch + bj->shared + bj->per_chunk * (size_t)chunk : NULL;
         int64_t oa, ob;
-        batch_offsets(g, i, &oa, &ob);
+        batch_offsets(&j->g, i, &oa, &ob);
         const char *a = matrix_at(j->a, oa, j->es), *b = matrix_at(j->b, ob, j->es);
-        if (a_shared) {
-            a = a_shared;
-        } else if (a_bytes) {
+        if (bj->a_shared) {
+            a = bj->a_shared;
+        } else if (bj->a_bytes) {
             pack_a(j, mine, a);
             a = mine;
-            mine += a_bytes;
+            mine += bj->a_bytes;
         }
-        if (b_shared) {
-            b = b_shared;
-        } else if (b_bytes) {
+        if (bj->b_shared) {
+            b = bj->b_shared;
+        } else if (bj->b_bytes) {
             pack_b(j, mine, b);
             b = mine;
         }
         gemm(j->dt, j->pa.trans, j->pb.trans, j->M, j->N, j->K, a, j->pa.ld, b, j->pb.ld,
              (char *)j->c->data + (size_t)(i * j->M * j->N) * j->es);
     }
-    cn__free(scratch);
+}
+
+/* One GEMM per batch element. Small ones run side by side, a range of elements per chunk; big
+ * ones one after another, each split over the threads by cpu_gemm. An operand that needs packing
+ * is packed once when the whole batch shares it, else per element into the chunk's own buffer. */
+static cn_status matmul_per_element(const matmul_job *j) {
+    const batch_geom *g = &j->g;
+    double mnk = (double)j->M * (double)j->N * (double)j->K;
+    int64_t chunks = 1;
+    if (g->count > 1 && mnk <= BLAS_SERIAL_MNK && mnk * (double)g->count >= MATMUL_PARALLEL_MACS)
+        chunks = g->count < 4 * cpu_threads() ? g->count : 4 * cpu_threads();
+    int a_fixed = strides_all_zero(g, g->sa), b_fixed = strides_all_zero(g, g->sb);
+    batch_job bj = {.j = j};
+    bj.a_bytes = j->pa.direct ? 0 : round_line((size_t)(j->M * j->K) * j->es);
+    bj.b_bytes = j->pb.direct ? 0 : round_line((size_t)(j->K * j->N) * j->es);
+    bj.shared = (a_fixed ? bj.a_bytes : 0) + (b_fixed ? bj.b_bytes : 0);
+    bj.per_chunk = (a_fixed ? 0 : bj.a_bytes) + (b_fixed ? 0 : bj.b_bytes);
+    if (bj.shared + bj.per_chunk) {
+        bj.scratch = cn__malloc("matmul", bj.shared + bj.per_chunk * (size_t)chunks);
+        if (!bj.scratch) return CN_ERR_OUT_OF_MEMORY;
+    }
+    if (a_fixed && bj.a_bytes) {
+        pack_a(j, bj.scratch, j->a->data);
+        bj.a_shared = bj.scratch;
+    }
+    if (b_fixed && bj.b_bytes) {
+        char *dst = bj.scratch + (bj.a_shared ? bj.a_bytes : 0);
+        pack_b(j, dst, j->b->data);
+        bj.b_shared = dst;
+    }
+    cpu_parallel(g->count, chunks, batch_elements, &bj);
+    cn__free(bj.scratch);
     return CN_OK;
 }
 

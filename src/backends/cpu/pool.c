@@ -58,6 +58,31 @@ DEFINE_POOL_PLANE(float, pool_plane_f32)
 DEFINE_POOL_PLANE(double, pool_plane_f64)
 #undef DEFINE_POOL_PLANE
 
+typedef struct pool_job {
+    const pool_geom *g;
+    const cn_view *xv, *ov;
+    cn_dtype dt;
+    size_t es;
+    int64_t C, plane;
+} pool_job;
+
+/* (n, c) planes [begin, end). */
+static void pool_planes(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const pool_job *j = ctx;
+    const cn_view *xv = j->xv;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t n = p / j->C, c = p % j->C;
+        const char *x = (const char *)xv->data + (n * xv->strides[0] + c * xv->strides[1]) *
+                                                     (int64_t)j->es;
+        char *out = (char *)j->ov->data + (size_t)(p * j->plane) * j->es;
+        if (j->dt == CN_F32)
+            pool_plane_f32(j->g, (const float *)x, (float *)out);
+        else
+            pool_plane_f64(j->g, (const double *)x, (double *)out);
+    }
+}
+
 cn_status cpu_pool2d(const cn_kernel_args *args) {
     const cn_view *xv = &args->in[0], *ov = &args->out[0];
     cn_dtype dt = ov->dtype;
@@ -90,16 +115,8 @@ cn_status cpu_pool2d(const cn_kernel_args *args) {
     size_t es = cn_dtype_size(dt);
     double work = (double)planes * (double)plane * (double)(g.KH * g.KW);
 
-#pragma omp parallel for schedule(static) if (planes > 1 && work >= CPU_PARALLEL_GRAIN)
-    for (int64_t p = 0; p < planes; p++) {
-        int64_t n = p / C, c = p % C;
-        const char *x = (const char *)xv->data + (n * xv->strides[0] + c * xv->strides[1]) *
-                                                     (int64_t)es;
-        char *out = (char *)ov->data + (size_t)(p * plane) * es;
-        if (dt == CN_F32)
-            pool_plane_f32(&g, (const float *)x, (float *)out);
-        else
-            pool_plane_f64(&g, (const double *)x, (double *)out);
-    }
+    pool_job j = {.g = &g, .xv = xv, .ov = ov, .dt = dt, .es = es, .C = C, .plane = plane};
+    int64_t chunks = work < 2.0 * CPU_PARALLEL_GRAIN ? 1 : cpu_chunks(planes, 1);
+    cpu_parallel(planes, chunks, pool_planes, &j);
     return CN_OK;
 }

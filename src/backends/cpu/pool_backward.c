@@ -136,6 +136,42 @@ static cn_status check_args(const char *op, const cn_kernel_args *a, const pool_
     return CN_OK;
 }
 
+typedef struct pool_back_job {
+    const pool_geom *p;
+    const cn_view *gv, *xv, *ov;
+    cn_dtype dt;
+    size_t es;
+    int64_t C, plane;
+    int is_max;
+} pool_back_job;
+
+/* (n, c) planes [begin, end) of gx, each zeroed and then filled from its windows. */
+static void pool_back_planes(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const pool_back_job *j = ctx;
+    const cn_view *gv = j->gv, *xv = j->xv;
+    size_t es = j->es;
+    for (int64_t q = begin; q < end; q++) {
+        int64_t n = q / j->C, c = q % j->C;
+        const char *g = (const char *)gv->data +
+                        (n * gv->strides[0] + c * gv->strides[1]) * (int64_t)es;
+        char *gx = (char *)j->ov->data + (size_t)(q * j->plane) * es;
+        memset(gx, 0, (size_t)j->plane * es);
+        if (j->is_max) {
+            const char *x = (const char *)xv->data +
+                            (n * xv->strides[0] + c * xv->strides[1]) * (int64_t)es;
+            if (j->dt == CN_F32)
+                max_plane_f32(j->p, (const float *)g, (const float *)x, (float *)gx);
+            else
+                max_plane_f64(j->p, (const double *)g, (const double *)x, (double *)gx);
+        } else if (j->dt == CN_F32) {
+            avg_plane_f32(j->p, (const float *)g, (float *)gx);
+        } else {
+            avg_plane_f64(j->p, (const double *)g, (double *)gx);
+        }
+    }
+}
+
 cn_status cpu_pool2d_backward(const cn_kernel_args *args) {
     int is_max = args->op == CN_OP_MAX_POOL2D_BACKWARD;
     const char *op = is_max ? "max_pool2d_backward" : "avg_pool2d_backward";
@@ -155,25 +191,9 @@ cn_status cpu_pool2d_backward(const cn_kernel_args *args) {
     if (planes == 0 || plane == 0) return CN_OK;
     double work = (double)planes * (double)(p.OH * p.OW) * (double)(p.KH * p.KW);
 
-#pragma omp parallel for schedule(static) if (planes > 1 && work >= CPU_PARALLEL_GRAIN)
-    for (int64_t q = 0; q < planes; q++) {
-        int64_t n = q / C, c = q % C;
-        const char *g = (const char *)gv->data +
-                        (n * gv->strides[0] + c * gv->strides[1]) * (int64_t)es;
-        char *gx = (char *)ov->data + (size_t)(q * plane) * es;
-        memset(gx, 0, (size_t)plane * es);
-        if (is_max) {
-            const char *x = (const char *)xv->data +
-                            (n * xv->strides[0] + c * xv->strides[1]) * (int64_t)es;
-            if (dt == CN_F32)
-                max_plane_f32(&p, (const float *)g, (const float *)x, (float *)gx);
-            else
-                max_plane_f64(&p, (const double *)g, (const double *)x, (double *)gx);
-        } else if (dt == CN_F32) {
-            avg_plane_f32(&p, (const float *)g, (float *)gx);
-        } else {
-            avg_plane_f64(&p, (const double *)g, (double *)gx);
-        }
-    }
+    pool_back_job j = {.p = &p, .gv = gv, .xv = xv, .ov = ov, .dt = dt, .es = es, .C = C,
+                       .plane = plane, .is_max = is_max};
+    int64_t chunks = work < 2.0 * CPU_PARALLEL_GRAIN ? 1 : cpu_chunks(planes, 1);
+    cpu_parallel(planes, chunks, pool_back_planes, &j);
     return CN_OK;
 }

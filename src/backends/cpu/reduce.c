@@ -35,11 +35,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_math.h"
 
 #define MAX_TILE 512   /* outputs per item */
 #define SPLIT_TILE 32  /* outputs per item when the reduced dim is split across threads */
@@ -49,69 +47,6 @@
 #define SOFTMAX_TILE_BYTES (1024 * 1024) /* a column softmax tile ([n, w]) aims to stay in cache */
 
 #define MAYBE_UNUSED __attribute__((unused))
-
-static int thread_id(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static int thread_count(void) {
-#ifdef _OPENMP
-    return omp_get_num_threads();
-#else
-    return 1;
-#endif
-}
-
-static int max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-/* ---- exp for f32, vectorisable -------------------------------------------------------------- *
- * Straight-line code (no calls, no branches) so loops over it vectorise: exp(x) = 2^k e^r with
- * k = round(x / ln2) and r = x - k ln2 (ln2 split into a part exact in float and a remainder),
- * |r| <= ln2/2; e^r by its Taylor series to degree 7 (truncation < 1e-8 relative). 2^k is applied
- * as two halves so results in the subnormal range and overflow to inf come out right. Measured
- * within 1.2 ulp of the exact value over the normal range; NaN gives NaN, -inf 0, +inf inf. */
-static inline float exp_f32(float x) {
-    float xc = x > -104.0f ? x : -104.0f; /* below: 0 even as a subnormal; NaN lands here too */
-    xc = xc < 89.0f ? xc : 89.0f;         /* above: inf */
-    const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float kf = (xc * 1.44269504f + round_magic) - round_magic;
-    float r = xc - kf * 0.693359375f; /* ln2 = 0.693359375 - 2.12194440e-4 */
-    r = r + kf * 2.12194440e-4f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t k = (int32_t)kf;       /* in [-150, 128] */
-    int32_t k1 = k >> 1, k2 = k - k1; /* (gcc: arithmetic shift) both in [-75, 64]: normal */
-    union { uint32_t u; float f; } s1, s2;
-    s1.u = (uint32_t)(k1 + 127) << 23;
-    s2.u = (uint32_t)(k2 + 127) << 23;
-    float y = p * s1.f * s2.f;
-    return x == x ? y : x;
-}
-
-/* The exp-heavy loops (softmax, logsumexp) are also compiled for AVX2, chosen at load time where
- * the CPU has it: the build targets baseline x86-64 (SSE2), and exp_f32 runs about twice as fast
- * on 8-wide vectors. Without FMA contraction (-std=c11) both versions round identically. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define CPU_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CPU_CLONES
-#endif
 
 #define EXP_f32(x) exp_f32(x)
 #define EXP_f64(x) exp(x)
@@ -348,9 +283,27 @@ typedef struct rctx {
 /* Reduces one item of w outputs whose first input element is at x; writes w outputs at y. */
 typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
 
-/* run_pass: one pass over an item, split across r->nsplit threads when set (partials combined in
- * thread order). item: both passes, then the family's finalisation. */
+/* run_pass: one pass over an item, its reduced dim cut into r->nsplit chunks when set (partials
+ * combined in chunk order). item: both passes, then the family's finalisation. */
 #define DEF_ITEM(T, A, SUF)                                                                        \
+    typedef struct split_job_##SUF {                                                               \
+        const rctx *r;                                                                             \
+        prim k;                                                                                    \
+        const T *p;                                                                                \
+        int64_t w;                                                                                 \
+        const A *c;                                                                                \
+        A (*part)[SPLIT_TILE];                                                                     \
+        int64_t (*pidx)[SPLIT_TILE];                                                               \
+    } split_job_##SUF;                                                                             \
+    /* chunk t: the reduced dim's elements [k0, k1) into part[t] */                                \
+    static void split_chunk_##SUF(void *ctx, int64_t t, int64_t k0, int64_t k1) {                  \
+        const split_job_##SUF *s = ctx;                                                            \
+        pass_##SUF(s->r, s->k, s->p + k0 * s->r->rs, k1 - k0, s->w, s->c, s->part[t],              \
+                   s->pidx[t]);                                                                    \
+        if (s->k == P_ARGMAX || s->k == P_ARGMIN)                                                  \
+            for (int64_t j = 0; j < s->w; j++)                                                     \
+                if (s->pidx[t][j] >= 0) s->pidx[t][j] += k0;                                       \
+    }                                                                                              \
     static void run_pass_##SUF(const rctx *r, prim k, const T *p, int64_t w, const A *c, A *acc,   \
                                int64_t *idx) {                                                     \
         if (r->nsplit == 0) {                                                                      \
@@ -359,17 +312,9 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
         }                                                                                          \
         A part[MAX_SPLIT][SPLIT_TILE];                                                             \
         int64_t pidx[MAX_SPLIT][SPLIT_TILE];                                                       \
-        int used = 1;                                                                              \
-        _Pragma("omp parallel num_threads(r->nsplit)")                                             \
-        {                                                                                          \
-            int t = thread_id(), nt = thread_count();                                              \
-            int64_t k0 = r->n * t / nt, k1 = r->n * (t + 1) / nt;                                  \
-            pass_##SUF(r, k, p + k0 * r->rs, k1 - k0, w, c, part[t], pidx[t]);                     \
-            if (k == P_ARGMAX || k == P_ARGMIN)                                                    \
-                for (int64_t j = 0; j < w; j++)                                                    \
-                    if (pidx[t][j] >= 0) pidx[t][j] += k0;                                         \
-            if (t == 0) used = nt;                                                                 \
-        }                                                                                          \
+        int used = r->nsplit;                                                                      \
+        split_job_##SUF s = {r, k, p, w, c, part, pidx};                                           \
+        cpu_parallel(r->n, used, split_chunk_##SUF, &s);                                           \
         for (int64_t j = 0; j < w; j++) {                                                          \
             acc[j] = part[0][j];                                                                   \
             idx[j] = pidx[0][j];                                                                   \
@@ -655,6 +600,11 @@ static void reduce_items(const rplan *pl, int64_t begin, int64_t end) {
     }
 }
 
+static void reduce_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    reduce_items(ctx, begin, end);
+}
+
 static int is_extreme(cn_op op) {
     return op == CN_OP_MAX || op == CN_OP_MIN || op == CN_OP_ARGMAX || op == CN_OP_ARGMIN;
 }
@@ -729,8 +679,8 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
     pl.y = (char *)y->data;
     pl.in_size = cn_dtype_size(x->dtype);
     pl.out_size = cn_dtype_size(y->dtype);
-    int nt = max_threads();
-    int parallel = nt > 1 && count * (r->n > 0 ? r->n : 1) >= CPU_PARALLEL_GRAIN;
+    int nt = cpu_threads();
+    int parallel = nt > 1 && count * (r->n > 0 ? r->n : 1) >= 2 * CPU_PARALLEL_GRAIN;
     pl.tile = pick_tile(pl.m, count / pl.m, MAX_TILE, r->col ? 64 : 1, r->col ? 16 : 1,
                         parallel ? nt : 1);
     pl.ntiles = (pl.m + pl.tile - 1) / pl.tile;
@@ -739,13 +689,7 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
     if (!parallel) {
         reduce_items(&pl, 0, items);
     } else if (items >= nt || r->n < 2 * nt) {
-#pragma omp parallel
-        {
-            int t = thread_id(), tn = thread_count();
-            int64_t chunk = (items + tn - 1) / tn;
-            int64_t b = t * chunk, e = b + chunk < items ? b + chunk : items;
-            if (b < e) reduce_items(&pl, b, e);
-        }
+        cpu_parallel(items, items < 4 * nt ? items : 4 * nt, reduce_chunk, &pl);
     } else { /* few long reductions: split each one's reduced dim across the threads */
         r->nsplit = nt < MAX_SPLIT ? nt : MAX_SPLIT;
         pl.tile = pl.m < SPLIT_TILE ? pl.m : SPLIT_TILE;
@@ -908,6 +852,11 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
     }
 }
 
+static void softmax_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    softmax_items(ctx, begin, end);
+}
+
 /* in[0]: any strides; ints[0] = dim; out[0]: contiguous, same shape. f32 and f64. */
 cn_status cpu_softmax(const cn_kernel_args *a) {
     const cn_view *x = &a->in[0], *y = &a->out[0];
@@ -947,8 +896,8 @@ cn_status cpu_softmax(const cn_kernel_args *a) {
         pl.wk.d.nd++;
     }
     pl.col = pl.m > 1 && pl.cs == 1;
-    int nt = max_threads();
-    int parallel = nt > 1 && numel >= CPU_PARALLEL_GRAIN;
+    int nt = cpu_threads();
+    int parallel = nt > 1 && numel >= 2 * CPU_PARALLEL_GRAIN;
     int64_t most = MAX_TILE;
     if (pl.col) { /* narrower tiles for long columns, so a tile stays in cache between passes */
         most = SOFTMAX_TILE_BYTES / (pl.n * (int64_t)cn_dtype_size(x->dtype));
@@ -965,12 +914,6 @@ cn_status cpu_softmax(const cn_kernel_args *a) {
         softmax_items(&pl, 0, items);
         return CN_OK;
     }
-#pragma omp parallel
-    {
-        int t = thread_id(), tn = thread_count();
-        int64_t chunk = (items + tn - 1) / tn;
-        int64_t b = t * chunk, e = b + chunk < items ? b + chunk : items;
-        if (b < e) softmax_items(&pl, b, e);
-    }
+    cpu_parallel(items, items < 4 * nt ? items : 4 * nt, softmax_chunk, &pl);
     return CN_OK;
 }

@@ -1,8 +1,5 @@
 /* The strided iterator shared by the CPU's elementwise kernels. */
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "backends/cpu/cpu_internal.h"
 
@@ -20,15 +17,14 @@ void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views) {
         return;
     }
 
+    int64_t es[CPU_ITER_MAX_OPS];
+    for (int k = 0; k < nops; k++) es[k] = (int64_t)cn_dtype_size(views[k]->dtype);
     /* Drop size-1 dims, then merge dim d into d+1 when every operand steps through them as one. */
     int nd = 0;
     for (int d = 0; d < out->ndim; d++) {
         if (out->shape[d] == 1) continue;
         it->shape[nd] = out->shape[d];
-        for (int k = 0; k < nops; k++) {
-            size_t es = cn_dtype_size(views[k]->dtype);
-            it->strides[k][nd] = views[k]->strides[d] * (int64_t)es;
-        }
+        for (int k = 0; k < nops; k++) it->strides[k][nd] = views[k]->strides[d] * es[k];
         if (nd > 0) {
             int mergeable = 1;
             for (int k = 0; k < nops; k++)
@@ -84,23 +80,38 @@ static void iter_range(const cpu_iter *it, int64_t begin, int64_t end, cpu_row_f
     }
 }
 
+typedef struct iter_job {
+    const cpu_iter *it;
+    cpu_row_fn fn;
+    const void *ctx;
+} iter_job;
+
+/* Blocks [begin, end) of 16 elements, so vector loops start on a boundary. */
+static void iter_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const iter_job *j = ctx;
+    int64_t n = j->it->numel, b = begin * 16, e = end * 16 < n ? end * 16 : n;
+    if (b < e) iter_range(j->it, b, e, j->fn, j->ctx);
+}
+
 void cpu_iter_run(const cpu_iter *it, cpu_row_fn fn, const void *ctx) {
     int64_t n = it->numel;
     if (n == 0) return;
-    if (n < CPU_PARALLEL_GRAIN) {
+    int64_t chunks = cpu_chunks(n, CPU_PARALLEL_GRAIN);
+    if (chunks == 1 && it->ndim == 1) { /* one run (dense or merged data): fn on it directly */
+        char *ptrs[CPU_ITER_MAX_OPS];
+        int64_t step[CPU_ITER_MAX_OPS];
+        for (int k = 0; k < it->nops; k++) {
+            ptrs[k] = it->base[k];
+            step[k] = it->strides[k][0];
+        }
+        fn(ptrs, step, n, ctx);
+        return;
+    }
+    if (chunks == 1) {
         iter_range(it, 0, n, fn, ctx);
         return;
     }
-#pragma omp parallel
-    {
-#ifdef _OPENMP
-        int nt = omp_get_num_threads(), t = omp_get_thread_num();
-#else
-        int nt = 1, t = 0;
-#endif
-        /* contiguous slices, aligned to 16 elements so vector loops start on a boundary */
-        int64_t chunk = ((n + nt - 1) / nt + 15) & ~(int64_t)15;
-        int64_t b = (int64_t)t * chunk, e = b + chunk < n ? b + chunk : n;
-        if (b < e) iter_range(it, b, e, fn, ctx);
-    }
+    iter_job j = {it, fn, ctx};
+    cpu_parallel((n + 15) / 16, chunks, iter_blocks, &j);
 }

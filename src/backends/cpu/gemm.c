@@ -1,0 +1,84 @@
+/* GEMM for the CPU kernels (matmul, conv2d and its gradients): OpenBLAS on one thread per call,
+ * a large product split into blocks of rows (or columns) of c that the pool's threads take.
+ *
+ * OpenBLAS's own threads would be a second pool beside the backend's (parallel.c): each spins
+ * for a while after its work and takes the cores the other needs, and both wait for threads that
+ * a loaded machine has not scheduled. So parallel.c sets OpenBLAS to one thread, and this file
+ * does the splitting. */
+#include <cblas.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+/* Products with fewer multiply-adds run as one call (~30 us at the rate one core reaches). */
+#define GEMM_PARALLEL_MACS (1 << 21)
+/* Rows or columns per block are a multiple of this (the kernels' register tile). */
+#define GEMM_BLOCK 16
+
+typedef struct gemm_job {
+    cn_dtype dt;
+    int ta, tb, split_rows;
+    int64_t m, n, k, lda, ldb, ldc;
+    const char *a, *b;
+    char *c;
+    double beta;
+    size_t es;
+} gemm_job;
+
+static void gemm_call(const gemm_job *j, int64_t m, int64_t n, const char *a, const char *b,
+                      char *c) {
+    CBLAS_TRANSPOSE ta = j->ta ? CblasTrans : CblasNoTrans;
+    CBLAS_TRANSPOSE tb = j->tb ? CblasTrans : CblasNoTrans;
+    if (j->dt == CN_F32)
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)j->k, 1.0f, (const float *)a,
+                    (int)j->lda, (const float *)b, (int)j->ldb, (float)j->beta, (float *)c,
+                    (int)j->ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)j->k, 1.0, (const double *)a,
+                    (int)j->lda, (const double *)b, (int)j->ldb, j->beta, (double *)c, (int)j->ldc);
+}
+
+/* Blocks [begin, end) of GEMM_BLOCK rows (or columns) of c. */
+static void gemm_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const gemm_job *j = ctx;
+    int64_t dim = j->split_rows ? j->m : j->n;
+    int64_t lo = begin * GEMM_BLOCK, hi = end * GEMM_BLOCK < dim ? end * GEMM_BLOCK : dim;
+    if (lo >= hi) return;
+    size_t es = j->es;
+    if (j->split_rows) { /* rows lo..hi of a (a column block when a is stored transposed) */
+        const char *a = j->a + (size_t)(j->ta ? lo : lo * j->lda) * es;
+        gemm_call(j, hi - lo, j->n, a, j->b, j->c + (size_t)(lo * j->ldc) * es);
+    } else { /* columns lo..hi of b (a row block when b is stored transposed) */
+        const char *b = j->b + (size_t)(j->tb ? lo * j->ldb : lo) * es;
+        gemm_call(j, j->m, hi - lo, j->a, b, j->c + (size_t)lo * es);
+    }
+}
+
+void cpu_gemm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *a,
+              int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+    gemm_job j = {.dt = dt,
+                  .ta = ta,
+                  .tb = tb,
+                  .m = m,
+                  .n = n,
+                  .k = k,
+                  .lda = lda,
+                  .ldb = ldb,
+                  .ldc = ldc,
+                  .a = a,
+                  .b = b,
+                  .c = c,
+                  .beta = beta,
+                  .es = dt == CN_F32 ? sizeof(float) : sizeof(double)};
+    int threads = cpu_threads(); /* first use starts the pool, which sets OpenBLAS to 1 thread */
+    if (m == 0 || n == 0) return;
+    double macs = (double)m * (double)n * (double)k;
+    j.split_rows = m >= n;
+    int64_t blocks = ((j.split_rows ? m : n) + GEMM_BLOCK - 1) / GEMM_BLOCK;
+    int64_t chunks = macs < GEMM_PARALLEL_MACS ? 1 : 2 * (int64_t)threads;
+    if (chunks <= 1 || blocks < 2) {
+        gemm_call(&j, m, n, j.a, j.b, j.c);
+        return;
+    }
+    cpu_parallel(blocks, chunks, gemm_blocks, &j);
+}

@@ -1,0 +1,182 @@
+/* The CPU backend's threads: a pool in which the calling thread never waits for a thread that
+ * has not started.
+ *
+ * Why not OpenMP's parallel regions: a region ends at a barrier that every thread of the team
+ * must reach, so when the machine runs more threads than it has cores (a build beside the
+ * program, or the program's own threads), the caller waits for a worker that the kernel has not
+ * scheduled yet, a time slice of several ms for an op of a few us. Training a small MLP on a
+ * loaded 2-core machine ran 10x slower on 2 threads than on one. And OpenBLAS keeps its own
+ * pthreads, which spin beside OpenMP's and take their cores.
+ *
+ * Here work is cut into chunks that any thread claims from one atomic word; the caller claims
+ * chunks too, and returns as soon as every chunk is finished. A worker that wakes late finds
+ * nothing left and goes back to waiting; only a chunk that a worker has claimed is waited for.
+ * Workers spin for a short while after a job (ops come in quick succession), then sleep on a
+ * condition variable. OpenBLAS is set to one thread, and large GEMMs are split over this pool
+ * (gemm.c), so the process has one set of threads.
+ *
+ * The word: generation (32 bits) | chunk count (16) | next chunk (16). A claim is a
+ * compare-and-swap that succeeds only while the generation is the job's, so a stale worker never
+ * claims a chunk of another job; the job's function and context are read only after a claim
+ * succeeds, when the caller is still waiting for that chunk and cannot have replaced them. */
+#include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backends/cpu/cpu_internal.h"
+
+#define MAX_CHUNKS        0xFFFF
+#define WORKER_SPINS      4096 /* polls (a pause each) before a worker sleeps: ~0.2 ms */
+#define CHUNKS_PER_THREAD 4
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_PAUSE() __builtin_ia32_pause()
+#else
+#define CPU_PAUSE() ((void)0)
+#endif
+
+static struct {
+    int threads; /* the caller plus the workers */
+    _Atomic uint64_t word;
+    _Atomic int64_t done; /* chunks of the current job finished */
+    /* the current job, written by the caller before it publishes the generation */
+    cpu_range_fn fn;
+    void *ctx;
+    int64_t n;
+    atomic_flag busy; /* a job is running: a second caller runs its chunks itself */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    _Atomic int sleepers;
+} pool = {
+    .busy = ATOMIC_FLAG_INIT, .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static _Thread_local int in_chunk; /* this thread is running a chunk: nested calls run inline */
+
+static uint32_t word_gen(uint64_t w) { return (uint32_t)(w >> 32); }
+static int64_t word_count(uint64_t w) { return (int64_t)((w >> 16) & 0xFFFF); }
+static int64_t word_next(uint64_t w) { return (int64_t)(w & 0xFFFF); }
+
+static void run_chunk(int64_t n, int64_t chunks, int64_t c, cpu_range_fn fn, void *ctx) {
+    fn(ctx, c, n * c / chunks, n * (c + 1) / chunks);
+}
+
+/* Claims and runs chunks of generation gen until none are left. */
+static void claim_chunks(uint32_t gen) {
+    uint64_t w = atomic_load_explicit(&pool.word, memory_order_acquire);
+    for (;;) {
+        if (word_gen(w) != gen || word_next(w) >= word_count(w)) return;
+        if (!atomic_compare_exchange_weak_explicit(&pool.word, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        in_chunk = 1;
+        run_chunk(pool.n, word_count(w), word_next(w), pool.fn, pool.ctx);
+        in_chunk = 0;
+        atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+        w = atomic_load_explicit(&pool.word, memory_order_acquire);
+    }
+}
+
+static void *worker_main(void *arg) {
+    (void)arg;
+    uint32_t seen = word_gen(atomic_load(&pool.word));
+    for (;;) {
+        uint64_t w = atomic_load_explicit(&pool.word, memory_order_acquire);
+        for (int i = 0; i < WORKER_SPINS && word_gen(w) == seen; i++) {
+            CPU_PAUSE();
+            w = atomic_load_explicit(&pool.word, memory_order_acquire);
+        }
+        if (word_gen(w) == seen) {
+            /* sleepers is incremented before the generation is read again under the lock; the
+             * caller publishes the generation before it reads sleepers: one of the two sees the
+             * other (both sequentially consistent), so no wake-up is lost */
+            pthread_mutex_lock(&pool.lock);
+            atomic_fetch_add(&pool.sleepers, 1);
+            while (word_gen(w = atomic_load(&pool.word)) == seen)
+                pthread_cond_wait(&pool.wake, &pool.lock);
+            atomic_fetch_sub(&pool.sleepers, 1);
+            pthread_mutex_unlock(&pool.lock);
+        }
+        seen = word_gen(w);
+        claim_chunks(seen);
+    }
+    return NULL;
+}
+
+static void pool_start(void) {
+#ifdef _OPENMP
+    int n = omp_get_max_threads(); /* OMP_NUM_THREADS when set, else the cores */
+#else
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    pool.threads = n < 1 ? 1 : n > 256 ? 256 : (int)n;
+    /* GEMMs are split over this pool (gemm.c); OpenBLAS's own threads would only compete */
+    openblas_set_num_threads(1);
+    for (int i = 1; i < pool.threads; i++) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int started = pthread_create(&t, &attr, worker_main, NULL) == 0;
+        pthread_attr_destroy(&attr);
+        if (!started) { /* run with the workers we have */
+            pool.threads = i;
+            break;
+        }
+    }
+}
+
+int cpu_threads(void) {
+    pthread_once(&pool_once, pool_start);
+    return pool.threads;
+}
+
+int64_t cpu_chunks(int64_t n, int64_t grain) {
+    if (grain < 1) grain = 1;
+    if (n < 2 * grain) return 1;
+    int64_t most = (int64_t)cpu_threads() * CHUNKS_PER_THREAD;
+    int64_t c = n / grain;
+    return c < most ? c : most;
+}
+
+void cpu_parallel(int64_t n, int64_t chunks, cpu_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (chunks > n) chunks = n;
+    if (chunks > MAX_CHUNKS) chunks = MAX_CHUNKS;
+    if (chunks <= 1) {
+        fn(ctx, 0, 0, n);
+        return;
+    }
+    if (in_chunk || cpu_threads() == 1 ||
+        atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire)) {
+        for (int64_t c = 0; c < chunks; c++)
+            run_chunk(n, chunks, c, fn, ctx);
+        return;
+    }
+    pool.fn = fn;
+    pool.ctx = ctx;
+    pool.n = n;
+    atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+    uint32_t gen = word_gen(atomic_load_explicit(&pool.word, memory_order_relaxed)) + 1;
+    atomic_store(&pool.word, (uint64_t)gen << 32 | (uint64_t)chunks << 16);
+    if (atomic_load(&pool.sleepers) > 0) {
+        pthread_mutex_lock(&pool.lock);
+        pthread_cond_broadcast(&pool.wake);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    claim_chunks(gen);
+    /* every chunk is claimed; wait for those that workers are still running */
+    for (int spins = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks;)
+        if (++spins % 256 == 0)
+            sched_yield(); /* the worker may have been preempted mid-chunk */
+        else
+            CPU_PAUSE();
+    atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+}

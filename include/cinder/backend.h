@@ -104,7 +104,8 @@ typedef cn_status (*cn_kernel_fn)(const cn_kernel_args *args);
 typedef struct cn_backend {
     const char *name;               /* "cpu", "cuda", or a program's own */
     void *ctx;                      /* passed back to every function */
-    int (*device_count)(void *ctx); /* usable devices now; 0 = compiled in but unavailable */
+    int (*device_count)(void *ctx); /* usable devices (asked once, on first use); 0 = compiled
+                                     * in but unavailable */
     /* Memory: the only code that touches device memory. alloc returns CN_ERR_OUT_OF_MEMORY with
      * the error set on failure; nbytes may be 0. */
     cn_status (*alloc)(void *ctx, int device, size_t nbytes, void **ptr);

@@ -1,6 +1,7 @@
 /* The backend registry: a fixed table of vtables, indexed by backend id. The CPU registers itself
  * first (id 0); programs may add their own at run time. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/error_internal.h"
@@ -12,6 +13,11 @@ void cn__cuda_backend_fill(cn_backend *b); /* src/backends/cuda: reports 0 devic
 #endif
 
 static cn_backend backends[CN_MAX_BACKENDS];
+/* Each backend's device count, asked once: every op checks its device against it, and asking a
+ * driver costs more than a tiny op. -1: not asked yet. */
+static _Atomic int device_counts[CN_MAX_BACKENDS] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                     -1, -1, -1, -1, -1, -1, -1, -1};
+_Static_assert(CN_MAX_BACKENDS == 16, "one -1 per backend above");
 static int backend_count;
 static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -80,7 +86,8 @@ const cn_backend *cn__backend_for_device(const char *op, cn_device device) {
                      device.backend);
         return NULL;
     }
-    int count = b->device_count(b->ctx);
+    int count = device_counts[device.backend];
+    if (count < 0) device_counts[device.backend] = count = b->device_count(b->ctx);
     if (device.index < 0 || device.index >= count) {
         cn_set_error(CN_ERR_DEVICE_UNAVAILABLE, op, "device %s:%d is not available (%d device%s "
                      "of backend '%s' usable here); pick another device, e.g. cpu", b->name,

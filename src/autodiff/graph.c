@@ -44,17 +44,17 @@ ad_node *ad_node_retain(ad_node *n) {
  * of a dying node links the list of nodes still to free. */
 void ad_node_release(ad_node *n) {
     if (!n || --n->refcount > 0) return;
-    ad_node *todo = n;
+    ad_node *to_free = n;
     n->grad = NULL;
-    while (todo) {
-        ad_node *cur = todo;
-        todo = (ad_node *)cur->grad;
+    while (to_free) {
+        ad_node *cur = to_free;
+        to_free = (ad_node *)cur->grad;
         for (int i = 0; i < cur->n_in; i++) {
             cn_release(cur->in[i].saved);
             ad_node *next = cur->in[i].node;
             if (next && --next->refcount == 0) {
-                next->grad = (cn_tensor *)todo;
-                todo = next;
+                next->grad = (cn_tensor *)to_free;
+                to_free = next;
             }
         }
         cn_release(cur->saved_out);

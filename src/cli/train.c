@@ -305,6 +305,20 @@ int cli_train(int argc, char **argv) {
     if (cli_parse_device(CMD, o.device, &inner) != 0) return CLI_EXIT_FAILURE;
     cn_device device =
         o.balanced ? cn_autodiff_checkpointed(inner, CN_CHECKPOINT_BALANCED) : cn_autodiff(inner);
+    /* an output that cannot be written should fail now, not after the training */
+    const char *outputs[2] = {o.save, o.plot};
+    for (int k = 0; k < 2; k++) {
+        if (!outputs[k]) continue;
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", outputs[k]);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        if (access(slash ? (dir[0] ? dir : "/") : ".", W_OK) != 0) {
+            fprintf(stderr, "cinder train: cannot write %s: its directory is missing or not "
+                    "writable; choose another path\n", outputs[k]);
+            return CLI_EXIT_FAILURE;
+        }
+    }
     cli_data d;
     if (cli_data_load(o.data, device, 1, o.limit, o.test_limit, &d) != CN_OK) {
         fprintf(stderr, "cinder train: cannot load Fashion-MNIST: %s\n", cn_last_error());

@@ -264,10 +264,10 @@ static cn_status copy_kernel(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-static cn_status pass_backward(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+static cn_status pass_backward(cn_tensor *const *in, const int *needs_grad, int n_in, cn_tensor *const *out,
                                cn_tensor *const *gout, int n_out, const int64_t *ints,
                                const double *reals, cn_tensor **gin) {
-    (void)in, (void)out, (void)n_out, (void)ints, (void)reals;
+    (void)in, (void)needs_grad, (void)out, (void)n_out, (void)ints, (void)reals;
     for (int i = 0; i < n_in; i++) gin[i] = cn_retain(gout[0]);
     return CN_OK;
 }

@@ -29,13 +29,16 @@ static cn_status affine_cpu(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-static cn_status affine_backward(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+static cn_status affine_backward(cn_tensor *const *in, const int *needs_grad, int n_in, cn_tensor *const *out,
                                  cn_tensor *const *gout, int n_out, const int64_t *ints,
                                  const double *reals, cn_tensor **gin) {
-    (void)in, (void)n_in, (void)out, (void)n_out, (void)ints;
+    (void)in, (void)needs_grad, (void)n_in, (void)out, (void)n_out, (void)ints;
     gin[0] = cn_mul_scalar(gout[0], reals[0]);
     return gin[0] ? CN_OK : cn_last_status();
 }
+
+/* which inputs the last sumdiff backward was asked for */
+static int sumdiff_needs[2];
 
 /* (s, d) = (p.a + p.b, p.a - p.b) for a struct input p {a, b} */
 static cn_status sumdiff_cpu(const cn_kernel_args *a) {
@@ -48,10 +51,12 @@ static cn_status sumdiff_cpu(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-static cn_status sumdiff_backward(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+static cn_status sumdiff_backward(cn_tensor *const *in, const int *needs_grad, int n_in, cn_tensor *const *out,
                                   cn_tensor *const *gout, int n_out, const int64_t *ints,
                                   const double *reals, cn_tensor **gin) {
     (void)in, (void)n_in, (void)out, (void)n_out, (void)ints, (void)reals;
+    sumdiff_needs[0] = needs_grad[0];
+    sumdiff_needs[1] = needs_grad[1];
     gin[0] = cn_add(gout[0], gout[1]);
     gin[1] = cn_sub(gout[0], gout[1]);
     return gin[0] && gin[1] ? CN_OK : cn_last_status();
@@ -327,6 +332,7 @@ static void test_mixed_tracking(void) {
     CHECK(cn_ext_call(sumdiff, CN_EXT_ROUTE_AUTO, in, tags, NULL, NULL, out) == CN_OK);
     cn_grads *g = cn_backward(cn_sum(out[0]));
     th_check_values("constant lifted", g ? cn_grad(g, a) : NULL, (double[]){1, 1}, 2, 0);
+    CHECK(sumdiff_needs[0] == 1 && sumdiff_needs[1] == 0); /* the constant needs no gradient */
     cn_grads_free(g);
     cn_scope_end();
     cn_release(a);

@@ -169,7 +169,7 @@ cn_status fused_linear_relu_cpu(const cn_kernel_args *args) {
 /* With z = x @ w^T + b and y = relu(z), the gradient reaching z is g' = g where y > 0, else 0
  * (y > 0 exactly where z > 0). Then gx = g' @ w, gw = g'^T @ x, gb = sum of g' over rows.
  *   g, g', y: [N, out]; x, gx: [N, in]; w, gw: [out, in]; b, gb: [out] */
-cn_status fused_linear_relu_backward(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+cn_status fused_linear_relu_backward(cn_tensor *const *in, const int *needs_grad, int n_in, cn_tensor *const *out,
                                      cn_tensor *const *grad_out, int n_out, const int64_t *ints,
                                      const double *reals, cn_tensor **grad_in) {
     (void)n_in, (void)n_out, (void)ints, (void)reals;
@@ -181,14 +181,17 @@ cn_status fused_linear_relu_backward(cn_tensor *const *in, int n_in, cn_tensor *
     cn_tensor *live = cn_gt(y, zero);
     cn_tensor *gz = cn_where(live, g, zero);
     cn_tensor *gzt = cn_transpose(gz, 0, 1);
-    cn_tensor *gx = cn_matmul(gz, w);
-    cn_tensor *gw = cn_matmul(gzt, x);
-    cn_tensor *gb = b ? cn_sum_dim(gz, 0, 0) : NULL;
+    /* only what is needed: the input of a first layer (a data batch) takes no gradient */
+    int need_x = needs_grad[FUSED_LINEAR_RELU_IN_X], need_w = needs_grad[FUSED_LINEAR_RELU_IN_W];
+    int need_b = b && needs_grad[FUSED_LINEAR_RELU_IN_B];
+    cn_tensor *gx = need_x ? cn_matmul(gz, w) : NULL;
+    cn_tensor *gw = need_w ? cn_matmul(gzt, x) : NULL;
+    cn_tensor *gb = need_b ? cn_sum_dim(gz, 0, 0) : NULL;
     cn_release(zero);
     cn_release(live);
     cn_release(gz);
     cn_release(gzt);
-    if (!gx || !gw || (b && !gb)) {
+    if ((need_x && !gx) || (need_w && !gw) || (need_b && !gb)) {
         cn_release(gx);
         cn_release(gw);
         cn_release(gb);

@@ -62,12 +62,13 @@ typedef cn_status (*cn_ext_shape_fn)(const cn_view *in, int n_in, const int64_t 
 
 /* Backward: given the concrete input values (NULL where absent), the concrete outputs, and the
  * gradient of each output (never NULL: zeros where an output received none), writes a gradient
- * (a new reference, shaped like the input) for each float input into grad_in, or leaves NULL
- * where the input gets none. Runs under no-grad mode on the inner device; use any public ops,
- * including extension ops. Return CN_OK or an error status (error set). */
-typedef cn_status (*cn_ext_backward_fn)(cn_tensor *const *in, int n_in, cn_tensor *const *out,
-                                        cn_tensor *const *grad_out, int n_out,
-                                        const int64_t *ints, const double *reals,
+ * (a new reference, shaped like the input) for each input with needs_grad[i] != 0 into grad_in,
+ * and may skip the others (like PyTorch's ctx.needs_input_grad: a data batch needs none, and its
+ * gradient can be the most expensive one). Runs under no-grad mode on the inner device; use any
+ * public ops, including extension ops. Return CN_OK or an error status (error set). */
+typedef cn_status (*cn_ext_backward_fn)(cn_tensor *const *in, const int *needs_grad, int n_in,
+                                        cn_tensor *const *out, cn_tensor *const *grad_out,
+                                        int n_out, const int64_t *ints, const double *reals,
                                         cn_tensor **grad_in);
 
 /* Schema flags. */

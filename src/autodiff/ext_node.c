@@ -199,9 +199,15 @@ cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
         gout[k] = gk;
         if (!vout[k] || !gk) st = cn_last_status();
     }
+    int small_needs[8];
+    int *needs = n->n_in <= 8 ? small_needs : cn__calloc(s->name, (size_t)n->n_in, sizeof *needs);
+    if (st == CN_OK && !needs) st = CN_ERR_OUT_OF_MEMORY;
     if (st == CN_OK) {
-        for (int j = 0; j < n->n_in; j++) gin[j] = NULL;
-        st = e->op->backward(vin, n->n_in, vout, gout, e->n_out, e->ints, e->reals, gin);
+        for (int j = 0; j < n->n_in; j++) {
+            gin[j] = NULL;
+            needs[j] = n->in[j].node != NULL; /* only tracked inputs take a gradient */
+        }
+        st = e->op->backward(vin, needs, n->n_in, vout, gout, e->n_out, e->ints, e->reals, gin);
         /* the user's new references may have been made in our scope: take them out of it */
         for (int j = 0; j < n->n_in; j++)
             if (gin[j]) cn__scope_forget(gin[j]);
@@ -223,6 +229,7 @@ cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
                               "gradient shaped like the input", s->name,
                               cn_tensor_str(gin[j], buf, sizeof buf), s->tensors[j].name);
     }
+    if (needs && needs != small_needs) cn__free(needs);
     if (scoped) cn_scope_end();
     if (st != CN_OK)
         for (int j = 0; j < n->n_in; j++) {

@@ -95,10 +95,10 @@ cn_status full_masked_affine_cuda(const cn_kernel_args *a) {
 #endif
 
 /* gx = g * scale where the mask keeps, else 0; the other inputs get no gradient. */
-cn_status full_masked_affine_backward(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+cn_status full_masked_affine_backward(cn_tensor *const *in, const int *needs_grad, int n_in, cn_tensor *const *out,
                                       cn_tensor *const *grad_out, int n_out, const int64_t *ints,
                                       const double *reals, cn_tensor **grad_in) {
-    (void)out, (void)n_out, (void)ints, (void)reals;
+    (void)needs_grad, (void)out, (void)n_out, (void)ints, (void)reals;
     seen_backward.calls++;
     for (int i = 0; i < n_in && i < 8; i++)
         seen_backward.present[i] = in[i] != NULL;
@@ -189,10 +189,10 @@ cn_status full_both_cpu(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-cn_status full_both_backward(cn_tensor *const *in, int n_in, cn_tensor *const *out,
+cn_status full_both_backward(cn_tensor *const *in, const int *needs_grad, int n_in, cn_tensor *const *out,
                              cn_tensor *const *grad_out, int n_out, const int64_t *ints,
                              const double *reals, cn_tensor **grad_in) {
-    (void)in, (void)n_in, (void)out, (void)n_out, (void)ints, (void)reals;
+    (void)in, (void)needs_grad, (void)n_in, (void)out, (void)n_out, (void)ints, (void)reals;
     grad_in[0] = cn_retain(grad_out[0]);
     grad_in[1] = cn_retain(grad_out[0]);
     return CN_OK;

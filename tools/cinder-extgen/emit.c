@@ -240,7 +240,8 @@ static void emit_op_header(const xg_decl *d, const xg_op *op) {
             d->ext, op->name);
     if (op->backends & XG_BACKEND_AUTODIFF)
         out("cn_status %s_%s_backward(\n"
-            "    cn_tensor *const *in, int n_in, cn_tensor *const *out, cn_tensor *const *grad_out,"
+            "    cn_tensor *const *in, const int *needs_grad, int n_in, cn_tensor *const *out,\n"
+            "    cn_tensor *const *grad_out,"
             " int n_out,\n    const int64_t *ints, const double *reals, cn_tensor **grad_in);\n",
             d->ext, op->name);
 }

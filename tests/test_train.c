@@ -13,58 +13,13 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "cli_run.h"
 
 /* ---- running the program -------------------------------------------------------------------- */
 
-static char cli_path[4096];
 static char tmp_dir[] = "/tmp/cinder_test_train_XXXXXX";
 static char checkpoint[4200], plot[4200];
 
-/* <dir of this executable>/../cinder */
-static int find_cli(void) {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return 0;
-    self[n] = '\0';
-    for (int up = 0; up < 2; up++) {
-        char *slash = strrchr(self, '/');
-        if (!slash) return 0;
-        *slash = '\0';
-    }
-    if (strlen(self) + sizeof "/cinder" > sizeof cli_path) return 0;
-    strcpy(cli_path, self);
-    strcat(cli_path, "/cinder");
-    return access(cli_path, X_OK) == 0;
-}
-
-typedef struct run_result {
-    int status; /* exit status, or -1 if the program did not exit normally */
-    char *out;  /* stdout (and stderr when merged); free with free() */
-} run_result;
-
-/* Runs `cinder <args>` through the shell; args must be shell-quoted by the caller. */
-static run_result run_cli(const char *args, int merge_stderr) {
-    run_result r = {-1, NULL};
-    char cmd[16384];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s", cli_path, args, merge_stderr ? "2>&1" : "");
-    FILE *p = popen(cmd, "r");
-    if (!p) return r;
-    size_t cap = 4096, len = 0, got;
-    r.out = malloc(cap);
-    while (r.out && (got = fread(r.out + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (cap - len < 1024) {
-            char *bigger = realloc(r.out, cap * 2);
-            if (!bigger) break;
-            r.out = bigger;
-            cap *= 2;
-        }
-    }
-    if (r.out) r.out[len] = '\0';
-    int w = pclose(p);
-    r.status = w != -1 && WIFEXITED(w) ? WEXITSTATUS(w) : -1;
-    return r;
-}
 
 static int has_dataset(void) {
     const char *names[2] = {CN_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz",

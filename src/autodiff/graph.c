@@ -40,6 +40,46 @@ ad_node *ad_node_retain(ad_node *n) {
     return n;
 }
 
+/* ---- node memory ---------------------------------------------------------------------------- *
+ * Every tracked op makes a node and most die soon after (the graph is freed after each backward),
+ * so nodes of up to SMALL_NODE_INPUTS inputs (nearly all) are made at that size and recycled per
+ * thread: calloc and free cost more than recording the op. A recycled node still counts as an
+ * allocation for the failure-injection mode. */
+
+#define SMALL_NODE_INPUTS 3
+#define NODE_CACHE_SLOTS 64
+
+static _Thread_local struct {
+    ad_node *items[NODE_CACHE_SLOTS];
+    int count;
+} node_cache;
+
+static size_t node_bytes(int n_in) {
+    int slots = n_in <= SMALL_NODE_INPUTS ? SMALL_NODE_INPUTS : n_in;
+    return sizeof(ad_node) + sizeof(ad_input) * (size_t)slots;
+}
+
+static ad_node *node_alloc(int n_in) {
+    size_t bytes = node_bytes(n_in);
+    if (n_in > SMALL_NODE_INPUTS || node_cache.count == 0) return cn__calloc("autodiff", 1, bytes);
+    if (cn__alloc_should_fail()) {
+        cn_set_error(CN_ERR_OUT_OF_MEMORY, "autodiff", "could not allocate %zu bytes of host "
+                     "memory; free tensors you no longer need (cn_release, scopes) or use smaller "
+                     "batches", bytes);
+        return NULL;
+    }
+    ad_node *n = node_cache.items[--node_cache.count];
+    memset(n, 0, bytes);
+    return n;
+}
+
+static void node_free(ad_node *n) {
+    if (n->n_in <= SMALL_NODE_INPUTS && node_cache.count < NODE_CACHE_SLOTS)
+        node_cache.items[node_cache.count++] = n;
+    else
+        cn__free(n);
+}
+
 /* Frees nodes iteratively: a long chain would otherwise recurse once per node. The `grad` field
  * of a dying node links the list of nodes still to free. */
 void ad_node_release(ad_node *n) {
@@ -60,7 +100,7 @@ void ad_node_release(ad_node *n) {
         cn_release(cur->saved_out);
         cn_release(cur->value);
         ad_ext_free(cur->ext);
-        cn__free(cur);
+        node_free(cur);
     }
 }
 
@@ -80,7 +120,7 @@ cn_tensor *ad_concrete(cn_tensor *t) {
 
 ad_node *ad_node_new(int op, int n_in, const cn_tensor *out) {
     if (!cn__autograd_free) cn__autograd_free = free_tensor_node;
-    ad_node *n = cn__calloc("autodiff", 1, sizeof *n + sizeof(ad_input) * (size_t)n_in);
+    ad_node *n = node_alloc(n_in);
     if (!n) return NULL;
     n->refcount = 1;
     n->op = op;

@@ -1,28 +1,32 @@
-/* Host allocation with failure injection. The counters are process-wide atomics so the test mode
- * also sees allocations made by worker threads. */
+/* Host allocation with failure injection. Allocations are counted per thread (core/counters.h);
+ * the failure mode, when armed, counts down on one process-wide atomic, so that it also sees the
+ * allocations of worker threads, and costs one relaxed load when off. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "cinder/memory.h"
 #include "core/alloc.h"
+#include "core/counters.h"
 #include "core/error_internal.h"
 
-static _Atomic int64_t alloc_count;
-static _Atomic int64_t fail_at; /* alloc_count value that fails; 0 = off */
+static atomic_int armed;
+static _Atomic int64_t countdown; /* allocations left before the one that fails */
 
-void cn_alloc_fail_after(int64_t n) { fail_at = n > 0 ? alloc_count + n : 0; }
+void cn_alloc_fail_after(int64_t n) {
+    atomic_store(&armed, 0);
+    atomic_store(&countdown, n);
+    atomic_store(&armed, n > 0);
+}
 
-int64_t cn_alloc_count(void) { return alloc_count; }
+int64_t cn_alloc_count(void) { return cn__counter_total(CN__ALLOCS); }
 
 int cn__alloc_should_fail(void) {
-    int64_t n = atomic_fetch_add(&alloc_count, 1) + 1;
-    int64_t target = fail_at;
-    if (target != 0 && n == target) {
-        fail_at = 0;
-        return 1;
-    }
-    return 0;
+    cn__count(CN__ALLOCS, 1);
+    if (!atomic_load_explicit(&armed, memory_order_relaxed)) return 0;
+    if (atomic_fetch_sub(&countdown, 1) != 1) return 0;
+    atomic_store(&armed, 0);
+    return 1;
 }
 
 static void *oom(const char *op, size_t nbytes) {

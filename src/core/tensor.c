@@ -1,41 +1,37 @@
 /* Tensor headers and storage: allocation, views, reference counting, metadata. */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cinder/memory.h"
 #include "core/alloc.h"
+#include "core/counters.h"
 #include "core/error_internal.h"
 #include "core/tensor_impl.h"
 #include "dispatch/registry.h"
 
 void (*cn__autograd_free)(cn_tensor *t);
 
-static _Atomic int64_t live_tensors;
-static _Atomic int64_t live_bytes;
-
-int64_t cn_live_tensors(void) { return live_tensors; }
-int64_t cn_live_bytes(void) { return live_bytes; }
+int64_t cn_live_tensors(void) { return cn__counter_total(CN__TENSORS); }
+int64_t cn_live_bytes(void) { return cn__counter_total(CN__BYTES); }
 
 /* ---- geometry helpers --------------------------------------------------------------------- */
 
 cn_status cn__contiguous_strides(const int64_t *shape, int ndim, int64_t *strides,
                                  int64_t *numel) {
-    int empty = 0;
-    for (int d = 0; d < ndim; d++) empty |= shape[d] == 0;
     /* strides as PyTorch's: sizes of 0 count as 1. An empty tensor has no elements whatever its
      * other sizes, so its strides saturate instead of reporting an overflow. */
     int64_t n = 1;
+    int empty = 0, overflow = 0;
     for (int d = ndim - 1; d >= 0; d--) {
         strides[d] = n;
         int64_t s = shape[d] ? shape[d] : 1;
-        if (n > INT64_MAX / s) {
-            if (!empty) return CN_ERR_OVERFLOW;
+        empty |= shape[d] == 0;
+        if (__builtin_mul_overflow(n, s, &n)) {
+            overflow = 1;
             n = INT64_MAX;
-        } else {
-            n *= s;
         }
     }
+    if (overflow && !empty) return CN_ERR_OVERFLOW;
     *numel = empty ? 0 : n;
     return CN_OK;
 }
@@ -106,16 +102,81 @@ static cn_tensor *header_new(const char *op) {
         cache_put(&header_cache, t);
         return NULL;
     }
-    atomic_fetch_add(&live_tensors, 1);
+    cn__count(CN__TENSORS, 1);
     return t;
+}
+
+/* ---- storage ------------------------------------------------------------------------------ *
+ * A storage record whose data is small is recycled with its data still attached: the next tensor
+ * of the same size on the same device takes both, and the backend's alloc and free are skipped
+ * (in a loop of tiny ops they cost as much as the rest of the op). At most RECYCLE_SLOTS blocks of
+ * at most RECYCLE_BYTES are held per thread. Larger data goes back to the backend at once. */
+
+#define RECYCLE_BYTES 256
+#define RECYCLE_SLOTS 16
+#define RECYCLE_SCAN 4 /* entries looked at from the top: a loop frees what it allocates next */
+
+static _Thread_local struct {
+    cn_storage *items[RECYCLE_SLOTS];
+    int count;
+} recycled;
+
+static int same_device(cn_device a, cn_device b) {
+    return a.backend == b.backend && a.index == b.index;
+}
+
+/* A recycled storage of exactly nbytes on device, taken off the list, or NULL. */
+static cn_storage *recycled_take(cn_device device, size_t nbytes) {
+    for (int i = recycled.count - 1; i >= 0 && i >= recycled.count - RECYCLE_SCAN; i--) {
+        cn_storage *s = recycled.items[i];
+        if (s->nbytes != nbytes || !same_device(s->device, device)) continue;
+        recycled.items[i] = recycled.items[--recycled.count];
+        return s;
+    }
+    return NULL;
 }
 
 static void storage_release(cn_storage *s) {
     if (!s || --s->refcount > 0) return;
+    cn__count(CN__BYTES, -(int64_t)s->nbytes);
+    /* not empty ones: their data may point just past a block, which leak checkers miss */
+    if (s->data && s->nbytes > 0 && s->nbytes <= RECYCLE_BYTES && recycled.count < RECYCLE_SLOTS) {
+        recycled.items[recycled.count++] = s;
+        return;
+    }
     const cn_backend *b = cn__backend(s->device.backend);
     if (b && s->data) b->free(b->ctx, s->device.index, s->data);
-    atomic_fetch_sub(&live_bytes, (int64_t)s->nbytes);
     cache_put(&storage_cache, s);
+}
+
+/* A storage record with nbytes of data on the concrete device of backend b. */
+static cn_storage *storage_new(const char *op, const cn_backend *b, cn_device concrete,
+                               size_t nbytes) {
+    cn_storage *s = nbytes > 0 && nbytes <= RECYCLE_BYTES ? recycled_take(concrete, nbytes) : NULL;
+    if (s) {
+        /* still the two allocations it replaces (record and data) for the failure-injection
+         * mode, so that a computation's count does not depend on what the cache holds */
+        if (cn__alloc_should_fail() || cn__alloc_should_fail()) {
+            recycled.items[recycled.count++] = s;
+            cn_set_error(CN_ERR_OUT_OF_MEMORY, op, "could not allocate %zu bytes of tensor data; "
+                         "free tensors you no longer need (cn_release, scopes)", nbytes);
+            return NULL;
+        }
+        s->refcount = 1;
+        s->version = 0;
+        return s;
+    }
+    s = cache_take(&storage_cache, op, sizeof *s);
+    if (!s) return NULL;
+    memset(s, 0, sizeof *s);
+    s->refcount = 1;
+    s->device = concrete;
+    s->nbytes = nbytes;
+    if (b->alloc(b->ctx, concrete.index, nbytes, &s->data) != CN_OK) {
+        cache_put(&storage_cache, s);
+        return NULL;
+    }
+    return s;
 }
 
 cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_dtype dtype,
@@ -130,6 +191,11 @@ cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_d
         cn__null_arg(op, "shape");
         return NULL;
     }
+    if ((unsigned)dtype >= CN_DTYPE_COUNT) {
+        cn_set_error(CN_ERR_DTYPE, op, "dtype value %d is not a cn_dtype; use CN_F32, CN_I64, ...",
+                     (int)dtype);
+        return NULL;
+    }
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) {
             cn_set_error(CN_ERR_INVALID_ARG, op, "shape %s has a negative size at dim %d; sizes "
@@ -137,15 +203,21 @@ cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_d
             return NULL;
         }
     }
-    if (cn_dtype_size(dtype) == 0) {
-        cn_set_error(CN_ERR_DTYPE, op, "dtype value %d is not a cn_dtype; use CN_F32, CN_I64, ...",
-                     (int)dtype);
-        return NULL;
-    }
+    cn_device concrete = device;
+    concrete.autodiff = 0;
+    concrete.checkpoint = 0;
+    const cn_backend *b = cn__backend_for_device(op, concrete);
+    if (!b) return NULL;
+    return cn__tensor_alloc_routed(op, b, shape, ndim, dtype, device);
+}
+
+cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const int64_t *shape,
+                                   int ndim, cn_dtype dtype, cn_device device) {
     int64_t strides[CN_MAX_DIMS], numel;
-    size_t esize = cn_dtype_size(dtype);
+    size_t esize = cn__dtype_size(dtype);
     if (cn__contiguous_strides(shape, ndim, strides, &numel) != CN_OK ||
         numel > (int64_t)(SIZE_MAX / 2 / esize)) {
+        char buf[160];
         cn_set_error(CN_ERR_OVERFLOW, op, "shape %s of %s has too many elements (the byte size "
                      "overflows); check the shape for a mistake",
                      cn__shape_str(shape, ndim, buf, sizeof buf), cn_dtype_name(dtype));
@@ -154,20 +226,9 @@ cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_d
     cn_device concrete = device;
     concrete.autodiff = 0;
     concrete.checkpoint = 0;
-    const cn_backend *b = cn__backend_for_device(op, concrete);
-    if (!b) return NULL;
-
-    cn_storage *s = cache_take(&storage_cache, op, sizeof *s);
+    cn_storage *s = storage_new(op, b, concrete, (size_t)numel * esize);
     if (!s) return NULL;
-    memset(s, 0, sizeof *s);
-    s->refcount = 1;
-    s->device = concrete;
-    s->nbytes = (size_t)numel * esize;
-    if (b->alloc(b->ctx, concrete.index, s->nbytes, &s->data) != CN_OK) {
-        cache_put(&storage_cache, s);
-        return NULL;
-    }
-    atomic_fetch_add(&live_bytes, (int64_t)s->nbytes);
+    cn__count(CN__BYTES, (int64_t)s->nbytes);
     cn_tensor *t = header_new(op);
     if (!t) {
         storage_release(s);
@@ -204,16 +265,6 @@ cn_tensor *cn__tensor_view(cn_tensor *src, const int64_t *shape, const int64_t *
     return t;
 }
 
-void cn__tensor_as_view(const cn_tensor *t, cn_view *v) {
-    v->data = (char *)t->storage->data + t->offset * (int64_t)cn_dtype_size(t->dtype);
-    v->dtype = t->dtype;
-    v->ndim = t->ndim;
-    for (int d = 0; d < t->ndim; d++) {
-        v->shape[d] = t->shape[d];
-        v->strides[d] = t->strides[d];
-    }
-}
-
 /* ---- references --------------------------------------------------------------------------- */
 
 cn_tensor *cn_retain(cn_tensor *t) {
@@ -226,7 +277,7 @@ void cn_release(cn_tensor *t) {
     cn__scope_forget(t);
     if (t->autograd && cn__autograd_free) cn__autograd_free(t);
     storage_release(t->storage);
-    atomic_fetch_sub(&live_tensors, 1);
+    cn__count(CN__TENSORS, -1);
     cache_put(&header_cache, t);
 }
 

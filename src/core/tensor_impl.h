@@ -7,6 +7,7 @@
 
 #include "cinder/backend.h"
 #include "cinder/tensor.h"
+#include "core/dtype.h"
 
 /* Device memory with its owner backend. Shared by all views of it. */
 typedef struct cn_storage {
@@ -37,12 +38,26 @@ struct cn_tensor {
 cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_dtype dtype,
                             cn_device device);
 
+/* cn__tensor_alloc after its checks: shape (ndim in range, sizes >= 0) and dtype known valid,
+ * b the backend of device's concrete device, already looked up (cn__route). Still checks that
+ * the byte size does not overflow. */
+cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const int64_t *shape,
+                                   int ndim, cn_dtype dtype, cn_device device);
+
 /* A new tensor header sharing src's storage, with the given geometry (a view). */
 cn_tensor *cn__tensor_view(cn_tensor *src, const int64_t *shape, const int64_t *strides, int ndim,
                            int64_t offset);
 
 /* Fills a kernel view from a tensor. */
-void cn__tensor_as_view(const cn_tensor *t, cn_view *v);
+static inline void cn__tensor_as_view(const cn_tensor *t, cn_view *v) {
+    v->data = (char *)t->storage->data + t->offset * (int64_t)cn__dtype_size(t->dtype);
+    v->dtype = t->dtype;
+    v->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) {
+        v->shape[d] = t->shape[d];
+        v->strides[d] = t->strides[d];
+    }
+}
 
 /* Row-major contiguous strides for shape; returns 0 or CN_ERR_OVERFLOW if numel overflows, and
  * writes numel. */

@@ -12,7 +12,7 @@ typedef struct ew_call {
     cn_op op;
     int n;
     cn_tensor *in[3];
-    const char *names[3];
+    const char *const *names; /* one per input, for messages */
     unsigned kinds[3];
     int value_from;          /* inputs value_from..n-1 must share a dtype */
     int out_dtype;           /* -1: the value inputs' dtype */
@@ -21,6 +21,10 @@ typedef struct ew_call {
     double reals[2];
     int n_reals;
 } ew_call;
+
+static const char *const x_name[1] = {"x"};
+static const char *const ab_names[2] = {"a", "b"};
+static const char *const where_names[3] = {"cond", "a", "b"};
 
 /* Folds t's shape into the running broadcast shape (numpy rules). */
 static cn_status fold_shape(const char *op, int64_t *shape, int *ndim, const cn_tensor *t,
@@ -46,6 +50,13 @@ static cn_status fold_shape(const char *op, int64_t *shape, int *ndim, const cn_
     return CN_OK;
 }
 
+static int same_shape(const cn_tensor *a, const cn_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
 static cn_tensor *elementwise(const ew_call *c) {
     const char *op = cn_op_name(c->op);
     cn_device dev;
@@ -54,28 +65,40 @@ static cn_tensor *elementwise(const ew_call *c) {
     for (int i = 0; i < c->n; i++)
         if (cn__check_kind(op, c->names[i], c->in[i], c->kinds[i]) != CN_OK) return NULL;
     for (int i = c->value_from + 1; i < c->n; i++)
-        if (cn__check_same_dtype(op, c->names[c->value_from], c->in[c->value_from], c->names[i],
+        if (c->in[i]->dtype != c->in[c->value_from]->dtype &&
+            cn__check_same_dtype(op, c->names[c->value_from], c->in[c->value_from], c->names[i],
                                  c->in[i]) != CN_OK)
             return NULL;
 
-    int64_t shape[CN_MAX_DIMS];
-    int ndim = c->in[0]->ndim;
-    for (int d = 0; d < ndim; d++) shape[d] = c->in[0]->shape[d];
-    if (c->n == 2) {
-        if (cn__broadcast_shapes(op, c->names[0], c->in[0], c->names[1], c->in[1], shape,
-                                 &ndim) != CN_OK)
-            return NULL;
-    } else {
-        for (int i = 1; i < c->n; i++)
-            if (fold_shape(op, shape, &ndim, c->in[i], c->names[i]) != CN_OK) return NULL;
+    /* the usual case, inputs of one shape, takes that shape as it is; the rest broadcasts */
+    const int64_t *shape = c->in[0]->shape;
+    int ndim = c->in[0]->ndim, broadcast = 0;
+    int64_t joint[CN_MAX_DIMS];
+    for (int i = 1; i < c->n && !broadcast; i++) broadcast = !same_shape(c->in[0], c->in[i]);
+    if (broadcast) {
+        memcpy(joint, shape, sizeof(int64_t) * (size_t)ndim);
+        shape = joint;
+        if (c->n == 2) {
+            if (cn__broadcast_shapes(op, c->names[0], c->in[0], c->names[1], c->in[1], joint,
+                                     &ndim) != CN_OK)
+                return NULL;
+        } else {
+            for (int i = 1; i < c->n; i++)
+                if (fold_shape(op, joint, &ndim, c->in[i], c->names[i]) != CN_OK) return NULL;
+        }
     }
 
     cn_dtype out_dtype = c->out_dtype >= 0 ? (cn_dtype)c->out_dtype
                                            : c->in[c->value_from]->dtype;
-    cn_tensor *out = cn__tensor_alloc(op, shape, ndim, out_dtype, dev);
+    cn_tensor *out = cn__tensor_alloc_routed(op, b, shape, ndim, out_dtype, dev);
     if (!out) return NULL;
     cn_view views[3];
-    for (int i = 0; i < c->n; i++) cn__broadcast_view(c->in[i], shape, ndim, &views[i]);
+    for (int i = 0; i < c->n; i++) {
+        if (broadcast)
+            cn__broadcast_view(c->in[i], shape, ndim, &views[i]);
+        else
+            cn__tensor_as_view(c->in[i], &views[i]);
+    }
     if (cn__launch(b, dev, c->op, views, c->n, &out, 1, c->ints, c->n_ints, c->reals,
                    c->n_reals) != CN_OK) {
         cn_release(out);
@@ -85,19 +108,19 @@ static cn_tensor *elementwise(const ew_call *c) {
 }
 
 static cn_tensor *unary(cn_op op, cn_tensor *x, unsigned kinds) {
-    ew_call c = {.op = op, .n = 1, .in = {x}, .names = {"x"}, .kinds = {kinds}, .out_dtype = -1};
+    ew_call c = {.op = op, .n = 1, .in = {x}, .names = x_name, .kinds = {kinds}, .out_dtype = -1};
     return elementwise(&c);
 }
 
 static cn_tensor *binary(cn_op op, cn_tensor *a, cn_tensor *b, unsigned kinds, int out_dtype) {
-    ew_call c = {.op = op, .n = 2, .in = {a, b}, .names = {"a", "b"}, .kinds = {kinds, kinds},
+    ew_call c = {.op = op, .n = 2, .in = {a, b}, .names = ab_names, .kinds = {kinds, kinds},
                  .out_dtype = out_dtype};
     return elementwise(&c);
 }
 
 static cn_tensor *with_scalars(cn_op op, cn_tensor *x, unsigned kinds, double r0, double r1,
                                int n_reals) {
-    ew_call c = {.op = op, .n = 1, .in = {x}, .names = {"x"}, .kinds = {kinds}, .out_dtype = -1,
+    ew_call c = {.op = op, .n = 1, .in = {x}, .names = x_name, .kinds = {kinds}, .out_dtype = -1,
                  .reals = {r0, r1}, .n_reals = n_reals};
     return elementwise(&c);
 }
@@ -135,7 +158,7 @@ cn_tensor *cn_gelu(cn_tensor *x, cn_gelu_approx approx) {
                      (int)approx);
         return NULL;
     }
-    ew_call c = {.op = CN_OP_GELU, .n = 1, .in = {x}, .names = {"x"}, .kinds = {CN_KINDS_FLOAT},
+    ew_call c = {.op = CN_OP_GELU, .n = 1, .in = {x}, .names = x_name, .kinds = {CN_KINDS_FLOAT},
                  .out_dtype = -1, .ints = {approx}, .n_ints = 1};
     return elementwise(&c);
 }
@@ -159,7 +182,7 @@ cn_tensor *cn_clamp(cn_tensor *x, double lo, double hi) {
 }
 
 cn_tensor *cn_where(cn_tensor *cond, cn_tensor *a, cn_tensor *b) {
-    ew_call c = {.op = CN_OP_WHERE, .n = 3, .in = {cond, a, b}, .names = {"cond", "a", "b"},
+    ew_call c = {.op = CN_OP_WHERE, .n = 3, .in = {cond, a, b}, .names = where_names,
                  .kinds = {CN_KINDS_BOOL, CN_KINDS_ALL, CN_KINDS_ALL}, .value_from = 1,
                  .out_dtype = -1};
     return elementwise(&c);
@@ -171,7 +194,7 @@ cn_tensor *cn_cast(cn_tensor *x, cn_dtype dtype) {
                      "CN_I64, ...", (int)dtype);
         return NULL;
     }
-    ew_call c = {.op = CN_OP_CAST, .n = 1, .in = {x}, .names = {"x"}, .kinds = {CN_KINDS_ALL},
+    ew_call c = {.op = CN_OP_CAST, .n = 1, .in = {x}, .names = x_name, .kinds = {CN_KINDS_ALL},
                  .out_dtype = dtype};
     return elementwise(&c);
 }

@@ -23,7 +23,7 @@ cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b) {
         return NULL;
     }
     /* views of a as [..., M, K] and b as [..., K, N], promoting 1-D operands */
-    cn_view va, vb;
+    cn_view va = {0}, vb = {0}; /* zeroed: the compiler cannot see ndim >= 1 below */
     cn__tensor_as_view(a, &va);
     cn__tensor_as_view(b, &vb);
     int a_vec = a->ndim == 1, b_vec = b->ndim == 1;

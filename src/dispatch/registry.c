@@ -22,15 +22,23 @@ static int backend_count;
 static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static atomic_int builtins_ready; /* set once register_builtins has run */
+
 static void register_builtins(void) {
     cn__cpu_backend_fill(&backends[CN_BACKEND_CPU]);
     backend_count = 1;
 #ifdef CINDER_HAVE_CUDA
     cn__cuda_backend_fill(&backends[backend_count++]);
 #endif
+    atomic_store_explicit(&builtins_ready, 1, memory_order_release);
 }
 
-static void ensure_builtins(void) { pthread_once(&builtins_once, register_builtins); }
+/* Every op looks its backend up: after the first call this is one load, not pthread_once's
+ * call. */
+static void ensure_builtins(void) {
+    if (!atomic_load_explicit(&builtins_ready, memory_order_acquire))
+        pthread_once(&builtins_once, register_builtins);
+}
 
 const cn_backend *cn__backend(int id) {
     ensure_builtins();
@@ -79,15 +87,20 @@ int cn_backend_register(const cn_backend *b) {
 }
 
 const cn_backend *cn__backend_for_device(const char *op, cn_device device) {
-    const cn_backend *b = cn__backend(device.backend);
+    ensure_builtins();
+    const cn_backend *b =
+        device.backend >= 0 && device.backend < backend_count ? &backends[device.backend] : NULL;
     if (!b) {
         cn_set_error(CN_ERR_UNKNOWN_DEVICE, op, "backend id %d is not registered (an invalid "
                      "device, e.g. from a bad CINDER_DEVICE); use cn_cpu() or cn_device_parse",
                      device.backend);
         return NULL;
     }
-    int count = device_counts[device.backend];
-    if (count < 0) device_counts[device.backend] = count = b->device_count(b->ctx);
+    int count = atomic_load_explicit(&device_counts[device.backend], memory_order_relaxed);
+    if (count < 0) {
+        count = b->device_count(b->ctx);
+        atomic_store_explicit(&device_counts[device.backend], count, memory_order_relaxed);
+    }
     if (device.index < 0 || device.index >= count) {
         cn_set_error(CN_ERR_DEVICE_UNAVAILABLE, op, "device %s:%d is not available (%d device%s "
                      "of backend '%s' usable here); pick another device, e.g. cpu", b->name,

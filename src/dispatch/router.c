@@ -25,9 +25,10 @@ static int compatible(cn_device a, cn_device b) {
     return !(a.autodiff && b.autodiff && a.checkpoint != b.checkpoint);
 }
 
+/* The message for a tensor that fails cn__context_ok. */
 cn_status cn__check_context(const char *op, const char *arg, const cn_tensor *t) {
     char buf[128];
-    if (t->autograd && cn_dtype_kind(t->dtype) != CN_KIND_FLOAT)
+    if (t->autograd && cn__dtype_kind(t->dtype) != CN_KIND_FLOAT)
         return cn_set_error(CN_ERR_AUTODIFF_NONFLOAT, op, "'%s' is %s but carries a graph node; "
                             "pass an int/bool tensor made by cinder's ops (cn_cast drops "
                             "tracking), and check the argument order", arg,
@@ -40,37 +41,46 @@ cn_status cn__check_context(const char *op, const char *arg, const cn_tensor *t)
     return CN_OK;
 }
 
+/* The device mismatch between inputs lead and i, as an error. */
+static void mismatch(const char *op, cn_tensor *const *in, const char *const *names, int lead,
+                     int i) {
+    char a[128], b[128];
+    if (in[i]->device.backend == in[lead]->device.backend &&
+        in[i]->device.index == in[lead]->device.index)
+        cn_set_error(CN_ERR_CHECKPOINT_MISMATCH, op, "'%s' is %s but '%s' is %s; create both "
+                     "on one autodiff device (one checkpointing strategy per graph)",
+                     names[lead], cn_tensor_str(in[lead], a, sizeof a), names[i],
+                     cn_tensor_str(in[i], b, sizeof b));
+    else
+        cn_set_error(CN_ERR_DEVICE_MISMATCH, op, "'%s' is %s but '%s' is %s; move one with "
+                     "cn_to_device(t, device) so both live on one device", names[lead],
+                     cn_tensor_str(in[lead], a, sizeof a), names[i],
+                     cn_tensor_str(in[i], b, sizeof b));
+}
+
 const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *const *names, int n,
                             cn_device *device) {
+    int lead = -1; /* the input whose device the result takes: the first autodiff one, if any */
     for (int i = 0; i < n; i++) {
         if (!in[i]) {
             cn__null_arg(op, names[i]);
             return NULL;
         }
+        if (lead < 0 && in[i]->device.autodiff) lead = i;
     }
-    int lead = 0; /* the input whose device the result takes: the first autodiff one, if any */
+    if (lead < 0) lead = 0;
     for (int i = 0; i < n; i++) {
-        if (in[i]->device.autodiff) {
-            lead = i;
-            break;
+        const cn_tensor *t = in[i];
+        /* both context rules at once; the message comes from cn__check_context */
+        if ((t->autograd && cn__dtype_kind(t->dtype) != CN_KIND_FLOAT) ||
+            (!t->device.autodiff && t->device.checkpoint)) {
+            cn__check_context(op, names[i], t);
+            return NULL;
         }
-    }
-    for (int i = 0; i < n; i++) {
-        if (cn__check_context(op, names[i], in[i]) != CN_OK) return NULL;
-        if (compatible(in[i]->device, in[lead]->device)) continue;
-        char a[128], b[128];
-        if (in[i]->device.backend == in[lead]->device.backend &&
-            in[i]->device.index == in[lead]->device.index)
-            cn_set_error(CN_ERR_CHECKPOINT_MISMATCH, op, "'%s' is %s but '%s' is %s; create both "
-                         "on one autodiff device (one checkpointing strategy per graph)",
-                         names[lead], cn_tensor_str(in[lead], a, sizeof a), names[i],
-                         cn_tensor_str(in[i], b, sizeof b));
-        else
-            cn_set_error(CN_ERR_DEVICE_MISMATCH, op, "'%s' is %s but '%s' is %s; move one with "
-                         "cn_to_device(t, device) so both live on one device", names[lead],
-                         cn_tensor_str(in[lead], a, sizeof a), names[i],
-                         cn_tensor_str(in[i], b, sizeof b));
-        return NULL;
+        if (!compatible(t->device, in[lead]->device)) {
+            mismatch(op, in, names, lead, i);
+            return NULL;
+        }
     }
     *device = in[lead]->device;
     cn_device concrete = *device;
@@ -79,9 +89,8 @@ const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *co
     return cn__backend_for_device(op, concrete);
 }
 
-cn_status cn__check_kind(const char *op, const char *arg, const cn_tensor *t, unsigned mask) {
-    cn_kind k = cn_dtype_kind(t->dtype);
-    if (mask & (1u << k)) return CN_OK;
+cn_status cn__kind_error(const char *op, const char *arg, const cn_tensor *t, unsigned mask) {
+    cn_kind k = cn__dtype_kind(t->dtype);
     char buf[128];
     return cn_set_error(CN_ERR_KIND, op, "'%s' is %s, of kind %s, but %s takes %s tensors; "
                         "convert it first, e.g. cn_cast(%s, %s)", arg,
@@ -122,7 +131,8 @@ cn_status cn__broadcast_shapes(const char *op, const char *an, const cn_tensor *
 }
 
 void cn__broadcast_view(const cn_tensor *t, const int64_t *shape, int ndim, cn_view *v) {
-    cn__tensor_as_view(t, v);
+    v->data = (char *)t->storage->data + t->offset * (int64_t)cn__dtype_size(t->dtype);
+    v->dtype = t->dtype;
     v->ndim = ndim;
     for (int i = 0; i < ndim; i++) {
         int d = t->ndim - ndim + i;
@@ -131,24 +141,17 @@ void cn__broadcast_view(const cn_tensor *t, const int64_t *shape, int ndim, cn_v
     }
 }
 
-cn_status cn__launch_views(const cn_backend *b, cn_device device, cn_op op, const cn_view *in,
-                           int n_in, const cn_view *out, int n_out, const int64_t *ints,
-                           int n_ints, const double *reals, int n_reals) {
-    cn_kernel_fn k = b->kernels[op];
-    if (!k)
-        return cn_set_error(CN_ERR_NO_KERNEL, cn_op_name(op), "backend '%s' has no kernel for "
-                            "'%s'; move the inputs to a backend that has one (cn_to_device, e.g. "
-                            "to cn_cpu()) or add the kernel to the backend's table", b->name,
-                            cn_op_name(op));
-    cn_kernel_args args = {op,    device.index, n_in, in, n_out, out, n_ints,
-                           ints, n_reals,       reals, b->ctx};
-    return k(&args);
+cn_status cn__no_kernel(const cn_backend *b, cn_op op) {
+    return cn_set_error(CN_ERR_NO_KERNEL, cn_op_name(op), "backend '%s' has no kernel for '%s'; "
+                        "move the inputs to a backend that has one (cn_to_device, e.g. to "
+                        "cn_cpu()) or add the kernel to the backend's table", b->name,
+                        cn_op_name(op));
 }
 
 cn_status cn__launch(const cn_backend *b, cn_device device, cn_op op, const cn_view *in, int n_in,
                      cn_tensor *const *out, int n_out, const int64_t *ints, int n_ints,
                      const double *reals, int n_reals) {
-    cn_view views[4] = {0};
+    cn_view views[4]; /* kernels read dims below ndim only */
     for (int i = 0; i < n_out; i++) cn__tensor_as_view(out[i], &views[i]);
     cn_status s = cn__launch_views(b, device, op, in, n_in, views, n_out, ints, n_ints, reals,
                                    n_reals);

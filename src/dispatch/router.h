@@ -25,7 +25,11 @@ const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *co
 cn_status cn__check_context(const char *op, const char *arg, const cn_tensor *t);
 
 /* Checks t's kind is in mask; the message names arg and suggests a cast. */
-cn_status cn__check_kind(const char *op, const char *arg, const cn_tensor *t, unsigned mask);
+cn_status cn__kind_error(const char *op, const char *arg, const cn_tensor *t, unsigned mask);
+static inline cn_status cn__check_kind(const char *op, const char *arg, const cn_tensor *t,
+                                       unsigned mask) {
+    return (mask >> cn__dtype_kind(t->dtype)) & 1u ? CN_OK : cn__kind_error(op, arg, t, mask);
+}
 
 /* Checks a and b share a dtype. */
 cn_status cn__check_same_dtype(const char *op, const char *an, const cn_tensor *a, const char *bn,
@@ -45,9 +49,17 @@ cn_status cn__launch(const cn_backend *b, cn_device device, cn_op op, const cn_v
                      const double *reals, int n_reals);
 
 /* Same, writing into explicit output views (copy into a slice). */
-cn_status cn__launch_views(const cn_backend *b, cn_device device, cn_op op, const cn_view *in,
-                           int n_in, const cn_view *out, int n_out, const int64_t *ints,
-                           int n_ints, const double *reals, int n_reals);
+cn_status cn__no_kernel(const cn_backend *b, cn_op op);
+static inline cn_status cn__launch_views(const cn_backend *b, cn_device device, cn_op op,
+                                         const cn_view *in, int n_in, const cn_view *out,
+                                         int n_out, const int64_t *ints, int n_ints,
+                                         const double *reals, int n_reals) {
+    cn_kernel_fn k = b->kernels[op];
+    if (!k) return cn__no_kernel(b, op);
+    cn_kernel_args args = {op,   device.index, n_in,  in,    n_out, out,
+                           n_ints, ints,       n_reals, reals, b->ctx};
+    return k(&args);
+}
 
 /* The autodiff route: records out = op(in...) in the graph when out lives on an autodiff device
  * and an input is tracked (autodiff/graph.c). Returns out, or NULL (out released) on failure. */

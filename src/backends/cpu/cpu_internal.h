@@ -42,6 +42,8 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *a);
 cn_status cpu_conv2d_backward_weight(const cn_kernel_args *a);
 /* pool_backward.c */
 cn_status cpu_pool2d_backward(const cn_kernel_args *a); /* max and avg */
+/* optim.c */
+cn_status cpu_sgd_step(const cn_kernel_args *a);
 
 /* ---- threads (parallel.c) --------------------------------------------------------------------- *
  * Kernels run in parallel only through cpu_parallel, on the backend's pool (never OpenMP's
@@ -94,5 +96,9 @@ void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views);
 
 /* Runs fn over every element, split across threads when numel >= 2 * CPU_PARALLEL_GRAIN. */
 void cpu_iter_run(const cpu_iter *it, cpu_row_fn fn, const void *ctx);
+
+/* cpu_iter_init and cpu_iter_run in one, with a shortcut for the commonest case of tiny ops:
+ * dense operands too small to split are one call of fn. */
+void cpu_map(int nops, const cn_view *const *views, cpu_row_fn fn, const void *ctx);
 
 #endif

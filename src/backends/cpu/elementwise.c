@@ -245,9 +245,7 @@ cn_status cpu_unary(const cn_kernel_args *a) {
     ew_ctx c = {.op = a->op};
     if (a->op == CN_OP_GELU) c.gelu_tanh = a->n_ints > 0 && a->ints[0] == CN_GELU_TANH;
     const cn_view *views[2] = {&a->out[0], &a->in[0]};
-    cpu_iter it;
-    cpu_iter_init(&it, 2, views);
-    cpu_iter_run(&it, fn, &c);
+    cpu_map(2, views, fn, &c);
     return CN_OK;
 }
 
@@ -319,9 +317,7 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
                     : dt == CN_I32 ? scalar_i32
                                    : scalar_i64;
     const cn_view *views[2] = {&a->out[0], &a->in[0]};
-    cpu_iter it;
-    cpu_iter_init(&it, 2, views);
-    cpu_iter_run(&it, fn, &c);
+    cpu_map(2, views, fn, &c);
     return CN_OK;
 }
 
@@ -408,8 +404,7 @@ cn_status cpu_binary(const cn_kernel_args *a) {
                                 cn_dtype_name(dt));
     }
     const cn_view *views[3] = {&a->out[0], &a->in[0], &a->in[1]};
-    cpu_iter_init(&it, 3, views);
-    cpu_iter_run(&it, fn, &c);
+    cpu_map(3, views, fn, &c);
     return CN_OK;
 }
 
@@ -454,9 +449,7 @@ cn_status cpu_compare(const cn_kernel_args *a) {
 
     ew_ctx c = {.op = a->op};
     const cn_view *views[3] = {&a->out[0], &a->in[0], &a->in[1]};
-    cpu_iter it;
-    cpu_iter_init(&it, 3, views);
-    cpu_iter_run(&it, fn, &c);
+    cpu_map(3, views, fn, &c);
     return CN_OK;
 }
 
@@ -483,9 +476,7 @@ cn_status cpu_logical(const cn_kernel_args *a) {
 
     ew_ctx c = {.op = a->op};
     const cn_view *views[3] = {&a->out[0], &a->in[0], unary ? NULL : &a->in[1]};
-    cpu_iter it;
-    cpu_iter_init(&it, unary ? 2 : 3, views);
-    cpu_iter_run(&it, unary ? logical_not : logical_binary, &c);
+    cpu_map(unary ? 2 : 3, views, unary ? logical_not : logical_binary, &c);
     return CN_OK;
 }
 
@@ -530,8 +521,6 @@ cn_status cpu_where(const cn_kernel_args *a) {
     default: return unsupported(a, dt);
     }
     const cn_view *views[4] = {&a->out[0], &a->in[0], &a->in[1], &a->in[2]};
-    cpu_iter it;
-    cpu_iter_init(&it, 4, views);
-    cpu_iter_run(&it, fn, NULL);
+    cpu_map(4, views, fn, NULL);
     return CN_OK;
 }

@@ -2,6 +2,24 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/dtype.h"
+
+/* Whether every operand is dense in row-major order over the output's shape. */
+static int all_dense(int nops, const cn_view *const *views) {
+    const cn_view *out = views[0];
+    int nd = out->ndim;
+    int64_t expect[CN_MAX_DIMS], e = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        expect[d] = out->shape[d] == 1 ? -1 : e; /* -1: any stride will do */
+        e *= out->shape[d];
+    }
+    for (int d = 0; d < nd; d++) {
+        if (expect[d] < 0) continue;
+        for (int k = 0; k < nops; k++)
+            if (views[k]->strides[d] != expect[d]) return 0;
+    }
+    return 1;
+}
 
 void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views) {
     const cn_view *out = views[0];
@@ -18,7 +36,13 @@ void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views) {
     }
 
     int64_t es[CPU_ITER_MAX_OPS];
-    for (int k = 0; k < nops; k++) es[k] = (int64_t)cn_dtype_size(views[k]->dtype);
+    for (int k = 0; k < nops; k++) es[k] = (int64_t)cn__dtype_size(views[k]->dtype);
+    if (all_dense(nops, views)) { /* the usual case: one run, nothing to merge */
+        it->ndim = 1;
+        it->shape[0] = it->numel;
+        for (int k = 0; k < nops; k++) it->strides[k][0] = es[k];
+        return;
+    }
     /* Drop size-1 dims, then merge dim d into d+1 when every operand steps through them as one. */
     int nd = 0;
     for (int d = 0; d < out->ndim; d++) {
@@ -114,4 +138,29 @@ void cpu_iter_run(const cpu_iter *it, cpu_row_fn fn, const void *ctx) {
     }
     iter_job j = {it, fn, ctx};
     cpu_parallel((n + 15) / 16, chunks, iter_blocks, &j);
+}
+
+/* cpu_map's general case, apart so that the shortcut's frame stays small. */
+static __attribute__((noinline)) void map_iter(int nops, const cn_view *const *views,
+                                               cpu_row_fn fn, const void *ctx) {
+    cpu_iter it;
+    cpu_iter_init(&it, nops, views);
+    cpu_iter_run(&it, fn, ctx);
+}
+
+void cpu_map(int nops, const cn_view *const *views, cpu_row_fn fn, const void *ctx) {
+    const cn_view *out = views[0];
+    int64_t numel = 1;
+    for (int d = 0; d < out->ndim; d++) numel *= out->shape[d];
+    if (numel > 0 && numel < 2 * CPU_PARALLEL_GRAIN && all_dense(nops, views)) {
+        char *ptrs[CPU_ITER_MAX_OPS];
+        int64_t step[CPU_ITER_MAX_OPS];
+        for (int k = 0; k < nops; k++) {
+            ptrs[k] = views[k]->data;
+            step[k] = (int64_t)cn__dtype_size(views[k]->dtype);
+        }
+        fn(ptrs, step, numel, ctx);
+        return;
+    }
+    map_iter(nops, views, fn, ctx);
 }

@@ -21,6 +21,7 @@
 
 #include "cinder/cuda.h"
 #include "dispatch/backward_ops.h"
+#include "dispatch/optim_ops.h"
 
 /* The CUDA driver and AddressSanitizer both want the low address range: without this the
  * sanitizer build sees no GPU. The driver's own allocations at exit are not cinder's leaks. */
@@ -1055,6 +1056,84 @@ static void test_pool(void) {
     pair_free(x);
 }
 
+/* ---- the fused optimizer step ---------------------------------------------------------------- */
+
+typedef struct sgd_args {
+    cn__sgd_hyper h;
+    int first;
+} sgd_args;
+
+/* sgd_step in place on x = (p, g[, buf]) (each device's own copies), returning p and buf
+ * flattened one after the other. */
+static cn_tensor *f_sgd_step(cn_tensor *const *x, const void *a) {
+    const sgd_args *s = a;
+    cn_tensor *buf = s->h.momentum != 0 ? x[2] : NULL;
+    if (cn__sgd_step(x[0], x[1], buf, &s->h, s->first) != CN_OK) return NULL;
+    int64_t n = cn_numel(x[0]);
+    cn_tensor *parts[2] = {cn_contiguous(x[0]), buf ? cn_contiguous(buf) : NULL};
+    cn_tensor *flat[2] = {cn_reshape(parts[0], &n, 1), buf ? cn_reshape(parts[1], &n, 1) : NULL};
+    cn_tensor *out = buf ? cn_cat(flat, 2, 0) : cn_retain(flat[0]);
+    for (int i = 0; i < 2; i++) {
+        cn_release(parts[i]);
+        cn_release(flat[i]);
+    }
+    return out;
+}
+
+/* input(), with the two sides in memory of their own even when the "GPU" is the CPU (where
+ * cn_to_device shares the data): the step writes its operands in place. */
+static pair writable_input(const int64_t *shape, int nd, cn_dtype dt, int layout) {
+    pair r = input(shape, nd, dt, -1, 1, layout);
+    if (selftest && r.g) {
+        /* a copy of the memory under the view, viewed the same way */
+        int64_t base[CN_MAX_DIMS];
+        memcpy(base, shape, sizeof(int64_t) * (size_t)nd);
+        if (layout == TRANSPOSED) {
+            base[nd - 2] = shape[nd - 1];
+            base[nd - 1] = shape[nd - 2];
+        } else if (layout == STRIDED) {
+            base[nd - 1] = 2 * shape[nd - 1];
+        }
+        cn_tensor *mem = cn_empty(base, nd, dt, gpu), *view = view_as(mem, layout, shape, nd);
+        if (!view || cn_copy_(view, r.g) != CN_OK) FAIL("writable_input: %s", cn_last_error());
+        cn_release(mem);
+        cn_release(r.g);
+        r.g = view;
+    }
+    return r;
+}
+
+/* Every case of SGD (momentum's first and later steps, dampening, Nesterov, weight decay) with p
+ * and buf contiguous, transposed or strided, and g in every layout, broadcast included. */
+static void test_sgd_step(void) {
+    const cn__sgd_hyper cases[] = {
+        {0.1, 0, 0, 0, 0},    {0.05, 0.9, 0, 0, 0}, {0.05, 0.9, 0.3, 0, 0},
+        {0.05, 0.9, 0, 0, 1}, {0.1, 0, 0, 0.2, 0},  {0.05, 0.5, 0, 0.1, 1},
+    };
+    const cn_dtype dts[2] = {CN_F32, CN_F64};
+    const int64_t shapes[2][2] = {{7, 9}, {301, 517}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+        for (int d = 0; d < 2; d++)
+            for (int z = 0; z < 2; z++)
+                for (int pl = CONTIG; pl <= STRIDED; pl++)
+                    for (int gl = 0; gl < N_LAYOUTS; gl++)
+                        for (int first = 0; first < 2; first++) {
+                            if (cases[k].momentum == 0 && !first) continue; /* no buffer */
+                            const int64_t *shape = shapes[z];
+                            pair in[3] = {writable_input(shape, 2, dts[d], pl),
+                                          input(shape, 2, dts[d], -1, 1, gl),
+                                          writable_input(shape, 2, dts[d], pl)};
+                            sgd_args a = {cases[k], first};
+                            check_op(label("sgd_step case %zu %s [%lld, %lld] p %s g %s%s", k,
+                                           cn_dtype_name(dts[d]), (long long)shape[0],
+                                           (long long)shape[1], layout_names[pl], layout_names[gl],
+                                           first ? " first" : ""),
+                                     CN_OP_SGD_STEP, f_sgd_step, &a, in, 3, 1);
+                            for (int i = 0; i < 3; i++)
+                                pair_free(in[i]);
+                        }
+}
+
 /* ---- autodiff on the GPU ------------------------------------------------------------------------ */
 
 static cn_tensor *leaf(cn_device dev, const double *v, int64_t r, int64_t c) {
@@ -1332,6 +1411,7 @@ int main(void) {
     RUN(test_indexing);
     RUN(test_conv);
     RUN(test_pool);
+    RUN(test_sgd_step);
     RUN(test_autodiff_oracle);
     RUN(test_network_gradients);
     RUN(test_round_trips);

@@ -5,6 +5,7 @@
  * rules over three steps; a step that fails (every allocation in turn) changes nothing; StepLR
  * and CosineAnnealingLR against tabulated values and PyTorch's recursive forms; clipping against
  * a computed norm; and a Linear-ReLU-Linear model trained for 200 steps. */
+#include "dispatch/optim_ops.h" /* the fused step's internal entry point, tested directly */
 #include "harness.h"
 
 static const cn_device CPU = {CN_BACKEND_CPU, 0, 0, 0};
@@ -32,12 +33,18 @@ static double scalar(cn_tensor *t) {
     return v;
 }
 
-/* A tracked leaf on the autodiff device with the given values. */
-static cn_tensor *leaf(const double *v, const int64_t *shape, int ndim, cn_dtype dt) {
+/* A tracked leaf on cn_autodiff(inner) with the given values. */
+static cn_tensor *leaf_on(const double *v, const int64_t *shape, int ndim, cn_dtype dt,
+                          cn_device inner) {
     cn_tensor *t = th_tensor(v, shape, ndim, dt);
-    cn_tensor *a = cn_to_device(t, ad());
+    cn_tensor *a = cn_to_device(t, cn_autodiff(inner));
     cn_release(t);
     return cn_require_grad(a);
+}
+
+/* A tracked leaf on the autodiff CPU device with the given values. */
+static cn_tensor *leaf(const double *v, const int64_t *shape, int ndim, cn_dtype dt) {
+    return leaf_on(v, shape, ndim, dt, CPU);
 }
 
 /* ---- cross-entropy and MSE ------------------------------------------------------------------- */
@@ -143,22 +150,28 @@ typedef struct quad {
     cn_param params[2];
 } quad;
 
-static quad quad_new(cn_dtype dt) {
+/* The quadratic's parameters on cn_autodiff(inner). */
+static quad quad_on(cn_dtype dt, cn_device inner) {
     quad q;
     const int64_t s1[2] = {2, 2}, s2[1] = {2};
-    q.w1 = leaf(Q_W0, s1, 2, dt);
-    q.w2 = leaf(Q_W0 + 4, s2, 1, dt);
+    q.w1 = leaf_on(Q_W0, s1, 2, dt, inner);
+    q.w2 = leaf_on(Q_W0 + 4, s2, 1, dt, inner);
     q.params[0] = (cn_param){"w1", q.w1};
     q.params[1] = (cn_param){"w2", q.w2};
     return q;
 }
 
+static quad quad_new(cn_dtype dt) { return quad_on(dt, CPU); }
+
 static cn_grads *quad_backward(quad *q) {
     cn_tensor *w = cn_cat((cn_tensor *[]){cn_reshape(q->w1, (int64_t[]){4}, 1), q->w2}, 2, 0);
     const int64_t s[1] = {Q_N};
     cn_dtype dt = cn_dtype_of(q->w1);
-    cn_tensor *d = cn_sub(w, th_tensor(Q_C, s, 1, dt));
-    return cn_backward(cn_sum(cn_mul(th_tensor(Q_A, s, 1, dt), cn_mul(d, d))));
+    cn_device dev = cn_inner_device(cn_device_of(q->w1)); /* the constants live beside w */
+    cn_tensor *c = cn_to_device(th_tensor(Q_C, s, 1, dt), dev);
+    cn_tensor *a = cn_to_device(th_tensor(Q_A, s, 1, dt), dev);
+    cn_tensor *d = cn_sub(w, c);
+    return cn_backward(cn_sum(cn_mul(a, cn_mul(d, d))));
 }
 
 static void quad_values(quad *q, double *out) {
@@ -195,9 +208,10 @@ static void ref_sgd(const sgd_config *c, int steps, double *w) {
         }
 }
 
-static void run_sgd(const sgd_config *c, cn_dtype dt, double tol) {
+/* Three steps of SGD on the quadratic on cn_autodiff(inner), each against ref_sgd. */
+static void run_sgd_on(const sgd_config *c, cn_dtype dt, double tol, cn_device inner) {
     cn_scope_begin();
-    quad q = quad_new(dt);
+    quad q = quad_on(dt, inner);
     cn_optimizer *opt =
         cn_sgd_new(q.params, 2, c->lr, c->momentum, c->dampening, c->nesterov, c->weight_decay);
     CHECK(opt != NULL);
@@ -216,6 +230,8 @@ static void run_sgd(const sgd_config *c, cn_dtype dt, double tol) {
     cn_optimizer_free(opt);
     cn_scope_end();
 }
+
+static void run_sgd(const sgd_config *c, cn_dtype dt, double tol) { run_sgd_on(c, dt, tol, CPU); }
 
 static void test_sgd_matches_pytorch_update_rules(void) {
     const sgd_config configs[] = {
@@ -392,6 +408,380 @@ static void test_failed_step_changes_nothing(void) {
     printf("     a step of AdamW on 2 parameters failed cleanly at each of its %d allocations\n",
            failures);
     CHECK(done && failures > 5);
+}
+
+/* ---- the fused SGD step -----------------------------------------------------------------------
+ * SGD runs the backend's sgd_step kernel, one in-place pass per parameter. Its oracle is PyTorch's
+ * single-tensor rule written out again here in double, element by element. */
+
+/* torch.optim.SGD on one element: p, and buf when momentum != 0, updated in place. */
+static void ref_sgd_element(const cn__sgd_hyper *h, int first, double *p, double g, double *buf) {
+    double d = g;
+    if (h->weight_decay != 0) d += h->weight_decay * *p;
+    if (h->momentum != 0) {
+        *buf = first ? d : h->momentum * *buf + (1 - h->dampening) * d;
+        d = h->nesterov ? d + h->momentum * *buf : *buf;
+    }
+    *p -= h->lr * d;
+}
+
+static const cn__sgd_hyper SGD_CASES[] = {
+    {0.1, 0, 0, 0, 0},      /* plain */
+    {0.05, 0.9, 0, 0, 0},   /* momentum */
+    {0.05, 0.9, 0.3, 0, 0}, /* momentum with dampening */
+    {0.05, 0.9, 0, 0, 1},   /* Nesterov */
+    {0.1, 0, 0, 0.2, 0},    /* weight decay */
+    {0.05, 0.5, 0, 0.1, 1}, /* everything */
+};
+enum { N_SGD_CASES = sizeof SGD_CASES / sizeof *SGD_CASES };
+
+/* Values in [-1, 1) from a seeded linear congruential generator (inputs only). */
+static void fill_values(double *v, int64_t n, uint64_t seed) {
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = (double)(seed >> 11) / 4503599627370496.0 - 1.0; /* 2^52 */
+    }
+}
+
+/* A CPU tensor [r, c] of dt laid out as `layout` (0: contiguous; 1: transposed, the memory of a
+ * [c, r] tensor; 2: every other column of an [r, 2c] tensor) with values from seed. */
+static cn_tensor *laid_out(int64_t r, int64_t c, cn_dtype dt, int layout, uint64_t seed) {
+    int64_t n = r * c * (layout == 2 ? 2 : 1);
+    double *v = malloc(sizeof(double) * (size_t)n);
+    fill_values(v, n, seed);
+    const int64_t contiguous[2] = {r, c}, transposed[2] = {c, r}, wide[2] = {r, 2 * c};
+    const int64_t *shape = layout == 1 ? transposed : layout == 2 ? wide : contiguous;
+    cn_tensor *base = th_tensor(v, shape, 2, dt), *t = base;
+    free(v);
+    if (layout == 1) t = cn_transpose(base, 0, 1);
+    if (layout == 2) t = cn_slice(base, 1, 0, 2 * c, 2);
+    return t;
+}
+
+/* cn__sgd_step against ref_sgd_element over two steps (the buffer's first step, then a later
+ * one), for each case, dtype and layout; the large size takes the threaded path and a ragged
+ * tail. g may also be a broadcast view (stride 0), as gradients in a cn_grads may be. */
+static void test_sgd_step_kernel_matches_double_loop(void) {
+    const int64_t sizes[2][2] = {{3, 5}, {257, 515}}; /* 132355 elements: several chunks */
+    const cn_dtype dts[2] = {CN_F64, CN_F32};
+    int checked = 0;
+    for (int z = 0; z < 2; z++)
+        for (int d = 0; d < 2; d++)
+            for (int k = 0; k < N_SGD_CASES; k++)
+                for (int layout = 0; layout < 4; layout++) {
+                    cn_scope_begin();
+                    const cn__sgd_hyper *h = &SGD_CASES[k];
+                    const int64_t r = sizes[z][0], c = sizes[z][1], n = r * c;
+                    const cn_dtype dt = dts[d];
+                    /* layouts 0-2: p in that layout, g and buf in the next one (so each pair
+                     * of layouts meets); 3: p and buf contiguous, g broadcast along dim 0 */
+                    int pl = layout == 3 ? 0 : layout, gl = layout == 3 ? 0 : (layout + 1) % 3;
+                    cn_tensor *p = laid_out(r, c, dt, pl, 11 + (uint64_t)k);
+                    cn_tensor *buf = h->momentum != 0 ? laid_out(r, c, dt, gl, 99) : NULL;
+                    double *pv = values(p), *bv = malloc(sizeof(double) * (size_t)n);
+                    for (int step = 0; step < 2; step++) {
+                        cn_tensor *g = layout == 3
+                                           ? cn_expand(laid_out(1, c, dt, 0, 7 + (uint64_t)step),
+                                                       (int64_t[]){r, c}, 2)
+                                           : laid_out(r, c, dt, gl, 7 + (uint64_t)step);
+                        double *gv = values(g);
+                        CHECK(cn__sgd_step(p, g, buf, h, step == 0) == CN_OK);
+                        for (int64_t i = 0; i < n; i++)
+                            ref_sgd_element(h, step == 0, &pv[i], gv[i], &bv[i]);
+                        free(gv);
+                        const double tol = dt == CN_F64 ? 1e-15 : 1e-6;
+                        th_check_values("sgd_step p", p, pv, n, tol);
+                        if (buf) th_check_values("sgd_step buf", buf, bv, n, tol);
+                        checked++;
+                    }
+                    free(pv);
+                    free(bv);
+                    cn_scope_end();
+                }
+    CHECK(checked == 2 * 2 * N_SGD_CASES * 4 * 2);
+    cn_clear_error();
+}
+
+/* got is want; an error's message contains needle; CN__UNFUSED comes with no error set. */
+static void check_status(cn_status got, cn_status want, const char *needle) {
+    CHECK(got == want);
+    if (want != CN_OK && want != CN__UNFUSED && !strstr(cn_last_error(), needle)) {
+        fprintf(stderr, "message \"%s\" lacks \"%s\"\n", cn_last_error(), needle);
+        th_checks_failed++;
+    }
+    if (want == CN__UNFUSED) CHECK(cn_last_status() == CN_OK); /* a signal, not an error */
+    cn_clear_error();
+}
+
+/* ---- backends that forward to the CPU's kernels ---------------------------------------------- */
+
+static const cn_backend *cpu_table;
+static int64_t calls[CN_OP_COUNT];
+
+static cn_status counting_kernel(const cn_kernel_args *a) {
+    calls[a->op]++;
+    return cpu_table->kernels[a->op](a);
+}
+
+/* A registered backend that forwards every CPU kernel and counts the calls; with
+ * without_sgd_step, its table lacks CN_OP_SGD_STEP, like a program's backend written before the
+ * op existed. Registered on first use (the registry lives as long as the process). */
+static cn_device forwarding_device(int without_sgd_step) {
+    static int ids[2] = {-1, -1};
+    int w = without_sgd_step != 0;
+    if (ids[w] < 0) {
+        cpu_table = cn_backend_get(CN_BACKEND_CPU);
+        cn_backend b = *cpu_table;
+        b.name = w ? "cpu_without_sgd_step" : "counting_cpu";
+        for (int op = 0; op < CN_OP_COUNT; op++)
+            b.kernels[op] = cpu_table->kernels[op] ? counting_kernel : NULL;
+        if (w) b.kernels[CN_OP_SGD_STEP] = NULL;
+        ids[w] = cn_backend_register(&b);
+        CHECK(ids[w] > 0);
+    }
+    cn_device d = {(int16_t)ids[w], 0, 0, 0};
+    return d;
+}
+
+static int64_t calls_except(cn_op op) {
+    int64_t n = 0;
+    for (int k = 0; k < CN_OP_COUNT; k++)
+        if (k != (int)op) n += calls[k];
+    return n;
+}
+
+/* Every check of cn__sgd_step fails cleanly, names sgd_step and the argument, and writes
+ * nothing; a backend without the kernel, or a dtype it does not take, is the CN__UNFUSED signal
+ * with no error set. */
+static void test_sgd_step_checks_write_nothing(void) {
+    cn_scope_begin();
+    const int64_t s[2] = {2, 3}, s3[2] = {3, 2};
+    const double pv[6] = {1, 2, 3, 4, 5, 6}, gv[6] = {0.5, -1, 2, 0, 1, -2};
+    const double bv[6] = {9, 8, 7, 6, 5, 4};
+    cn_tensor *p = th_tensor(pv, s, 2, CN_F64), *g = th_tensor(gv, s, 2, CN_F64);
+    cn_tensor *buf = th_tensor(bv, s, 2, CN_F64);
+    const cn__sgd_hyper plain = {0.1, 0, 0, 0, 0}, mom = {0.1, 0.9, 0, 0, 0};
+    check_status(cn__sgd_step(NULL, g, NULL, &plain, 1), CN_ERR_NULL_ARG, "'p'");
+    check_status(cn__sgd_step(p, NULL, NULL, &plain, 1), CN_ERR_NULL_ARG, "'g'");
+    check_status(cn__sgd_step(p, g, NULL, &mom, 1), CN_ERR_INVALID_ARG, "'buf' is NULL");
+    check_status(cn__sgd_step(p, g, buf, &plain, 1), CN_ERR_INVALID_ARG, "momentum != 0");
+    check_status(cn__sgd_step(p, th_tensor(gv, s3, 2, CN_F64), NULL, &plain, 1), CN_ERR_SHAPE,
+                 "sgd_step: incompatible shapes: 'g'");
+    check_status(cn__sgd_step(p, g, cn_reshape(buf, s3, 2), &mom, 1), CN_ERR_SHAPE, "'buf'");
+    check_status(cn__sgd_step(p, th_tensor(gv, s, 2, CN_F32), NULL, &plain, 1), CN_ERR_DTYPE,
+                 "'g'");
+    check_status(cn__sgd_step(cn_cast(p, CN_I64), cn_cast(g, CN_I64), NULL, &plain, 1), CN_ERR_KIND,
+                 "'p'");
+    check_status(cn__sgd_step(cn_to_device(p, ad()), g, NULL, &plain, 1),
+                 CN_ERR_AUTODIFF_REACHED_CONCRETE, "cn_inner(p)");
+    check_status(cn__sgd_step(p, cn_to_device(g, forwarding_device(0)), NULL, &plain, 1),
+                 CN_ERR_DEVICE_MISMATCH, "cn_to_device");
+    const int64_t row[2] = {1, 3};
+    cn_tensor *shared = cn_expand(th_tensor(pv, row, 2, CN_F64), s, 2);
+    check_status(cn__sgd_step(shared, g, NULL, &plain, 1), CN_ERR_INVALID_ARG, "stride 0");
+    check_status(cn__sgd_step(p, g, cn_expand(th_tensor(bv, row, 2, CN_F64), s, 2), &mom, 1),
+                 CN_ERR_INVALID_ARG, "'buf'");
+    check_status(cn__sgd_step(p, cn_transpose(cn_transpose(p, 0, 1), 0, 1), NULL, &plain, 1),
+                 CN_ERR_INVALID_ARG, "'p' and 'g' share memory");
+    check_status(cn__sgd_step(p, g, g, &mom, 1), CN_ERR_INVALID_ARG, "'g' and 'buf'");
+    th_check_values("p after the failed checks", p, pv, 6, 0);
+    th_check_values("g after the failed checks", g, gv, 6, 0);
+    th_check_values("buf after the failed checks", buf, bv, 6, 0);
+    /* the signals: the backend lacks the kernel; a float dtype the kernels do not take */
+    cn_device other = forwarding_device(1);
+    cn_tensor *po = cn_to_device(p, other), *go = cn_to_device(g, other);
+    check_status(cn__sgd_step_check(po, go, NULL, &plain), CN__UNFUSED, "");
+    check_status(cn__sgd_step(po, go, NULL, &plain, 1), CN__UNFUSED, "");
+    th_check_values("p on a backend without the kernel", po, pv, 6, 0);
+    check_status(cn__sgd_step(cn_cast(p, CN_F16), cn_cast(g, CN_F16), NULL, &plain, 1), CN__UNFUSED,
+                 "");
+    check_status(cn__sgd_step_check(p, g, buf, &mom), CN_OK, "");
+    cn_scope_end();
+}
+
+/* The optimizer's SGD runs one sgd_step kernel per parameter with a gradient and no other
+ * kernel (one pass, no temporaries), with PyTorch's numbers; an unused parameter is skipped. */
+static void test_sgd_step_is_one_kernel_per_parameter(void) {
+    cn_device dev = forwarding_device(0);
+    for (int k = 0; k < N_SGD_CASES; k++) {
+        const cn__sgd_hyper *h = &SGD_CASES[k];
+        const sgd_config c = {h->lr, h->momentum, h->dampening, h->weight_decay, h->nesterov};
+        cn_scope_begin();
+        quad q = quad_on(CN_F64, dev);
+        const double unused_v[3] = {1, 2, 3};
+        const int64_t s3[1] = {3};
+        cn_tensor *unused = leaf_on(unused_v, s3, 1, CN_F64, dev);
+        cn_param params[3] = {q.params[0], {"unused", unused}, q.params[1]};
+        cn_optimizer *opt =
+            cn_sgd_new(params, 3, c.lr, c.momentum, c.dampening, c.nesterov, c.weight_decay);
+        for (int step = 1; step <= 3 && opt; step++) {
+            cn_grads *g = quad_backward(&q);
+            int64_t fused = calls[CN_OP_SGD_STEP], other = calls_except(CN_OP_SGD_STEP);
+            CHECK(cn_optimizer_step(opt, g) == CN_OK);
+            CHECK(calls[CN_OP_SGD_STEP] == fused + 2);
+            CHECK(calls_except(CN_OP_SGD_STEP) == other);
+            cn_grads_free(g);
+            double got[Q_N], want[Q_N];
+            memcpy(want, Q_W0, sizeof want);
+            ref_sgd(&c, step, want);
+            quad_values(&q, got);
+            for (int i = 0; i < Q_N; i++)
+                CHECK_NEAR(got[i], want[i], 1e-14);
+        }
+        th_check_values("unused param", unused, unused_v, 3, 0);
+        cn_optimizer_free(opt);
+        cn_scope_end();
+    }
+}
+
+/* A backend whose table lacks sgd_step gets the composed rule: the same numbers. */
+static void test_sgd_falls_back_to_composed_ops_without_the_kernel(void) {
+    cn_device dev = forwarding_device(1);
+    for (int k = 0; k < N_SGD_CASES; k++) {
+        const cn__sgd_hyper *h = &SGD_CASES[k];
+        const sgd_config c = {h->lr, h->momentum, h->dampening, h->weight_decay, h->nesterov};
+        int64_t subs = calls[CN_OP_SUB];
+        run_sgd_on(&c, CN_F64, 1e-14, dev);
+        run_sgd_on(&c, CN_F32, 2e-6, dev);
+        CHECK(calls[CN_OP_SUB] > subs); /* p - lr * d, composed */
+    }
+}
+
+/* A parameter that is a transposed view (strides (1, 2)) is updated through the view, so the
+ * tensor it views sees the update too. */
+static void test_sgd_updates_a_strided_parameter_in_place(void) {
+    cn_scope_begin();
+    const sgd_config c = {0.05, 0.5, 0, 0.1, 1};
+    const int64_t bs[2] = {3, 2}, ws[2] = {2, 3};
+    const double a[6] = {1.0, 0.5, 2.0, 0.1, 3.0, 1.5}, target[6] = {0, 1, -1, 0.5, 0.2, 0.3};
+    const double base_v[6] = {0.5, -1.0, 2.0, 0.25, 1.5, -0.5}; /* [3, 2] */
+    cn_tensor *base = cn_to_device(th_tensor(base_v, bs, 2, CN_F64), ad());
+    cn_tensor *w = cn_require_grad(cn_transpose(base, 0, 1)); /* [2, 3], not contiguous */
+    CHECK(w && !cn_is_contiguous(w));
+    cn_param params[1] = {{"w", w}};
+    cn_optimizer *opt =
+        cn_sgd_new(params, 1, c.lr, c.momentum, c.dampening, c.nesterov, c.weight_decay);
+    double want[6], buf[6]; /* w in row-major order of its [2, 3] shape */
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            want[i * 3 + j] = base_v[j * 2 + i];
+    int64_t fused = calls[CN_OP_SGD_STEP];
+    for (int step = 0; step < 3; step++) {
+        cn_tensor *d = cn_sub(w, th_tensor(target, ws, 2, CN_F64));
+        cn_grads *g = cn_backward(cn_sum(cn_mul(th_tensor(a, ws, 2, CN_F64), cn_mul(d, d))));
+        CHECK(cn_optimizer_step(opt, g) == CN_OK);
+        cn_grads_free(g);
+        const cn__sgd_hyper h = {c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
+        for (int i = 0; i < 6; i++)
+            ref_sgd_element(&h, step == 0, &want[i], 2 * a[i] * (want[i] - target[i]), &buf[i]);
+        th_check_values("strided parameter", w, want, 6, 1e-14);
+    }
+    CHECK(calls[CN_OP_SGD_STEP] == fused); /* the CPU, not the counting backend */
+    double want_base[6];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            want_base[j * 2 + i] = want[i * 3 + j];
+    th_check_values("the tensor under the view", base, want_base, 6, 1e-14);
+    cn_optimizer_free(opt);
+    cn_scope_end();
+}
+
+/* A step that fails a check fails before writing: parameter 0 is fine, parameter 1 is an
+ * expanded view whose elements share memory (an in-place update would apply several times). */
+static void test_sgd_step_that_fails_a_check_writes_nothing(void) {
+    cn_scope_begin();
+    const int64_t s[2] = {2, 3}, row[2] = {1, 3};
+    const double v[6] = {1, 2, 3, 4, 5, 6}, r[3] = {0.5, -1, 2};
+    cn_tensor *w = leaf(v, s, 2, CN_F32);
+    cn_tensor *shared =
+        cn_require_grad(cn_expand(cn_to_device(th_tensor(r, row, 2, CN_F32), ad()), s, 2));
+    cn_param params[2] = {{"w", w}, {"shared", shared}};
+    cn_optimizer *opt = cn_sgd_new(params, 2, 0.1, 0.9, 0, 0, 0);
+    cn_grads *g = cn_backward(cn_add(cn_sum(cn_mul(w, w)), cn_sum(cn_mul(shared, w))));
+    int64_t live = cn_live_tensors();
+    cn_clear_error();
+    CHECK(cn_optimizer_step(opt, g) == CN_ERR_INVALID_ARG);
+    CHECK(strstr(cn_last_error(), "sgd_step") && strstr(cn_last_error(), "stride 0"));
+    cn_clear_error();
+    CHECK(cn_live_tensors() == live); /* no momentum buffer was adopted */
+    cn_grads_free(g);
+    th_check_values("w after the failed step", w, v, 6, 0);
+    const double expanded[6] = {0.5, -1, 2, 0.5, -1, 2};
+    th_check_values("shared after the failed step", shared, expanded, 6, 0);
+    cn_optimizer_free(opt);
+    cn_scope_end();
+}
+
+/* Make each allocation of an SGD step fail in turn, on the first step (which makes the momentum
+ * buffers) and on a later one: the parameters and buffers stay as they were, so the retry gives
+ * exactly the undisturbed result. */
+static void test_failed_sgd_step_changes_nothing(void) {
+    const sgd_config c = {0.05, 0.9, 0.3, 0.1, 0};
+    double want[Q_N];
+    memcpy(want, Q_W0, sizeof want);
+    ref_sgd(&c, 2, want);
+    for (int failing = 1; failing <= 2; failing++) {
+        int failures = 0, done = 0;
+        for (int64_t k = 1; k < 2000 && !done; k++) {
+            cn_scope_begin();
+            quad q = quad_new(CN_F64);
+            cn_optimizer *opt =
+                cn_sgd_new(q.params, 2, c.lr, c.momentum, c.dampening, c.nesterov, c.weight_decay);
+            for (int step = 1; step <= 2; step++) {
+                cn_grads *g = quad_backward(&q);
+                double before[Q_N], after[Q_N];
+                quad_values(&q, before);
+                if (step == failing) cn_alloc_fail_after(k);
+                cn_status s = cn_optimizer_step(opt, g);
+                cn_alloc_fail_after(0);
+                if (step == failing && s != CN_OK) {
+                    failures++;
+                    CHECK(s == CN_ERR_OUT_OF_MEMORY);
+                    quad_values(&q, after);
+                    CHECK(memcmp(before, after, sizeof before) == 0);
+                    cn_clear_error();
+                    CHECK(cn_optimizer_step(opt, g) == CN_OK); /* the retry */
+                } else if (step == failing) {
+                    done = 1;
+                }
+                cn_grads_free(g);
+            }
+            double after[Q_N];
+            quad_values(&q, after);
+            for (int i = 0; i < Q_N; i++)
+                CHECK_NEAR(after[i], want[i], 1e-14);
+            cn_optimizer_free(opt);
+            cn_scope_end();
+        }
+        printf("     SGD step %d on 2 parameters failed cleanly at each of its %d allocations\n",
+               failing, failures);
+        CHECK(done && failures >= 2);
+    }
+}
+
+/* The fused step bumps the parameter's version counter like cn_copy_ does: a value saved for a
+ * backward that has not run yet is stale after the step, and that backward says so. The same
+ * holds on the composed path. */
+static void test_sgd_step_invalidates_saved_tensors(void) {
+    for (int fallback = 0; fallback < 2; fallback++) {
+        cn_scope_begin();
+        cn_device inner = fallback ? forwarding_device(1) : CPU;
+        const int64_t s[1] = {3};
+        const double wv[3] = {1, 2, 3}, xv[3] = {0.5, -1, 2};
+        cn_tensor *w = leaf_on(wv, s, 1, CN_F64, inner), *x = leaf_on(xv, s, 1, CN_F64, inner);
+        cn_tensor *y = cn_sum(cn_mul(w, x)); /* mul saves w for x's gradient */
+        cn_param params[1] = {{"w", w}};
+        cn_optimizer *opt = cn_sgd_new(params, 1, 0.1, 0.9, 0, 0, 0);
+        cn_grads *g = cn_backward(cn_sum(cn_mul(w, w)));
+        CHECK(cn_optimizer_step(opt, g) == CN_OK);
+        cn_grads_free(g);
+        cn_clear_error();
+        CHECK(cn_backward(y) == NULL && cn_last_status() == CN_ERR_AUTODIFF_MODIFIED);
+        CHECK(strstr(cn_last_error(), "mul") != NULL);
+        cn_clear_error();
+        cn_optimizer_free(opt);
+        cn_scope_end();
+    }
 }
 
 /* ---- schedules ------------------------------------------------------------------------------- */
@@ -578,6 +968,14 @@ int main(void) {
     RUN(test_adamw_matches_pytorch_update_rules);
     RUN(test_step_skips_params_without_gradient_and_state_outlives_scopes);
     RUN(test_failed_step_changes_nothing);
+    RUN(test_sgd_step_kernel_matches_double_loop);
+    RUN(test_sgd_step_checks_write_nothing);
+    RUN(test_sgd_step_is_one_kernel_per_parameter);
+    RUN(test_sgd_falls_back_to_composed_ops_without_the_kernel);
+    RUN(test_sgd_updates_a_strided_parameter_in_place);
+    RUN(test_sgd_step_that_fails_a_check_writes_nothing);
+    RUN(test_failed_sgd_step_changes_nothing);
+    RUN(test_sgd_step_invalidates_saved_tensors);
     RUN(test_lr_schedules_match_closed_forms_and_recursions);
     RUN(test_clip_grad_norm_scales_by_global_norm);
     RUN(test_mlp_trains_to_low_loss_with_adamw);

@@ -5,8 +5,9 @@
  *   y = relu(x @ w^T + b)      x: [N, in], w: [out, in], b: [out] or absent -> y: [N, out]
  *
  * The kernel is one GEMM (OpenBLAS) followed by one pass that adds the bias and clamps at zero,
- * instead of the three passes (matmul, add, relu) of the unfused composition. The backward uses
- * public ops only. */
+ * instead of the three passes (matmul, add, relu) of the unfused composition, split by blocks of
+ * output columns over cinder's CPU threads (cn_cpu_parallel_for). The backward uses public ops
+ * only. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -102,19 +103,66 @@ static cn_status make_operand(const cn_view *v, size_t esize, operand *o) {
     return CN_OK;
 }
 
-/* y[i, o] = max(acc[i, o] + b[o], 0), acc dense [N, O] (may alias y when y is dense). */
+/* y[i, j] = max(acc[i, j] + b[j], 0) for the columns j in [lo, hi); acc is dense [N, O] (it may
+ * be y itself when y is dense). */
 #define FINISH(T, name)                                                                            \
-    static void name(const cn_view *y, const T *acc, const cn_view *b, int64_t n, int64_t o) {     \
+    static void name(const cn_view *y, const T *acc, const cn_view *b, int64_t n, int64_t o,       \
+                     int64_t lo, int64_t hi) {                                                     \
         T *yd = y->data;                                                                           \
         const T *bd = b->data;                                                                     \
         for (int64_t i = 0; i < n; i++)                                                            \
-            for (int64_t j = 0; j < o; j++) {                                                      \
+            for (int64_t j = lo; j < hi; j++) {                                                    \
                 T z = acc[i * o + j] + (bd ? bd[j * b->strides[0]] : (T)0);                        \
                 yd[i * y->strides[0] + j * y->strides[1]] = z > 0 ? z : (T)0;                      \
             }                                                                                      \
     }
 FINISH(float, finish_f32)
 FINISH(double, finish_f64)
+
+/* Columns of y are computed in blocks of this many (the GEMM kernels' register tile), and a
+ * product below PARALLEL_MACS multiply-adds stays on one thread. */
+#define COLUMN_BLOCK 16
+#define PARALLEL_MACS (1 << 21)
+
+/* One forward: y = relu(a @ bt^T + bias), with its operands ready. */
+typedef struct forward_job {
+    const cn_view *y, *bias;
+    operand a, bt;
+    void *acc;
+    int64_t n, k, o;
+    int f64;
+} forward_job;
+
+/* Column blocks [begin, end) of y: their GEMM (rows of w), then their bias and relu while the
+ * block is still in cache. */
+static void forward_columns(void *ctx, int64_t begin, int64_t end) {
+    const forward_job *j = ctx;
+    int64_t lo = begin * COLUMN_BLOCK, hi = end * COLUMN_BLOCK < j->o ? end * COLUMN_BLOCK : j->o;
+    if (lo >= hi) return;
+    size_t esize = j->f64 ? sizeof(double) : sizeof(float);
+    char *acc = (char *)j->acc + (size_t)lo * esize;
+    int m = (int)j->n, cols = (int)(hi - lo), k = (int)j->k, o = (int)j->o;
+    if (k == 0) { /* an empty sum; BLAS is not needed */
+        for (int64_t i = 0; i < j->n; i++)
+            memset(acc + (size_t)(i * j->o) * esize, 0, (size_t)cols * esize);
+    } else {
+        /* w's rows lo..hi: rows of the stored matrix, or its columns when stored transposed */
+        const char *w = (const char *)j->bt.data +
+                        (size_t)(j->bt.trans == CblasNoTrans ? lo * j->bt.ld : lo) * esize;
+        /* acc[N, O] = x[N, K] @ w^T: w enters transposed, so flip how it is stored */
+        CBLAS_TRANSPOSE tw = j->bt.trans == CblasNoTrans ? CblasTrans : CblasNoTrans;
+        if (j->f64)
+            cblas_dgemm(CblasRowMajor, j->a.trans, tw, m, cols, k, 1.0, j->a.data, j->a.ld,
+                        (const double *)w, j->bt.ld, 0.0, (double *)acc, o);
+        else
+            cblas_sgemm(CblasRowMajor, j->a.trans, tw, m, cols, k, 1.0f, j->a.data, j->a.ld,
+                        (const float *)w, j->bt.ld, 0.0f, (float *)acc, o);
+    }
+    if (j->f64)
+        finish_f64(j->y, j->acc, j->bias, j->n, j->o, lo, hi);
+    else
+        finish_f32(j->y, j->acc, j->bias, j->n, j->o, lo, hi);
+}
 
 cn_status fused_linear_relu_cpu(const cn_kernel_args *args) {
     const cn_view *x = &args->in[FUSED_LINEAR_RELU_IN_X], *w = &args->in[FUSED_LINEAR_RELU_IN_W];
@@ -135,31 +183,20 @@ cn_status fused_linear_relu_cpu(const cn_kernel_args *args) {
     if (!acc)
         return cn_set_error(CN_ERR_OUT_OF_MEMORY, OP, "scratch for a [%lld, %lld] product",
                             (long long)n, (long long)o);
-    operand a = {0}, bt = {0};
+    cn_view none = {0};
+    forward_job j = {.y = y, .bias = b->ndim >= 0 ? b : &none, .acc = acc, .n = n, .k = k,
+                     .o = o, .f64 = f64};
     cn_status st = CN_OK;
-    if (k == 0) {
-        memset(acc, 0, (size_t)(n * o) * esize); /* an empty sum; BLAS is not needed */
-    } else if ((st = make_operand(x, esize, &a)) == CN_OK &&
-               (st = make_operand(w, esize, &bt)) == CN_OK) {
-        /* acc[N, O] = x[N, K] @ w^T: w enters transposed, so flip how it is stored */
-        CBLAS_TRANSPOSE tw = bt.trans == CblasNoTrans ? CblasTrans : CblasNoTrans;
-        if (f64)
-            cblas_dgemm(CblasRowMajor, a.trans, tw, (int)n, (int)o, (int)k, 1.0, a.data, a.ld,
-                        bt.data, bt.ld, 0.0, acc, (int)o);
-        else
-            cblas_sgemm(CblasRowMajor, a.trans, tw, (int)n, (int)o, (int)k, 1.0f, a.data, a.ld,
-                        bt.data, bt.ld, 0.0f, acc, (int)o);
+    if (k == 0 || ((st = make_operand(x, esize, &j.a)) == CN_OK &&
+                   (st = make_operand(w, esize, &j.bt)) == CN_OK)) {
+        /* blocks of columns on cinder's CPU threads: one per thread, when the product is large
+         * enough to be worth it (each block packs x again, so no more blocks than threads) */
+        int64_t blocks = (o + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
+        int64_t chunks = (double)n * (double)k * (double)o < PARALLEL_MACS ? 1 : cn_cpu_threads();
+        cn_cpu_parallel_for(blocks, chunks, forward_columns, &j);
     }
-    if (st == CN_OK) {
-        cn_view none = {0};
-        const cn_view *bias = b->ndim >= 0 ? b : &none;
-        if (f64)
-            finish_f64(y, acc, bias, n, o);
-        else
-            finish_f32(y, acc, bias, n, o);
-    }
-    free(a.packed);
-    free(bt.packed);
+    free(j.a.packed);
+    free(j.bt.packed);
     if (!y_dense) free(acc);
     return st;
 }

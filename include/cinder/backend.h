@@ -33,6 +33,18 @@
  * - max_pool2d_backward: in = (g [N,C,OH,OW], x [N,C,H,W]), the pool's ints; out = x's gradient
  *   (each window's gradient goes to its first maximum; overlapping windows add up).
  *   avg_pool2d_backward: in = (g), the pool's ints; out = x's gradient [N,C,H,W].
+ * - sgd_step (in place, torch.optim.SGD's update of one parameter): in = (p, g[, buf]), one
+ *   shape and one float dtype (the router sends only f32 and f64), each contiguous or strided
+ *   (g may have stride 0; p and buf never overlap themselves; the three share no memory);
+ *   out = (p[, buf]), the same views as in[0] and in[2]. reals = lr, momentum, dampening,
+ *   weight_decay; ints[0] = nesterov, ints[1] = first (1 on the parameter's first step: buf's
+ *   old contents are not read). buf is there only when momentum != 0 (n_in 3, n_out 2; else
+ *   n_in 2, n_out 1). Elementwise, in the dtype's precision or better:
+ *       g' = weight_decay != 0 ? g + weight_decay * p : g
+ *       buf = first ? g' : momentum * buf + (1 - dampening) * g'        (with buf)
+ *       d = buf ? (nesterov ? g' + momentum * buf : buf) : g'
+ *       p = p - lr * d
+ *   Whoever reads an element of p or buf also writes it, after reading.
  * A kernel that fails calls cn_set_error and returns its status; it must leave inputs untouched. */
 #ifndef CINDER_BACKEND_H
 #define CINDER_BACKEND_H
@@ -70,6 +82,8 @@ typedef enum cn_op {
     /* added for autodiff: erf, and the backward kernels of convolution and pooling */
     CN_OP_ERF, CN_OP_CONV2D_BACKWARD_INPUT, CN_OP_CONV2D_BACKWARD_WEIGHT,
     CN_OP_MAX_POOL2D_BACKWARD, CN_OP_AVG_POOL2D_BACKWARD,
+    /* added for optimizers: the fused, in-place SGD update */
+    CN_OP_SGD_STEP,
     CN_OP_COUNT
 } cn_op;
 
@@ -128,6 +142,23 @@ const cn_backend *cn_backend_get(int id);
 
 /* The id of the backend registered under name, or -1. */
 int cn_backend_find(const char *name);
+
+/* ---- threads for CPU kernels ---------------------------------------------------------------------
+ * A CPU kernel (built-in, in a program's backend, or an extension's) that wants several cores uses
+ * the CPU backend's thread pool through these, never OpenMP or threads of its own: a second pool
+ * would compete with cinder's for the same cores, and each would wait on threads the other has
+ * descheduled. */
+
+/* The pool's threads, the caller included (>= 1): OMP_NUM_THREADS when set, else the cores. */
+int cn_cpu_threads(void);
+
+/* Runs fn(ctx, begin, end) on each of `chunks` ranges that cut [0, n) into near-equal parts
+ * (range c is [n*c/chunks, n*(c+1)/chunks)), on the pool's threads and the caller's, and returns
+ * when all are done. chunks <= 1: one call on the caller. Which thread runs a range depends on
+ * timing, so fn must not depend on it. A call from inside fn runs its ranges in order on the
+ * calling thread. */
+typedef void (*cn_range_fn)(void *ctx, int64_t begin, int64_t end);
+void cn_cpu_parallel_for(int64_t n, int64_t chunks, cn_range_fn fn, void *ctx);
 
 #ifdef __cplusplus
 }

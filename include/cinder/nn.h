@@ -264,10 +264,16 @@ cn_tensor *cn_mse_loss(cn_tensor *pred, cn_tensor *target);
  *
  * An optimizer keeps a reference to each parameter it was given and its own state. A step reads
  * each parameter's gradient from the cn_grads of the last cn_backward (parameters without a
- * gradient there are skipped, as PyTorch skips p.grad None), computes the new values under
- * no-grad mode, and writes them into the parameters in place (cn_copy_), so every tensor that
- * refers to a parameter sees the update. All new values are computed before any is written, so a
- * step that fails leaves every parameter as it was.
+ * gradient there are skipped, as PyTorch skips p.grad None) and updates the parameters in place
+ * under no-grad mode, so every tensor that refers to a parameter sees the update, and a value
+ * saved for a backward that has not run yet is now stale (that backward fails with
+ * CN_ERR_AUTODIFF_MODIFIED). SGD updates each parameter and its momentum buffer in one pass of
+ * the backend's fused sgd_step kernel (a registered backend without that kernel gets the same
+ * rule from composed ops, written with cn_copy_); AdamW computes the new values with composed
+ * ops and writes them with cn_copy_. Every gradient is checked against its parameter (shape,
+ * dtype, device) and every new value and buffer is prepared before the first parameter is
+ * written, so a step that fails on a mismatched gradient or an allocation leaves every parameter
+ * and the optimizer's state as they were.
  *
  * There is no zero_grad: cn_backward returns fresh gradients in a new cn_grads each time, so
  * freeing it (cn_grads_free) is zeroing. To accumulate gradients over several backward passes,

@@ -21,13 +21,16 @@ void cn_alloc_fail_after(int64_t n) {
 
 int64_t cn_alloc_count(void) { return cn__counter_total(CN__ALLOCS); }
 
-int cn__alloc_should_fail(void) {
-    cn__count(CN__ALLOCS, 1);
+int cn__allocs_should_fail(int n) {
+    cn__count(CN__ALLOCS, n);
     if (!atomic_load_explicit(&armed, memory_order_relaxed)) return 0;
-    if (atomic_fetch_sub(&countdown, 1) != 1) return 0;
+    int64_t left = atomic_fetch_sub(&countdown, n); /* the failing one is the left-th of these */
+    if (left < 1 || left > n) return 0;
     atomic_store(&armed, 0);
     return 1;
 }
+
+int cn__alloc_should_fail(void) { return cn__allocs_should_fail(1); }
 
 static void *oom(const char *op, size_t nbytes) {
     cn_set_error(CN_ERR_OUT_OF_MEMORY, op,

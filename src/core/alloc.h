@@ -17,4 +17,7 @@ void cn__free(void *p);
  * allocators call this too. */
 int cn__alloc_should_fail(void);
 
+/* The same for n allocations at once: non-zero if one of them must fail. */
+int cn__allocs_should_fail(int n);
+
 #endif

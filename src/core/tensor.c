@@ -156,7 +156,7 @@ static cn_storage *storage_new(const char *op, const cn_backend *b, cn_device co
     if (s) {
         /* still the two allocations it replaces (record and data) for the failure-injection
          * mode, so that a computation's count does not depend on what the cache holds */
-        if (cn__alloc_should_fail() || cn__alloc_should_fail()) {
+        if (cn__allocs_should_fail(2)) {
             recycled.items[recycled.count++] = s;
             cn_set_error(CN_ERR_OUT_OF_MEMORY, op, "could not allocate %zu bytes of tensor data; "
                          "free tensors you no longer need (cn_release, scopes)", nbytes);

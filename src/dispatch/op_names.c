@@ -27,6 +27,7 @@ static const char *const op_names[CN_OP_COUNT] = {
     [CN_OP_CONV2D_BACKWARD_WEIGHT] = "conv2d_backward_weight",
     [CN_OP_MAX_POOL2D_BACKWARD] = "max_pool2d_backward",
     [CN_OP_AVG_POOL2D_BACKWARD] = "avg_pool2d_backward",
+    [CN_OP_SGD_STEP] = "sgd_step",
 };
 
 const char *cn_op_name(cn_op op) {

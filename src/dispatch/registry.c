@@ -86,7 +86,9 @@ int cn_backend_register(const cn_backend *b) {
     return id;
 }
 
-const cn_backend *cn__backend_for_device(const char *op, cn_device device) {
+_Thread_local cn__device_memo cn__last_lookup;
+
+const cn_backend *cn__backend_lookup(const char *op, cn_device device) {
     ensure_builtins();
     const cn_backend *b =
         device.backend >= 0 && device.backend < backend_count ? &backends[device.backend] : NULL;
@@ -107,5 +109,7 @@ const cn_backend *cn__backend_for_device(const char *op, cn_device device) {
                      device.index, count, count == 1 ? "" : "s", b->name);
         return NULL;
     }
+    cn__last_lookup.device = device;
+    cn__last_lookup.backend = b;
     return b;
 }

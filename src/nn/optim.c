@@ -1,11 +1,19 @@
-/* Optimizers: SGD (momentum, Nesterov, weight decay) and AdamW, with PyTorch's update rules. A
- * step computes every new value first, on the concrete tensors under the parameters and under
- * no-grad mode, then writes them into the parameters with cn_copy_. State tensors (momentum
- * buffers, Adam's moments) are concrete and owned by no scope: only the optimizer frees them. */
+/* Optimizers: SGD (momentum, Nesterov, weight decay) and AdamW, with PyTorch's update rules.
+ * Every step works on the concrete tensors under the parameters, under no-grad mode, and checks
+ * and prepares everything before it writes the first parameter:
+ * - SGD runs the backend's fused sgd_step kernel (dispatch/optim_ops.h): one pass per parameter
+ *   that updates the parameter and its momentum buffer in place. A backend without that kernel
+ *   (a program's own) gets the composed rule below instead, computed first and then written
+ *   with cn_copy_.
+ * - AdamW computes every new value with composed ops, then writes them with cn_copy_.
+ * State tensors (momentum buffers, Adam's moments) are concrete and owned by no scope: only the
+ * optimizer frees them. */
 #include <math.h>
+#include <string.h>
 
 #include "core/alloc.h"
 #include "core/error_internal.h"
+#include "dispatch/optim_ops.h"
 #include "nn/nn_internal.h"
 
 typedef enum opt_kind { OPT_SGD, OPT_ADAMW } opt_kind;
@@ -123,9 +131,10 @@ cn_optimizer *cn_adamw_new(const cn_param *params, int n, double lr, double beta
     return o;
 }
 
-/* ---- the update rules ---------------------------------------------------------------------------
+/* ---- the composed update rules ------------------------------------------------------------------
  * p, g: the parameter and its gradient (concrete views); s1, s2: the state so far (NULL before
- * the first step). Set the new parameter value and state; all results are scope-owned. */
+ * the first step). Set the new parameter value and state; all results are scope-owned. SGD's
+ * rule here is the fallback for backends without a fused sgd_step kernel. */
 
 static void sgd_rule(const cn_optimizer *o, cn_tensor *p, cn_tensor *g, cn_tensor *s1,
                      cn_tensor **new_p, cn_tensor **new_s1) {
@@ -159,11 +168,19 @@ static void adamw_rule(const cn_optimizer *o, int64_t step, cn_tensor *p, cn_ten
 
 /* ---- the step -------------------------------------------------------------------------------- */
 
+/* What a step does to one parameter, decided before anything is written. All tensors here are
+ * owned by the step's scope. */
 typedef struct pending {
-    cn_tensor *p, *s1, *s2; /* new values, owned by the step's scope; p NULL: skipped */
+    cn_tensor *given;        /* the gradient in grads (borrowed); NULL: skipped */
+    cn_tensor *inner, *grad; /* the concrete parameter and gradient */
+    int fused;               /* SGD through the backend's sgd_step kernel */
+    cn_tensor *buf;          /* fused: the momentum buffer (NULL without momentum; new on the
+                              * first step) */
+    cn_tensor *p, *s1, *s2;  /* composed: the new value and state */
 } pending;
 
-/* Computes parameter i's new value and state into *out (kept in the caller's scope). */
+/* Computes parameter i's new value and state with composed ops into *out (kept in the caller's
+ * scope). */
 static cn_status compute_one(cn_optimizer *o, int i, cn_tensor *grad, pending *out) {
     if (cn_scope_begin() != CN_OK) return cn_last_status();
     cn_tensor *p = cn_inner(o->params[i]), *g = cn_inner(grad);
@@ -183,11 +200,95 @@ static cn_status compute_one(cn_optimizer *o, int i, cn_tensor *grad, pending *o
     return ok ? CN_OK : cn_last_status();
 }
 
-/* Replaces a state tensor with a new one taken out of every scope. */
+/* The gradient of parameter i must match it: a clear error, before anything is written. */
+static cn_status check_grad(const char *op, int i, cn_tensor *p, cn_tensor *g) {
+    cn_status s = CN_OK;
+    if (cn_ndim(p) != cn_ndim(g) ||
+        memcmp(cn_shape(p), cn_shape(g), sizeof(int64_t) * (size_t)cn_ndim(p)) != 0)
+        s = CN_ERR_SHAPE;
+    else if (cn_dtype_of(p) != cn_dtype_of(g))
+        s = CN_ERR_DTYPE;
+    else if (!cn_device_eq(cn_device_of(p), cn_device_of(g)))
+        s = CN_ERR_DEVICE_MISMATCH;
+    if (s == CN_OK) return CN_OK;
+    char a[128], b[128];
+    return cn_set_error(s, op,
+                        "parameter %d is %s but its gradient is %s; a gradient has its "
+                        "parameter's shape, dtype and device: pass the cn_grads of a cn_backward "
+                        "through this parameter (reduce, cast or move an edited gradient back)",
+                        i, cn_tensor_str(p, a, sizeof a), cn_tensor_str(g, b, sizeof b));
+}
+
+/* Prepares parameter i's fused SGD update in todo[i] (todo[i].fused stays 0 when the backend has
+ * no sgd_step kernel for it). */
+static cn_status prepare_sgd(cn_optimizer *o, int i, pending *todo) {
+    pending *out = &todo[i];
+    cn_tensor *p = out->inner, *g = out->grad;
+    /* parameters are written one after another: a gradient that shares memory with any of them
+     * (an extension's backward may hand back an input) is read from a copy */
+    for (int k = 0; k < o->n; k++)
+        if (todo[k].given && cn__shares_memory(g, todo[k].inner)) {
+            if (!(g = cn_clone(g))) return cn_last_status();
+            break;
+        }
+    cn_tensor *buf = NULL;
+    if (o->momentum != 0) {
+        buf = o->state1[i];
+        if (!buf && !(buf = cn_empty(cn_shape(p), cn_ndim(p), cn_dtype_of(p), cn_device_of(p))))
+            return cn_last_status(); /* the kernel writes it: first = 1 */
+    }
+    const cn__sgd_hyper h = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov};
+    cn_status s = cn__sgd_step_check(p, g, buf, &h);
+    if (s == CN__UNFUSED) return CN_OK;
+    if (s != CN_OK) return s;
+    out->fused = 1;
+    out->grad = g;
+    out->buf = buf;
+    return CN_OK;
+}
+
+/* Replaces a state tensor with a new one (owned by the step's scope) taken out of every scope;
+ * a buffer updated in place is already in its slot. */
 static void replace_state(cn_tensor **slot, cn_tensor *t) {
-    if (!t) return;
+    if (!t || t == *slot) return;
     cn_release(*slot);
     *slot = nn_unscoped(t);
+}
+
+/* Checks and prepares every parameter's update; writes nothing. */
+static cn_status prepare(cn_optimizer *o, const char *op, const cn_grads *grads, pending *todo) {
+    for (int i = 0; i < o->n; i++) {
+        pending *t = &todo[i];
+        if (!(t->given = nn_grad_or_null(grads, o->params[i]))) continue;
+        if (!(t->inner = cn_inner(o->params[i])) || !(t->grad = cn_inner(t->given)))
+            return cn_last_status();
+        cn_status s = check_grad(op, i, t->inner, t->grad);
+        if (s != CN_OK) return s;
+    }
+    for (int i = 0; i < o->n; i++) {
+        if (!todo[i].given) continue;
+        cn_status s = o->kind == OPT_SGD ? prepare_sgd(o, i, todo) : CN_OK;
+        if (s == CN_OK && !todo[i].fused) s = compute_one(o, i, todo[i].given, &todo[i]);
+        if (s != CN_OK) return s;
+    }
+    return CN_OK;
+}
+
+/* Writes parameter i and adopts its new state. */
+static cn_status apply(cn_optimizer *o, int i, const pending *t) {
+    if (t->fused) {
+        const cn__sgd_hyper h = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov};
+        cn_status s = cn__sgd_step(t->inner, t->grad, t->buf, &h, o->state1[i] == NULL);
+        if (s != CN_OK) return s;
+        replace_state(&o->state1[i], t->buf); /* a new buffer on the first step */
+    } else {
+        cn_status s = cn_copy_(o->params[i], t->p);
+        if (s != CN_OK) return s;
+        replace_state(&o->state1[i], t->s1);
+        replace_state(&o->state2[i], t->s2);
+    }
+    o->steps[i]++;
+    return CN_OK;
 }
 
 cn_status cn_optimizer_step(cn_optimizer *opt, const cn_grads *grads) {
@@ -203,20 +304,10 @@ cn_status cn_optimizer_step(cn_optimizer *opt, const cn_grads *grads) {
         return cn_last_status();
     }
     cn_no_grad_begin();
-    cn_status s = CN_OK;
-    for (int i = 0; i < opt->n && s == CN_OK; i++) {
-        cn_tensor *g = nn_grad_or_null(grads, opt->params[i]);
-        if (g) s = compute_one(opt, i, g, &todo[i]);
-    }
-    /* everything is computed: write the parameters, then adopt the new state */
+    cn_status s = prepare(opt, op, grads, todo);
+    /* everything is checked and computed: write the parameters */
     for (int i = 0; i < opt->n && s == CN_OK; i++)
-        if (todo[i].p) s = cn_copy_(opt->params[i], todo[i].p);
-    for (int i = 0; i < opt->n && s == CN_OK; i++) {
-        if (!todo[i].p) continue;
-        replace_state(&opt->state1[i], todo[i].s1);
-        replace_state(&opt->state2[i], todo[i].s2);
-        opt->steps[i]++;
-    }
+        if (todo[i].given) s = apply(opt, i, &todo[i]);
     cn_no_grad_end();
     cn_scope_end();
     cn__free(todo);

@@ -218,4 +218,5 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_CONV2D_BACKWARD_INPUT] = cpu_conv2d_backward_input;
     k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cpu_conv2d_backward_weight;
     k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cpu_pool2d_backward;
+    k[CN_OP_SGD_STEP] = cpu_sgd_step;
 }

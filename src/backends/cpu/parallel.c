@@ -180,3 +180,24 @@ void cpu_parallel(int64_t n, int64_t chunks, cpu_range_fn fn, void *ctx) {
             CPU_PAUSE();
     atomic_flag_clear_explicit(&pool.busy, memory_order_release);
 }
+
+/* ---- the public face (backend.h) -------------------------------------------------------------- */
+
+int cn_cpu_threads(void) { return cpu_threads(); }
+
+typedef struct public_job {
+    cn_range_fn fn;
+    void *ctx;
+} public_job;
+
+static void run_public(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const public_job *j = ctx;
+    j->fn(j->ctx, begin, end);
+}
+
+void cn_cpu_parallel_for(int64_t n, int64_t chunks, cn_range_fn fn, void *ctx) {
+    if (!fn) return;
+    public_job j = {fn, ctx};
+    cpu_parallel(n, chunks, run_public, &j);
+}

@@ -341,6 +341,7 @@ void cn__cuda_backend_fill(cn_backend *b) {
     k[CN_OP_CONV2D_BACKWARD_INPUT] = cuda_conv2d_backward_input;
     k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cuda_conv2d_backward_weight;
     k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cuda_pool2d_backward;
+    k[CN_OP_SGD_STEP] = cuda_sgd_step;
 }
 
 /* ---- cinder/cuda.h ------------------------------------------------------------------------------ */

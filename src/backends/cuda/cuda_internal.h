@@ -193,6 +193,8 @@ cn_status cuda_conv2d_backward_weight(const cn_kernel_args *a);
 /* pool.cu */
 cn_status cuda_pool2d(const cn_kernel_args *a);          /* max and avg */
 cn_status cuda_pool2d_backward(const cn_kernel_args *a); /* max and avg */
+/* optim.cu */
+cn_status cuda_sgd_step(const cn_kernel_args *a);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,155 @@
+/* The CPU's fused optimizer kernel: sgd_step, torch.optim.SGD's update of one parameter in one
+ * pass over p, g and the momentum buffer, in place (the contract is in cinder/backend.h).
+ *
+ * The operands go through the strided iterator (strided.c, cpu_map) as (p, g[, buf]): p is operand
+ * 0, the "output", and buf is read and written like p. Every element is read and then written by
+ * the same row call, so updating in place is safe. Dense runs take loops over restrict pointers
+ * (the router guarantees p, g and buf do not share memory) that the compiler vectorises; f32 is
+ * computed in float with float coefficients, as PyTorch does, f64 in double. */
+
+/* As in elementwise.c: nothing reads floating-point exception flags, and this lets gcc vectorise
+ * the loops below. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+#include "backends/cpu/cpu_internal.h"
+
+typedef struct sgd_ctx {
+    double lr, momentum, dampening, weight_decay;
+    int nesterov, first, has_buf;
+} sgd_ctx;
+
+/* ---- row functions ----------------------------------------------------------------------------
+ * ptrs = (p, g[, buf]). The flags are the same for every element, so each loop's branches are
+ * invariant and the compiler unswitches them. Weight decay is skipped, not multiplied by 0, when
+ * it is 0, so an inf in p does not turn the gradient into NaN (PyTorch skips it too). */
+
+static void sgd_row_f32(char **ptrs, const int64_t *step, int64_t n, const void *vctx) {
+    const sgd_ctx *c = vctx;
+    const float lr = (float)c->lr, wd = (float)c->weight_decay, mom = (float)c->momentum;
+    const float keep = (float)(1.0 - c->dampening);
+    const int decay = c->weight_decay != 0, nesterov = c->nesterov, first = c->first;
+    const int64_t es = (int64_t)sizeof(float);
+    if (!c->has_buf) {
+        if (step[0] == es && step[1] == es) {
+            float *restrict p = (float *)ptrs[0];
+            const float *restrict g = (const float *)ptrs[1];
+            for (int64_t i = 0; i < n; i++) {
+                float gi = decay ? g[i] + wd * p[i] : g[i];
+                p[i] = p[i] - lr * gi;
+            }
+            return;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            float *p = (float *)(ptrs[0] + i * step[0]);
+            float g = *(const float *)(ptrs[1] + i * step[1]);
+            float gi = decay ? g + wd * *p : g;
+            *p = *p - lr * gi;
+        }
+        return;
+    }
+    if (step[0] == es && step[1] == es && step[2] == es) {
+        float *restrict p = (float *)ptrs[0];
+        const float *restrict g = (const float *)ptrs[1];
+        float *restrict b = (float *)ptrs[2];
+        for (int64_t i = 0; i < n; i++) {
+            float gi = decay ? g[i] + wd * p[i] : g[i];
+            float bi = first ? gi : mom * b[i] + keep * gi;
+            b[i] = bi;
+            p[i] = p[i] - lr * (nesterov ? gi + mom * bi : bi);
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float *p = (float *)(ptrs[0] + i * step[0]);
+        float *b = (float *)(ptrs[2] + i * step[2]);
+        float g = *(const float *)(ptrs[1] + i * step[1]);
+        float gi = decay ? g + wd * *p : g;
+        float bi = first ? gi : mom * *b + keep * gi;
+        *b = bi;
+        *p = *p - lr * (nesterov ? gi + mom * bi : bi);
+    }
+}
+
+static void sgd_row_f64(char **ptrs, const int64_t *step, int64_t n, const void *vctx) {
+    const sgd_ctx *c = vctx;
+    const double lr = c->lr, wd = c->weight_decay, mom = c->momentum, keep = 1.0 - c->dampening;
+    const int decay = c->weight_decay != 0, nesterov = c->nesterov, first = c->first;
+    const int64_t es = (int64_t)sizeof(double);
+    if (!c->has_buf) {
+        if (step[0] == es && step[1] == es) {
+            double *restrict p = (double *)ptrs[0];
+            const double *restrict g = (const double *)ptrs[1];
+            for (int64_t i = 0; i < n; i++) {
+                double gi = decay ? g[i] + wd * p[i] : g[i];
+                p[i] = p[i] - lr * gi;
+            }
+            return;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            double *p = (double *)(ptrs[0] + i * step[0]);
+            double g = *(const double *)(ptrs[1] + i * step[1]);
+            double gi = decay ? g + wd * *p : g;
+            *p = *p - lr * gi;
+        }
+        return;
+    }
+    if (step[0] == es && step[1] == es && step[2] == es) {
+        double *restrict p = (double *)ptrs[0];
+        const double *restrict g = (const double *)ptrs[1];
+        double *restrict b = (double *)ptrs[2];
+        for (int64_t i = 0; i < n; i++) {
+            double gi = decay ? g[i] + wd * p[i] : g[i];
+            double bi = first ? gi : mom * b[i] + keep * gi;
+            b[i] = bi;
+            p[i] = p[i] - lr * (nesterov ? gi + mom * bi : bi);
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double *p = (double *)(ptrs[0] + i * step[0]);
+        double *b = (double *)(ptrs[2] + i * step[2]);
+        double g = *(const double *)(ptrs[1] + i * step[1]);
+        double gi = decay ? g + wd * *p : g;
+        double bi = first ? gi : mom * *b + keep * gi;
+        *b = bi;
+        *p = *p - lr * (nesterov ? gi + mom * bi : bi);
+    }
+}
+
+/* ---- the kernel ------------------------------------------------------------------------------ */
+
+cn_status cpu_sgd_step(const cn_kernel_args *a) {
+    const char *op = cn_op_name(a->op);
+    int has_buf = a->n_in == 3;
+    if (!((a->n_in == 2 && a->n_out == 1) || (a->n_in == 3 && a->n_out == 2)) || a->n_reals < 4 ||
+        a->n_ints < 2)
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "the kernel takes (p, g[, buf]) -> (p[, buf]), 4 reals and 2 ints but "
+                            "got %d inputs, %d outputs, %d reals, %d ints; call it through the "
+                            "optimizer (cn_optimizer_step)",
+                            a->n_in, a->n_out, a->n_reals, a->n_ints);
+    cn_dtype dt = a->in[0].dtype;
+    for (int k = 0; k < a->n_in; k++)
+        if (a->in[k].dtype != dt || (dt != CN_F32 && dt != CN_F64))
+            return cn_set_error(CN_ERR_DTYPE, op,
+                                "the cpu kernel takes p, g and buf of one dtype, f32 or f64, but "
+                                "operand %d is %s; cast the parameter with cn_cast",
+                                k, cn_dtype_name(a->in[k].dtype));
+    if (a->out[0].data != a->in[0].data || (has_buf && a->out[1].data != a->in[2].data))
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "the update is in place: out[0] must be in[0] (p) and out[1] in[2] "
+                            "(buf); call it through the optimizer (cn_optimizer_step)");
+    sgd_ctx c = {.lr = a->reals[0],
+                 .momentum = a->reals[1],
+                 .dampening = a->reals[2],
+                 .weight_decay = a->reals[3],
+                 .nesterov = a->ints[0] != 0,
+                 .first = a->ints[1] != 0,
+                 .has_buf = has_buf};
+    /* p is operand 0; buf, written like p, rides along as an input view of the same memory */
+    const cn_view *views[3] = {&a->out[0], &a->in[1], has_buf ? &a->out[1] : NULL};
+    cpu_map(has_buf ? 3 : 2, views, dt == CN_F32 ? sgd_row_f32 : sgd_row_f64, &c);
+    return CN_OK;
+}

@@ -1,0 +1,88 @@
+/* The CUDA backend's fused optimizer kernel: sgd_step, torch.optim.SGD's update of one parameter
+ * in one grid-stride pass over p, g and the momentum buffer, in place (the contract is in
+ * cinder/backend.h). f32 is computed in float and f64 in double, as on the CPU (cpu/optim.c).
+ * Strided operands go through the shared iterator (elementwise.cu): each thread reads and then
+ * writes its own elements, so updating in place is safe. */
+#include "backends/cuda/common.cuh"
+
+/* What the kernel needs besides the iterator. */
+typedef struct sgd_params {
+    double lr, momentum, dampening, weight_decay;
+    int nesterov, first, has_buf;
+    int dense; /* every operand is one run with unit stride: index directly */
+} sgd_params;
+
+/* it's operands: (p, g[, buf]). The flags are the same for every thread of a launch. */
+template <typename T>
+__global__ void sgd_step_kernel(const __grid_constant__ cu_iter it, sgd_params s) {
+    const T lr = (T)s.lr, wd = (T)s.weight_decay, mom = (T)s.momentum;
+    const T keep = (T)(1.0 - s.dampening);
+    CU_GRID_LOOP(i, it.numel) {
+        T *p, *b;
+        const T *g;
+        if (s.dense) {
+            p = (T *)it.base[0] + i;
+            g = (const T *)it.base[1] + i;
+            b = s.has_buf ? (T *)it.base[2] + i : nullptr;
+        } else {
+            int64_t off[3];
+            cu_offsets<3>(it, i, off);
+            p = (T *)(it.base[0] + off[0]);
+            g = (const T *)(it.base[1] + off[1]);
+            b = (T *)(it.base[2] + off[2]);
+        }
+        T pi = *p;
+        T gi = s.weight_decay != 0 ? *g + wd * pi : *g; /* skipped at 0: inf * 0 would be NaN */
+        T d = gi;
+        if (s.has_buf) {
+            T bi = s.first ? gi : mom * *b + keep * gi;
+            *b = bi;
+            d = s.nesterov ? gi + mom * bi : bi;
+        }
+        *p = pi - lr * d;
+    }
+}
+
+extern "C" cn_status cuda_sgd_step(const cn_kernel_args *a) {
+    const char *op = cn_op_name(a->op);
+    int has_buf = a->n_in == 3;
+    if (!((a->n_in == 2 && a->n_out == 1) || (a->n_in == 3 && a->n_out == 2)) || a->n_reals < 4 ||
+        a->n_ints < 2)
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "the kernel takes (p, g[, buf]) -> (p[, buf]), 4 reals and 2 ints but "
+                            "got %d inputs, %d outputs, %d reals, %d ints; call it through the "
+                            "optimizer (cn_optimizer_step)",
+                            a->n_in, a->n_out, a->n_reals, a->n_ints);
+    cn_dtype dt = a->in[0].dtype;
+    for (int k = 0; k < a->n_in; k++)
+        if (a->in[k].dtype != dt || (dt != CN_F32 && dt != CN_F64))
+            return cn_set_error(CN_ERR_DTYPE, op,
+                                "the cuda kernel takes p, g and buf of one dtype, f32 or f64, but "
+                                "operand %d is %s; cast the parameter with cn_cast",
+                                k, cn_dtype_name(a->in[k].dtype));
+    if (a->out[0].data != a->in[0].data || (has_buf && a->out[1].data != a->in[2].data))
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "the update is in place: out[0] must be in[0] (p) and out[1] in[2] "
+                            "(buf); call it through the optimizer (cn_optimizer_step)");
+    const cn_view *views[3] = {&a->out[0], &a->in[1], has_buf ? &a->out[1] : NULL};
+    cu_iter it;
+    cu_iter_init(&it, has_buf ? 3 : 2, views);
+    if (it.numel == 0) return CN_OK;
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    sgd_params s = {};
+    s.lr = a->reals[0];
+    s.momentum = a->reals[1];
+    s.dampening = a->reals[2];
+    s.weight_decay = a->reals[3];
+    s.nesterov = a->ints[0] != 0;
+    s.first = a->ints[1] != 0;
+    s.has_buf = has_buf;
+    s.dense = cu_iter_dense(&it);
+    unsigned blocks = cu_blocks(it.numel);
+    if (dt == CN_F64)
+        sgd_step_kernel<double><<<blocks, CU_THREADS, 0, d->stream>>>(it, s);
+    else
+        sgd_step_kernel<float><<<blocks, CU_THREADS, 0, d->stream>>>(it, s);
+    return cu_check_launch(op, "sgd_step_kernel");
+}

@@ -5,6 +5,7 @@
 #include "cinder/ops.h"
 #include "core/alloc.h"
 #include "core/error_internal.h"
+#include "core/thread_exit.h"
 #include "dispatch/router.h"
 
 static _Thread_local int no_grad_depth;
@@ -54,6 +55,16 @@ static _Thread_local struct {
     int count;
 } node_cache;
 
+static _Thread_local int node_cache_armed; /* this thread's exit hook is set */
+
+/* At a thread's exit, its cached nodes go back to the C library. */
+static void free_node_cache(void) {
+    node_cache_armed = 0;
+    while (node_cache.count > 0) cn__free(node_cache.items[--node_cache.count]);
+}
+
+static cn__thread_exit node_cache_exit = CN__THREAD_EXIT_INIT(free_node_cache);
+
 static size_t node_bytes(int n_in) {
     int slots = n_in <= SMALL_NODE_INPUTS ? SMALL_NODE_INPUTS : n_in;
     return sizeof(ad_node) + sizeof(ad_input) * (size_t)slots;
@@ -74,8 +85,13 @@ static ad_node *node_alloc(int n_in) {
 }
 
 static void node_free(ad_node *n) {
-    if (n->n_in <= SMALL_NODE_INPUTS && node_cache.count < NODE_CACHE_SLOTS)
+    if (n->n_in <= SMALL_NODE_INPUTS && node_cache.count < NODE_CACHE_SLOTS) {
+        if (!node_cache_armed) {
+            node_cache_armed = 1;
+            cn__thread_exit_arm(&node_cache_exit);
+        }
         node_cache.items[node_cache.count++] = n;
+    }
     else
         cn__free(n);
 }

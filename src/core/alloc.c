@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "core/counters.h"
 #include "core/error_internal.h"
+#include "core/thread_exit.h"
 
 static atomic_int armed;
 static _Atomic int64_t countdown; /* allocations left before the one that fails */
@@ -65,6 +66,17 @@ typedef struct small_list {
 } small_list;
 
 static _Thread_local small_list small_lists[SMALL_CLASSES];
+static _Thread_local int lists_armed; /* this thread's exit hook is set */
+
+/* At a thread's exit, its small blocks go back to the C library. */
+static void free_lists(void) {
+    lists_armed = 0;
+    for (int c = 0; c < SMALL_CLASSES; c++)
+        while (small_lists[c].count > 0)
+            free((char *)small_lists[c].items[--small_lists[c].count] - ALIGN);
+}
+
+static cn__thread_exit lists_exit = CN__THREAD_EXIT_INIT(free_lists);
 
 static int size_class(size_t nbytes) {
     size_t cap = ALIGN;
@@ -91,6 +103,10 @@ void cn__aligned_free(void *p) {
     char *block = (char *)p - ALIGN;
     int c = *(int *)block;
     if (c < SMALL_CLASSES && small_lists[c].count < SMALL_SLOTS) {
+        if (!lists_armed) {
+            lists_armed = 1;
+            cn__thread_exit_arm(&lists_exit);
+        }
         small_lists[c].items[small_lists[c].count++] = p;
         return;
     }

@@ -7,6 +7,7 @@
 #include "core/counters.h"
 #include "core/error_internal.h"
 #include "core/tensor_impl.h"
+#include "core/thread_exit.h"
 #include "dispatch/registry.h"
 
 void (*cn__autograd_free)(cn_tensor *t);
@@ -72,6 +73,17 @@ typedef struct object_cache {
 } object_cache;
 
 static _Thread_local object_cache header_cache, storage_cache;
+static _Thread_local int caches_armed; /* this thread's exit hook is set (thread_exit.h) */
+
+static void free_caches(void);
+static cn__thread_exit caches_exit = CN__THREAD_EXIT_INIT(free_caches);
+
+/* Called before a thread first keeps something: its caches are freed when it exits. */
+static void arm_caches(void) {
+    if (caches_armed) return;
+    caches_armed = 1;
+    cn__thread_exit_arm(&caches_exit);
+}
 
 static void *cache_take(object_cache *c, const char *op, size_t size) {
     if (c->count == 0) return cn__malloc(op, size);
@@ -84,6 +96,7 @@ static void *cache_take(object_cache *c, const char *op, size_t size) {
 }
 
 static void cache_put(object_cache *c, void *p) {
+    arm_caches();
     if (c->count < CACHE_SLOTS)
         c->items[c->count++] = p;
     else
@@ -136,17 +149,36 @@ static cn_storage *recycled_take(cn_device device, size_t nbytes) {
     return NULL;
 }
 
+static void storage_free_data(cn_storage *s) {
+    const cn_backend *b = cn__backend(s->device.backend);
+    if (b && s->data) b->free(b->ctx, s->device.index, s->data);
+    s->data = NULL;
+}
+
 static void storage_release(cn_storage *s) {
     if (!s || --s->refcount > 0) return;
     cn__count(CN__BYTES, -(int64_t)s->nbytes);
     /* not empty ones: their data may point just past a block, which leak checkers miss */
     if (s->data && s->nbytes > 0 && s->nbytes <= RECYCLE_BYTES && recycled.count < RECYCLE_SLOTS) {
+        arm_caches();
         recycled.items[recycled.count++] = s;
         return;
     }
-    const cn_backend *b = cn__backend(s->device.backend);
-    if (b && s->data) b->free(b->ctx, s->device.index, s->data);
+    storage_free_data(s);
     cache_put(&storage_cache, s);
+}
+
+/* At a thread's exit: everything its caches hold goes back to the backends and the C library.
+ * Freeing may refill a cache (a backend's free), so the hook is re-armed by the next put. */
+static void free_caches(void) {
+    caches_armed = 0;
+    while (recycled.count > 0) {
+        cn_storage *s = recycled.items[--recycled.count];
+        storage_free_data(s);
+        cn__free(s);
+    }
+    while (storage_cache.count > 0) cn__free(storage_cache.items[--storage_cache.count]);
+    while (header_cache.count > 0) cn__free(header_cache.items[--header_cache.count]);
 }
 
 /* A storage record with nbytes of data on the concrete device of backend b. */

@@ -142,6 +142,52 @@ static void test_forward_strided_inputs(void) {
     cn_release(b1);
 }
 
+/* max |a - b| over all elements, in f64 (read back whole). */
+static double max_abs_diff(cn_tensor *a, cn_tensor *b) {
+    int64_t n = cn_numel(b);
+    double *x = malloc(sizeof(double) * (size_t)n), *y = malloc(sizeof(double) * (size_t)n);
+    double worst = INFINITY;
+    if (th_read(a, x) == n && th_read(b, y) == n) {
+        worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double d = fabs(x[i] - y[i]);
+            worst = d > worst || isnan(d) ? d : worst;
+        }
+    }
+    free(x);
+    free(y);
+    return worst;
+}
+
+/* A product large enough for the kernel to split y's columns over the CPU threads, with a column
+ * count (70) that is not a multiple of the 16-column blocks, for w as stored and transposed. */
+static void test_forward_large_split_over_threads(void) {
+    cn_generator gen = cn_generator_new(11);
+    int64_t xs[2] = {96, 400}, ws[2] = {70, 400}, wts[2] = {400, 70}, bs[1] = {70};
+    cn_tensor *x = cn_rand_normal(&gen, xs, 2, 0, 1, CN_F64, cn_cpu());
+    cn_tensor *w = cn_rand_normal(&gen, ws, 2, 0, 0.05, CN_F64, cn_cpu());
+    cn_tensor *wt_store = cn_rand_normal(&gen, wts, 2, 0, 0.05, CN_F64, cn_cpu());
+    cn_tensor *b = cn_rand_normal(&gen, bs, 1, 0, 1, CN_F64, cn_cpu());
+    cn_tensor *wt = cn_transpose(wt_store, 0, 1); /* [70, 400], columns contiguous */
+    cn_tensor *ws_[2] = {w, wt};
+    for (int k = 0; k < 2; k++) {
+        cn_tensor *got = fused_linear_relu(x, ws_[k], b);
+        cn_tensor *lin = cn_linear(x, ws_[k], b);
+        cn_tensor *want = cn_relu(lin);
+        th_check_shape("y large", got, cn_shape(want), 2);
+        double diff = max_abs_diff(got, want);
+        CHECK(diff <= 1e-12);
+        cn_release(got);
+        cn_release(lin);
+        cn_release(want);
+    }
+    cn_release(x);
+    cn_release(w);
+    cn_release(wt);
+    cn_release(wt_store);
+    cn_release(b);
+}
+
 /* No inputs features (in = 0): y = relu(b) on every row. No rows (N = 0): an empty [0, OUT]. */
 static void test_forward_empty_sizes(void) {
     int64_t x0s[2] = {N, 0}, w0s[2] = {OUT, 0}, bs[1] = {OUT};
@@ -298,6 +344,7 @@ int main(void) {
     RUN(test_forward_has_zeros_and_positives);
     RUN(test_forward_f32);
     RUN(test_forward_strided_inputs);
+    RUN(test_forward_large_split_over_threads);
     RUN(test_forward_empty_sizes);
     RUN(test_gradients_match_unfused_with_bias);
     RUN(test_gradients_match_unfused_without_bias);

@@ -119,35 +119,48 @@ static cn_tensor *header_new(const char *op) {
     return t;
 }
 
-/* ---- storage ------------------------------------------------------------------------------ *
- * A storage record whose data is small is recycled with its data still attached: the next tensor
- * of the same size on the same device takes both, and the backend's alloc and free are skipped
- * (in a loop of tiny ops they cost as much as the rest of the op). At most RECYCLE_SLOTS blocks of
- * at most RECYCLE_BYTES are held per thread. Larger data goes back to the backend at once. */
+/* ---- spare tensors -------------------------------------------------------------------------- *
+ * A small tensor that dies owning its storage alone is kept whole (header, storage record and
+ * data) and handed out again as the next tensor of the same byte size on the same device: in a
+ * loop of tiny ops, making and freeing those three costs as much as the rest of the op. At most
+ * SPARE_SLOTS tensors of at most SPARE_BYTES of data are kept per thread. */
 
-#define RECYCLE_BYTES 256
-#define RECYCLE_SLOTS 16
-#define RECYCLE_SCAN 4 /* entries looked at from the top: a loop frees what it allocates next */
+#define SPARE_BYTES 256
+#define SPARE_SLOTS 16
+#define SPARE_SCAN 4 /* entries looked at from the top: a loop frees what it allocates next */
 
 static _Thread_local struct {
-    cn_storage *items[RECYCLE_SLOTS];
+    cn_tensor *items[SPARE_SLOTS];
     int count;
-} recycled;
+} spare;
 
-static int same_device(cn_device a, cn_device b) {
-    return a.backend == b.backend && a.index == b.index;
-}
-
-/* A recycled storage of exactly nbytes on device, taken off the list, or NULL. */
-static cn_storage *recycled_take(cn_device device, size_t nbytes) {
-    for (int i = recycled.count - 1; i >= 0 && i >= recycled.count - RECYCLE_SCAN; i--) {
-        cn_storage *s = recycled.items[i];
-        if (s->nbytes != nbytes || !same_device(s->device, device)) continue;
-        recycled.items[i] = recycled.items[--recycled.count];
-        return s;
+/* A spare tensor with nbytes of data on the concrete device, taken off the list, or NULL. */
+static cn_tensor *spare_take(cn_device device, size_t nbytes) {
+    for (int i = spare.count - 1; i >= 0 && i >= spare.count - SPARE_SCAN; i--) {
+        cn_tensor *t = spare.items[i];
+        const cn_storage *s = t->storage;
+        if (s->nbytes != nbytes || s->device.backend != device.backend ||
+            s->device.index != device.index)
+            continue;
+        spare.items[i] = spare.items[--spare.count];
+        return t;
     }
     return NULL;
 }
+
+/* Keeps a dead tensor whole when it is small and alone on its storage; 0 when it is not kept.
+ * Not empty ones: their data may point just past a block, which leak checkers miss. */
+static int spare_keep(cn_tensor *t) {
+    cn_storage *s = t->storage;
+    if (!s || s->refcount != 1 || !s->data || s->nbytes == 0 || s->nbytes > SPARE_BYTES ||
+        spare.count == SPARE_SLOTS)
+        return 0;
+    arm_caches();
+    spare.items[spare.count++] = t;
+    return 1;
+}
+
+/* ---- storage ------------------------------------------------------------------------------ */
 
 static void storage_free_data(cn_storage *s) {
     const cn_backend *b = cn__backend(s->device.backend);
@@ -158,12 +171,6 @@ static void storage_free_data(cn_storage *s) {
 static void storage_release(cn_storage *s) {
     if (!s || --s->refcount > 0) return;
     cn__count(CN__BYTES, -(int64_t)s->nbytes);
-    /* not empty ones: their data may point just past a block, which leak checkers miss */
-    if (s->data && s->nbytes > 0 && s->nbytes <= RECYCLE_BYTES && recycled.count < RECYCLE_SLOTS) {
-        arm_caches();
-        recycled.items[recycled.count++] = s;
-        return;
-    }
     storage_free_data(s);
     cache_put(&storage_cache, s);
 }
@@ -172,10 +179,11 @@ static void storage_release(cn_storage *s) {
  * Freeing may refill a cache (a backend's free), so the hook is re-armed by the next put. */
 static void free_caches(void) {
     caches_armed = 0;
-    while (recycled.count > 0) {
-        cn_storage *s = recycled.items[--recycled.count];
-        storage_free_data(s);
-        cn__free(s);
+    while (spare.count > 0) {
+        cn_tensor *t = spare.items[--spare.count];
+        storage_free_data(t->storage);
+        cn__free(t->storage);
+        cn__free(t);
     }
     while (storage_cache.count > 0) cn__free(storage_cache.items[--storage_cache.count]);
     while (header_cache.count > 0) cn__free(header_cache.items[--header_cache.count]);
@@ -184,21 +192,7 @@ static void free_caches(void) {
 /* A storage record with nbytes of data on the concrete device of backend b. */
 static cn_storage *storage_new(const char *op, const cn_backend *b, cn_device concrete,
                                size_t nbytes) {
-    cn_storage *s = nbytes > 0 && nbytes <= RECYCLE_BYTES ? recycled_take(concrete, nbytes) : NULL;
-    if (s) {
-        /* still the two allocations it replaces (record and data) for the failure-injection
-         * mode, so that a computation's count does not depend on what the cache holds */
-        if (cn__allocs_should_fail(2)) {
-            recycled.items[recycled.count++] = s;
-            cn_set_error(CN_ERR_OUT_OF_MEMORY, op, "could not allocate %zu bytes of tensor data; "
-                         "free tensors you no longer need (cn_release, scopes)", nbytes);
-            return NULL;
-        }
-        s->refcount = 1;
-        s->version = 0;
-        return s;
-    }
-    s = cache_take(&storage_cache, op, sizeof *s);
+    cn_storage *s = cache_take(&storage_cache, op, sizeof *s);
     if (!s) return NULL;
     memset(s, 0, sizeof *s);
     s->refcount = 1;
@@ -209,6 +203,29 @@ static cn_storage *storage_new(const char *op, const cn_backend *b, cn_device co
         return NULL;
     }
     return s;
+}
+
+/* A spare tensor made ready for the given geometry, or NULL (none fits, or the failure mode
+ * failed it: then the error is set and the spare stays). */
+static cn_tensor *spare_reuse(const char *op, cn_device concrete, size_t nbytes, int *failed) {
+    cn_tensor *t = spare_take(concrete, nbytes);
+    if (!t) return NULL;
+    /* still the three allocations it replaces (header, storage record, data) for the
+     * failure-injection mode, so that a computation's count does not depend on the spares */
+    int fail = cn__allocs_should_fail(3);
+    if (fail)
+        cn_set_error(CN_ERR_OUT_OF_MEMORY, op, "could not allocate %zu bytes of tensor data; "
+                     "free tensors you no longer need (cn_release, scopes)", nbytes);
+    if (fail || cn__scope_register(t) != CN_OK) { /* the scope sets its own error */
+        spare.items[spare.count++] = t;
+        *failed = 1;
+        return NULL;
+    }
+    t->refcount = 1;
+    t->offset = 0;
+    t->scope_kept = 0;
+    t->storage->version = 0;
+    return t;
 }
 
 cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_dtype dtype,
@@ -258,14 +275,25 @@ cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const in
     cn_device concrete = device;
     concrete.autodiff = 0;
     concrete.checkpoint = 0;
-    cn_storage *s = storage_new(op, b, concrete, (size_t)numel * esize);
-    if (!s) return NULL;
-    cn__count(CN__BYTES, (int64_t)s->nbytes);
-    cn_tensor *t = header_new(op);
-    if (!t) {
-        storage_release(s);
-        return NULL;
+    size_t nbytes = (size_t)numel * esize;
+    int failed = 0;
+    cn_tensor *t = nbytes > 0 && nbytes <= SPARE_BYTES ? spare_reuse(op, concrete, nbytes, &failed)
+                                                        : NULL;
+    if (failed) return NULL;
+    if (t) {
+        for (int d = ndim; d < t->ndim; d++) t->shape[d] = t->strides[d] = 0; /* as if new */
+        cn__count(CN__TENSORS, 1);
+    } else {
+        cn_storage *s = storage_new(op, b, concrete, nbytes);
+        if (!s) return NULL;
+        if (!(t = header_new(op))) {
+            storage_free_data(s);
+            cache_put(&storage_cache, s);
+            return NULL;
+        }
+        t->storage = s;
     }
+    cn__count(CN__BYTES, (int64_t)nbytes);
     t->dtype = dtype;
     t->ndim = ndim;
     for (int d = 0; d < ndim; d++) {
@@ -274,7 +302,6 @@ cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const in
     }
     t->numel = numel;
     t->device = device; /* an autodiff device stays visible; the storage is on the concrete one */
-    t->storage = s;
     return t;
 }
 
@@ -308,8 +335,12 @@ void cn_release(cn_tensor *t) {
     if (!t || --t->refcount > 0) return;
     cn__scope_forget(t);
     if (t->autograd && cn__autograd_free) cn__autograd_free(t);
-    storage_release(t->storage);
     cn__count(CN__TENSORS, -1);
+    if (spare_keep(t)) {
+        cn__count(CN__BYTES, -(int64_t)t->storage->nbytes);
+        return;
+    }
+    storage_release(t->storage);
     cache_put(&header_cache, t);
 }
 

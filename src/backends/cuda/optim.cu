@@ -46,13 +46,7 @@ __global__ void sgd_step_kernel(const __grid_constant__ cu_iter it, sgd_params s
 extern "C" cn_status cuda_sgd_step(const cn_kernel_args *a) {
     const char *op = cn_op_name(a->op);
     int has_buf = a->n_in == 3;
-    if (!((a->n_in == 2 && a->n_out == 1) || (a->n_in == 3 && a->n_out == 2)) || a->n_reals < 4 ||
-        a->n_ints < 2)
-        return cn_set_error(CN_ERR_INVALID_ARG, op,
-                            "the kernel takes (p, g[, buf]) -> (p[, buf]), 4 reals and 2 ints but "
-                            "got %d inputs, %d outputs, %d reals, %d ints; call it through the "
-                            "optimizer (cn_optimizer_step)",
-                            a->n_in, a->n_out, a->n_reals, a->n_ints);
+    /* the arity, the attributes and the in-place outputs are the router's (dispatch/ops_optim.c) */
     cn_dtype dt = a->in[0].dtype;
     for (int k = 0; k < a->n_in; k++)
         if (a->in[k].dtype != dt || (dt != CN_F32 && dt != CN_F64))
@@ -60,10 +54,6 @@ extern "C" cn_status cuda_sgd_step(const cn_kernel_args *a) {
                                 "the cuda kernel takes p, g and buf of one dtype, f32 or f64, but "
                                 "operand %d is %s; cast the parameter with cn_cast",
                                 k, cn_dtype_name(a->in[k].dtype));
-    if (a->out[0].data != a->in[0].data || (has_buf && a->out[1].data != a->in[2].data))
-        return cn_set_error(CN_ERR_INVALID_ARG, op,
-                            "the update is in place: out[0] must be in[0] (p) and out[1] in[2] "
-                            "(buf); call it through the optimizer (cn_optimizer_step)");
     const cn_view *views[3] = {&a->out[0], &a->in[1], has_buf ? &a->out[1] : NULL};
     cu_iter it;
     cu_iter_init(&it, has_buf ? 3 : 2, views);

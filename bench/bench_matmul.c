@@ -6,8 +6,8 @@
  *                       OpenBLAS on one thread and splits GEMMs over its own pool, so this
  *                       program sets OpenBLAS's threads for that call only
  *
- * The two are interleaved so that drift hits both alike; medians of --reps runs after a
- * warm-up. Usage: bench_matmul [--device D] [--reps N]; bench_matmul --info prints which
+ * cinder's runs come first, then OpenBLAS's (whose threads keep spinning after a call, which
+ * would slow a cinder call run right after); medians of --reps runs after a warm-up. Usage: bench_matmul [--device D] [--reps N]; bench_matmul --info prints which
  * OpenBLAS build and kernel this process uses, and nothing else. */
 #include "bench_common.h" /* first: it sets _POSIX_C_SOURCE */
 
@@ -43,26 +43,26 @@ int main(int argc, char **argv) {
 
     double *t_cn = malloc(sizeof(double) * (size_t)o.reps);
     double *t_blas = malloc(sizeof(double) * (size_t)o.reps);
+    /* cinder's runs first, then OpenBLAS's: OpenBLAS's threads spin for a while after each of
+     * its calls, and interleaved they took a core from the cinder call that followed */
     for (int r = -1; r < o.reps; r++) { /* r = -1: warm-up */
         double t0 = bench_now();
         cn_tensor *c = cn_matmul(a, b);
         bench_sync(o.device);
         double t1 = bench_now();
         cn_release(bench_check(c, "matmul"));
-        if (!host) {
-            if (r >= 0) t_cn[r] = t1 - t0;
-            continue;
-        }
+        if (r >= 0) t_cn[r] = t1 - t0;
+    }
+    if (host) {
         openblas_set_num_threads((int)cores);
-        double t2 = bench_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, ha, n, hb, n, 0.0f,
-                    hc, n);
-        double t3 = bench_now();
-        openblas_set_num_threads(1);
-        if (r >= 0) {
-            t_cn[r] = t1 - t0;
-            t_blas[r] = t3 - t2;
+        for (int r = -1; r < o.reps; r++) {
+            double t2 = bench_now();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, ha, n, hb, n,
+                        0.0f, hc, n);
+            double t3 = bench_now();
+            if (r >= 0) t_blas[r] = t3 - t2;
         }
+        openblas_set_num_threads(1);
     }
     double gflop = 2.0 * n * (double)n * n * 1e-9;
     bench_print("matmul_1024", gflop / bench_median(t_cn, o.reps), "GFLOP/s");

@@ -32,6 +32,16 @@ static inline void cn__count(cn__counter c, int64_t delta) {
     atomic_store_explicit(&s->value[c], v + delta, memory_order_relaxed);
 }
 
+/* A tensor made (+1, +bytes) or freed (-1, -bytes): both counts with one registration check. */
+static inline void cn__count_tensor(int64_t tensors, int64_t bytes) {
+    cn__counter_slot *s = &cn__my_counters;
+    if (!s->registered) cn__counters_register();
+    int64_t t = atomic_load_explicit(&s->value[CN__TENSORS], memory_order_relaxed);
+    int64_t b = atomic_load_explicit(&s->value[CN__BYTES], memory_order_relaxed);
+    atomic_store_explicit(&s->value[CN__TENSORS], t + tensors, memory_order_relaxed);
+    atomic_store_explicit(&s->value[CN__BYTES], b + bytes, memory_order_relaxed);
+}
+
 /* The process-wide total of c: exited threads' counts plus every live thread's. */
 int64_t cn__counter_total(cn__counter c);
 

@@ -15,6 +15,7 @@ typedef struct scope_state {
 } scope_state;
 
 static _Thread_local scope_state st;
+_Thread_local int cn__scope_depth_now; /* st.depth, for the inline checks in tensor_impl.h */
 
 static void free_if_idle(void) {
     if (st.depth > 0) return;
@@ -34,10 +35,11 @@ cn_status cn_scope_begin(void) {
         st.depth_cap = cap;
     }
     st.starts[st.depth++] = st.count;
+    cn__scope_depth_now = st.depth;
     return CN_OK;
 }
 
-cn_status cn__scope_register(cn_tensor *t) {
+cn_status cn__scope_add(cn_tensor *t) {
     if (st.depth == 0) return CN_OK;
     if (st.count == st.cap) {
         int64_t cap = st.cap ? st.cap * 2 : 256;
@@ -53,7 +55,7 @@ cn_status cn__scope_register(cn_tensor *t) {
     return CN_OK;
 }
 
-void cn__scope_forget(cn_tensor *t) {
+void cn__scope_remove(cn_tensor *t) {
     if (t->scope_slot >= 0 && t->scope_slot < st.count && st.items[t->scope_slot] == t)
         st.items[t->scope_slot] = NULL;
     t->scope_slot = -1;
@@ -64,6 +66,7 @@ cn_status cn_scope_end(void) {
         return cn_set_error(CN_ERR_SCOPE, "scope_end", "no scope is open on this thread; pair "
                             "every cn_scope_end with an earlier cn_scope_begin");
     int64_t begin = st.starts[--st.depth];
+    cn__scope_depth_now = st.depth;
     int64_t end = st.count;
     int64_t kept = begin; /* kept tensors move down into the enclosing scope's range */
     for (int64_t i = begin; i < end; i++) {

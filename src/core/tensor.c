@@ -282,7 +282,7 @@ cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const in
     if (failed) return NULL;
     if (t) {
         for (int d = ndim; d < t->ndim; d++) t->shape[d] = t->strides[d] = 0; /* as if new */
-        cn__count(CN__TENSORS, 1);
+        cn__count_tensor(1, (int64_t)nbytes);
     } else {
         cn_storage *s = storage_new(op, b, concrete, nbytes);
         if (!s) return NULL;
@@ -292,8 +292,8 @@ cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const in
             return NULL;
         }
         t->storage = s;
+        cn__count(CN__BYTES, (int64_t)nbytes);
     }
-    cn__count(CN__BYTES, (int64_t)nbytes);
     t->dtype = dtype;
     t->ndim = ndim;
     for (int d = 0; d < ndim; d++) {
@@ -335,11 +335,11 @@ void cn_release(cn_tensor *t) {
     if (!t || --t->refcount > 0) return;
     cn__scope_forget(t);
     if (t->autograd && cn__autograd_free) cn__autograd_free(t);
-    cn__count(CN__TENSORS, -1);
     if (spare_keep(t)) {
-        cn__count(CN__BYTES, -(int64_t)t->storage->nbytes);
+        cn__count_tensor(-1, -(int64_t)t->storage->nbytes);
         return;
     }
+    cn__count(CN__TENSORS, -1);
     storage_release(t->storage);
     cache_put(&header_cache, t);
 }

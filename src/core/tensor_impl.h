@@ -73,8 +73,15 @@ const char *cn__shape_str(const int64_t *shape, int ndim, char *buf, size_t size
 
 /* Scope bookkeeping (scope.c). Every tensor header is registered in the innermost open scope when
  * it is made; a tensor freed before its scope ends is forgotten by the scope. */
-cn_status cn__scope_register(cn_tensor *t);
-void cn__scope_forget(cn_tensor *t);
+extern _Thread_local int cn__scope_depth_now; /* open scopes on this thread (scope.c) */
+cn_status cn__scope_add(cn_tensor *t);
+void cn__scope_remove(cn_tensor *t);
+static inline cn_status cn__scope_register(cn_tensor *t) {
+    return cn__scope_depth_now > 0 ? cn__scope_add(t) : CN_OK;
+}
+static inline void cn__scope_forget(cn_tensor *t) {
+    if (t->scope_slot >= 0) cn__scope_remove(t);
+}
 
 /* Hook for the autodiff layer: frees t->autograd when a tracked tensor dies. */
 extern void (*cn__autograd_free)(cn_tensor *t);

@@ -149,10 +149,18 @@ static __attribute__((noinline)) void map_iter(int nops, const cn_view *const *v
 }
 
 void cpu_map(int nops, const cn_view *const *views, cpu_row_fn fn, const void *ctx) {
+    /* one pass: the element count, and whether every operand is dense in row-major order (each
+     * stride equals the count of the dims inside it; size-1 dims take any stride) */
     const cn_view *out = views[0];
     int64_t numel = 1;
-    for (int d = 0; d < out->ndim; d++) numel *= out->shape[d];
-    if (numel > 0 && numel < 2 * CPU_PARALLEL_GRAIN && all_dense(nops, views)) {
+    int dense = 1;
+    for (int d = out->ndim - 1; d >= 0; d--) {
+        int64_t size = out->shape[d];
+        if (size != 1)
+            for (int k = 0; k < nops; k++) dense &= views[k]->strides[d] == numel;
+        numel *= size;
+    }
+    if (dense && numel > 0 && numel < 2 * CPU_PARALLEL_GRAIN) {
         char *ptrs[CPU_ITER_MAX_OPS];
         int64_t step[CPU_ITER_MAX_OPS];
         for (int k = 0; k < nops; k++) {

@@ -104,17 +104,29 @@ static cn_status make_operand(const cn_view *v, size_t esize, operand *o) {
 }
 
 /* y[i, j] = max(acc[i, j] + b[j], 0) for the columns j in [lo, hi); acc is dense [N, O] (it may
- * be y itself when y is dense). */
+ * be y itself when y is dense). Rows with unit column strides take a loop the compiler
+ * vectorises; any other strides, the general one. */
 #define FINISH(T, name)                                                                            \
     static void name(const cn_view *y, const T *acc, const cn_view *b, int64_t n, int64_t o,       \
                      int64_t lo, int64_t hi) {                                                     \
         T *yd = y->data;                                                                           \
         const T *bd = b->data;                                                                     \
-        for (int64_t i = 0; i < n; i++)                                                            \
-            for (int64_t j = lo; j < hi; j++) {                                                    \
-                T z = acc[i * o + j] + (bd ? bd[j * b->strides[0]] : (T)0);                        \
-                yd[i * y->strides[0] + j * y->strides[1]] = z > 0 ? z : (T)0;                      \
+        int64_t ys0 = y->strides[0], ys1 = y->strides[1], bs = bd ? b->strides[0] : 0;            \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            const T *arow = acc + i * o;                                                           \
+            T *yrow = yd + i * ys0;                                                                \
+            if (ys1 == 1 && bs == 1) {                                                             \
+                for (int64_t j = lo; j < hi; j++) {                                                \
+                    T z = arow[j] + bd[j];                                                         \
+                    yrow[j] = z > 0 ? z : (T)0;                                                    \
+                }                                                                                  \
+            } else {                                                                               \
+                for (int64_t j = lo; j < hi; j++) {                                                \
+                    T z = arow[j] + (bd ? bd[j * bs] : (T)0);                                      \
+                    yrow[j * ys1] = z > 0 ? z : (T)0;                                              \
+                }                                                                                  \
             }                                                                                      \
+        }                                                                                          \
     }
 FINISH(float, finish_f32)
 FINISH(double, finish_f64)
@@ -189,10 +201,11 @@ cn_status fused_linear_relu_cpu(const cn_kernel_args *args) {
     cn_status st = CN_OK;
     if (k == 0 || ((st = make_operand(x, esize, &j.a)) == CN_OK &&
                    (st = make_operand(w, esize, &j.bt)) == CN_OK)) {
-        /* blocks of columns on cinder's CPU threads: one per thread, when the product is large
-         * enough to be worth it (each block packs x again, so no more blocks than threads) */
+        /* blocks of columns on cinder's CPU threads, when the product is large enough to be
+         * worth it: two per thread, so that a thread that starts late leaves its second block
+         * to the others (each block packs x again, so not more) */
         int64_t blocks = (o + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
-        int64_t chunks = (double)n * (double)k * (double)o < PARALLEL_MACS ? 1 : cn_cpu_threads();
+        int64_t chunks = (double)n * (double)k * (double)o < PARALLEL_MACS ? 1 : 2 * cn_cpu_threads();
         cn_cpu_parallel_for(blocks, chunks, forward_columns, &j);
     }
     free(j.a.packed);

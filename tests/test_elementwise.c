@@ -586,6 +586,32 @@ static void test_where_selects_with_broadcast_for_every_width(void) {
     cn_release(cond);
 }
 
+/* b a 0-d scalar (stride 0 everywhere: a relu's backward, where(mask, g, 0)), a and cond dense:
+ * every width, over a size with a vector body and a tail. */
+static void test_where_with_scalar_b(void) {
+    enum { N = 37 };
+    double cv[N], av[N], want[N];
+    for (int i = 0; i < N; i++) {
+        cv[i] = (i * 7) % 3 == 0;
+        av[i] = i + 1;
+        want[i] = cv[i] ? av[i] : 5;
+    }
+    int64_t s[2] = {1, N};
+    const double five = 5;
+    const cn_dtype dts[] = {CN_F32, CN_F64, CN_F16, CN_I64, CN_U8};
+    cn_tensor *cond = th_tensor(cv, s, 2, CN_BOOL);
+    for (int d = 0; d < 5; d++) {
+        cn_tensor *a = th_tensor(av, s, 2, dts[d]), *b = th_tensor(&five, NULL, 0, dts[d]);
+        cn_tensor *w = cn_where(cond, a, b);
+        CHECK(w && cn_dtype_of(w) == dts[d]);
+        th_check_values("where scalar b", w, want, N, 0);
+        cn_release(w);
+        cn_release(b);
+        cn_release(a);
+    }
+    cn_release(cond);
+}
+
 /* ---- cast, copy, fill ----------------------------------------------------------------------- */
 
 static void test_cast_float_to_int_truncates_and_saturates(void) {
@@ -817,6 +843,7 @@ int main(void) {
     RUN(test_comparisons_on_every_dtype);
     RUN(test_logic_truth_tables_and_bool_compare);
     RUN(test_where_selects_with_broadcast_for_every_width);
+    RUN(test_where_with_scalar_b);
     RUN(test_cast_float_to_int_truncates_and_saturates);
     RUN(test_cast_to_and_from_bool);
     RUN(test_f16_and_bf16_round_to_nearest_even);

@@ -11,36 +11,37 @@ typedef struct scope_state {
     cn_tensor **items;
     int64_t count, cap;
     int64_t *starts;
-    int depth, depth_cap;
+    int depth_cap;            /* the depth itself is cn__scope_depth_now */
 } scope_state;
 
 static _Thread_local scope_state st;
-_Thread_local int cn__scope_depth_now; /* st.depth, for the inline checks in tensor_impl.h */
+/* open scopes on this thread; extern for the inline checks in tensor_impl.h */
+_Thread_local int cn__scope_depth_now;
 
 static void free_if_idle(void) {
-    if (st.depth > 0) return;
+    if (cn__scope_depth_now > 0) return;
     cn__free(st.items);
     cn__free(st.starts);
     memset(&st, 0, sizeof st);
 }
 
 cn_status cn_scope_begin(void) {
-    if (st.depth == st.depth_cap) {
+    if (cn__scope_depth_now == st.depth_cap) {
         int cap = st.depth_cap ? st.depth_cap * 2 : 8;
         int64_t *starts = cn__malloc("scope_begin", sizeof *starts * (size_t)cap);
         if (!starts) return CN_ERR_OUT_OF_MEMORY;
-        if (st.depth) memcpy(starts, st.starts, sizeof *starts * (size_t)st.depth);
+        if (cn__scope_depth_now)
+            memcpy(starts, st.starts, sizeof *starts * (size_t)cn__scope_depth_now);
         cn__free(st.starts);
         st.starts = starts;
         st.depth_cap = cap;
     }
-    st.starts[st.depth++] = st.count;
-    cn__scope_depth_now = st.depth;
+    st.starts[cn__scope_depth_now++] = st.count;
     return CN_OK;
 }
 
 cn_status cn__scope_add(cn_tensor *t) {
-    if (st.depth == 0) return CN_OK;
+    if (cn__scope_depth_now == 0) return CN_OK;
     if (st.count == st.cap) {
         int64_t cap = st.cap ? st.cap * 2 : 256;
         cn_tensor **items = cn__malloc("scope", sizeof *items * (size_t)cap);
@@ -62,11 +63,10 @@ void cn__scope_remove(cn_tensor *t) {
 }
 
 cn_status cn_scope_end(void) {
-    if (st.depth == 0)
+    if (cn__scope_depth_now == 0)
         return cn_set_error(CN_ERR_SCOPE, "scope_end", "no scope is open on this thread; pair "
                             "every cn_scope_end with an earlier cn_scope_begin");
-    int64_t begin = st.starts[--st.depth];
-    cn__scope_depth_now = st.depth;
+    int64_t begin = st.starts[--cn__scope_depth_now];
     int64_t end = st.count;
     int64_t kept = begin; /* kept tensors move down into the enclosing scope's range */
     for (int64_t i = begin; i < end; i++) {
@@ -74,7 +74,7 @@ cn_status cn_scope_end(void) {
         if (!t) continue;
         if (t->scope_kept) {
             t->scope_kept = 0;
-            if (st.depth > 0) {
+            if (cn__scope_depth_now > 0) {
                 st.items[kept] = t;
                 t->scope_slot = kept++;
             } else {
@@ -97,4 +97,4 @@ cn_tensor *cn_keep(cn_tensor *t) {
     return t;
 }
 
-int cn_scope_depth(void) { return st.depth; }
+int cn_scope_depth(void) { return cn__scope_depth_now; }

@@ -4,21 +4,21 @@
 #include "backends/cpu/cpu_internal.h"
 #include "core/dtype.h"
 
-/* Whether every operand is dense in row-major order over the output's shape. */
-static int all_dense(int nops, const cn_view *const *views) {
+/* The element count of the output's shape; *dense tells whether every operand is dense in
+ * row-major order over it (each stride equals the count of the dims inside it; size-1 dims take
+ * any stride). One pass, as it runs for every tiny op. */
+static int64_t count_dense(int nops, const cn_view *const *views, int *dense) {
     const cn_view *out = views[0];
-    int nd = out->ndim;
-    int64_t expect[CN_MAX_DIMS], e = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        expect[d] = out->shape[d] == 1 ? -1 : e; /* -1: any stride will do */
-        e *= out->shape[d];
+    int64_t numel = 1;
+    int ok = 1;
+    for (int d = out->ndim - 1; d >= 0; d--) {
+        int64_t size = out->shape[d];
+        if (size != 1)
+            for (int k = 0; k < nops; k++) ok &= views[k]->strides[d] == numel;
+        numel *= size;
     }
-    for (int d = 0; d < nd; d++) {
-        if (expect[d] < 0) continue;
-        for (int k = 0; k < nops; k++)
-            if (views[k]->strides[d] != expect[d]) return 0;
-    }
-    return 1;
+    *dense = ok;
+    return numel;
 }
 
 void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views) {
@@ -37,7 +37,9 @@ void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views) {
 
     int64_t es[CPU_ITER_MAX_OPS];
     for (int k = 0; k < nops; k++) es[k] = (int64_t)cn__dtype_size(views[k]->dtype);
-    if (all_dense(nops, views)) { /* the usual case: one run, nothing to merge */
+    int dense;
+    count_dense(nops, views, &dense);
+    if (dense) { /* the usual case: one run, nothing to merge */
         it->ndim = 1;
         it->shape[0] = it->numel;
         for (int k = 0; k < nops; k++) it->strides[k][0] = es[k];
@@ -149,17 +151,8 @@ static __attribute__((noinline)) void map_iter(int nops, const cn_view *const *v
 }
 
 void cpu_map(int nops, const cn_view *const *views, cpu_row_fn fn, const void *ctx) {
-    /* one pass: the element count, and whether every operand is dense in row-major order (each
-     * stride equals the count of the dims inside it; size-1 dims take any stride) */
-    const cn_view *out = views[0];
-    int64_t numel = 1;
-    int dense = 1;
-    for (int d = out->ndim - 1; d >= 0; d--) {
-        int64_t size = out->shape[d];
-        if (size != 1)
-            for (int k = 0; k < nops; k++) dense &= views[k]->strides[d] == numel;
-        numel *= size;
-    }
+    int dense;
+    int64_t numel = count_dense(nops, views, &dense);
     if (dense && numel > 0 && numel < 2 * CPU_PARALLEL_GRAIN) {
         char *ptrs[CPU_ITER_MAX_OPS];
         int64_t step[CPU_ITER_MAX_OPS];

@@ -23,6 +23,8 @@
 #ifndef CINDER_AUTODIFF_H
 #define CINDER_AUTODIFF_H
 
+#include "cinder/api.h"
+
 #include "cinder/device.h"
 #include "cinder/tensor.h"
 
@@ -36,35 +38,35 @@ typedef enum cn_checkpoint {
 } cn_checkpoint;
 
 /* The autodiff device over a concrete device, without checkpointing. */
-cn_device cn_autodiff(cn_device inner);
+CN_API cn_device cn_autodiff(cn_device inner);
 
 /* The same with a checkpointing strategy. */
-cn_device cn_autodiff_checkpointed(cn_device inner, cn_checkpoint strategy);
+CN_API cn_device cn_autodiff_checkpointed(cn_device inner, cn_checkpoint strategy);
 
 /* The concrete device under an autodiff device (the device itself if it is concrete). */
-cn_device cn_inner_device(cn_device device);
+CN_API cn_device cn_inner_device(cn_device device);
 
 /* Marks a float tensor on an autodiff device as a leaf that requires grad; returns t. Fails with
  * CN_ERR_KIND for int/bool tensors and CN_ERR_AUTODIFF_DEVICE for a tensor on a concrete device
  * (move it with cn_to_device(t, cn_autodiff(...)) first). A NULL t stays NULL. */
-cn_tensor *cn_require_grad(cn_tensor *t);
+CN_API cn_tensor *cn_require_grad(cn_tensor *t);
 
 /* Non-zero when t is tracked (a leaf requiring grad, or computed from one). */
-int cn_requires_grad(const cn_tensor *t);
+CN_API int cn_requires_grad(const cn_tensor *t);
 
 /* Keep the gradient of an intermediate (non-leaf) tensor in the cn_grads of the next backward,
  * like torch's retain_grad. Returns t. */
-cn_tensor *cn_retain_grad(cn_tensor *t);
+CN_API cn_tensor *cn_retain_grad(cn_tensor *t);
 
 /* A new untracked tensor on the same device sharing t's data. */
-cn_tensor *cn_detach(cn_tensor *t);
+CN_API cn_tensor *cn_detach(cn_tensor *t);
 
 /* The concrete tensor under t, on the inner device, sharing its data ("strip the autodiff
  * wrapper"). For a concrete t, a new tensor sharing t's data. */
-cn_tensor *cn_inner(cn_tensor *t);
+CN_API cn_tensor *cn_inner(cn_tensor *t);
 
 /* The tensor t (concrete) seen on an autodiff device (untracked until cn_require_grad). */
-cn_tensor *cn_from_inner(cn_tensor *t, cn_device autodiff_device);
+CN_API cn_tensor *cn_from_inner(cn_tensor *t, cn_device autodiff_device);
 
 /* ---- backward ------------------------------------------------------------------------------ */
 
@@ -74,34 +76,34 @@ typedef struct cn_grads cn_grads;
  * tensor marked with cn_retain_grad). A non-scalar root is seeded with ones (the gradient of
  * sum(root)). The graph behind root is freed as it is consumed: a second backward through it is
  * CN_ERR_AUTODIFF_GRAPH. Returns NULL with the error set on failure (nothing leaks then). */
-cn_grads *cn_backward(cn_tensor *root);
+CN_API cn_grads *cn_backward(cn_tensor *root);
 
 /* The gradient of t (same shape, dtype and device as t, untracked), or NULL when t is not in the
  * graph (CN_ERR_AUTODIFF_NO_GRAD). Borrowed: valid until cn_grads_free or cn_grad_remove. */
-cn_tensor *cn_grad(const cn_grads *grads, const cn_tensor *t);
+CN_API cn_tensor *cn_grad(const cn_grads *grads, const cn_tensor *t);
 
 /* Like cn_grad, but NULL without setting an error when t has no gradient in grads. */
-cn_tensor *cn_grad_find(const cn_grads *grads, const cn_tensor *t);
+CN_API cn_tensor *cn_grad_find(const cn_grads *grads, const cn_tensor *t);
 
 /* Takes t's gradient out of the container: the caller owns the returned reference. */
-cn_tensor *cn_grad_remove(cn_grads *grads, const cn_tensor *t);
+CN_API cn_tensor *cn_grad_remove(cn_grads *grads, const cn_tensor *t);
 
-void cn_grads_free(cn_grads *grads);
+CN_API void cn_grads_free(cn_grads *grads);
 
 /* ---- no-grad mode ---------------------------------------------------------------------------- */
 
 /* While no-grad mode is on (per thread, nestable), ops record nothing: their outputs are
  * untracked. For evaluation and optimizer steps. */
-void cn_no_grad_begin(void);
-void cn_no_grad_end(void);
-int cn_grad_enabled(void);
+CN_API void cn_no_grad_begin(void);
+CN_API void cn_no_grad_end(void);
+CN_API int cn_grad_enabled(void);
 
 /* ---- in-place ------------------------------------------------------------------------------ */
 
 /* Writes src (broadcast to dst's shape, converted to dst's dtype) into dst's memory. Allowed on
  * tracked tensors only in no-grad mode (CN_ERR_AUTODIFF_INPLACE otherwise). Bumps dst's version,
  * so a backward that needs dst's old value fails instead of using the new one. */
-cn_status cn_copy_(cn_tensor *dst, cn_tensor *src);
+CN_API cn_status cn_copy_(cn_tensor *dst, cn_tensor *src);
 
 #ifdef __cplusplus
 }

@@ -49,6 +49,8 @@
 #ifndef CINDER_BACKEND_H
 #define CINDER_BACKEND_H
 
+#include "cinder/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,7 +90,7 @@ typedef enum cn_op {
 } cn_op;
 
 /* The name of an op as users see it ("add", "softmax"); "unknown" otherwise. */
-const char *cn_op_name(cn_op op);
+CN_API const char *cn_op_name(cn_op op);
 
 /* A strided view of device memory, as a kernel sees it. */
 typedef struct cn_view {
@@ -134,14 +136,14 @@ typedef struct cn_backend {
 /* Registers a backend; the table is copied. Returns its id (>= 0), or -1 with the error set when
  * the name is taken, the table is incomplete (memory functions missing) or the registry is full.
  * The CPU backend registers itself as id 0. */
-int cn_backend_register(const cn_backend *backend);
+CN_API int cn_backend_register(const cn_backend *backend);
 
 /* The registered table of a backend id, or NULL. For wrapping a backend (e.g. one that counts the
  * calls of the CPU kernels and forwards them). */
-const cn_backend *cn_backend_get(int id);
+CN_API const cn_backend *cn_backend_get(int id);
 
 /* The id of the backend registered under name, or -1. */
-int cn_backend_find(const char *name);
+CN_API int cn_backend_find(const char *name);
 
 /* ---- threads for CPU kernels ---------------------------------------------------------------------
  * A CPU kernel (built-in, in a program's backend, or an extension's) that wants several cores uses
@@ -150,7 +152,7 @@ int cn_backend_find(const char *name);
  * descheduled. */
 
 /* The pool's threads, the caller included (>= 1): OMP_NUM_THREADS when set, else the cores. */
-int cn_cpu_threads(void);
+CN_API int cn_cpu_threads(void);
 
 /* Runs fn(ctx, begin, end) on each of `chunks` ranges that cut [0, n) into near-equal parts
  * (range c is [n*c/chunks, n*(c+1)/chunks)), on the pool's threads and the caller's, and returns
@@ -158,7 +160,7 @@ int cn_cpu_threads(void);
  * timing, so fn must not depend on it. A call from inside fn runs its ranges in order on the
  * calling thread. */
 typedef void (*cn_range_fn)(void *ctx, int64_t begin, int64_t end);
-void cn_cpu_parallel_for(int64_t n, int64_t chunks, cn_range_fn fn, void *ctx);
+CN_API void cn_cpu_parallel_for(int64_t n, int64_t chunks, cn_range_fn fn, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifndef CINDER_CATALOGUE_H
 #define CINDER_CATALOGUE_H
 
+#include "cinder/api.h"
+
 #include <stddef.h>
 
 #include "cinder/error.h"
@@ -41,11 +43,11 @@ typedef struct cn_error_entry {
 } cn_error_entry;
 
 /* The entry of status s, or NULL for CN_OK and values that are not codes. */
-const cn_error_entry *cn_error_entry_of(cn_status s);
+CN_API const cn_error_entry *cn_error_entry_of(cn_status s);
 
 /* All entries, in increasing code order: sets *entries to the first (when entries is not NULL)
  * and returns how many there are (CN_STATUS_COUNT - 1). */
-size_t cn_error_catalogue(const cn_error_entry **entries);
+CN_API size_t cn_error_catalogue(const cn_error_entry **entries);
 
 /* Finds the entry a user is asking about. Leading and trailing white space is ignored. The query
  * may be, tried in this order:
@@ -57,12 +59,12 @@ size_t cn_error_catalogue(const cn_error_entry **entries);
  *   - failing all of those, any text containing a phrase, such as a log line that wraps the
  *     message ("error: step 3: add: incompatible shapes: ...").
  * Returns NULL when nothing matches (or query is NULL). Sets no error. */
-const cn_error_entry *cn_error_lookup(const char *query);
+CN_API const cn_error_entry *cn_error_lookup(const char *query);
 
 /* Non-zero when message matches entry's message_pattern: the literal text of the pattern must
  * appear exactly, and each {placeholder} (a '{', a name, a '}') matches any text, possibly empty.
  * A pattern without placeholders must equal the whole message. Returns 0 if either is NULL. */
-int cn_error_message_matches(const cn_error_entry *entry, const char *message);
+CN_API int cn_error_message_matches(const cn_error_entry *entry, const char *message);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,8 @@
 #ifndef CINDER_CUDA_H
 #define CINDER_CUDA_H
 
+#include "cinder/api.h"
+
 #include <stdint.h>
 
 #include "cinder/error.h"
@@ -42,29 +44,29 @@ typedef struct cn_cuda_memory_stats_t {
 } cn_cuda_memory_stats_t;
 
 /* Writes device `device`'s allocator counters into *out. */
-cn_status cn_cuda_memory_stats(int device, cn_cuda_memory_stats_t *out);
+CN_API cn_status cn_cuda_memory_stats(int device, cn_cuda_memory_stats_t *out);
 
 /* Sets the peaks to the current values. */
-cn_status cn_cuda_reset_peak_memory_stats(int device);
+CN_API cn_status cn_cuda_reset_peak_memory_stats(int device);
 
 /* Waits for the device's queued work, then returns every cached block to the driver. Live
  * tensors are untouched. */
-cn_status cn_cuda_empty_cache(int device);
+CN_API cn_status cn_cuda_empty_cache(int device);
 
 /* Waits until every kernel queued on the device has finished. An error of an earlier
  * asynchronous kernel is reported here (CN_ERR_BACKEND, with CUDA's message). */
-cn_status cn_cuda_synchronize(int device);
+CN_API cn_status cn_cuda_synchronize(int device);
 
 /* Whether convolutions may use cuDNN (when cinder was built with it): 1 = yes (the default),
  * 0 = use cinder's own im2col + cuBLAS kernels. Returns the previous setting. Process-wide. */
-int cn_cuda_set_cudnn_enabled(int enabled);
+CN_API int cn_cuda_set_cudnn_enabled(int enabled);
 
 /* Non-zero when this build has the CUDA backend and it was linked with cuDNN. */
-int cn_cuda_cudnn_compiled(void);
+CN_API int cn_cuda_cudnn_compiled(void);
 
 /* Why the CUDA backend sees no device ("" when it sees one): CUDA's message from
  * cudaGetDeviceCount, or a note that the backend is not compiled in. */
-const char *cn_cuda_unavailable_reason(void);
+CN_API const char *cn_cuda_unavailable_reason(void);
 
 #ifdef __cplusplus
 }

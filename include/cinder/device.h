@@ -5,6 +5,8 @@
 #ifndef CINDER_DEVICE_H
 #define CINDER_DEVICE_H
 
+#include "cinder/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,29 +28,29 @@ typedef struct cn_device {
 } cn_device;
 
 /* The CPU device. */
-cn_device cn_cpu(void);
+CN_API cn_device cn_cpu(void);
 
 /* The device named by the CINDER_DEVICE environment variable ("cpu", "cuda", "cuda:1"), or the CPU
  * when it is unset. An unknown or unavailable name sets the error (CN_ERR_UNKNOWN_DEVICE or
  * CN_ERR_DEVICE_UNAVAILABLE) and returns a device whose backend is CN_BACKEND_INVALID, on which
  * every tensor creation fails with that error. */
-cn_device cn_default_device(void);
+CN_API cn_device cn_default_device(void);
 
 /* Parse "cpu", "cuda", "cuda:0", or the name of any registered backend with an optional ":index".
  * Checks that the backend exists and that the device index is available. */
-cn_status cn_device_parse(const char *name, cn_device *out);
+CN_API cn_status cn_device_parse(const char *name, cn_device *out);
 
 /* Non-zero when a and b are the same device (backend, index, autodiff and checkpointing). */
-int cn_device_eq(cn_device a, cn_device b);
+CN_API int cn_device_eq(cn_device a, cn_device b);
 
 /* Writes "cpu:0" (or "autodiff(cpu:0)") into buf; returns buf. */
-const char *cn_device_str(cn_device d, char *buf, size_t size);
+CN_API const char *cn_device_str(cn_device d, char *buf, size_t size);
 
 /* Non-zero when the backend with this name is registered (compiled in). */
-int cn_backend_compiled(const char *name);
+CN_API int cn_backend_compiled(const char *name);
 
 /* Number of usable devices of the named backend (0 when compiled in but unusable, e.g. no GPU). */
-int cn_backend_device_count(const char *name);
+CN_API int cn_backend_device_count(const char *name);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifndef CINDER_ERROR_H
 #define CINDER_ERROR_H
 
+#include "cinder/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,22 +51,22 @@ typedef enum cn_status {
 } cn_status;
 
 /* The status of the last failed call on this thread (CN_OK if none since cn_clear_error). */
-cn_status cn_last_status(void);
+CN_API cn_status cn_last_status(void);
 
 /* The message of the last failed call on this thread ("" if none). Valid until the next failure
  * on this thread. */
-const char *cn_last_error(void);
+CN_API const char *cn_last_error(void);
 
 /* Forget the last error on this thread. */
-void cn_clear_error(void);
+CN_API void cn_clear_error(void);
 
 /* The stable name of a status code, e.g. "CN_ERR_SHAPE"; "CN_UNKNOWN" for an unknown value. */
-const char *cn_status_name(cn_status s);
+CN_API const char *cn_status_name(cn_status s);
 
 /* Record a failure: for backend and extension authors whose kernels fail. `op` names the
  * operation; the message is the catalogue phrase of `s` followed by the formatted detail, which
  * should name the offending argument and a way out. Returns `s`. */
-cn_status cn_set_error(cn_status s, const char *op, const char *fmt, ...)
+CN_API cn_status cn_set_error(cn_status s, const char *op, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif

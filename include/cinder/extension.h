@@ -22,6 +22,8 @@
 #ifndef CINDER_EXTENSION_H
 #define CINDER_EXTENSION_H
 
+#include "cinder/api.h"
+
 #include <stdint.h>
 
 #include "cinder/backend.h"
@@ -97,18 +99,18 @@ typedef struct cn_ext_op cn_ext_op;
 /* Defines an op (the schema and its strings are copied). NULL with CN_ERR_INVALID_ARG on a
  * malformed schema (no outputs, unknown kinds, a union member naming a missing variant, a taken
  * name, ...). Ops live until the process ends. */
-const cn_ext_op *cn_ext_define(const cn_ext_schema *schema);
+CN_API const cn_ext_op *cn_ext_define(const cn_ext_schema *schema);
 
 /* The op defined under name, or NULL. */
-const cn_ext_op *cn_ext_find(const char *name);
+CN_API const cn_ext_op *cn_ext_find(const char *name);
 
 /* Registers the kernel of `op` for the backend named `backend` ("cpu", "cuda", or a registered
  * one). The kernel receives the inputs in schema order (absent ones: data NULL, ndim -1),
  * ints/reals as attributes and args->op == CN_OP_COUNT (an extension). */
-cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_kernel_fn kernel);
+CN_API cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_kernel_fn kernel);
 
 /* Registers the backward of `op`, which makes it differentiable. */
-cn_status cn_ext_register_backward(const cn_ext_op *op, cn_ext_backward_fn backward);
+CN_API cn_status cn_ext_register_backward(const cn_ext_op *op, cn_ext_backward_fn backward);
 
 /* ---- calling ------------------------------------------------------------------------------- */
 
@@ -122,7 +124,7 @@ typedef enum cn_ext_route {
  * ignored for structs; may be NULL when there are no unions); ints/reals: the attributes.
  * On success writes n_outputs new references into outputs and returns CN_OK; on failure returns
  * the status with the error set, writes NULLs, and leaves the inputs untouched. */
-cn_status cn_ext_call(const cn_ext_op *op, cn_ext_route route, cn_tensor *const *tensors,
+CN_API cn_status cn_ext_call(const cn_ext_op *op, cn_ext_route route, cn_tensor *const *tensors,
                       const int *tags, const int64_t *ints, const double *reals,
                       cn_tensor **outputs);
 

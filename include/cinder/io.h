@@ -8,6 +8,8 @@
 #ifndef CINDER_IO_H
 #define CINDER_IO_H
 
+#include "cinder/api.h"
+
 #include <stdint.h>
 
 #include "cinder/device.h"
@@ -42,7 +44,7 @@ extern "C" {
  * leaves an existing checkpoint intact.
  * Errors: CN_ERR_NULL_ARG; CN_ERR_INVALID_ARG for n < 0, a name repeated, "__metadata__" used as
  * a name, or a name that is not UTF-8; CN_ERR_IO when the file cannot be written. */
-cn_status cn_safetensors_save(const char *path, const char *const *names,
+CN_API cn_status cn_safetensors_save(const char *path, const char *const *names,
                               cn_tensor *const *tensors, int n);
 
 /* A loaded checkpoint: its tensors, by name, and its metadata. */
@@ -54,28 +56,28 @@ typedef struct cn_safetensors cn_safetensors;
  * each tensor's byte range has numel * dtype-size bytes; the ranges tile the data section
  * exactly; no name repeats; BOOL bytes are 0 or 1. Any violation is CN_ERR_IO naming the file,
  * the byte offset (of the header or the file) and the field. */
-cn_status cn_safetensors_load(const char *path, cn_device device, cn_safetensors **out);
+CN_API cn_status cn_safetensors_load(const char *path, cn_device device, cn_safetensors **out);
 
 /* Number of tensors in the checkpoint (0 for NULL). */
-int cn_safetensors_count(const cn_safetensors *h);
+CN_API int cn_safetensors_count(const cn_safetensors *h);
 
 /* The name of tensor i (0 <= i < count), in the order of the file's data section (for files
  * cinder wrote: the order they were saved in); NULL when out of range. Valid until
  * cn_safetensors_free. */
-const char *cn_safetensors_name(const cn_safetensors *h, int i);
+CN_API const char *cn_safetensors_name(const cn_safetensors *h, int i);
 
 /* The tensor called `name`: a new tensor (owned by the caller, or by the open scope) sharing the
  * handle's data, which stays valid after cn_safetensors_free. NULL with CN_ERR_INVALID_ARG when
  * the checkpoint has no such tensor. */
-cn_tensor *cn_safetensors_get(const cn_safetensors *h, const char *name);
+CN_API cn_tensor *cn_safetensors_get(const cn_safetensors *h, const char *name);
 
 /* The value of `key` in the header's "__metadata__", or NULL when absent (no error is set).
  * Valid until cn_safetensors_free. */
-const char *cn_safetensors_metadata(const cn_safetensors *h, const char *key);
+CN_API const char *cn_safetensors_metadata(const cn_safetensors *h, const char *key);
 
 /* Releases the handle and its references (NULL-safe). Tensors obtained from cn_safetensors_get
  * stay valid. */
-void cn_safetensors_free(cn_safetensors *h);
+CN_API void cn_safetensors_free(cn_safetensors *h);
 
 /* Copies the tensors called names[i] in `path` into the existing tensors[i] (i < n), in place,
  * under no-grad mode, so it works on tracked parameters; each is read straight onto its
@@ -83,7 +85,7 @@ void cn_safetensors_free(cn_safetensors *h);
  * failure leaves every destination unchanged: a name the file lacks is CN_ERR_INVALID_ARG, a
  * shape that differs CN_ERR_SHAPE, a dtype that differs CN_ERR_DTYPE, a bad file CN_ERR_IO.
  * Tensors in the file that are not named are ignored. */
-cn_status cn_safetensors_load_into(const char *path, const char *const *names,
+CN_API cn_status cn_safetensors_load_into(const char *path, const char *const *names,
                                    cn_tensor *const *tensors, int n);
 
 /* ---- data: IDX files ---------------------------------------------------------------------- *
@@ -98,7 +100,7 @@ cn_status cn_safetensors_load_into(const char *path, const char *const *names,
  * CN_ERR_IO for a missing or unreadable file, a bad magic, type or dim count, data cut short
  * (naming the byte offset in the (decompressed) data where it ends and how many bytes were due),
  * bytes left after the data the dims describe, and corrupt gzip streams. */
-cn_status cn_idx_load(const char *path, cn_device device, cn_tensor **out);
+CN_API cn_status cn_idx_load(const char *path, cn_device device, cn_tensor **out);
 
 /* The directory that the Debian package dataset-fashion-mnist installs. */
 #define CN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -112,7 +114,7 @@ cn_status cn_idx_load(const char *path, cn_device device, cn_tensor **out);
  * failure every output is set to NULL. A missing directory or file is CN_ERR_IO naming it and
  * how to install the data set (apt-get install dataset-fashion-mnist, or scripts/demo.sh);
  * files whose shapes are not [N, 28, 28] u8 and [N] u8, or whose counts differ, are CN_ERR_IO. */
-cn_status cn_fashion_mnist_load(const char *dir, cn_device device, cn_tensor **train_x,
+CN_API cn_status cn_fashion_mnist_load(const char *dir, cn_device device, cn_tensor **train_x,
                                 cn_tensor **train_y, cn_tensor **test_x, cn_tensor **test_y);
 
 /* ---- data: batches ------------------------------------------------------------------------ *
@@ -139,24 +141,24 @@ typedef struct cn_batches cn_batches;
  * `batch`. Keeps references to both tensors. Starts at epoch 0. Returns NULL on failure
  * (CN_ERR_NULL_ARG, CN_ERR_INVALID_ARG for batch < 1, CN_ERR_SHAPE for a 0-d tensor or differing
  * sample counts, CN_ERR_OUT_OF_MEMORY). */
-cn_batches *cn_batches_new(cn_tensor *images, cn_tensor *labels, int64_t batch, int shuffle,
+CN_API cn_batches *cn_batches_new(cn_tensor *images, cn_tensor *labels, int64_t batch, int shuffle,
                            uint64_t seed, int drop_last);
 
 /* The next batch of this epoch: sets *x (and *y, when labels were given and y is not NULL) to new
  * references and returns 1; returns 0 at the end of the epoch (setting them to NULL), and -1 with
  * the error set on failure. x: [k, ...images' other dims], y: [k, ...], k = batch except for the
  * last batch without drop_last. */
-int cn_batches_next(cn_batches *b, cn_tensor **x, cn_tensor **y);
+CN_API int cn_batches_next(cn_batches *b, cn_tensor **x, cn_tensor **y);
 
 /* Starts epoch `epoch` from its first batch, reshuffling (when shuffling) with the epoch's order.
  * A typical loop: for (e = 0; e < epochs; e++) { cn_batches_reset(b, e); while (next(...)) ... } */
-void cn_batches_reset(cn_batches *b, uint64_t epoch);
+CN_API void cn_batches_reset(cn_batches *b, uint64_t epoch);
 
 /* Batches per epoch: N / batch with drop_last, ceil(N / batch) without. 0 for NULL. */
-int64_t cn_batches_count(const cn_batches *b);
+CN_API int64_t cn_batches_count(const cn_batches *b);
 
 /* Releases the iterator and its references (NULL-safe). */
-void cn_batches_free(cn_batches *b);
+CN_API void cn_batches_free(cn_batches *b);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,8 @@
 #ifndef CINDER_MEMORY_H
 #define CINDER_MEMORY_H
 
+#include "cinder/api.h"
+
 #include <stdint.h>
 
 #include "cinder/error.h"
@@ -23,31 +25,31 @@ extern "C" {
 #endif
 
 /* Opens a scope. Returns CN_ERR_OUT_OF_MEMORY if the scope stack cannot grow. */
-cn_status cn_scope_begin(void);
+CN_API cn_status cn_scope_begin(void);
 
 /* Releases every tensor the innermost scope owns, and closes it. CN_ERR_SCOPE without a scope. */
-cn_status cn_scope_end(void);
+CN_API cn_status cn_scope_end(void);
 
 /* Moves t out of the innermost scope (to the enclosing one, or to the caller); returns t. A tensor
  * the scope does not own is returned unchanged (a NULL stays NULL, keeping the error). */
-cn_tensor *cn_keep(cn_tensor *t);
+CN_API cn_tensor *cn_keep(cn_tensor *t);
 
 /* Number of scopes open on this thread. */
-int cn_scope_depth(void);
+CN_API int cn_scope_depth(void);
 
 /* Allocation-failure test mode (SQLite style). After cn_alloc_fail_after(n), the n-th host or
  * device allocation from now on fails (n = 1: the next one), and every later one succeeds again.
  * n <= 0 switches the mode off. cn_alloc_count() counts allocations since the process started,
  * so a test can measure how many a computation makes and then fail each in turn. */
-void cn_alloc_fail_after(int64_t n);
-int64_t cn_alloc_count(void);
+CN_API void cn_alloc_fail_after(int64_t n);
+CN_API int64_t cn_alloc_count(void);
 
 /* Live tensor objects in this process (for leak checks in tests and benchmarks). */
-int64_t cn_live_tensors(void);
+CN_API int64_t cn_live_tensors(void);
 
 /* Bytes of tensor storage alive in this process, on every device (views share storage and count
  * once). */
-int64_t cn_live_bytes(void);
+CN_API int64_t cn_live_bytes(void);
 
 #ifdef __cplusplus
 }

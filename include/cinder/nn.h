@@ -33,6 +33,8 @@
 #ifndef CINDER_NN_H
 #define CINDER_NN_H
 
+#include "cinder/api.h"
+
 #include <stdint.h>
 
 #include "cinder/autodiff.h"
@@ -77,54 +79,54 @@ typedef struct cn_module_vtable {
 /* A new module of kind `vt` (borrowed: it must outlive the module) with private `state` (owned:
  * passed to vt->free_state when the module is freed, also when this call fails). Starts in
  * training mode with no parameters; add them with cn_module_add_param. */
-cn_module *cn_module_new(const cn_module_vtable *vt, void *state);
+CN_API cn_module *cn_module_new(const cn_module_vtable *vt, void *state);
 
 /* Registers `t` as the parameter `name` (copied; no '.'; unique in m). The module takes over the
  * caller's reference, also when t is scope-owned (the scope lets go of it) and also on failure
  * (t is released then). A parameter that should be trained must be a leaf (cn_require_grad) on
  * an autodiff device. Register parameters before adding the module to a container. */
-cn_status cn_module_add_param(cn_module *m, const char *name, cn_tensor *t);
+CN_API cn_status cn_module_add_param(cn_module *m, const char *name, cn_tensor *t);
 
 /* The same for a buffer (state saved with the module but not trained). */
-cn_status cn_module_add_buffer(cn_module *m, const char *name, cn_tensor *t);
+CN_API cn_status cn_module_add_buffer(cn_module *m, const char *name, cn_tensor *t);
 
 /* Adds `child` (owned from now on, also on failure, when it is freed) under `name`: its
  * parameters and buffers appear in m's as "<name>.<its name>", and cn_module_train reaches it. */
-cn_status cn_module_add_child(cn_module *m, const char *name, cn_module *child);
+CN_API cn_status cn_module_add_child(cn_module *m, const char *name, cn_module *child);
 
 /* The state given to cn_module_new; the kind's vtable. */
-void *cn_module_state(const cn_module *m);
-const char *cn_module_kind(const cn_module *m);
+CN_API void *cn_module_state(const cn_module *m);
+CN_API const char *cn_module_kind(const cn_module *m);
 
 /* y = m(x): a new tensor (NULL with the error set on failure). Intermediates are released before
  * it returns; tracked parameters make y tracked, so cn_backward reaches them. */
-cn_tensor *cn_module_forward(cn_module *m, cn_tensor *x);
+CN_API cn_tensor *cn_module_forward(cn_module *m, cn_tensor *x);
 
 /* The module's parameters, its own first, then each child's in the order added (recursively),
  * named as above; *count receives their number. The array is the module's: valid until the next
  * cn_module_params call on m or cn_module_free(m). NULL (count 0) on failure. */
-const cn_param *cn_module_params(cn_module *m, int *count);
+CN_API const cn_param *cn_module_params(cn_module *m, int *count);
 
 /* The same for buffers (BatchNorm: "running_mean", "running_var", "num_batches_tracked"). */
-const cn_param *cn_module_buffers(cn_module *m, int *count);
+CN_API const cn_param *cn_module_buffers(cn_module *m, int *count);
 
 /* The parameter or buffer called `name` ("0.weight"), borrowed; NULL with CN_ERR_INVALID_ARG when
  * m has none of that name. */
-cn_tensor *cn_module_find(cn_module *m, const char *name);
+CN_API cn_tensor *cn_module_find(cn_module *m, const char *name);
 
 /* Children: their number, and child i (borrowed; NULL with CN_ERR_INVALID_ARG out of range). */
-int cn_module_child_count(const cn_module *m);
-cn_module *cn_module_child(const cn_module *m, int i);
+CN_API int cn_module_child_count(const cn_module *m);
+CN_API cn_module *cn_module_child(const cn_module *m, int i);
 
 /* Training mode (on != 0) or evaluation mode (on = 0), for m and all its children, like
  * torch's module.train(on) / module.eval(). Dropout and BatchNorm behave differently in each.
  * Modules start in training mode. */
-void cn_module_train(cn_module *m, int on);
-int cn_module_is_training(const cn_module *m);
+CN_API void cn_module_train(cn_module *m, int on);
+CN_API int cn_module_is_training(const cn_module *m);
 
 /* Frees m, its children, and its parameters and buffers (tensors other code still references
  * stay alive). NULL-safe. */
-void cn_module_free(cn_module *m);
+CN_API void cn_module_free(cn_module *m);
 
 /* ---- layers -------------------------------------------------------------------------------------
  *
@@ -136,25 +138,25 @@ void cn_module_free(cn_module *m);
 /* y = x W^T + b (torch.nn.Linear). x: [..., in] -> [..., out]. W: "weight" [out, in], b: "bias"
  * [out] when bias != 0. Both drawn from U(-1/sqrt(in), 1/sqrt(in)), PyTorch's default (Kaiming
  * uniform with a = sqrt(5) for W). */
-cn_module *cn_linear_new(int64_t in_features, int64_t out_features, int bias, cn_device device,
+CN_API cn_module *cn_linear_new(int64_t in_features, int64_t out_features, int bias, cn_device device,
                          cn_dtype dtype, cn_generator *gen);
 
 /* 2-D convolution (torch.nn.Conv2d). x: [N, in, H, W] -> [N, out, OH, OW]. "weight"
  * [out, in / groups, kh, kw], "bias" [out] when bias != 0; both from U(-1/sqrt(fan_in),
  * 1/sqrt(fan_in)), fan_in = in / groups * kh * kw. p: stride, padding, dilation and groups as in
  * cn_conv2d (NULL: stride 1, no padding, one group); in and out must be multiples of groups. */
-cn_module *cn_conv2d_new(int64_t in_channels, int64_t out_channels, int64_t kernel_h,
+CN_API cn_module *cn_conv2d_new(int64_t in_channels, int64_t out_channels, int64_t kernel_h,
                          int64_t kernel_w, const cn_conv2d_params *p, int bias, cn_device device,
                          cn_dtype dtype, cn_generator *gen);
 
 /* Pooling over [N, C, H, W] (torch.nn.MaxPool2d / AvgPool2d), as cn_max_pool2d / cn_avg_pool2d
  * with the parameters copied from p. No parameters. */
-cn_module *cn_max_pool2d_new(const cn_pool2d_params *p);
-cn_module *cn_avg_pool2d_new(const cn_pool2d_params *p);
+CN_API cn_module *cn_max_pool2d_new(const cn_pool2d_params *p);
+CN_API cn_module *cn_avg_pool2d_new(const cn_pool2d_params *p);
 
 /* Flattens dims start_dim..end_dim (inclusive, negative counting from the end) into one
  * (torch.nn.Flatten; PyTorch's default is start_dim 1, end_dim -1: [N, C, H, W] -> [N, C*H*W]). */
-cn_module *cn_flatten_new(int start_dim, int end_dim);
+CN_API cn_module *cn_flatten_new(int start_dim, int end_dim);
 
 /* Dropout (torch.nn.Dropout), 0 <= p <= 1. In training mode each element is zeroed with
  * probability p and the survivors are scaled by 1 / (1 - p), so the expectation is unchanged (p =
@@ -162,7 +164,7 @@ cn_module *cn_flatten_new(int start_dim, int end_dim);
  * whose seed is derived from *gen's state (gen advances by 1, so dropouts made one after another
  * draw unrelated masks; the same seed gives the same masks). In evaluation mode it is the
  * identity. */
-cn_module *cn_dropout_new(double p, cn_generator *gen);
+CN_API cn_module *cn_dropout_new(double p, cn_generator *gen);
 
 /* Batch normalisation (torch.nn.BatchNorm2d: x [N, C, H, W]; BatchNorm1d: x [N, C] or
  * [N, C, L]), normalising each channel c:
@@ -176,23 +178,23 @@ cn_module *cn_dropout_new(double p, cn_generator *gen);
  * are used instead. Parameters "weight" (ones) and "bias" (zeros), [C], when affine != 0;
  * buffers "running_mean" (zeros) and "running_var" (ones) [C] in dtype, and
  * "num_batches_tracked" (i64, 0-d). PyTorch's defaults: eps = 1e-5, momentum = 0.1. */
-cn_module *cn_batchnorm2d_new(int64_t num_features, double eps, double momentum, int affine,
+CN_API cn_module *cn_batchnorm2d_new(int64_t num_features, double eps, double momentum, int affine,
                               cn_device device, cn_dtype dtype);
-cn_module *cn_batchnorm1d_new(int64_t num_features, double eps, double momentum, int affine,
+CN_API cn_module *cn_batchnorm1d_new(int64_t num_features, double eps, double momentum, int affine,
                               cn_device device, cn_dtype dtype);
 
 /* Layer normalisation over the last `ndim` dims (torch.nn.LayerNorm(normalized_shape)): x's
  * trailing dims must equal normalized_shape, and each slice over them is normalised with its own
  * mean and biased variance:  y = (x - mean) / sqrt(var + eps) * weight + bias, with "weight"
  * (ones) and "bias" (zeros) of shape normalized_shape when elementwise_affine != 0. */
-cn_module *cn_layernorm_new(const int64_t *normalized_shape, int ndim, double eps,
+CN_API cn_module *cn_layernorm_new(const int64_t *normalized_shape, int ndim, double eps,
                             int elementwise_affine, cn_device device, cn_dtype dtype);
 
 /* A lookup table (torch.nn.Embedding): x, integer indices of any shape, each in
  * [0, num_embeddings), -> x's shape + [embedding_dim], the rows of "weight"
  * [num_embeddings, embedding_dim], drawn from N(0, 1) like PyTorch. Gradients reach only the rows
  * looked up (summed when an index repeats). An index out of range is CN_ERR_INDEX. */
-cn_module *cn_embedding_new(int64_t num_embeddings, int64_t embedding_dim, cn_device device,
+CN_API cn_module *cn_embedding_new(int64_t num_embeddings, int64_t embedding_dim, cn_device device,
                             cn_dtype dtype, cn_generator *gen);
 
 /* Elementwise activations, as modules (the functions are cn_relu, cn_gelu, ... in ops.h). */
@@ -206,13 +208,13 @@ typedef enum cn_activation {
     CN_ACT_COUNT
 } cn_activation;
 
-cn_module *cn_activation_new(cn_activation act);
+CN_API cn_module *cn_activation_new(cn_activation act);
 
 /* A container that applies its modules in order (torch.nn.Sequential): y = mn(...m1(m0(x))).
  * Takes ownership of all n modules (n >= 0), also when it fails: then the non-NULL ones are freed,
  * and a NULL entry (a constructor that failed) keeps that constructor's error. Child i is named
  * "i", so its parameters are "i.weight", ... With no modules it is the identity. */
-cn_module *cn_sequential_new(cn_module *const *modules, int n);
+CN_API cn_module *cn_sequential_new(cn_module *const *modules, int n);
 
 /* ---- initialisers -------------------------------------------------------------------------------
  *
@@ -223,28 +225,28 @@ cn_module *cn_sequential_new(cn_module *const *modules, int n);
 
 /* fan_in = size(1) * receptive field, fan_out = size(0) * receptive field, where the receptive
  * field is the product of dims 2..; t needs at least 2 dims (CN_ERR_SHAPE otherwise). */
-cn_status cn_init_fans(const cn_tensor *t, int64_t *fan_in, int64_t *fan_out);
+CN_API cn_status cn_init_fans(const cn_tensor *t, int64_t *fan_in, int64_t *fan_out);
 
 typedef enum cn_fan_mode { CN_FAN_IN = 0, CN_FAN_OUT = 1 } cn_fan_mode;
 
 /* The recommended gain for an activation (torch.nn.init.calculate_gain): relu sqrt(2), tanh 5/3,
  * sigmoid 1. GELU and SiLU have none in PyTorch: NAN with CN_ERR_INVALID_ARG. */
-double cn_init_gain(cn_activation act);
+CN_API double cn_init_gain(cn_activation act);
 
-cn_status cn_init_uniform_(cn_tensor *t, double low, double high, cn_generator *gen);
-cn_status cn_init_normal_(cn_tensor *t, double mean, double std, cn_generator *gen);
-cn_status cn_init_constant_(cn_tensor *t, double value);
+CN_API cn_status cn_init_uniform_(cn_tensor *t, double low, double high, cn_generator *gen);
+CN_API cn_status cn_init_normal_(cn_tensor *t, double mean, double std, cn_generator *gen);
+CN_API cn_status cn_init_constant_(cn_tensor *t, double value);
 
 /* Kaiming (He) initialisation for a leaky-ReLU with negative slope `a` (a = 0: ReLU):
  * gain = sqrt(2 / (1 + a^2)), fan = fan_in or fan_out by `mode`;
  *   uniform: U(-b, b), b = gain * sqrt(3 / fan);   normal: N(0, gain / sqrt(fan)). */
-cn_status cn_init_kaiming_uniform_(cn_tensor *t, double a, cn_fan_mode mode, cn_generator *gen);
-cn_status cn_init_kaiming_normal_(cn_tensor *t, double a, cn_fan_mode mode, cn_generator *gen);
+CN_API cn_status cn_init_kaiming_uniform_(cn_tensor *t, double a, cn_fan_mode mode, cn_generator *gen);
+CN_API cn_status cn_init_kaiming_normal_(cn_tensor *t, double a, cn_fan_mode mode, cn_generator *gen);
 
 /* Xavier (Glorot) initialisation: std = gain * sqrt(2 / (fan_in + fan_out));
  *   uniform: U(-b, b), b = sqrt(3) * std;   normal: N(0, std). */
-cn_status cn_init_xavier_uniform_(cn_tensor *t, double gain, cn_generator *gen);
-cn_status cn_init_xavier_normal_(cn_tensor *t, double gain, cn_generator *gen);
+CN_API cn_status cn_init_xavier_uniform_(cn_tensor *t, double gain, cn_generator *gen);
+CN_API cn_status cn_init_xavier_normal_(cn_tensor *t, double gain, cn_generator *gen);
 
 /* ---- losses ---------------------------------------------------------------------------------- */
 
@@ -254,11 +256,11 @@ cn_status cn_init_xavier_normal_(cn_tensor *t, double gain, cn_generator *gen);
  *     loss = mean_i -( (1 - s) * logp[i, labels[i]] + s * mean_c logp[i, c] )
  * where s = label_smoothing in [0, 1] (0: plain cross-entropy). logits: [N, C] float; labels:
  * [N] integer class indices in [0, C) (out of range: CN_ERR_INDEX). Returns a 0-d tensor. */
-cn_tensor *cn_cross_entropy(cn_tensor *logits, cn_tensor *labels, double label_smoothing);
+CN_API cn_tensor *cn_cross_entropy(cn_tensor *logits, cn_tensor *labels, double label_smoothing);
 
 /* Mean squared error, mean((pred - target)^2) over all elements (torch.nn.functional.mse_loss).
  * pred and target must have the same shape (CN_ERR_SHAPE otherwise: no silent broadcasting). */
-cn_tensor *cn_mse_loss(cn_tensor *pred, cn_tensor *target);
+CN_API cn_tensor *cn_mse_loss(cn_tensor *pred, cn_tensor *target);
 
 /* ---- optimizers ---------------------------------------------------------------------------------
  *
@@ -288,7 +290,7 @@ typedef struct cn_optimizer cn_optimizer;
  *     p = p - lr * g
  * lr, momentum, dampening, weight_decay >= 0; nesterov needs momentum > 0 and dampening 0.
  * params: n >= 1 float tensors (usually from cn_module_params). */
-cn_optimizer *cn_sgd_new(const cn_param *params, int n, double lr, double momentum,
+CN_API cn_optimizer *cn_sgd_new(const cn_param *params, int n, double lr, double momentum,
                          double dampening, int nesterov, double weight_decay);
 
 /* AdamW (torch.optim.AdamW): Adam with decoupled weight decay. Per parameter, t counting the
@@ -299,18 +301,18 @@ cn_optimizer *cn_sgd_new(const cn_param *params, int n, double lr, double moment
  *     p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
  * 0 <= beta1, beta2 < 1; lr, eps, weight_decay >= 0. PyTorch's defaults: lr 1e-3, betas
  * (0.9, 0.999), eps 1e-8, weight_decay 0.01. */
-cn_optimizer *cn_adamw_new(const cn_param *params, int n, double lr, double beta1, double beta2,
+CN_API cn_optimizer *cn_adamw_new(const cn_param *params, int n, double lr, double beta1, double beta2,
                            double eps, double weight_decay);
 
 /* One update of every parameter that has a gradient in `grads`. */
-cn_status cn_optimizer_step(cn_optimizer *opt, const cn_grads *grads);
+CN_API cn_status cn_optimizer_step(cn_optimizer *opt, const cn_grads *grads);
 
 /* The learning rate used by the next steps (>= 0; CN_ERR_INVALID_ARG otherwise). */
-cn_status cn_optimizer_set_lr(cn_optimizer *opt, double lr);
-double cn_optimizer_get_lr(const cn_optimizer *opt);
+CN_API cn_status cn_optimizer_set_lr(cn_optimizer *opt, double lr);
+CN_API double cn_optimizer_get_lr(const cn_optimizer *opt);
 
 /* Releases the optimizer, its state and its references to the parameters. NULL-safe. */
-void cn_optimizer_free(cn_optimizer *opt);
+CN_API void cn_optimizer_free(cn_optimizer *opt);
 
 /* ---- learning-rate schedules --------------------------------------------------------------------
  *
@@ -330,16 +332,16 @@ typedef struct cn_lr_schedule {
 } cn_lr_schedule;
 
 /* torch.optim.lr_scheduler.StepLR: base_lr * gamma^floor(epoch / step_size). */
-cn_lr_schedule cn_lr_step(double base_lr, int64_t step_size, double gamma);
+CN_API cn_lr_schedule cn_lr_step(double base_lr, int64_t step_size, double gamma);
 
 /* torch.optim.lr_scheduler.CosineAnnealingLR in its closed form:
  * eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / t_max)) / 2 (base_lr at epoch 0, eta_min
  * at epoch t_max; beyond t_max the cosine continues, rising again). */
-cn_lr_schedule cn_lr_cosine(double base_lr, int64_t t_max, double eta_min);
+CN_API cn_lr_schedule cn_lr_cosine(double base_lr, int64_t t_max, double eta_min);
 
 /* The learning rate at `epoch` (>= 0). NAN with CN_ERR_INVALID_ARG for a negative epoch or a
  * schedule with step_size or t_max < 1 (or CN_ERR_NULL_ARG for a NULL s). */
-double cn_lr_schedule_at(const cn_lr_schedule *s, int64_t epoch);
+CN_API double cn_lr_schedule_at(const cn_lr_schedule *s, int64_t epoch);
 
 /* ---- gradient clipping ----------------------------------------------------------------------- */
 
@@ -348,7 +350,7 @@ double cn_lr_schedule_at(const cn_lr_schedule *s, int64_t epoch);
  * and when max_norm / (total + 1e-6) < 1 multiplies each of those gradients by that factor, in
  * place in `grads`. Returns total (the norm before clipping), or -1 with the error set on failure
  * (then no gradient was changed). max_norm >= 0. Parameters without a gradient are skipped. */
-double cn_clip_grad_norm(cn_grads *grads, const cn_param *params, int n, double max_norm);
+CN_API double cn_clip_grad_norm(cn_grads *grads, const cn_param *params, int n, double max_norm);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifndef CINDER_OPS_H
 #define CINDER_OPS_H
 
+#include "cinder/api.h"
+
 #include "cinder/tensor.h"
 
 #ifdef __cplusplus
@@ -17,113 +19,113 @@ extern "C" {
 #endif
 
 /* ---- elementwise, binary (broadcasting; float and int, pow float only) ----------------------- */
-cn_tensor *cn_add(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_sub(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_mul(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_div(cn_tensor *a, cn_tensor *b); /* ints: truncating; division by zero is an error */
-cn_tensor *cn_pow(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_maximum(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_minimum(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_add(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_sub(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_mul(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_div(cn_tensor *a, cn_tensor *b); /* ints: truncating; division by zero is an error */
+CN_API cn_tensor *cn_pow(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_maximum(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_minimum(cn_tensor *a, cn_tensor *b);
 
 /* ---- elementwise, unary --------------------------------------------------------------------- */
-cn_tensor *cn_neg(cn_tensor *x);   /* float, int */
-cn_tensor *cn_abs(cn_tensor *x);   /* float, int */
-cn_tensor *cn_relu(cn_tensor *x);  /* float, int */
-cn_tensor *cn_exp(cn_tensor *x);   /* the rest: float only */
-cn_tensor *cn_log(cn_tensor *x);
-cn_tensor *cn_log1p(cn_tensor *x);
-cn_tensor *cn_sqrt(cn_tensor *x);
-cn_tensor *cn_rsqrt(cn_tensor *x);
-cn_tensor *cn_sin(cn_tensor *x);
-cn_tensor *cn_cos(cn_tensor *x);
-cn_tensor *cn_tanh(cn_tensor *x);
-cn_tensor *cn_sigmoid(cn_tensor *x);
-cn_tensor *cn_silu(cn_tensor *x);
+CN_API cn_tensor *cn_neg(cn_tensor *x);   /* float, int */
+CN_API cn_tensor *cn_abs(cn_tensor *x);   /* float, int */
+CN_API cn_tensor *cn_relu(cn_tensor *x);  /* float, int */
+CN_API cn_tensor *cn_exp(cn_tensor *x);   /* the rest: float only */
+CN_API cn_tensor *cn_log(cn_tensor *x);
+CN_API cn_tensor *cn_log1p(cn_tensor *x);
+CN_API cn_tensor *cn_sqrt(cn_tensor *x);
+CN_API cn_tensor *cn_rsqrt(cn_tensor *x);
+CN_API cn_tensor *cn_sin(cn_tensor *x);
+CN_API cn_tensor *cn_cos(cn_tensor *x);
+CN_API cn_tensor *cn_tanh(cn_tensor *x);
+CN_API cn_tensor *cn_sigmoid(cn_tensor *x);
+CN_API cn_tensor *cn_silu(cn_tensor *x);
 
 typedef enum cn_gelu_approx { CN_GELU_ERF = 0, CN_GELU_TANH = 1 } cn_gelu_approx;
-cn_tensor *cn_gelu(cn_tensor *x, cn_gelu_approx approx);
+CN_API cn_tensor *cn_gelu(cn_tensor *x, cn_gelu_approx approx);
 
 /* ---- elementwise with scalars ---------------------------------------------------------------- */
-cn_tensor *cn_add_scalar(cn_tensor *x, double s);  /* float, int (s truncated for ints) */
-cn_tensor *cn_mul_scalar(cn_tensor *x, double s);  /* float, int (s truncated for ints) */
-cn_tensor *cn_pow_scalar(cn_tensor *x, double p);  /* float */
-cn_tensor *cn_clamp(cn_tensor *x, double lo, double hi); /* float, int; lo <= hi */
+CN_API cn_tensor *cn_add_scalar(cn_tensor *x, double s);  /* float, int (s truncated for ints) */
+CN_API cn_tensor *cn_mul_scalar(cn_tensor *x, double s);  /* float, int (s truncated for ints) */
+CN_API cn_tensor *cn_pow_scalar(cn_tensor *x, double p);  /* float */
+CN_API cn_tensor *cn_clamp(cn_tensor *x, double lo, double hi); /* float, int; lo <= hi */
 
 /* cond (bool) ? a : b, all three broadcast together; a and b share a dtype. */
-cn_tensor *cn_where(cn_tensor *cond, cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_where(cn_tensor *cond, cn_tensor *a, cn_tensor *b);
 
 /* Converts to any dtype (float->int truncates toward zero; anything->bool is != 0). */
-cn_tensor *cn_cast(cn_tensor *x, cn_dtype dtype);
+CN_API cn_tensor *cn_cast(cn_tensor *x, cn_dtype dtype);
 
 /* ---- comparisons (broadcasting, same dtype) -> bool; logic on bool ---------------------------- */
-cn_tensor *cn_eq(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_ne(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_lt(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_le(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_gt(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_ge(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_logical_and(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_logical_or(cn_tensor *a, cn_tensor *b);
-cn_tensor *cn_logical_not(cn_tensor *x);
+CN_API cn_tensor *cn_eq(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_ne(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_lt(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_le(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_gt(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_ge(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_logical_and(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_logical_or(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_logical_not(cn_tensor *x);
 
 /* ---- reductions ----------------------------------------------------------------------------- *
  * The plain form reduces all elements to a 0-d tensor; the _dim form reduces one dim, keeping it
  * with size 1 when keepdim is non-zero. sum/prod/max/min accept float and int, mean/var/logsumexp
  * float only. argmax/argmin return i64 (the first index of the extreme; over all elements: the
  * index into the row-major flattening). */
-cn_tensor *cn_sum(cn_tensor *x);
-cn_tensor *cn_sum_dim(cn_tensor *x, int dim, int keepdim);
-cn_tensor *cn_mean(cn_tensor *x);
-cn_tensor *cn_mean_dim(cn_tensor *x, int dim, int keepdim);
-cn_tensor *cn_max(cn_tensor *x);
-cn_tensor *cn_max_dim(cn_tensor *x, int dim, int keepdim);
-cn_tensor *cn_min(cn_tensor *x);
-cn_tensor *cn_min_dim(cn_tensor *x, int dim, int keepdim);
-cn_tensor *cn_prod(cn_tensor *x);
-cn_tensor *cn_prod_dim(cn_tensor *x, int dim, int keepdim);
-cn_tensor *cn_argmax(cn_tensor *x);
-cn_tensor *cn_argmax_dim(cn_tensor *x, int dim, int keepdim);
-cn_tensor *cn_argmin(cn_tensor *x);
-cn_tensor *cn_argmin_dim(cn_tensor *x, int dim, int keepdim);
+CN_API cn_tensor *cn_sum(cn_tensor *x);
+CN_API cn_tensor *cn_sum_dim(cn_tensor *x, int dim, int keepdim);
+CN_API cn_tensor *cn_mean(cn_tensor *x);
+CN_API cn_tensor *cn_mean_dim(cn_tensor *x, int dim, int keepdim);
+CN_API cn_tensor *cn_max(cn_tensor *x);
+CN_API cn_tensor *cn_max_dim(cn_tensor *x, int dim, int keepdim);
+CN_API cn_tensor *cn_min(cn_tensor *x);
+CN_API cn_tensor *cn_min_dim(cn_tensor *x, int dim, int keepdim);
+CN_API cn_tensor *cn_prod(cn_tensor *x);
+CN_API cn_tensor *cn_prod_dim(cn_tensor *x, int dim, int keepdim);
+CN_API cn_tensor *cn_argmax(cn_tensor *x);
+CN_API cn_tensor *cn_argmax_dim(cn_tensor *x, int dim, int keepdim);
+CN_API cn_tensor *cn_argmin(cn_tensor *x);
+CN_API cn_tensor *cn_argmin_dim(cn_tensor *x, int dim, int keepdim);
 /* Variance with Bessel-style `correction` (1 = sample variance, 0 = population). */
-cn_tensor *cn_var(cn_tensor *x, int64_t correction);
-cn_tensor *cn_var_dim(cn_tensor *x, int dim, int64_t correction, int keepdim);
-cn_tensor *cn_logsumexp(cn_tensor *x);
-cn_tensor *cn_logsumexp_dim(cn_tensor *x, int dim, int keepdim);
+CN_API cn_tensor *cn_var(cn_tensor *x, int64_t correction);
+CN_API cn_tensor *cn_var_dim(cn_tensor *x, int dim, int64_t correction, int keepdim);
+CN_API cn_tensor *cn_logsumexp(cn_tensor *x);
+CN_API cn_tensor *cn_logsumexp_dim(cn_tensor *x, int dim, int keepdim);
 
 /* Numerically stable (max-subtracted) softmax and log-softmax along dim. Float only. */
-cn_tensor *cn_softmax(cn_tensor *x, int dim);
-cn_tensor *cn_log_softmax(cn_tensor *x, int dim);
+CN_API cn_tensor *cn_softmax(cn_tensor *x, int dim);
+CN_API cn_tensor *cn_log_softmax(cn_tensor *x, int dim);
 
 /* ---- linear algebra ------------------------------------------------------------------------- */
 /* a: [..., M, K], b: [..., K, N] -> [..., M, N]; batch dims broadcast; 1-D operands are promoted
  * as in numpy.matmul. Float only. */
-cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b);
 /* x: [..., in], w: [out, in], b: [out] or NULL -> x @ w^T + b. */
-cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b);
+CN_API cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b);
 
 /* ---- layout --------------------------------------------------------------------------------- */
 /* Concatenates n tensors (same dtype, device, and shape except along dim). */
-cn_tensor *cn_cat(cn_tensor *const *ts, int n, int dim);
+CN_API cn_tensor *cn_cat(cn_tensor *const *ts, int n, int dim);
 /* Stacks n tensors of one shape along a new dim. */
-cn_tensor *cn_stack(cn_tensor *const *ts, int n, int dim);
+CN_API cn_tensor *cn_stack(cn_tensor *const *ts, int n, int dim);
 /* A dense copy of x with storage of its own (like torch.clone); differentiable. */
-cn_tensor *cn_clone(cn_tensor *x);
+CN_API cn_tensor *cn_clone(cn_tensor *x);
 
 /* Views of consecutive pieces of `size` along dim (the last may be smaller). Returns the number
  * of pieces (like snprintf, even when more than max_parts) and writes references to the first
  * min(pieces, max_parts) into parts; -1 on error, with nothing written. */
-int cn_split(cn_tensor *x, int64_t size, int dim, cn_tensor **parts, int max_parts);
+CN_API int cn_split(cn_tensor *x, int64_t size, int dim, cn_tensor **parts, int max_parts);
 /* `chunks` pieces of equal size (the last may be smaller), like torch.chunk. Same contract. */
-int cn_chunk(cn_tensor *x, int chunks, int dim, cn_tensor **parts, int max_parts);
+CN_API int cn_chunk(cn_tensor *x, int chunks, int dim, cn_tensor **parts, int max_parts);
 /* out[i][j] = x[index[i][j]][j] along dim (index: i64, same ndim as x, sizes <= x's off dim). */
-cn_tensor *cn_gather(cn_tensor *x, int dim, cn_tensor *index);
+CN_API cn_tensor *cn_gather(cn_tensor *x, int dim, cn_tensor *index);
 /* A copy of x with src[i][j] added at out[index[i][j]][j] along dim (index, src same shape). */
-cn_tensor *cn_scatter_add(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src);
+CN_API cn_tensor *cn_scatter_add(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src);
 /* Selects entries along dim by a 1-D i64 index. */
-cn_tensor *cn_index_select(cn_tensor *x, int dim, cn_tensor *index);
+CN_API cn_tensor *cn_index_select(cn_tensor *x, int dim, cn_tensor *index);
 /* index (int tensor, any shape) -> shape + [num_classes] of `dtype`, 1 at each index. */
-cn_tensor *cn_one_hot(cn_tensor *index, int64_t num_classes, cn_dtype dtype);
+CN_API cn_tensor *cn_one_hot(cn_tensor *index, int64_t num_classes, cn_dtype dtype);
 
 /* ---- convolution and pooling (NCHW) --------------------------------------------------------- */
 typedef struct cn_conv2d_params {
@@ -134,7 +136,7 @@ typedef struct cn_conv2d_params {
 } cn_conv2d_params;
 
 /* x: [N, C, H, W], w: [O, C/groups, KH, KW], b: [O] or NULL -> [N, O, OH, OW]. Float only. */
-cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_params *p);
+CN_API cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_params *p);
 
 typedef struct cn_pool2d_params {
     int64_t kernel[2];
@@ -144,8 +146,8 @@ typedef struct cn_pool2d_params {
 
 /* x: [N, C, H, W] -> [N, C, OH, OW]. Max ignores padding; avg counts padded zeros (PyTorch's
  * count_include_pad=True default). */
-cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p);
-cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p);
+CN_API cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p);
+CN_API cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 #ifndef CINDER_TENSOR_H
 #define CINDER_TENSOR_H
 
+#include "cinder/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,41 +49,41 @@ typedef struct cn_tensor cn_tensor;
 
 /* ---- dtypes ------------------------------------------------------------------------------- */
 
-size_t cn_dtype_size(cn_dtype dt);       /* bytes per element; 0 for an invalid dtype */
-const char *cn_dtype_name(cn_dtype dt);  /* "f32", "i64", ...; "invalid" otherwise */
-cn_kind cn_dtype_kind(cn_dtype dt);      /* float for f32/f64/f16/bf16, int, bool */
+CN_API size_t cn_dtype_size(cn_dtype dt);       /* bytes per element; 0 for an invalid dtype */
+CN_API const char *cn_dtype_name(cn_dtype dt);  /* "f32", "i64", ...; "invalid" otherwise */
+CN_API cn_kind cn_dtype_kind(cn_dtype dt);      /* float for f32/f64/f16/bf16, int, bool */
 
 /* ---- references and metadata ---------------------------------------------------------------- */
 
-cn_tensor *cn_retain(cn_tensor *t);      /* adds a reference; returns t (NULL-safe) */
-void cn_release(cn_tensor *t);           /* drops a reference; frees at zero (NULL-safe) */
+CN_API cn_tensor *cn_retain(cn_tensor *t);      /* adds a reference; returns t (NULL-safe) */
+CN_API void cn_release(cn_tensor *t);           /* drops a reference; frees at zero (NULL-safe) */
 
-int cn_ndim(const cn_tensor *t);
-const int64_t *cn_shape(const cn_tensor *t);    /* ndim entries; valid while t lives */
-const int64_t *cn_strides(const cn_tensor *t);  /* in elements; valid while t lives */
-int64_t cn_numel(const cn_tensor *t);
-cn_dtype cn_dtype_of(const cn_tensor *t);
-cn_kind cn_kind_of(const cn_tensor *t);
-cn_device cn_device_of(const cn_tensor *t);
-int cn_is_contiguous(const cn_tensor *t);       /* row-major dense */
+CN_API int cn_ndim(const cn_tensor *t);
+CN_API const int64_t *cn_shape(const cn_tensor *t);    /* ndim entries; valid while t lives */
+CN_API const int64_t *cn_strides(const cn_tensor *t);  /* in elements; valid while t lives */
+CN_API int64_t cn_numel(const cn_tensor *t);
+CN_API cn_dtype cn_dtype_of(const cn_tensor *t);
+CN_API cn_kind cn_kind_of(const cn_tensor *t);
+CN_API cn_device cn_device_of(const cn_tensor *t);
+CN_API int cn_is_contiguous(const cn_tensor *t);       /* row-major dense */
 
 /* Writes "[2, 3] f32 cpu:0" into buf; returns buf. */
-const char *cn_tensor_str(const cn_tensor *t, char *buf, size_t size);
+CN_API const char *cn_tensor_str(const cn_tensor *t, char *buf, size_t size);
 
 /* ---- creation ------------------------------------------------------------------------------- */
 
 /* A tensor of `shape` (ndim entries, 0 <= ndim <= CN_MAX_DIMS) initialised from host memory laid
  * out row-major in `dtype`. ndim = 0 makes a scalar. */
-cn_tensor *cn_from_data(const void *data, const int64_t *shape, int ndim, cn_dtype dtype,
+CN_API cn_tensor *cn_from_data(const void *data, const int64_t *shape, int ndim, cn_dtype dtype,
                         cn_device device);
-cn_tensor *cn_empty(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device);
-cn_tensor *cn_zeros(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device);
-cn_tensor *cn_ones(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device);
-cn_tensor *cn_full(const int64_t *shape, int ndim, double value, cn_dtype dtype, cn_device device);
+CN_API cn_tensor *cn_empty(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device);
+CN_API cn_tensor *cn_zeros(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device);
+CN_API cn_tensor *cn_ones(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device);
+CN_API cn_tensor *cn_full(const int64_t *shape, int ndim, double value, cn_dtype dtype, cn_device device);
 /* [start, end) in steps of `step` (non-zero), like numpy.arange. */
-cn_tensor *cn_arange(double start, double end, double step, cn_dtype dtype, cn_device device);
+CN_API cn_tensor *cn_arange(double start, double end, double step, cn_dtype dtype, cn_device device);
 /* An n x m matrix with ones on the diagonal. */
-cn_tensor *cn_eye(int64_t n, int64_t m, cn_dtype dtype, cn_device device);
+CN_API cn_tensor *cn_eye(int64_t n, int64_t m, cn_dtype dtype, cn_device device);
 
 /* A counter-based random generator (Philox 4x32-10). Each random call consumes numel counters
  * and advances `offset`, so the stream depends only on (seed, offset): every backend produces
@@ -91,44 +93,44 @@ typedef struct cn_generator {
     uint64_t offset;
 } cn_generator;
 
-cn_generator cn_generator_new(uint64_t seed);
+CN_API cn_generator cn_generator_new(uint64_t seed);
 /* Uniform in [low, high). Float dtypes only. */
-cn_tensor *cn_rand_uniform(cn_generator *gen, const int64_t *shape, int ndim, double low,
+CN_API cn_tensor *cn_rand_uniform(cn_generator *gen, const int64_t *shape, int ndim, double low,
                            double high, cn_dtype dtype, cn_device device);
 /* Normal with the given mean and standard deviation (Box-Muller). Float dtypes only. */
-cn_tensor *cn_rand_normal(cn_generator *gen, const int64_t *shape, int ndim, double mean,
+CN_API cn_tensor *cn_rand_normal(cn_generator *gen, const int64_t *shape, int ndim, double mean,
                           double std, cn_dtype dtype, cn_device device);
 
 /* ---- views (no copy) ------------------------------------------------------------------------ */
 
 /* New shape with the same number of elements; one entry may be -1 (inferred). A view when the
  * strides allow it, otherwise a contiguous copy (like torch.reshape). */
-cn_tensor *cn_reshape(cn_tensor *t, const int64_t *shape, int ndim);
-cn_tensor *cn_transpose(cn_tensor *t, int dim0, int dim1);
+CN_API cn_tensor *cn_reshape(cn_tensor *t, const int64_t *shape, int ndim);
+CN_API cn_tensor *cn_transpose(cn_tensor *t, int dim0, int dim1);
 /* perm is a permutation of 0..ndim-1. */
-cn_tensor *cn_permute(cn_tensor *t, const int *perm);
+CN_API cn_tensor *cn_permute(cn_tensor *t, const int *perm);
 /* Elements start, start+step, ... below end along dim (step > 0). Negative start/end count from
  * the end; out-of-range bounds are clamped, as in Python slicing. */
-cn_tensor *cn_slice(cn_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+CN_API cn_tensor *cn_slice(cn_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
 /* Broadcast to `shape` (numpy rules; new dims on the left; size-1 dims stretch with stride 0). */
-cn_tensor *cn_expand(cn_tensor *t, const int64_t *shape, int ndim);
+CN_API cn_tensor *cn_expand(cn_tensor *t, const int64_t *shape, int ndim);
 /* Removes dim (which must have size 1). */
-cn_tensor *cn_squeeze(cn_tensor *t, int dim);
+CN_API cn_tensor *cn_squeeze(cn_tensor *t, int dim);
 /* Inserts a size-1 dim at position dim (0..ndim; negative counts from the end). */
-cn_tensor *cn_unsqueeze(cn_tensor *t, int dim);
+CN_API cn_tensor *cn_unsqueeze(cn_tensor *t, int dim);
 /* t itself (a new reference) when row-major dense, otherwise a dense copy. */
-cn_tensor *cn_contiguous(cn_tensor *t);
+CN_API cn_tensor *cn_contiguous(cn_tensor *t);
 
 /* ---- moving data ---------------------------------------------------------------------------- */
 
 /* Copies the elements of t, in row-major order whatever its strides, into host memory `dst` of
  * exactly numel * dtype-size bytes (CN_ERR_BUFFER otherwise). */
-cn_status cn_read(const cn_tensor *t, void *dst, size_t nbytes);
+CN_API cn_status cn_read(const cn_tensor *t, void *dst, size_t nbytes);
 
 /* The data of t on `device`: a copy on another backend or device index; on the same memory seen
  * through or without the autodiff layer (cn_cpu() <-> cn_autodiff(cn_cpu())), a new untracked
  * tensor sharing t's data; on t's own device, a new reference-holding view of t. */
-cn_tensor *cn_to_device(cn_tensor *t, cn_device device);
+CN_API cn_tensor *cn_to_device(cn_tensor *t, cn_device device);
 
 #ifdef __cplusplus
 }

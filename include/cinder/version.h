@@ -2,6 +2,8 @@
 #ifndef CINDER_VERSION_H
 #define CINDER_VERSION_H
 
+#include "cinder/api.h"
+
 #define CN_VERSION_MAJOR 0
 #define CN_VERSION_MINOR 1
 #define CN_VERSION_PATCH 0
@@ -12,10 +14,10 @@ extern "C" {
 #endif
 
 /* The version of the library linked in (may differ from CN_VERSION_STRING of the header). */
-const char *cn_version(void);
+CN_API const char *cn_version(void);
 
 /* One line describing how the library was built (compiler, flags, BLAS, threading). */
-const char *cn_build_config(void);
+CN_API const char *cn_build_config(void);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
-# The CUDA backend (src/backends/cuda). The root CMakeLists.txt includes this file right after
-# CINDER_SOURCES is globbed, at top level; nothing else there knows about CUDA.
+# The CUDA backend (src/backends/cuda), built as its own libraries; libcinder links no CUDA
+# library. The root CMakeLists.txt includes this file at top level; nothing else there knows
+# about CUDA.
 #
 #   -DCINDER_CUDA=AUTO   (default) build the backend when a CUDA compiler (nvcc) is found
 #   -DCINDER_CUDA=ON     require it: configuring fails without nvcc
@@ -8,16 +9,18 @@
 #                        im2col + cuBLAS kernels, as they do when cuDNN is missing)
 #   -DCUDNN_ROOT=<dir>   where to look for cuDNN first (cudnn.h, libcudnn)
 #
-# What it does:
-# - enables CUDA for sm_90 (Hopper) machine code plus compute_90 PTX, unless the caller set
-#   CMAKE_CUDA_ARCHITECTURES (or CUDAARCHS); one architecture keeps the build short;
-# - appends the backend's .c and .cu files to CINDER_SOURCES; without CUDA it appends only
-#   src/backends/cuda/stub.c, so that the functions of cinder/cuda.h link in every build;
-# - keeps the directory's C flags (warnings, -fsanitize=...) away from nvcc, which does not take
-#   them (host code compiled by nvcc is not instrumented, and links fine with the sanitizers);
-# - at the end of the root directory (cmake_language(DEFER), when the library targets exist):
-#   links cinder_static / cinder_shared with CUDA::cudart, CUDA::cublas and cuDNN, and defines
-#   CINDER_HAVE_CUDA for cinder_objects (PRIVATE) and for users of the libraries (INTERFACE).
+# What it builds:
+# - libcinder_cuda.so (target cinder_cuda), a backend module that libcinder loads at run time the
+#   first time a CUDA device is asked for (include/cinder/backend.h); it is written next to
+#   libcinder.so and installed beside it. It exports cn_backend_module_init alone and reaches
+#   cinder only through the services handed to that function (host_module.c).
+# - libcinder_cuda.a (target cinder_cuda_static, exported as cinder::cuda_static), the same code
+#   for programs that link cinder statically and register the backend themselves
+#   (cn_backend_add_module(cn_cuda_backend_module), include/cinder/cuda.h).
+# - sm_90 (Hopper) machine code plus compute_90 PTX, unless the caller set
+#   CMAKE_CUDA_ARCHITECTURES (or CUDAARCHS); one architecture keeps the build short.
+# The directory's C flags (warnings, -fsanitize=...) are kept away from nvcc, which does not take
+# them (host code compiled by nvcc is not instrumented, and links fine with the sanitizers).
 include_guard(GLOBAL)
 
 set(CINDER_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO (when nvcc is found), ON or OFF")
@@ -83,14 +86,11 @@ if(CINDER_HAVE_CUDA AND CINDER_CUDNN)
 endif()
 
 if(CINDER_HAVE_CUDA)
-  file(GLOB CINDER_CUDA_SOURCES CONFIGURE_DEPENDS
-    ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/*.c
-    ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/*.cu)
-  list(REMOVE_ITEM CINDER_CUDA_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/stub.c)
-  list(APPEND CINDER_SOURCES ${CINDER_CUDA_SOURCES})
+  set(_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda)
+  file(GLOB CINDER_CUDA_SOURCES CONFIGURE_DEPENDS ${_cuda_dir}/*.c ${_cuda_dir}/*.cu)
+  list(REMOVE_ITEM CINDER_CUDA_SOURCES ${_cuda_dir}/host_module.c ${_cuda_dir}/host_static.c)
   # the random generators must round every operation as written (core/philox.h)
-  set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/copy.cu
-    PROPERTIES COMPILE_OPTIONS "--fmad=false")
+  set_source_files_properties(${_cuda_dir}/copy.cu PROPERTIES COMPILE_OPTIONS "--fmad=false")
 
   # The directory's compile options so far are for the C compiler; hide them from nvcc.
   get_directory_property(_cinder_opts COMPILE_OPTIONS)
@@ -104,6 +104,41 @@ if(CINDER_HAVE_CUDA)
   endforeach()
   set_directory_properties(PROPERTIES COMPILE_OPTIONS "${_cinder_wrapped}")
 
+  set(_cinder_cuda_libs CUDA::cudart CUDA::cublas)
+  if(CINDER_HAVE_CUDNN)
+    list(APPEND _cinder_cuda_libs ${CINDER_CUDNN_LIBRARY})
+  endif()
+
+  # One set of objects for the module and the archive.
+  add_library(cinder_cuda_objects OBJECT ${CINDER_CUDA_SOURCES})
+  target_include_directories(cinder_cuda_objects PRIVATE
+    ${CMAKE_CURRENT_SOURCE_DIR}/include ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(cinder_cuda_objects PRIVATE CUDA::cudart CUDA::cublas) # their headers
+  target_compile_options(cinder_cuda_objects PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>)
+  set_target_properties(cinder_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
+    C_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden)
+  if(CINDER_HAVE_CUDNN)
+    target_include_directories(cinder_cuda_objects PRIVATE ${CINDER_CUDNN_INCLUDE_DIR})
+    target_compile_definitions(cinder_cuda_objects PRIVATE CINDER_HAVE_CUDNN)
+  endif()
+
+  add_library(cinder_cuda MODULE $<TARGET_OBJECTS:cinder_cuda_objects> ${_cuda_dir}/host_module.c)
+  target_include_directories(cinder_cuda PRIVATE
+    ${CMAKE_CURRENT_SOURCE_DIR}/include ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(cinder_cuda PRIVATE ${_cinder_cuda_libs})
+  set_target_properties(cinder_cuda PROPERTIES OUTPUT_NAME cinder_cuda PREFIX lib
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR} C_VISIBILITY_PRESET hidden
+    LINK_DEPENDS ${_cuda_dir}/module.map)
+  target_link_options(cinder_cuda PRIVATE -Wl,--version-script=${_cuda_dir}/module.map)
+
+  add_library(cinder_cuda_static STATIC $<TARGET_OBJECTS:cinder_cuda_objects>
+    ${_cuda_dir}/host_static.c)
+  target_include_directories(cinder_cuda_static PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_include_directories(cinder_cuda_static PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>)
+  target_link_libraries(cinder_cuda_static PUBLIC ${_cinder_cuda_libs})
+  set_target_properties(cinder_cuda_static PROPERTIES OUTPUT_NAME cinder_cuda)
+
   if(CINDER_HAVE_CUDNN)
     set(_cinder_cudnn_note "cuDNN ${_cinder_cudnn_major} (${CINDER_CUDNN_LIBRARY})")
   elseif(CINDER_CUDNN)
@@ -111,31 +146,8 @@ if(CINDER_HAVE_CUDA)
   else()
     set(_cinder_cudnn_note "cuDNN off (own convolution kernels)")
   endif()
-  message(STATUS "cinder: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures "
-                 "${CMAKE_CUDA_ARCHITECTURES}, ${_cinder_cudnn_note})")
+  message(STATUS "cinder: CUDA backend module on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
+                 "architectures ${CMAKE_CUDA_ARCHITECTURES}, ${_cinder_cudnn_note})")
 else()
-  list(APPEND CINDER_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/stub.c)
   message(STATUS "cinder: CUDA backend off (CINDER_CUDA=${CINDER_CUDA})")
 endif()
-
-# Called at the end of the root directory, once the library targets exist.
-function(cinder_cuda_configure_targets)
-  if(NOT CINDER_HAVE_CUDA)
-    return()
-  endif()
-  set(_libs CUDA::cudart CUDA::cublas)
-  if(CINDER_HAVE_CUDNN)
-    list(APPEND _libs ${CINDER_CUDNN_LIBRARY})
-    target_include_directories(cinder_objects PRIVATE ${CINDER_CUDNN_INCLUDE_DIR})
-    target_compile_definitions(cinder_objects PRIVATE CINDER_HAVE_CUDNN)
-  endif()
-  target_compile_definitions(cinder_objects PRIVATE CINDER_HAVE_CUDA)
-  target_link_libraries(cinder_objects PRIVATE CUDA::cudart CUDA::cublas) # their headers
-  target_compile_options(cinder_objects PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>)
-  foreach(_lib cinder_static cinder_shared)
-    target_link_libraries(${_lib} PUBLIC ${_libs})
-    target_compile_definitions(${_lib} INTERFACE CINDER_HAVE_CUDA)
-  endforeach()
-endfunction()
-cmake_language(DEFER DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} CALL cinder_cuda_configure_targets)

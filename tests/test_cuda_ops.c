@@ -1387,9 +1387,8 @@ int main(void) {
     const char *name = getenv("CINDER_TEST_GPU_DEVICE");
     if (!name || !*name) name = "cuda";
     selftest = strcmp(name, "cuda") != 0;
-    if (!selftest && (cn_backend_find("cuda") < 0 || cn_backend_device_count("cuda") == 0)) {
-        printf("cuda: no device, skipping\n");
-        if (cn_backend_find("cuda") >= 0) printf("(%s)\n", cn_cuda_unavailable_reason());
+    if (!selftest && (cn_backend_load("cuda") < 0 || cn_backend_device_count("cuda") == 0)) {
+        printf("cuda: no device, skipping\n(%s)\n", cn_cuda_unavailable_reason());
         return 77;
     }
     cpu = cn_cpu();

@@ -4,7 +4,8 @@
  * The router (src/dispatch) is the only caller of these functions: it has already checked
  * devices, kinds, dtypes and shapes, broadcast the inputs, and allocated the outputs before a
  * kernel runs. A kernel only computes. A backend registered by a program is as good as a built-in
- * one: `cn_backend_register` gives it an id, and `cn_device_parse("name")` finds it.
+ * one: `cn_backend_register` gives it an id, and `cn_device_parse("name")` finds it. A backend may
+ * also come as a module that cinder loads at run time (below: cn_backend_load).
  *
  * Kernel contracts, by op family (views: see cn_view):
  * - elementwise (unary, binary, scalar, clamp, where, compare, logical, cast, copy):
@@ -142,8 +143,97 @@ CN_API int cn_backend_register(const cn_backend *backend);
  * calls of the CPU kernels and forwards them). */
 CN_API const cn_backend *cn_backend_get(int id);
 
-/* The id of the backend registered under name, or -1. */
+/* The id of the backend registered under name, or -1. Never loads a module (cn_backend_load
+ * does). */
 CN_API int cn_backend_find(const char *name);
+
+/* ---- backend modules -----------------------------------------------------------------------------
+ * A backend may live in its own shared object, loaded at run time the first time one of its
+ * devices is asked for (as ggml loads its backends): libcinder itself depends on nothing
+ * GPU-related, and the CUDA backend is the module libcinder_cuda.so. A program can ship its own
+ * backend the same way.
+ *
+ * A module exports one function, `cn_backend_module_init` (type cn_backend_module_init_fn). cinder
+ * calls it once with the host services below and registers the table it returns. The module
+ * calls back into cinder only through those services (its errors, its host allocations), so it
+ * works the same in a program linked with libcinder.so or with libcinder.a, and needs no symbol
+ * of either. Both sides carry CN_BACKEND_ABI_VERSION: a module built against another version of
+ * this interface is refused with a clear error, never run.
+ *
+ * Where a backend named N is looked for (cn_backend_load("N"), cn_device_parse("N:0")), in order:
+ *   1. each directory of the CINDER_BACKEND_PATH environment variable (':'-separated);
+ *   2. the directory of the file that holds libcinder (the shared library, or the program that
+ *      linked libcinder.a), then ../lib beside it (../<libdir> of the install, for a program in
+ *      bin/);
+ *   3. the directory libcinder was installed to (CN_MODULE_DIR of the build);
+ *   4. the dynamic loader's own search (LD_LIBRARY_PATH, the program's RUNPATH, ld.so.cache);
+ * the file being libcinder_N.so each time. A failed search is remembered: asking again reports the
+ * same error without searching. Threads: loading is serialised; any thread may ask. */
+
+/* The version of the backend interface (this header's structs and the op numbering). Bumped on
+ * any incompatible change; a module must have been built with the same number. */
+#define CN_BACKEND_ABI_VERSION 1
+
+/* What cinder hands a module: its error path and its counted host allocator (so that the
+ * allocation-failure mode, cn_alloc_fail_after, covers the module too). Valid for the life of the
+ * process. */
+typedef struct cn_backend_host {
+    int abi_version;                /* CN_BACKEND_ABI_VERSION of the library */
+    cn_status (*set_error)(cn_status s, const char *op, const char *fmt, ...);
+    cn_status (*last_status)(void);
+    void (*clear_error)(void);
+    /* malloc / calloc / free through cinder's allocator; on failure they set
+     * CN_ERR_OUT_OF_MEMORY naming op and return NULL. */
+    void *(*malloc)(const char *op, size_t nbytes);
+    void *(*calloc)(const char *op, size_t count, size_t size);
+    void (*free)(void *ptr);
+    /* Counts one device allocation; non-zero when the failure mode says it must fail. */
+    int (*alloc_should_fail)(void);
+    size_t (*dtype_size)(cn_dtype dtype);
+    const char *(*dtype_name)(cn_dtype dtype);
+    const char *(*op_name)(cn_op op);
+} cn_backend_host;
+
+/* What a module hands back. Owned by the module; must stay valid for the life of the process
+ * (modules are never unloaded). */
+typedef struct cn_backend_module {
+    int abi_version;                /* CN_BACKEND_ABI_VERSION the module was built with */
+    const cn_backend *backend;      /* the table to register; its name is the backend's */
+    /* Why the backend sees no device ("" when it sees one), e.g. the driver's message; NULL if
+     * the backend has nothing to say. */
+    const char *(*unavailable_reason)(void);
+    const void *api;                /* backend-specific functions (cinder/cuda.h's), or NULL */
+} cn_backend_module;
+
+typedef const cn_backend_module *(*cn_backend_module_init_fn)(const cn_backend_host *host);
+
+/* Returns the id of the backend `name`, loading its module first when it is not registered yet
+ * (see the search above). `name` may instead be a path (it contains a '/'): that file is loaded
+ * and its backend registered under the name its table gives. -1 with the error set
+ * (CN_ERR_UNKNOWN_DEVICE) when no module is found (the message lists every place looked at and
+ * why each failed), when the module lacks cn_backend_module_init, was built for another
+ * CN_BACKEND_ABI_VERSION, returns no table, or its name is taken. */
+CN_API int cn_backend_load(const char *name);
+
+/* Registers a backend module that is linked into the program (a static build: e.g.
+ * cn_backend_add_module(cn_cuda_backend_module) with libcinder_cuda.a, see cinder/cuda.h).
+ * Returns its id; an already registered backend of the same name returns -1 with the error set.
+ * Same checks as cn_backend_load. */
+CN_API int cn_backend_add_module(cn_backend_module_init_fn init);
+
+/* What cinder knows of a backend, for `cinder info` and for programs that choose a device. */
+typedef struct cn_backend_status {
+    int id;              /* registry id, or -1 when it is not registered and could not be loaded */
+    int devices;         /* usable devices (0 when none, or not loaded) */
+    char module[512];    /* the module file it was loaded from; "" for one built into libcinder or
+                          * registered by the program */
+    char why[1024];      /* when id is -1: why loading failed (where it looked); when devices is
+                          * 0: why there is no device, if the backend says; else "" */
+} cn_backend_status;
+
+/* Fills *out for the backend `name`, loading its module if needed (a failed load is reported in
+ * out->why, not as an error). CN_ERR_NULL_ARG for a NULL argument; otherwise CN_OK. */
+CN_API cn_status cn_backend_status_of(const char *name, cn_backend_status *out);
 
 /* ---- threads for CPU kernels ---------------------------------------------------------------------
  * A CPU kernel (built-in, in a program's backend, or an extension's) that wants several cores uses

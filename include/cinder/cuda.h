@@ -12,8 +12,18 @@
  * to a cache that later allocations of the same size class reuse (as in PyTorch), so the driver is
  * asked for memory rarely; cn_cuda_empty_cache returns the cache to the driver.
  *
- * These functions exist in every build. Without the CUDA backend compiled in they fail with
- * CN_ERR_UNKNOWN_DEVICE; on a device index that is not usable here, CN_ERR_DEVICE_UNAVAILABLE. */
+ * The backend is a module, libcinder_cuda.so, that libcinder loads the first time a CUDA device
+ * or one of these functions is asked for (cinder/backend.h says where it looks); libcinder itself
+ * links no CUDA library. These functions exist in every build of libcinder. When the module is
+ * not found they fail with CN_ERR_UNKNOWN_DEVICE, naming each place looked at; on a device index
+ * that is not usable here (no GPU, no driver), CN_ERR_DEVICE_UNAVAILABLE.
+ *
+ * A program linked statically can link the backend in instead: link libcinder_cuda.a (CMake:
+ * cinder::cuda_static) with its CUDA libraries and, before using a CUDA device, call
+ *
+ *     cn_backend_add_module(cn_cuda_backend_module);
+ *
+ * Threads: any thread may call these; the statistics are per device, process-wide. */
 #ifndef CINDER_CUDA_H
 #define CINDER_CUDA_H
 
@@ -21,6 +31,7 @@
 
 #include <stdint.h>
 
+#include "cinder/backend.h"
 #include "cinder/error.h"
 
 #ifdef __cplusplus
@@ -64,8 +75,13 @@ CN_API int cn_cuda_set_cudnn_enabled(int enabled);
 /* Non-zero when this build has the CUDA backend and it was linked with cuDNN. */
 CN_API int cn_cuda_cudnn_compiled(void);
 
+/* The CUDA backend's module entry, defined only in libcinder_cuda.a (and inside the shared
+ * module, which exports it as cn_backend_module_init): pass it to cn_backend_add_module. */
+CN_API const cn_backend_module *cn_cuda_backend_module(const cn_backend_host *host);
+
 /* Why the CUDA backend sees no device ("" when it sees one): CUDA's message from
- * cudaGetDeviceCount, or a note that the backend is not compiled in. */
+ * cudaGetDeviceCount, or why its module could not be loaded. Valid until the next call on this
+ * thread. */
 CN_API const char *cn_cuda_unavailable_reason(void);
 
 #ifdef __cplusplus

@@ -406,8 +406,11 @@ static const cn_error_entry catalogue[] = {
         .documentation =
             "A device name does not parse, or names no registered backend. Names have the form "
             "<backend>[:<index>]: \"cpu\", \"cuda\", \"cuda:1\", or the name of a backend "
-            "registered with cn_backend_register. A backend not compiled into this build (cuda "
-            "in a CPU-only build) is unknown; `cinder info` lists the backends this build has. "
+            "registered with cn_backend_register. A backend that is not registered is looked for "
+            "as a module (libcinder_<name>.so, e.g. the CUDA backend's libcinder_cuda.so; "
+            "cinder/backend.h lists where); when none is found the name is unknown and the "
+            "message lists each place looked at. `cinder info` lists every backend, found or "
+            "not, and why. "
             "cn_default_device() sets this error when the CINDER_DEVICE environment variable "
             "holds such a name, and the device it then returns makes every tensor creation "
             "fail with the same error.",
@@ -421,8 +424,10 @@ static const cn_error_entry catalogue[] = {
             "environment copied from a machine with a CUDA build; start-up code that parses "
             "the device before registering the program's own backend.",
         .solutions =
-            LIST("Run `cinder info` to see the backends compiled into this build and use one of "
+            LIST("Run `cinder info` to see the backends this installation has and use one of "
                  "those names.",
+                 "Install the backend's module, or set CINDER_BACKEND_PATH to the directory "
+                 "that holds libcinder_<name>.so.",
                  "Fix or unset CINDER_DEVICE (unset means the CPU).",
                  "Register custom backends before anything parses their names.",
                  "Check the status of cn_device_parse (or cn_last_status() after "

@@ -72,3 +72,13 @@ void cn__null_arg(const char *op, const char *arg) {
                  "argument '%s' is NULL; check the call that produced it (it returned NULL "
                  "without an error, or the error was cleared)", arg);
 }
+
+void cn__error_save(cn__saved_error *saved) {
+    saved->status = last_status;
+    snprintf(saved->message, sizeof saved->message, "%s", last_message);
+}
+
+void cn__error_restore(const cn__saved_error *saved) {
+    last_status = saved->status;
+    snprintf(last_message, sizeof last_message, "%s", saved->message);
+}

@@ -55,17 +55,8 @@ cn_status cn_device_parse(const char *name, cn_device *out) {
             return cn_set_error(CN_ERR_UNKNOWN_DEVICE, op, "'%s' has a bad device index; write "
                                 "'%s:N' with N a small non-negative number", name, backend);
     }
-    int id = cn_backend_find(backend);
-    if (id < 0) {
-        char known[256] = "";
-        for (int i = 0; cn__backend(i); i++) {
-            if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
-            strncat(known, cn__backend(i)->name, sizeof known - strlen(known) - 1);
-        }
-        return cn_set_error(CN_ERR_UNKNOWN_DEVICE, op, "no backend named '%s' in '%s' (this "
-                            "build has: %s); use one of those, or build with that backend",
-                            backend, name, known);
-    }
+    int id = cn__backend_load(op, backend);
+    if (id < 0) return cn_last_status();
     cn_device d = {(int16_t)id, (int16_t)index, 0, 0};
     if (!cn__backend_for_device(op, d)) return cn_last_status();
     *out = d;
@@ -87,9 +78,12 @@ cn_device cn_default_device(void) {
     return d;
 }
 
-int cn_backend_compiled(const char *name) { return cn_backend_find(name) >= 0; }
+int cn_backend_compiled(const char *name) {
+    cn_backend_status st;
+    return cn_backend_status_of(name, &st) == CN_OK && st.id >= 0;
+}
 
 int cn_backend_device_count(const char *name) {
-    const cn_backend *b = cn__backend(cn_backend_find(name));
-    return b ? b->device_count(b->ctx) : 0;
+    cn_backend_status st;
+    return cn_backend_status_of(name, &st) == CN_OK ? st.devices : 0;
 }

@@ -4,6 +4,7 @@
 
 #include "core/alloc.h"
 #include "core/error_internal.h"
+#include "dispatch/registry.h"
 #include "extension/extension_internal.h"
 
 #define MAX_EXT_OPS 256
@@ -179,11 +180,9 @@ cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_ke
         cn__null_arg(name, !op ? "op" : !backend ? "backend" : "kernel");
         return cn_last_status();
     }
-    int id = cn_backend_find(backend);
-    if (id < 0)
-        return cn_set_error(CN_ERR_UNKNOWN_DEVICE, name, "no backend named '%s' is registered "
-                            "for op '%s'; register the backend first, or skip the kernel in this "
-                            "build", backend, op->schema.name);
+    /* a backend that comes as a module (cuda) is loaded here, so its kernels can be added */
+    int id = cn__backend_load(name, backend);
+    if (id < 0) return cn_last_status();
     pthread_mutex_lock(&lock);
     ((cn_ext_op *)op)->kernels[id] = kernel;
     pthread_mutex_unlock(&lock);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/cuda/api.h"
 #include "backends/cuda/cuda_internal.h"
 
 /* Copies of at least this many bytes use the pinned staging buffers. */
@@ -298,10 +299,8 @@ static cn_status cuda_synchronize(void *ctx, int device) {
 
 /* ---- the table ---------------------------------------------------------------------------------- */
 
-/* Called once by the registry (src/dispatch/registry.c). Touches no GPU. */
-void cn__cuda_backend_fill(cn_backend *b);
-
-void cn__cuda_backend_fill(cn_backend *b) {
+/* Touches no GPU. */
+static void fill_table(cn_backend *b) {
     memset(b, 0, sizeof *b);
     b->name = "cuda";
     b->device_count = cuda_device_count;
@@ -344,9 +343,9 @@ void cn__cuda_backend_fill(cn_backend *b) {
     k[CN_OP_SGD_STEP] = cuda_sgd_step;
 }
 
-/* ---- cinder/cuda.h ------------------------------------------------------------------------------ */
+/* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */
 
-cn_status cn_cuda_memory_stats(int device, cn_cuda_memory_stats_t *out) {
+static cn_status memory_stats(int device, cn_cuda_memory_stats_t *out) {
     const char *op = "cuda_memory_stats";
     if (!out) return cn_set_error(CN_ERR_NULL_ARG, op, "'out' is NULL; pass the address of a "
                                   "cn_cuda_memory_stats_t");
@@ -356,14 +355,14 @@ cn_status cn_cuda_memory_stats(int device, cn_cuda_memory_stats_t *out) {
     return CN_OK;
 }
 
-cn_status cn_cuda_reset_peak_memory_stats(int device) {
+static cn_status reset_peak_memory_stats(int device) {
     cn_status s = check_index("cuda_reset_peak_memory_stats", device);
     if (s != CN_OK) return s;
     cu_cache_reset_peaks(device);
     return CN_OK;
 }
 
-cn_status cn_cuda_empty_cache(int device) {
+static cn_status empty_cache(int device) {
     const char *op = "cuda_empty_cache";
     cu_dev *d = cu_device(op, device);
     if (!d) return cn_last_status();
@@ -371,16 +370,16 @@ cn_status cn_cuda_empty_cache(int device) {
     return s == CN_OK ? cu_cache_empty(device) : s;
 }
 
-cn_status cn_cuda_synchronize(int device) {
+static cn_status synchronize_device(int device) {
     cu_dev *d = cu_device("cuda_synchronize", device);
     return d ? cu_sync(d, "cuda_synchronize") : cn_last_status();
 }
 
-int cn_cuda_set_cudnn_enabled(int enabled) {
+static int set_cudnn_enabled(int enabled) {
     return atomic_exchange(&cudnn_enabled, enabled ? 1 : 0);
 }
 
-int cn_cuda_cudnn_compiled(void) {
+static int cudnn_compiled(void) {
 #ifdef CINDER_HAVE_CUDNN
     return 1;
 #else
@@ -388,7 +387,36 @@ int cn_cuda_cudnn_compiled(void) {
 #endif
 }
 
-const char *cn_cuda_unavailable_reason(void) {
+static const char *unavailable_reason(void) {
     pthread_once(&probe_once, probe);
     return probe_message;
+}
+
+/* ---- the module --------------------------------------------------------------------------------- */
+
+static const cu_api api = {
+    .memory_stats = memory_stats,
+    .reset_peak_memory_stats = reset_peak_memory_stats,
+    .empty_cache = empty_cache,
+    .synchronize = synchronize_device,
+    .set_cudnn_enabled = set_cudnn_enabled,
+    .cudnn_compiled = cudnn_compiled,
+};
+
+static cn_backend table;
+static cn_backend_module module;
+static pthread_once_t module_once = PTHREAD_ONCE_INIT;
+
+static void make_module(void) {
+    fill_table(&table);
+    module.abi_version = CN_BACKEND_ABI_VERSION;
+    module.backend = &table;
+    module.unavailable_reason = unavailable_reason;
+    module.api = &api;
+}
+
+const cn_backend_module *cn_cuda_backend_module(const cn_backend_host *host) {
+    if (!cu_host_attach(host)) return NULL;
+    pthread_once(&module_once, make_module);
+    return &module;
 }

@@ -26,6 +26,13 @@ extern "C" {
 /* Devices the backend addresses; more are ignored. */
 #define CU_MAX_DEVICES 16
 
+/* ---- the host (host_module.c in libcinder_cuda.so, host_static.c in libcinder_cuda.a) -------- */
+
+/* Keeps the services cinder handed the module (cn_backend_module_init). The module's calls of
+ * cn_set_error, cn_dtype_size, ... go through them in the shared module, and straight to the
+ * linked-in libcinder in the static archive. Returns 0 when the host's ABI version differs. */
+int cu_host_attach(const cn_backend_host *host);
+
 /* ---- devices (backend.c) ----------------------------------------------------------------------- */
 
 /* Per-device state, made on first use of the device. */

@@ -1,0 +1,47 @@
+# Install rules: headers, libcinder.so.<major> and libcinder.a, the backend modules, the cinder
+# program, cinder-extgen, a CMake package (find_package(cinder): cinder::cinder,
+# cinder::cinder_static, cinder::extgen, cinder_add_extension) and cinder.pc for pkg-config.
+include_guard(GLOBAL)
+
+set(CINDER_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/cinder)
+
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/cinder
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
+
+install(TARGETS cinder_shared cinder_static cinder-extgen EXPORT cinderTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# Backend modules go next to libcinder.so, where it looks for them first. The static CUDA archive
+# is a package component of its own, since its users need the CUDA toolkit.
+if(TARGET cinder_cuda)
+  install(TARGETS cinder_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(TARGETS cinder_cuda_static EXPORT cinderCudaTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(EXPORT cinderCudaTargets NAMESPACE cinder:: DESTINATION ${CINDER_CMAKE_DIR})
+endif()
+install(TARGETS cinder_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+install(EXPORT cinderTargets NAMESPACE cinder:: DESTINATION ${CINDER_CMAKE_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/cinderConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/cinderConfig.cmake INSTALL_DESTINATION ${CINDER_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/cinderConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/cinderConfig.cmake ${PROJECT_BINARY_DIR}/cinderConfigVersion.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/CinderExtension.cmake DESTINATION ${CINDER_CMAKE_DIR})
+
+# pkg-config: `pkg-config --cflags --libs cinder` for the shared library, `--static` adds what
+# libcinder.a needs.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(CINDER_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
+else()
+  set(CINDER_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+endif()
+if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  set(CINDER_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
+else()
+  set(CINDER_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/cinder.pc.in ${PROJECT_BINARY_DIR}/cinder.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/cinder.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

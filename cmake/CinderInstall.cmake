@@ -33,15 +33,10 @@ install(FILES ${PROJECT_BINARY_DIR}/cinderConfig.cmake ${PROJECT_BINARY_DIR}/cin
 
 # pkg-config: `pkg-config --cflags --libs cinder` for the shared library, `--static` adds what
 # libcinder.a needs.
-if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
-  set(CINDER_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
-else()
-  set(CINDER_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
-endif()
-if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
-  set(CINDER_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
-else()
-  set(CINDER_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
-endif()
+# Relocatable: the prefix is found from the .pc file's own place (pkg-config's ${pcfiledir}), so
+# `cmake --install --prefix P` and a copied tree both work.
+file(RELATIVE_PATH CINDER_PC_UP "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+string(REGEX REPLACE "/$" "" CINDER_PC_UP "${CINDER_PC_UP}")
+set(CINDER_PC_PREFIX "\${pcfiledir}/${CINDER_PC_UP}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/cinder.pc.in ${PROJECT_BINARY_DIR}/cinder.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/cinder.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

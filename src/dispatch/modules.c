@@ -108,7 +108,9 @@ static int load_file(const char *op, const char *file, const char *want_name, ch
         dlclose(h);
         return -1;
     }
-    int id = register_module(op, init, file, want_name);
+    char *full = realpath(file, NULL); /* NULL for a bare name the loader found */
+    int id = register_module(op, init, full ? full : file, want_name);
+    free(full); /* realpath's own malloc, not cinder's */
     /* A module whose code is registered stays loaded for the life of the process. */
     if (id < 0) dlclose(h);
     return id;
@@ -139,7 +141,9 @@ static int try_dir(const char *op, const char *dir, const char *file, const char
     char path[1024], why[512];
     int opened;
     if (!dir[0]) return -1;
-    snprintf(path, sizeof path, "%s/%s", dir, file);
+    char *full = realpath(dir, NULL); /* "bin/../lib" reads better as "lib" */
+    snprintf(path, sizeof path, "%s/%s", full ? full : dir, file);
+    free(full); /* realpath's own malloc, not cinder's */
     int id = load_file(op, path, name, why, sizeof why, &opened);
     if (id >= 0) return id;
     if (opened) return -2;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages cinder builds and runs with. Safe to run again.
 set -euo pipefail
-packages=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+packages=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev libdlpack-dev dataset-fashion-mnist)
 if [ "${1:-}" = "--test" ]; then
-  packages+=(libclang-rt-14-dev)
+  # libtsan2: gcc's ThreadSanitizer runtime (scripts/tsan.sh); libclang-rt-14-dev: clang's sanitizers
+  packages+=(libclang-rt-14-dev libtsan2)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -5,7 +5,38 @@
  * (reshape, transpose, slice, ...) share storage with their source and never copy.
  *
  * Functions returning cn_tensor* return NULL on failure and set the error (error.h). A NULL tensor
- * argument makes them return NULL and keep the earlier error. */
+ * argument makes them return NULL and keep the earlier error.
+ *
+ * Threads. cinder may be called from any number of threads at once.
+ *   - Shared: a tensor may be read by several threads at once (as an op's input, by cn_read, by
+ *     the accessors), and retained and released from any thread: reference counts are atomic, and
+ *     whichever thread drops the last reference frees the tensor. Writing a storage in place (the
+ *     ops ending in `_`, cn_copy_, an optimizer's step) while another thread reads or writes it
+ *     is a data race that the caller must serialise, as is changing a tensor's own state
+ *     (cn_require_grad, cn_retain_grad) while another thread uses it.
+ *   - Per thread: the last error (error.h), scopes (memory.h), grad mode and no-grad
+ *     (autodiff.h), and cinder's caches. A tensor made while a scope is open is owned by that
+ *     thread's scope: other threads may use it while the scope is open, and one that must keep it
+ *     takes its own reference (cn_retain) before the scope ends; only the owning thread may
+ *     cn_keep it or drop the scope's reference (debug builds stop the program otherwise).
+ *   - Autodiff: threads may record ops on tracked tensors they share (a shared parameter). A
+ *     backward walks and marks every node of its graph, its leaves included, so two cn_backward
+ *     calls whose graphs share a node (e.g. the same parameters) must not run at once; graphs that
+ *     share nothing (two models, one per thread) are differentiated in parallel. A cn_grads, a
+ *     module (nn.h) and an optimizer are used by one thread at a time.
+ *   - Registries: cn_backend_register, cn_backend_get/cn_backend_find (backend.h), cn_ext_define,
+ *     cn_ext_find, cn_ext_register_kernel and cn_ext_register_backward (extension.h) may be
+ *     called from any thread, also while other threads run ops; a kernel or backward registered
+ *     while another thread calls the op is used by that call or not at all. A backend's functions
+ *     (its device_count, memory functions and kernels) are called from every thread that runs ops
+ *     on it, concurrently, and must allow that.
+ *   - A cn_generator (below) is a plain value that every draw advances: give each thread its own
+ *     (e.g. cn_generator_new(seed + thread)), or serialise the draws.
+ *   - The CPU backend's thread pool is shared: cn_cpu_parallel_for may be called from any thread;
+ *     when the pool is busy with another caller's job, a call runs its ranges on its own thread.
+ *   Debug and sanitizer builds stop the program, with a message naming the tensor and the call,
+ *   when a released tensor is used or released again (scripts/tsan.sh checks the threaded paths
+ *   under ThreadSanitizer). */
 #ifndef CINDER_TENSOR_H
 #define CINDER_TENSOR_H
 
@@ -67,7 +98,7 @@ CN_API cn_kind cn_kind_of(const cn_tensor *t);
 CN_API cn_device cn_device_of(const cn_tensor *t);
 CN_API int cn_is_contiguous(const cn_tensor *t);       /* row-major dense */
 
-/* Writes "[2, 3] f32 cpu:0" into buf; returns buf. */
+/* Writes "[2, 3] f32 cpu:0" into buf; returns buf. (The values: cn_format, cinder/format.h.) */
 CN_API const char *cn_tensor_str(const cn_tensor *t, char *buf, size_t size);
 
 /* ---- creation ------------------------------------------------------------------------------- */

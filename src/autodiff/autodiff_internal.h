@@ -53,7 +53,7 @@ typedef struct ad_input {
 } ad_input;
 
 struct ad_node {
-    int64_t refcount;
+    _Atomic int64_t refcount; /* nodes are shared by graphs on any thread (cn__ref_drop) */
     int op;               /* cn_op or AD_OP_* */
     int memory_bound;     /* recomputed instead of saved under checkpointing */
     int checkpointed;     /* recorded on a CN_CHECKPOINT_BALANCED device */

@@ -39,8 +39,8 @@ static cn_status grads_put(cn_grads *g, ad_node *key, cn_tensor *grad) {
     }
     /* each gradient gets dense memory of its own, so that writing one in place (clipping, an
      * optimizer) cannot change another that shares its storage or a broadcast source */
-    cn_tensor *own = (cn_is_contiguous(grad) && grad->storage->refcount == 1) ? cn_retain(grad)
-                                                                             : cn_clone(grad);
+    int alone = cn_is_contiguous(grad) && cn__ref_count(&grad->storage->refcount) == 1;
+    cn_tensor *own = alone ? cn_retain(grad) : cn_clone(grad);
     if (!own) return cn_last_status();
     cn__scope_forget(own);
     g->keys[g->count] = ad_node_retain(key);
@@ -130,8 +130,10 @@ static cn_status list_push(node_list *l, ad_node *n) {
 /* Post-order of the nodes reachable from root (inputs before the nodes that use them), by an
  * iterative depth-first walk, so that long chains do not exhaust the C stack. */
 static cn_status topo_order(ad_node *root, node_list *order) {
-    static _Thread_local uint64_t generation;
-    uint64_t mark = ++generation;
+    /* process-wide: a graph's leaves outlive a backward and may be walked next on another thread,
+     * where a per-thread count could repeat the mark they were left with */
+    static _Atomic uint64_t generation;
+    uint64_t mark = atomic_fetch_add_explicit(&generation, 1, memory_order_relaxed) + 1;
     node_list stack = {0};
     root->mark = mark;
     root->visit = 0;
@@ -226,6 +228,7 @@ static cn_status run_backward(const node_list *order, cn_grads *grads) {
 
 cn_grads *cn_backward(cn_tensor *root) {
     const char *op = "backward";
+    CN__CHECK_LIVE(op, root);
     if (!root) {
         cn__null_arg(op, "root");
         return NULL;

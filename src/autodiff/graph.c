@@ -37,7 +37,7 @@ cn_device cn_inner_device(cn_device device) {
 /* ---- nodes --------------------------------------------------------------------------------- */
 
 ad_node *ad_node_retain(ad_node *n) {
-    if (n) n->refcount++;
+    if (n) cn__ref_take(&n->refcount);
     return n;
 }
 
@@ -99,7 +99,7 @@ static void node_free(ad_node *n) {
 /* Frees nodes iteratively: a long chain would otherwise recurse once per node. The `grad` field
  * of a dying node links the list of nodes still to free. */
 void ad_node_release(ad_node *n) {
-    if (!n || --n->refcount > 0) return;
+    if (!n || !cn__ref_drop(&n->refcount)) return;
     ad_node *to_free = n;
     n->grad = NULL;
     while (to_free) {
@@ -108,7 +108,7 @@ void ad_node_release(ad_node *n) {
         for (int i = 0; i < cur->n_in; i++) {
             cn_release(cur->in[i].saved);
             ad_node *next = cur->in[i].node;
-            if (next && --next->refcount == 0) {
+            if (next && cn__ref_drop(&next->refcount)) {
                 next->grad = (cn_tensor *)to_free;
                 to_free = next;
             }
@@ -135,10 +135,12 @@ cn_tensor *ad_concrete(cn_tensor *t) {
 }
 
 ad_node *ad_node_new(int op, int n_in, const cn_tensor *out) {
-    if (!cn__autograd_free) cn__autograd_free = free_tensor_node;
+    /* the core's hook: the same function whichever thread stores it first */
+    if (!atomic_load_explicit(&cn__autograd_free, memory_order_relaxed))
+        atomic_store_explicit(&cn__autograd_free, free_tensor_node, memory_order_relaxed);
     ad_node *n = node_alloc(n_in);
     if (!n) return NULL;
-    n->refcount = 1;
+    atomic_store_explicit(&n->refcount, 1, memory_order_relaxed);
     n->op = op;
     n->n_in = n_in;
     n->device = out->device;
@@ -201,6 +203,7 @@ fail:
 
 cn_tensor *cn_require_grad(cn_tensor *t) {
     const char *op = "require_grad";
+    CN__CHECK_LIVE(op, t);
     if (!t) {
         cn__null_arg(op, "t");
         return NULL;

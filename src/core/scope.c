@@ -52,11 +52,28 @@ cn_status cn__scope_add(cn_tensor *t) {
         st.cap = cap;
     }
     t->scope_slot = st.count;
+#ifdef CINDER_CHECK_MISUSE
+    t->scope_owner = &st;
+#endif
     st.items[st.count++] = t;
     return CN_OK;
 }
 
+#ifdef CINDER_CHECK_MISUSE
+/* A scope belongs to its thread: another thread that drops the scope's reference, or keeps the
+ * tensor, would leave the owner's list pointing at a dead header (released twice at its end). */
+static void check_owner(const char *op, const cn_tensor *t) {
+    if (t->scope_owner != &st)
+        cn__misuse(op, t, "is owned by a scope of another thread: the thread that made it must "
+                   "release it or end that scope (cn_retain it to share it, and release only "
+                   "the references you took)");
+}
+#endif
+
 void cn__scope_remove(cn_tensor *t) {
+#ifdef CINDER_CHECK_MISUSE
+    check_owner("release", t);
+#endif
     if (t->scope_slot >= 0 && t->scope_slot < st.count && st.items[t->scope_slot] == t)
         st.items[t->scope_slot] = NULL;
     t->scope_slot = -1;
@@ -72,6 +89,10 @@ cn_status cn_scope_end(void) {
     for (int64_t i = begin; i < end; i++) {
         cn_tensor *t = st.items[i];
         if (!t) continue;
+#ifdef CINDER_CHECK_MISUSE
+        if (t->live != CN__LIVE)
+            cn__misuse("scope_end", t, "was released while this scope still owned it");
+#endif
         if (t->scope_kept) {
             t->scope_kept = 0;
             if (cn__scope_depth_now > 0) {
@@ -93,6 +114,10 @@ cn_status cn_scope_end(void) {
 }
 
 cn_tensor *cn_keep(cn_tensor *t) {
+    CN__CHECK_LIVE("keep", t);
+#ifdef CINDER_CHECK_MISUSE
+    if (t && t->scope_slot >= 0) check_owner("keep", t);
+#endif
     if (t && t->scope_slot >= 0) t->scope_kept = 1;
     return t;
 }

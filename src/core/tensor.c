@@ -1,5 +1,6 @@
 /* Tensor headers and storage: allocation, views, reference counting, metadata. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cinder/memory.h"
@@ -10,7 +11,7 @@
 #include "core/thread_exit.h"
 #include "dispatch/registry.h"
 
-void (*cn__autograd_free)(cn_tensor *t);
+_Atomic(cn__autograd_free_fn) cn__autograd_free;
 
 int64_t cn_live_tensors(void) { return cn__counter_total(CN__TENSORS); }
 int64_t cn_live_bytes(void) { return cn__counter_total(CN__BYTES); }
@@ -105,12 +106,47 @@ static void cache_put(object_cache *c, void *p) {
 
 /* ---- headers ------------------------------------------------------------------------------ */
 
+#ifdef CINDER_CHECK_MISUSE
+/* Misuse builds: a released header is marked dead and kept here (per thread, the newest
+ * QUARANTINE_SLOTS) instead of being recycled, so a later use of it meets the mark and not a new
+ * tensor; the oldest goes back to the C library, where ASan sees any use of it. */
+#define QUARANTINE_SLOTS 4096
+static _Thread_local struct {
+    cn_tensor *items[QUARANTINE_SLOTS];
+    int next, count;
+} quarantine;
+static _Atomic uint64_t next_serial;
+
+static void header_free(cn_tensor *t) {
+    t->live = CN__DEAD;
+    t->storage = NULL;
+    t->autograd = NULL;
+    arm_caches();
+    if (quarantine.count == QUARANTINE_SLOTS) cn__free(quarantine.items[quarantine.next]);
+    else quarantine.count++;
+    quarantine.items[quarantine.next] = t;
+    quarantine.next = (quarantine.next + 1) % QUARANTINE_SLOTS;
+}
+
+static void free_quarantine(void) {
+    for (int i = 0; i < quarantine.count; i++) cn__free(quarantine.items[i]);
+    quarantine.count = quarantine.next = 0;
+}
+#else
+static void header_free(cn_tensor *t) { cache_put(&header_cache, t); }
+static void free_quarantine(void) {}
+#endif
+
 static cn_tensor *header_new(const char *op) {
     cn_tensor *t = cache_take(&header_cache, op, sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
-    t->refcount = 1;
+    atomic_store_explicit(&t->refcount, 1, memory_order_relaxed);
     t->scope_slot = -1;
+#ifdef CINDER_CHECK_MISUSE
+    t->live = CN__LIVE;
+    t->serial = atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed) + 1;
+#endif
     if (cn__scope_register(t) != CN_OK) {
         cache_put(&header_cache, t);
         return NULL;
@@ -149,11 +185,16 @@ static cn_tensor *spare_take(cn_device device, size_t nbytes) {
 }
 
 /* Keeps a dead tensor whole when it is small and alone on its storage; 0 when it is not kept.
- * Not empty ones: their data may point just past a block, which leak checkers miss. */
+ * Not empty ones: their data may point just past a block, which leak checkers miss. Not
+ * caller-owned memory (external): it goes back through its deleter. */
 static int spare_keep(cn_tensor *t) {
+#ifdef CINDER_CHECK_MISUSE
+    (void)t; /* a released header is quarantined, never handed out again */
+    return 0;
+#endif
     cn_storage *s = t->storage;
-    if (!s || s->refcount != 1 || !s->data || s->nbytes == 0 || s->nbytes > SPARE_BYTES ||
-        spare.count == SPARE_SLOTS)
+    if (!s || s->external || s->refcount != 1 || !s->data || s->nbytes == 0 ||
+        s->nbytes > SPARE_BYTES || spare.count == SPARE_SLOTS)
         return 0;
     arm_caches();
     spare.items[spare.count++] = t;
@@ -163,13 +204,19 @@ static int spare_keep(cn_tensor *t) {
 /* ---- storage ------------------------------------------------------------------------------ */
 
 static void storage_free_data(cn_storage *s) {
+    if (s->external) { /* caller-owned: back through its deleter, never the backend's free */
+        if (s->deleter) s->deleter(s->data, s->deleter_ctx);
+        s->external = 0;
+        s->data = NULL;
+        return;
+    }
     const cn_backend *b = cn__backend(s->device.backend);
     if (b && s->data) b->free(b->ctx, s->device.index, s->data);
     s->data = NULL;
 }
 
 static void storage_release(cn_storage *s) {
-    if (!s || --s->refcount > 0) return;
+    if (!s || !cn__ref_drop(&s->refcount)) return;
     cn__count(CN__BYTES, -(int64_t)s->nbytes);
     storage_free_data(s);
     cache_put(&storage_cache, s);
@@ -187,6 +234,7 @@ static void free_caches(void) {
     }
     while (storage_cache.count > 0) cn__free(storage_cache.items[--storage_cache.count]);
     while (header_cache.count > 0) cn__free(header_cache.items[--header_cache.count]);
+    free_quarantine();
 }
 
 /* A storage record with nbytes of data on the concrete device of backend b. */
@@ -195,7 +243,7 @@ static cn_storage *storage_new(const char *op, const cn_backend *b, cn_device co
     cn_storage *s = cache_take(&storage_cache, op, sizeof *s);
     if (!s) return NULL;
     memset(s, 0, sizeof *s);
-    s->refcount = 1;
+    atomic_store_explicit(&s->refcount, 1, memory_order_relaxed);
     s->device = concrete;
     s->nbytes = nbytes;
     if (b->alloc(b->ctx, concrete.index, nbytes, &s->data) != CN_OK) {
@@ -221,7 +269,7 @@ static cn_tensor *spare_reuse(const char *op, cn_device concrete, size_t nbytes,
         *failed = 1;
         return NULL;
     }
-    t->refcount = 1;
+    atomic_store_explicit(&t->refcount, 1, memory_order_relaxed);
     t->offset = 0;
     t->scope_kept = 0;
     t->storage->version = 0;
@@ -305,6 +353,47 @@ cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const in
     return t;
 }
 
+/* ---- caller-owned memory ------------------------------------------------------------------ */
+
+/* storage_new's allocator for memory the caller already has: hands back its address (ctx). */
+static cn_status caller_memory(void *ctx, int device, size_t nbytes, void **ptr) {
+    (void)device;
+    (void)nbytes;
+    *ptr = ctx;
+    return CN_OK;
+}
+
+cn_tensor *cn__tensor_external(const char *op, void *data, size_t nbytes, const int64_t *shape,
+                               const int64_t *strides, int ndim, int64_t numel, cn_dtype dtype,
+                               cn_device device, void (*deleter)(void *data, void *ctx),
+                               void *ctx) {
+    cn_device concrete = device;
+    concrete.autodiff = 0;
+    concrete.checkpoint = 0;
+    const cn_backend give = {.ctx = data, .alloc = caller_memory};
+    cn_storage *s = storage_new(op, &give, concrete, nbytes);
+    if (!s) return NULL;
+    cn_tensor *t = header_new(op);
+    if (!t) { /* the record goes back; the memory stays the caller's */
+        cache_put(&storage_cache, s);
+        return NULL;
+    }
+    s->external = 1;
+    s->deleter = deleter;
+    s->deleter_ctx = ctx;
+    t->storage = s;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        t->shape[d] = shape[d];
+        t->strides[d] = strides[d];
+    }
+    t->numel = numel;
+    t->device = device; /* an autodiff device stays visible, as in cn__tensor_alloc_routed */
+    cn__count(CN__BYTES, (int64_t)nbytes);
+    return t;
+}
+
 cn_tensor *cn__tensor_view(cn_tensor *src, const int64_t *shape, const int64_t *strides, int ndim,
                            int64_t offset) {
     cn_tensor *t = header_new("view");
@@ -320,46 +409,103 @@ cn_tensor *cn__tensor_view(cn_tensor *src, const int64_t *shape, const int64_t *
     t->offset = offset;
     t->device = src->device;
     t->storage = src->storage;
-    t->storage->refcount++;
+    cn__ref_take(&t->storage->refcount);
     return t;
 }
 
 /* ---- references --------------------------------------------------------------------------- */
 
 cn_tensor *cn_retain(cn_tensor *t) {
-    if (t) t->refcount++;
+    CN__CHECK_LIVE("retain", t);
+    if (t) cn__ref_take(&t->refcount);
     return t;
 }
 
 void cn_release(cn_tensor *t) {
-    if (!t || --t->refcount > 0) return;
+    if (!t) return;
+    CN__CHECK_LIVE("release", t);
+    if (!cn__ref_drop(&t->refcount)) return;
     cn__scope_forget(t);
-    if (t->autograd && cn__autograd_free) cn__autograd_free(t);
+    if (t->autograd) {
+        cn__autograd_free_fn free_node =
+            atomic_load_explicit(&cn__autograd_free, memory_order_relaxed);
+        if (free_node) free_node(t);
+    }
     if (spare_keep(t)) {
         cn__count_tensor(-1, -(int64_t)t->storage->nbytes);
         return;
     }
     cn__count(CN__TENSORS, -1);
     storage_release(t->storage);
-    cache_put(&header_cache, t);
+    header_free(t);
 }
+
+/* "[2, 3] f32 cpu:0": cn_tensor_str without its checks, so that a misuse message can describe a
+ * released tensor (its header is quarantined intact). */
+static const char *describe(const cn_tensor *t, char *buf, size_t size) {
+    char shape[128], dev[64];
+    snprintf(buf, size, "%s %s %s", cn__shape_str(t->shape, t->ndim, shape, sizeof shape),
+             cn_dtype_name(t->dtype), cn_device_str(t->device, dev, sizeof dev));
+    return buf;
+}
+
+#ifdef CINDER_CHECK_MISUSE
+void cn__misuse(const char *op, const cn_tensor *t, const char *what) {
+    char desc[256];
+    fprintf(stderr, "cinder: misuse in %s: tensor #%llu %s (%p) %s\n", op,
+            (unsigned long long)t->serial, describe(t, desc, sizeof desc), (const void *)t, what);
+    fflush(stderr);
+    abort();
+}
+
+void cn__misuse_dead(const char *op, const cn_tensor *t) {
+    if (t->live == CN__DEAD)
+        cn__misuse(op, t, "was already released: released twice, or used after cn_release or "
+                   "after the scope that owned it ended (cn_retain or cn_keep it to use it "
+                   "longer)");
+    fprintf(stderr, "cinder: misuse in %s: %p is not a live tensor (a dangling or corrupt "
+            "pointer)\n", op, (const void *)t);
+    fflush(stderr);
+    abort();
+}
+#endif
 
 /* ---- metadata ----------------------------------------------------------------------------- */
 
-int cn_ndim(const cn_tensor *t) { return t ? t->ndim : -1; }
-const int64_t *cn_shape(const cn_tensor *t) { return t ? t->shape : NULL; }
-const int64_t *cn_strides(const cn_tensor *t) { return t ? t->strides : NULL; }
-int64_t cn_numel(const cn_tensor *t) { return t ? t->numel : -1; }
-cn_dtype cn_dtype_of(const cn_tensor *t) { return t ? t->dtype : CN_DTYPE_COUNT; }
-cn_kind cn_kind_of(const cn_tensor *t) { return t ? cn_dtype_kind(t->dtype) : CN_KIND_COUNT; }
+int cn_ndim(const cn_tensor *t) {
+    CN__CHECK_LIVE("ndim", t);
+    return t ? t->ndim : -1;
+}
+const int64_t *cn_shape(const cn_tensor *t) {
+    CN__CHECK_LIVE("shape", t);
+    return t ? t->shape : NULL;
+}
+const int64_t *cn_strides(const cn_tensor *t) {
+    CN__CHECK_LIVE("strides", t);
+    return t ? t->strides : NULL;
+}
+int64_t cn_numel(const cn_tensor *t) {
+    CN__CHECK_LIVE("numel", t);
+    return t ? t->numel : -1;
+}
+cn_dtype cn_dtype_of(const cn_tensor *t) {
+    CN__CHECK_LIVE("dtype_of", t);
+    return t ? t->dtype : CN_DTYPE_COUNT;
+}
+cn_kind cn_kind_of(const cn_tensor *t) {
+    CN__CHECK_LIVE("kind_of", t);
+    return t ? cn_dtype_kind(t->dtype) : CN_KIND_COUNT;
+}
 
 cn_device cn_device_of(const cn_tensor *t) {
+    CN__CHECK_LIVE("device_of", t);
     if (t) return t->device;
     cn_device bad = {CN_BACKEND_INVALID, 0, 0, 0};
     return bad;
 }
 
 int cn_is_contiguous(const cn_tensor *t) {
+    CN__CHECK_LIVE("is_contiguous", t);
     if (!t) return 0;
     if (t->numel == 0) return 1;
     int64_t expect = 1;
@@ -371,12 +517,10 @@ int cn_is_contiguous(const cn_tensor *t) {
 }
 
 const char *cn_tensor_str(const cn_tensor *t, char *buf, size_t size) {
+    CN__CHECK_LIVE("tensor_str", t);
     if (!t) {
         snprintf(buf, size, "NULL");
         return buf;
     }
-    char shape[128], dev[64];
-    snprintf(buf, size, "%s %s %s", cn__shape_str(t->shape, t->ndim, shape, sizeof shape),
-             cn_dtype_name(t->dtype), cn_device_str(t->device, dev, sizeof dev));
-    return buf;
+    return describe(t, buf, size);
 }

@@ -26,6 +26,7 @@ static cn_tensor *dense_copy(const char *op, cn_tensor *t) {
 }
 
 cn_tensor *cn_contiguous(cn_tensor *t) {
+    CN__CHECK_LIVE("contiguous", t);
     /* already dense: a new header (every result is a new reference its scope can own) */
     if (t && cn_is_contiguous(t))
         return cn__record(AD_OP_VIEW, cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset),
@@ -65,6 +66,7 @@ static int view_strides(const cn_tensor *t, const int64_t *shape, int ndim, int6
 
 cn_tensor *cn_reshape(cn_tensor *t, const int64_t *shape_in, int ndim) {
     const char *op = "reshape";
+    CN__CHECK_LIVE(op, t);
     if (!t || !shape_in) {
         cn__null_arg(op, !t ? "t" : "shape");
         return NULL;

@@ -66,6 +66,7 @@ const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *co
             cn__null_arg(op, names[i]);
             return NULL;
         }
+        CN__CHECK_LIVE(op, in[i]);
         if (lead < 0 && in[i]->device.autodiff) lead = i;
     }
     if (lead < 0) lead = 0;

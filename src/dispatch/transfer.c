@@ -10,6 +10,7 @@
 
 cn_status cn_read(const cn_tensor *t, void *dst, size_t nbytes) {
     const char *op = "read";
+    CN__CHECK_LIVE(op, t);
     if (!t || !dst) {
         cn__null_arg(op, !t ? "t" : "dst");
         return cn_last_status();
@@ -37,6 +38,7 @@ cn_status cn_read(const cn_tensor *t, void *dst, size_t nbytes) {
 
 cn_tensor *cn_to_device(cn_tensor *t, cn_device device) {
     const char *op = "to_device";
+    CN__CHECK_LIVE(op, t);
     if (!t) {
         cn__null_arg(op, "t");
         return NULL;

@@ -9,6 +9,7 @@
 
 cn_tensor *cn_transpose(cn_tensor *t, int dim0, int dim1) {
     const char *op = "transpose";
+    CN__CHECK_LIVE(op, t);
     if (!t) {
         cn__null_arg(op, "t");
         return NULL;
@@ -32,6 +33,7 @@ cn_tensor *cn_transpose(cn_tensor *t, int dim0, int dim1) {
 
 cn_tensor *cn_permute(cn_tensor *t, const int *perm) {
     const char *op = "permute";
+    CN__CHECK_LIVE(op, t);
     if (!t || !perm) {
         cn__null_arg(op, !t ? "t" : "perm");
         return NULL;
@@ -56,6 +58,7 @@ cn_tensor *cn_permute(cn_tensor *t, const int *perm) {
 
 cn_tensor *cn_slice(cn_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
     const char *op = "slice";
+    CN__CHECK_LIVE(op, t);
     if (!t) {
         cn__null_arg(op, "t");
         return NULL;
@@ -92,6 +95,7 @@ cn_tensor *cn_slice(cn_tensor *t, int dim, int64_t start, int64_t end, int64_t s
 
 cn_tensor *cn_expand(cn_tensor *t, const int64_t *shape, int ndim) {
     const char *op = "expand";
+    CN__CHECK_LIVE(op, t);
     if (!t || !shape) {
         cn__null_arg(op, !t ? "t" : "shape");
         return NULL;
@@ -140,6 +144,7 @@ cn_tensor *cn_expand(cn_tensor *t, const int64_t *shape, int ndim) {
 
 cn_tensor *cn_squeeze(cn_tensor *t, int dim) {
     const char *op = "squeeze";
+    CN__CHECK_LIVE(op, t);
     if (!t) {
         cn__null_arg(op, "t");
         return NULL;
@@ -169,6 +174,7 @@ cn_tensor *cn_squeeze(cn_tensor *t, int dim) {
 
 cn_tensor *cn_unsqueeze(cn_tensor *t, int dim) {
     const char *op = "unsqueeze";
+    CN__CHECK_LIVE(op, t);
     if (!t) {
         cn__null_arg(op, "t");
         return NULL;

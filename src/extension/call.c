@@ -215,6 +215,9 @@ cn_status cn_ext_call(const cn_ext_op *op, cn_ext_route route, cn_tensor *const 
         cn__null_arg(s->name, !ints ? "ints" : "reals");
         return cn_last_status();
     }
+#ifdef CINDER_CHECK_MISUSE
+    for (int i = 0; i < s->n_tensors; i++) CN__CHECK_LIVE(s->name, tensors[i]);
+#endif
     if (check_inputs(op, tensors, tags) != CN_OK) return cn_last_status();
     int rep = representative(op, tensors);
     if (s->n_tensors == 0) return call_without_tensors(op, ints, reals, outputs);

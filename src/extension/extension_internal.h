@@ -2,13 +2,18 @@
 #ifndef CINDER_EXTENSION_INTERNAL_H
 #define CINDER_EXTENSION_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "cinder/extension.h"
 #include "dispatch/registry.h"
 
 struct cn_ext_op {
     cn_ext_schema schema;                 /* a deep copy: every array and string is owned */
-    cn_kernel_fn kernels[CN_MAX_BACKENDS];/* by backend id; NULL: not registered */
-    cn_ext_backward_fn backward;
+    /* Registered under the registry's lock and read without it, by any thread that calls the op:
+     * atomic, so that a kernel registered while another thread calls the op is seen whole or not
+     * at all (on x86 a load of one is a plain load). */
+    _Atomic(cn_kernel_fn) kernels[CN_MAX_BACKENDS]; /* by backend id; NULL: not registered */
+    _Atomic(cn_ext_backward_fn) backward;
 };
 
 #endif

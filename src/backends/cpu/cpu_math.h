@@ -42,8 +42,11 @@ static inline float exp_f32(float x) {
 
 /* The exp-heavy loops (exp, softmax, logsumexp) are also compiled for AVX2, chosen at load time
  * where the CPU has it: the build targets baseline x86-64 (SSE2), and exp_f32 runs about twice as
- * fast on 8-wide vectors. Without FMA contraction (-std=c11) both versions round identically. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+ * fast on 8-wide vectors. Without FMA contraction (-std=c11) both versions round identically.
+ * Not under ThreadSanitizer: the clones' resolver runs while the program is being relocated,
+ * before the TSan runtime is up, and gcc instruments it, so the program crashes at load. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define CPU_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define CPU_CLONES

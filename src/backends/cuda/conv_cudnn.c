@@ -194,7 +194,7 @@ static cn_status run_status(const char *op, cudnnStatus_t st, const char *what) 
     if (st == CUDNN_STATUS_SUCCESS) return CN_OK;
     (void)cudaGetLastError();
     if (st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM) return CU_NOT_HANDLED;
-    return cn_set_error(CN_ERR_BACKEND, op, "%s failed: %s; cn_cuda_set_cudnn_enabled(0) makes "
+    return cn_set_error(CN_ERR_BACKEND, op, "%s failed: %s; calling cn_cuda_set_cudnn_enabled with 0 makes "
                         "convolutions use cinder's own kernels", what, cudnnGetErrorString(st));
 }
 

@@ -1,7 +1,7 @@
 /* The `cinder` program: explain finds entries by code, name, slug and message and prints them;
  * unknown queries exit 2; `explain --json` is a JSON array whose objects carry exactly the
  * record's fields, and decoding it gives back the catalogue's text; info names the CPU backend
- * and the version. The binary is found next to the tests folder of the build tree:
+ * and the version; inspect shows a checkpoint's tensors with their values. The binary is found next to the tests folder of the build tree:
  * <build>/tests/test_cli runs <build>/cinder. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -406,6 +406,61 @@ static void test_usage_and_unknown_commands(void) {
     free(version.out);
 }
 
+/* inspect against text written here by hand (PyTorch's repr of the same values), not cn_format */
+static void test_inspect_shows_names_shapes_and_values(void) {
+    char path[] = "/tmp/cinder_inspect_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    float wv[4] = {1.5f, -2, 0.25f, 4};
+    int64_t ws[2] = {2, 2}, step = 7;
+    cn_tensor *t[3] = {cn_from_data(wv, ws, 2, CN_F32, cn_cpu()),
+                       cn_from_data(&step, NULL, 0, CN_I64, cn_cpu()),
+                       cn_arange(0, 2000, 1, CN_F64, cn_cpu())};
+    const char *names[3] = {"layer.w", "step", "big"};
+    CHECK(cn_safetensors_save(path, names, t, 3) == CN_OK);
+    for (int i = 0; i < 3; i++) cn_release(t[i]);
+
+    char args[256];
+    snprintf(args, sizeof args, "inspect '%s'", path);
+    run_result all = run_cli(args, 0);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "%s: 3 tensors\n"
+             "\n"
+             "layer.w: [2, 2] f32\n"
+             "tensor([[ 1.5000, -2.0000],\n"
+             "        [ 0.2500,  4.0000]])\n"
+             "\n"
+             "step: [] i64\n"
+             "tensor(7)\n"
+             "\n"
+             "big: [2000] f64\n"
+             "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n"
+             "        1.9990e+03], dtype=f64)\n",
+             path);
+    CHECK(all.status == 0 && all.out && strcmp(all.out, want) == 0);
+    if (all.out && strcmp(all.out, want) != 0) fprintf(stderr, "got:\n%s\nwant:\n%s\n", all.out, want);
+    free(all.out);
+
+    snprintf(args, sizeof args, "inspect '%s' --name step", path);
+    run_result one = run_cli(args, 0);
+    CHECK(one.status == 0 && one.out && strcmp(one.out, "step: [] i64\ntensor(7)\n") == 0);
+    free(one.out);
+    snprintf(args, sizeof args, "inspect '%s' --name nope", path);
+    run_result unknown = run_cli(args, 1);
+    CHECK(unknown.status == 1 && unknown.out && strstr(unknown.out, "nope"));
+    free(unknown.out);
+    run_result missing = run_cli("inspect /nonexistent/x.safetensors", 1);
+    CHECK(missing.status == 1 && missing.out && strstr(missing.out, "/nonexistent/x.safetensors"));
+    free(missing.out);
+    run_result no_file = run_cli("inspect", 1);
+    CHECK(no_file.status == 2 && no_file.out && strstr(no_file.out, "FILE is required"));
+    free(no_file.out);
+    unlink(path);
+}
+
 int main(void) {
     if (!find_cli()) {
         fprintf(stderr,
@@ -415,6 +470,7 @@ int main(void) {
         return 1;
     }
     RUN(test_explain_finds_an_entry_by_code_name_slug_and_message);
+    RUN(test_inspect_shows_names_shapes_and_values);
     RUN(test_explain_prints_every_entry);
     RUN(test_unknown_query_exits_2);
     RUN(test_explain_json_exports_every_entry_with_the_record_fields);

@@ -6,6 +6,8 @@
 #include "cinder/backend.h"
 #include "cinder/catalogue.h"
 #include "cinder/extension.h"
+#include "cinder/format.h"
+#include "cinder/interop.h"
 #include "cinder/io.h"
 #include "cinder/device.h"
 #include "cinder/error.h"

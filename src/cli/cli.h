@@ -30,6 +30,10 @@ int cli_train(int argc, char **argv);
  * `cinder train --save` wrote. */
 int cli_eval(int argc, char **argv);
 
+/* inspect.c: `cinder inspect FILE [--name NAME]`: each tensor of a safetensors file, its name,
+ * shape, dtype and values (cn_format). */
+int cli_inspect(int argc, char **argv);
+
 /* ---- options.c: reading a subcommand's options ----------------------------------------------
  * Options are `--name value` or `--name=value`. Each function prints what is wrong, prefixed with
  * "cinder <cmd>: ", on stderr. */

@@ -2,6 +2,7 @@
  *
  *     cinder train                train a model on Fashion-MNIST
  *     cinder eval --load FILE     test accuracy of a saved model
+ *     cinder inspect FILE         the tensors of a safetensors file, with their values
  *     cinder explain 3            describe an error code
  *     cinder info                 version, backends, build configuration */
 #include <stdio.h>
@@ -68,6 +69,13 @@ static const cli_command commands[] = {
      "train a model on Fashion-MNIST", cli_train, train_details},
     {"eval", "--load FILE [--data DIR] [--device cpu|cuda] [--test-limit N]",
      "print the test accuracy of a model saved by `cinder train --save`", cli_eval, eval_details},
+    {"inspect", "FILE [--name NAME]",
+     "show the tensors of a safetensors file: names, shapes, dtypes and values", cli_inspect,
+     "Prints, for each tensor of the file in its order, `name: [shape] dtype`, then its values\n"
+     "as PyTorch's repr writes them (more than 1000 elements: the first and last 3 of each\n"
+     "long dim, with ...).\n"
+     "\n"
+     "  --name NAME            show only the tensor called NAME\n"},
     {"explain", "<code | name | slug | message text> | --json [query] | --list",
      "describe an error: what it means, how to fix it", cli_explain, NULL},
     {"info", "", "print the version, the backends and the build configuration", cli_info, NULL},

@@ -7,8 +7,13 @@
  *     cn_tensor *loss = cn_keep(cn_mean(h));          // survives the scope
  *     cn_scope_end();                                 // releases everything else
  *
- * Every tensor that a call returns while a scope is open is owned by the innermost scope: do not
- * cn_release it yourself. cn_keep hands its reference to the enclosing scope (or to the caller
+ * Every tensor that a call returns while a scope is open is owned by the innermost scope: the
+ * reference the call returned is the scope's, dropped at cn_scope_end. Releasing that reference
+ * yourself before the scope ends is allowed, to free memory sooner (cinder's composite ops do it
+ * with their temporaries): the tensor is freed then, unless something retained it, and the scope
+ * forgets it. Releasing more references than you were handed is a bug: debug and sanitizer
+ * builds stop the program at the next use or release of the freed tensor, naming it and the
+ * call. cn_keep hands the scope's reference to the enclosing scope (or to the caller
  * when it is the outermost). Scopes are per thread and nest. */
 #ifndef CINDER_MEMORY_H
 #define CINDER_MEMORY_H

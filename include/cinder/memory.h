@@ -8,12 +8,13 @@
  *     cn_scope_end();                                 // releases everything else
  *
  * Every tensor that a call returns while a scope is open is owned by the innermost scope: the
- * reference the call returned is the scope's, dropped at cn_scope_end. Releasing that reference
- * yourself before the scope ends is allowed, to free memory sooner (cinder's composite ops do it
- * with their temporaries): the tensor is freed then, unless something retained it, and the scope
- * forgets it. Releasing more references than you were handed is a bug: debug and sanitizer
- * builds stop the program at the next use or release of the freed tensor, naming it and the
- * call. cn_keep hands the scope's reference to the enclosing scope (or to the caller
+ * reference the call returned is the scope's, dropped at cn_scope_end. Releasing it yourself
+ * before then frees the tensor early and the scope forgets it, which is fine (cinder's composite
+ * ops do it with their temporaries) as long as nothing else retained the tensor. If something
+ * did, the scope's end still drops a reference and the tensor dies under its other holder: a
+ * bug, which debug and sanitizer builds catch at that holder's next use or release of it,
+ * stopping with a message that names the tensor and the call. cn_keep hands the scope's
+ * reference to the enclosing scope (or to the caller
  * when it is the outermost). Scopes are per thread and nest. */
 #ifndef CINDER_MEMORY_H
 #define CINDER_MEMORY_H

@@ -154,6 +154,17 @@ static void release_scope_owned_on_another_thread_then_end_scope(void) {
     cn_scope_end();
 }
 
+/* The scope's reference released by hand while someone else holds a reference: the scope's end
+ * drops one more, and the holder's next use finds the tensor freed (memory.h). */
+static void release_scope_owned_then_end_scope_under_a_holder(void) {
+    cn_scope_begin();
+    cn_tensor *t = small();
+    cn_tensor *holder = cn_retain(t); /* e.g. a module that keeps it */
+    cn_release(t);                    /* the scope's reference: not the caller's to drop */
+    cn_scope_end();                   /* drops the holder's reference: the tensor dies */
+    cn_add(holder, holder);
+}
+
 static void test_a_second_release_stops_naming_the_tensor(void) {
     EXPECT_ABORT(release_twice, "cinder: misuse in release: tensor #", "[2, 3] f32 cpu", RELEASED);
 }
@@ -174,6 +185,8 @@ static void test_a_use_after_its_scope_ended_stops(void) {
     EXPECT_ABORT(release_after_scope_end, "misuse in release: tensor #", RELEASED);
     EXPECT_ABORT(backward_after_scope_end, "misuse in backward: tensor #", "[] f32",
                  RELEASED);
+    EXPECT_ABORT(release_scope_owned_then_end_scope_under_a_holder, "misuse in add: tensor #",
+                 "[2, 3] f32 cpu", RELEASED);
 }
 
 static void test_releasing_another_threads_scoped_tensor_stops(void) {

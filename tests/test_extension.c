@@ -71,8 +71,50 @@ static cn_status masked_cpu(const cn_kernel_args *a) {
     return CN_OK;
 }
 
+/* What the backward of test_backward_rules returns, to test the ownership rule of its results
+ * and the checks of its gradients (extension.h). */
+enum {
+    BW_MADE,           /* a tensor it made, as it is: right */
+    BW_GIVEN_RETAINED, /* cn_retain(grad_out[0]): right */
+    BW_MADE_RETAINED,  /* cn_retain of a tensor it made: one reference too many */
+    BW_GIVEN_BORROWED, /* grad_out[0] itself: no reference of its own */
+    BW_SHARED_RETAINED,/* one made tensor for x and z, retained for the second: right */
+    BW_SHARED_BORROWED,/* one made tensor for x and z, not retained: one reference short */
+    BW_F32,            /* an f32 gradient for the f64 input */
+    BW_AUTODIFF,       /* a gradient on the autodiff device */
+    BW_OTHER_BACKEND,  /* a gradient on another backend */
+};
+static int bw_mode;
+static int other_backend = -1;
+
+/* d(a x + b)/dx = a, computed as the mode says; z (optional) gets the same gradient */
+static cn_status rules_backward(cn_tensor *const *in, const int *needs_grad, int n_in,
+                                cn_tensor *const *out, cn_tensor *const *gout, int n_out,
+                                const int64_t *ints, const double *reals, cn_tensor **gin) {
+    (void)needs_grad, (void)n_in, (void)out, (void)n_out, (void)ints;
+    cn_tensor *g = cn_mul_scalar(gout[0], reals[0]);
+    if (!g) return cn_last_status();
+    switch (bw_mode) {
+    case BW_MADE: gin[0] = g; break;
+    case BW_GIVEN_RETAINED: gin[0] = cn_retain(gout[0]); break;
+    case BW_MADE_RETAINED: gin[0] = cn_retain(g); break;
+    case BW_GIVEN_BORROWED: gin[0] = gout[0]; break;
+    case BW_SHARED_RETAINED: gin[0] = g, gin[1] = cn_retain(g); break;
+    case BW_SHARED_BORROWED: gin[0] = gin[1] = g; break;
+    case BW_F32: gin[0] = cn_cast(g, CN_F32); break;
+    case BW_AUTODIFF:
+        gin[0] = cn_zeros(cn_shape(in[0]), 1, CN_F64, cn_autodiff(cn_cpu()));
+        break;
+    case BW_OTHER_BACKEND:
+        gin[0] = cn_zeros(cn_shape(in[0]), 1, CN_F64,
+                          (cn_device){(int16_t)other_backend, 0, 0, 0});
+        break;
+    }
+    return gin[0] ? CN_OK : cn_last_status();
+}
+
 static const cn_ext_op *affine, *concrete_only, *nondiff, *pick, *pair, *sumdiff, *masked,
-    *affine_mb;
+    *affine_mb, *rules;
 
 static const char *const y_name[] = {"y"};
 static const char *const ab_names[] = {"a", "b"};
@@ -134,6 +176,20 @@ static void define_ops(void) {
                        .shape = like_first, .flags = CN_EXT_NON_DIFFERENTIABLE};
     masked = cn_ext_define(&m);
     cn_ext_register_kernel(masked, "cpu", masked_cpu);
+
+    static const cn_ext_tensor_arg xz_args[] = {{"x", CN_KIND_FLOAT, 0, -1, 0},
+                                                {"z", CN_KIND_FLOAT, 1, -1, 0}};
+    cn_ext_schema r = {.name = "test_backward_rules", .n_tensors = 2, .tensors = xz_args,
+                       .n_reals = 2, .real_names = ab_names, .n_outputs = 1,
+                       .output_names = y_name, .shape = like_first};
+    rules = cn_ext_define(&r);
+    cn_ext_register_kernel(rules, "cpu", affine_cpu);
+    cn_ext_register_backward(rules, rules_backward);
+    if (other_backend < 0) {
+        cn_backend copy = *cn_backend_get(CN_BACKEND_CPU);
+        copy.name = "ext_other";
+        other_backend = cn_backend_register(&copy);
+    }
 }
 
 static cn_tensor *vec(cn_device dev, double a, double b, int grad) {
@@ -339,14 +395,7 @@ static void test_mixed_tracking(void) {
     cn_release(b);
 }
 
-static int other_backend = -1;
-
 static void test_devices_and_kernels(void) {
-    if (other_backend < 0) {
-        cn_backend copy = *cn_backend_get(CN_BACKEND_CPU);
-        copy.name = "ext_other";
-        other_backend = cn_backend_register(&copy);
-    }
     cn_device other = {(int16_t)other_backend, 0, 0, 0};
     cn_tensor *a = vec(cn_cpu(), 1, 2, 0), *b = vec(other, 3, 4, 0);
     cn_tensor *in[2] = {a, b}, *out[2];
@@ -385,9 +434,162 @@ static void test_schema_errors(void) {
     cn_clear_error();
 }
 
+/* One backward through test_backward_rules (y = 3 x + 1, z optional and tracked when given)
+ * in the current bw_mode: the status of cn_backward, with the gradients checked on success. */
+static cn_status backward_in_mode(int mode, int with_z) {
+    bw_mode = mode;
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_tensor *x = vec(ad, 1, 2, 1), *z = with_z ? vec(ad, 5, 6, 1) : NULL;
+    cn_status st;
+    cn_scope_begin();
+    cn_tensor *in[2] = {x, z}, *y = NULL;
+    double reals[2] = {3, 1};
+    CHECK(cn_ext_call(rules, CN_EXT_ROUTE_AUTO, in, NULL, NULL, reals, &y) == CN_OK);
+    cn_grads *g = cn_backward(cn_sum(y));
+    st = g ? CN_OK : cn_last_status();
+    if (g) { /* d(sum(3x + 1))/dx = 3 (1 where the backward passes grad_out); z: x's, if any */
+        double w = mode == BW_GIVEN_RETAINED ? 1 : 3;
+        th_check_values("grad x", cn_grad(g, x), (double[]){w, w}, 2, 0);
+        if (mode == BW_SHARED_RETAINED)
+            th_check_values("grad z", cn_grad(g, z), (double[]){w, w}, 2, 0);
+    }
+    cn_grads_free(g);
+    cn_scope_end();
+    cn_release(x);
+    cn_release(z);
+    return st;
+}
+
+/* Expects the backward in `mode` to fail with status and a message naming the op and the input
+ * `needle`; then the same graph shape works again in a right mode (the runtime is usable). */
+static void expect_backward_failure(int mode, int with_z, cn_status status, const char *needle) {
+    cn_clear_error();
+    CHECK(backward_in_mode(mode, with_z) == status);
+    CHECK(strstr(cn_last_error(), "test_backward_rules") != NULL);
+    if (!strstr(cn_last_error(), needle)) {
+        fprintf(stderr, "mode %d: message \"%s\" lacks \"%s\"\n", mode, cn_last_error(), needle);
+        th_checks_failed++;
+    }
+    cn_clear_error();
+    CHECK(backward_in_mode(BW_MADE, with_z) == CN_OK);
+}
+
+/* The ownership rule of a backward's results: a tensor it made goes into grad_in as it is, a
+ * tensor it was given goes in cn_retain-ed; breaking it either way is an error, not a leak (the
+ * runner counts live tensors) nor a double release. */
+static void test_backward_ownership_rule(void) {
+    CHECK(backward_in_mode(BW_MADE, 0) == CN_OK);
+    CHECK(backward_in_mode(BW_GIVEN_RETAINED, 0) == CN_OK);
+    CHECK(backward_in_mode(BW_SHARED_RETAINED, 1) == CN_OK);
+    expect_backward_failure(BW_MADE_RETAINED, 0, CN_ERR_INVALID_ARG, "without cn_retain");
+    expect_backward_failure(BW_MADE_RETAINED, 0, CN_ERR_INVALID_ARG, "gradient of 'x'");
+    expect_backward_failure(BW_GIVEN_BORROWED, 0, CN_ERR_INVALID_ARG, "cn_retain(t)");
+    expect_backward_failure(BW_GIVEN_BORROWED, 0, CN_ERR_INVALID_ARG, "gradient of 'x'");
+    expect_backward_failure(BW_SHARED_BORROWED, 1, CN_ERR_INVALID_ARG, "every entry after");
+}
+
+/* A gradient must have its input's dtype and concrete device, not only its shape. */
+static void test_backward_gradient_checks(void) {
+    expect_backward_failure(BW_F32, 0, CN_ERR_DTYPE, "'x', which is f64");
+    expect_backward_failure(BW_AUTODIFF, 0, CN_ERR_DEVICE_MISMATCH, "'x', which lives on cpu:0");
+    expect_backward_failure(BW_OTHER_BACKEND, 0, CN_ERR_DEVICE_MISMATCH, "ext_other:0");
+}
+
+/* The first float input a plain constant (on the CPU, or untracked on the autodiff device), a
+ * later one tracked: the output is tracked on the autodiff device, and d = p.a - p.b gives the
+ * tracked p.b the gradient -1. */
+static void test_constant_first_tracked_later(void) {
+    cn_device ad = cn_autodiff(cn_cpu());
+    for (int k = 0; k < 2; k++) {
+        cn_tensor *a = vec(k ? ad : cn_cpu(), 3, 4, 0), *b = vec(ad, 1, 2, 1);
+        cn_tensor *in[2] = {a, b}, *out[2] = {NULL, NULL};
+        int tags[1] = {0};
+        cn_scope_begin();
+        CHECK(cn_ext_call(sumdiff, CN_EXT_ROUTE_AUTO, in, tags, NULL, NULL, out) == CN_OK);
+        CHECK(out[1] && cn_requires_grad(out[1]) && cn_device_eq(cn_device_of(out[1]), ad));
+        th_check_values("d", out[1], (double[]){2, 2}, 2, 0);
+        cn_grads *g = cn_backward(cn_sum(out[1]));
+        th_check_values("grad of the tracked p.b", g ? cn_grad(g, b) : NULL,
+                        (double[]){-1, -1}, 2, 0);
+        CHECK(sumdiff_needs[0] == 0 && sumdiff_needs[1] == 1);
+        cn_grads_free(g);
+        cn_scope_end();
+        cn_release(a);
+        cn_release(b);
+    }
+}
+
+/* An input modified in place after the op saved it: the error names the op, not "extension". */
+static void test_inplace_error_names_op(void) {
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_tensor *x = vec(ad, 1, 2, 1), *ones = vec(cn_cpu(), 1, 1, 0);
+    cn_scope_begin();
+    cn_tensor *y = call1(affine, CN_EXT_ROUTE_AUTO, x, 3, 1);
+    cn_no_grad_begin();
+    CHECK(cn_copy_(x, ones) == CN_OK);
+    cn_no_grad_end();
+    cn_clear_error();
+    CHECK_FAILS((cn_tensor *)cn_backward(cn_sum(y)), CN_ERR_AUTODIFF_MODIFIED,
+                "input 0 of 'test_affine'");
+    cn_scope_end();
+    cn_release(x);
+    cn_release(ones);
+}
+
+/* Registration: a NULL function is an error of its own (not an earlier one kept), a second
+ * kernel or backward is refused and the first stays, and a non-differentiable op takes none. */
+static void test_registration_errors(void) {
+    double reals[2] = {3, 1};
+    cn_clear_error();
+    CHECK(cn_ext_call(affine, CN_EXT_ROUTE_AUTO, NULL, NULL, NULL, reals, NULL) != CN_OK);
+    CHECK(cn_ext_register_backward(affine, NULL) == CN_ERR_NULL_ARG);
+    CHECK(strstr(cn_last_error(), "ext_register_backward") &&
+          strstr(cn_last_error(), "'backward'") && strstr(cn_last_error(), "test_affine"));
+    cn_clear_error();
+    CHECK(cn_ext_call(affine, CN_EXT_ROUTE_AUTO, NULL, NULL, NULL, reals, NULL) != CN_OK);
+    CHECK(cn_ext_register_kernel(affine, "cpu", NULL) == CN_ERR_NULL_ARG);
+    CHECK(strstr(cn_last_error(), "ext_register_kernel") && strstr(cn_last_error(), "'kernel'"));
+    CHECK(cn_ext_register_kernel(affine, NULL, affine_cpu) == CN_ERR_NULL_ARG);
+    CHECK(strstr(cn_last_error(), "'backend'") != NULL);
+    cn_clear_error();
+    /* a NULL op from a failed call keeps that call's error */
+    CHECK(cn_ext_find("no_such_op") == NULL);
+    cn_set_error(CN_ERR_INVALID_ARG, "earlier", "an earlier failure");
+    CHECK(cn_ext_register_backward(NULL, affine_backward) == CN_ERR_INVALID_ARG);
+    CHECK(strstr(cn_last_error(), "an earlier failure") != NULL);
+    cn_clear_error();
+
+    /* the same function again is no change; another is refused and the first keeps working */
+    CHECK(cn_ext_register_kernel(affine, "cpu", affine_cpu) == CN_OK);
+    CHECK(cn_ext_register_backward(affine, affine_backward) == CN_OK);
+    CHECK(cn_ext_register_kernel(affine, "cpu", masked_cpu) == CN_ERR_INVALID_ARG);
+    CHECK(strstr(cn_last_error(), "'test_affine'") && strstr(cn_last_error(), "'cpu'"));
+    CHECK(cn_ext_register_backward(affine, sumdiff_backward) == CN_ERR_INVALID_ARG);
+    CHECK(strstr(cn_last_error(), "'test_affine' already has a backward") != NULL);
+    cn_clear_error();
+    cn_tensor *x = vec(cn_autodiff(cn_cpu()), 1, 2, 1);
+    cn_scope_begin();
+    cn_tensor *y = call1(affine, CN_EXT_ROUTE_AUTO, x, 3, 1);
+    th_check_values("the first kernel", y, (double[]){4, 7}, 2, 0);
+    cn_grads *g = cn_backward(cn_sum(y));
+    th_check_values("the first backward", g ? cn_grad(g, x) : NULL, (double[]){3, 3}, 2, 0);
+    cn_grads_free(g);
+
+    /* a backward for an op declared non-differentiable would never run */
+    CHECK(cn_ext_register_backward(nondiff, affine_backward) == CN_ERR_INVALID_ARG);
+    CHECK(strstr(cn_last_error(), "'test_non_differentiable'") &&
+          strstr(cn_last_error(), "non-differentiable"));
+    cn_clear_error();
+    y = call1(nondiff, CN_EXT_ROUTE_AUTO, x, 3, 1);
+    CHECK(y && !cn_requires_grad(y));
+    cn_scope_end();
+    cn_release(x);
+}
+
 int main(void) {
     define_ops();
-    CHECK(affine && affine_mb && concrete_only && nondiff && pick && pair && sumdiff && masked);
+    CHECK(affine && affine_mb && concrete_only && nondiff && pick && pair && sumdiff && masked &&
+          rules);
     RUN(test_concrete_call);
     RUN(test_autodiff_route_and_gradient);
     RUN(test_multi_output_struct);
@@ -398,5 +600,10 @@ int main(void) {
     RUN(test_mixed_tracking);
     RUN(test_devices_and_kernels);
     RUN(test_schema_errors);
+    RUN(test_backward_ownership_rule);
+    RUN(test_backward_gradient_checks);
+    RUN(test_constant_first_tracked_later);
+    RUN(test_inplace_error_names_op);
+    RUN(test_registration_errors);
     return th_finish();
 }

@@ -117,6 +117,52 @@ static void test_cross_entropy_matches_reference_and_finite_differences(void) {
     cn_scope_end();
 }
 
+/* A label outside [0, C) is the caller's error in cn_cross_entropy: the message names
+ * cross_entropy (the op called), not the internal gather, and 'labels' with the first bad value
+ * and its position; for i64 and i32 labels, on the CPU and on the autodiff device, with label
+ * smoothing too. Nothing leaks, and the logits are usable afterwards. */
+static void test_cross_entropy_label_out_of_range_names_cross_entropy(void) {
+    cn_scope_begin();
+    const double z[CE_N * CE_C] = {0};
+    const int64_t zs[2] = {CE_N, CE_C}, ys[1] = {CE_N};
+    const int64_t too_big[CE_N] = {0, 1, 5, 2}, negative[CE_N] = {-1, 0, 1, 7};
+    const cn_device devices[2] = {CPU, cn_autodiff(CPU)};
+    for (int d = 0; d < 2; d++) {
+        cn_tensor *logits = cn_to_device(th_tensor(z, zs, 2, CN_F64), devices[d]);
+        if (d == 1) logits = cn_require_grad(logits);
+        for (int dt = 0; dt < 2; dt++) {
+            for (int which = 0; which < 2; which++) {
+                cn_tensor *labels = cn_from_data(which ? negative : too_big, ys, 1, CN_I64,
+                                                 devices[d]);
+                if (dt == 1) labels = cn_cast(labels, CN_I32);
+                int64_t live = cn_live_tensors();
+                for (int smooth = 0; smooth < 2; smooth++) {
+                    cn_clear_error();
+                    cn_tensor *loss = cn_cross_entropy(logits, labels, smooth ? 0.1 : 0.0);
+                    CHECK(loss == NULL);
+                    CHECK(cn_last_status() == CN_ERR_INDEX);
+                    const char *msg = cn_last_error();
+                    const char *want = which ? "holds -1 at position 0" : "holds 5 at position 2";
+                    if (strncmp(msg, "cross_entropy: ", 15) != 0 || strstr(msg, "gather") ||
+                        !strstr(msg, "'labels'") || !strstr(msg, want) ||
+                        !strstr(msg, "0..4")) {
+                        fprintf(stderr, "device %d dtype %d: message \"%s\"\n", d, dt, msg);
+                        th_checks_failed++;
+                    }
+                    CHECK(cn_live_tensors() == live);
+                }
+            }
+        }
+        /* the logits still work */
+        const int64_t good[CE_N] = {0, 1, 4, 2};
+        cn_clear_error();
+        cn_tensor *loss = cn_cross_entropy(logits, cn_from_data(good, ys, 1, CN_I64, devices[d]),
+                                           0.0);
+        CHECK_NEAR(scalar(loss), log((double)CE_C), 1e-14); /* uniform logits: ln C */
+    }
+    cn_scope_end();
+}
+
 static void test_mse_loss_value_and_gradient(void) {
     cn_scope_begin();
     const double p[6] = {0.5, -1, 2, 3, 0, 1.25}, t[6] = {1, -1, 0, 2.5, -0.5, 1};
@@ -134,6 +180,23 @@ static void test_mse_loss_value_and_gradient(void) {
     cn_grads_free(g);
     const int64_t s2[1] = {3};
     CHECK_FAILS(cn_mse_loss(pred, cn_zeros(s2, 1, CN_F64, CPU)), CN_ERR_SHAPE, "same shape");
+    cn_scope_end();
+}
+
+/* Wrong kinds and dtypes given to a loss are reported by the loss the caller called, naming its
+ * own arguments, not by the internal op that would trip over them (log_softmax, sub, mean). */
+static void test_loss_kind_and_dtype_errors_name_the_loss(void) {
+    cn_scope_begin();
+    const int64_t s[2] = {2, 3}, ls[1] = {2}, labels[2] = {0, 2};
+    cn_tensor *y = cn_from_data(labels, ls, 1, CN_I64, CPU);
+    CHECK_FAILS(cn_cross_entropy(cn_zeros(s, 2, CN_I64, CPU), y, 0.0), CN_ERR_KIND,
+                "cross_entropy: ");
+    CHECK_FAILS(cn_cross_entropy(cn_zeros(s, 2, CN_I32, CPU), y, 0.0), CN_ERR_KIND, "'logits'");
+    cn_tensor *f32 = cn_zeros(s, 2, CN_F32, CPU);
+    CHECK_FAILS(cn_mse_loss(cn_zeros(s, 2, CN_I64, CPU), cn_zeros(s, 2, CN_I64, CPU)),
+                CN_ERR_KIND, "mse_loss: ");
+    CHECK_FAILS(cn_mse_loss(f32, cn_zeros(s, 2, CN_F64, CPU)), CN_ERR_DTYPE, "mse_loss: ");
+    CHECK_FAILS(cn_mse_loss(f32, cn_zeros(s, 2, CN_I64, CPU)), CN_ERR_DTYPE, "'target'");
     cn_scope_end();
 }
 
@@ -963,7 +1026,9 @@ static void test_mlp_trains_to_low_loss_with_sgd(void) { train_xor(0); }
 
 int main(void) {
     RUN(test_cross_entropy_matches_reference_and_finite_differences);
+    RUN(test_cross_entropy_label_out_of_range_names_cross_entropy);
     RUN(test_mse_loss_value_and_gradient);
+    RUN(test_loss_kind_and_dtype_errors_name_the_loss);
     RUN(test_sgd_matches_pytorch_update_rules);
     RUN(test_adamw_matches_pytorch_update_rules);
     RUN(test_step_skips_params_without_gradient_and_state_outlives_scopes);

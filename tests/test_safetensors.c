@@ -582,6 +582,94 @@ static void test_every_allocation_failure_is_clean(void) {
     remove(path);
 }
 
+/* load_into is all or nothing. A file of three tensors (f32 "w" [2, 3], BOOL "mask" [4], f32
+ * "b" [3]) written by hand: "mask" holds the byte 0x02 at element 2, so loading into
+ * {w, mask, b} must fail with CN_ERR_IO naming the byte, and leave w untouched though w's bytes,
+ * read first, were fine. Then every allocation of a good load_into fails in turn: each is
+ * CN_ERR_OUT_OF_MEMORY with every destination as it was and nothing leaked, and the load with no
+ * failure fills all three (the oracle: the values written into the file). */
+static void test_load_into_writes_nothing_unless_every_tensor_reads(void) {
+    const float w_vals[6] = {1, 2, 3, 4, 5, 6}, b_vals[3] = {-1, 0.5f, 2};
+    unsigned char data[24 + 4 + 12];
+    for (int i = 0; i < 9; i++) { /* little-endian f32 */
+        uint32_t bits;
+        memcpy(&bits, i < 6 ? &w_vals[i] : &b_vals[i - 6], 4);
+        for (int k = 0; k < 4; k++)
+            data[(i < 6 ? 4 * i : 28 + 4 * (i - 6)) + k] = (unsigned char)(bits >> (8 * k));
+    }
+    const unsigned char mask_ok[4] = {1, 0, 1, 1};
+    memcpy(data + 24, mask_ok, 4);
+    const char *header = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+                         "\"mask\":{\"dtype\":\"BOOL\",\"shape\":[4],\"data_offsets\":[24,28]},"
+                         "\"b\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[28,40]}}";
+    char good[128], bad[128];
+    tmp_path(good, sizeof good, "into_good.safetensors");
+    tmp_path(bad, sizeof bad, "into_bad.safetensors");
+    CHECK(write_st(good, header, data, sizeof data) == 0);
+    data[24 + 2] = 0x02;
+    CHECK(write_st(bad, header, data, sizeof data) == 0);
+
+    const int64_t s23[2] = {2, 3}, s4[1] = {4}, s3[1] = {3};
+    const double w0[6] = {9, 9, 9, 9, 9, 9}, m0[4] = {0, 0, 0, 0}, b0[3] = {7, 7, 7};
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_tensor *w = cn_require_grad(cn_full(s23, 2, 9.0, CN_F32, ad)); /* a tracked parameter */
+    cn_tensor *mask = th_tensor(m0, s4, 1, CN_BOOL);
+    cn_tensor *b = th_tensor(b0, s3, 1, CN_F32);
+    cn_tensor *dst[3] = {w, mask, b};
+    const char *names[3] = {"w", "mask", "b"};
+
+    cn_clear_error();
+    CHECK(cn_safetensors_load_into(bad, names, dst, 3) == CN_ERR_IO);
+    CHECK(strstr(cn_last_error(), "safetensors_load_into: ") == cn_last_error());
+    CHECK(strstr(cn_last_error(), "element 2 of BOOL tensor 'mask'") != NULL);
+    CHECK(strstr(cn_last_error(), "0x02") != NULL);
+    th_check_values("w after the corrupt load", w, w0, 6, 0);
+    th_check_values("mask after the corrupt load", mask, m0, 4, 0);
+    th_check_values("b after the corrupt load", b, b0, 3, 0);
+    cn_clear_error();
+
+    int64_t live = cn_live_tensors(), bytes = cn_live_bytes();
+    /* count the allocations of a good load into scratch copies of the destinations */
+    cn_tensor *sw = th_tensor(w0, s23, 2, CN_F32), *sm = th_tensor(m0, s4, 1, CN_BOOL),
+              *sb = th_tensor(b0, s3, 1, CN_F32);
+    cn_tensor *scratch[3] = {sw, sm, sb};
+    int64_t start = cn_alloc_count();
+    CHECK(cn_safetensors_load_into(good, names, scratch, 3) == CN_OK);
+    int64_t allocs = cn_alloc_count() - start;
+    cn_release(sw), cn_release(sm), cn_release(sb);
+    CHECK(allocs >= 3);
+    int points = 0, clean = 0;
+    for (int64_t k = 1; k <= allocs + 1; k++) {
+        cn_clear_error();
+        cn_alloc_fail_after(k);
+        cn_status st = cn_safetensors_load_into(good, names, dst, 3);
+        cn_alloc_fail_after(0);
+        if (st == CN_OK) {
+            CHECK(k == allocs + 1); /* only once no allocation fails */
+            break;
+        }
+        points++;
+        int failed_before = th_checks_failed;
+        CHECK(st == CN_ERR_OUT_OF_MEMORY);
+        CHECK(cn_live_tensors() == live && cn_live_bytes() == bytes);
+        double got[6];
+        CHECK(th_read(w, got) == 6 && memcmp(got, w0, sizeof w0) == 0);
+        CHECK(th_read(mask, got) == 4 && memcmp(got, m0, sizeof m0) == 0);
+        CHECK(th_read(b, got) == 3 && memcmp(got, b0, sizeof b0) == 0);
+        if (th_checks_failed == failed_before) clean++;
+    }
+    printf("     load_into of 3 tensors failed cleanly at %d of its %d allocations\n", clean,
+           points);
+    CHECK(points == allocs && clean == points);
+    const double w1[6] = {1, 2, 3, 4, 5, 6}, m1[4] = {1, 0, 1, 1}, b1[3] = {-1, 0.5, 2};
+    th_check_values("w loaded", w, w1, 6, 0);
+    th_check_values("mask loaded", mask, m1, 4, 0);
+    th_check_values("b loaded", b, b1, 3, 0);
+    cn_release(w), cn_release(mask), cn_release(b);
+    remove(good);
+    remove(bad);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/cinder-st-XXXXXX");
     if (!mkdtemp(dir)) {
@@ -600,6 +688,7 @@ int main(void) {
     RUN(test_load_into_fills_tracked_parameters);
     RUN(test_save_refuses_bad_arguments_and_keeps_the_old_file);
     RUN(test_every_allocation_failure_is_clean);
+    RUN(test_load_into_writes_nothing_unless_every_tensor_reads);
     rmdir(dir);
     return th_finish();
 }

@@ -64,10 +64,25 @@ typedef cn_status (*cn_ext_shape_fn)(const cn_view *in, int n_in, const int64_t 
 
 /* Backward: given the concrete input values (NULL where absent), the concrete outputs, and the
  * gradient of each output (never NULL: zeros where an output received none), writes a gradient
- * (a new reference, shaped like the input) for each input with needs_grad[i] != 0 into grad_in,
- * and may skip the others (like PyTorch's ctx.needs_input_grad: a data batch needs none, and its
- * gradient can be the most expensive one). Runs under no-grad mode on the inner device; use any
- * public ops, including extension ops. Return CN_OK or an error status (error set). */
+ * for each input with needs_grad[i] != 0 into grad_in, and may skip the others (like PyTorch's
+ * ctx.needs_input_grad: a data batch needs none, and its gradient can be the most expensive
+ * one). Runs under no-grad mode on the inner device, inside a scope the runtime opens and ends
+ * when the backward returns; use any public ops, including extension ops. Return CN_OK or an
+ * error status (error set).
+ *
+ * Each gradient has the input's shape, dtype and (concrete) device; any other is an error
+ * (CN_ERR_SHAPE, CN_ERR_DTYPE, CN_ERR_DEVICE_MISMATCH) naming the op and the input.
+ *
+ * Ownership, one rule: each grad_in entry hands one reference to cinder.
+ *   - A tensor the backward made (an op's result) is written as it is: cinder takes it out of the
+ *     backward's scope. Do not cn_retain it, and do not release it.
+ *   - A tensor it was given (in[], out[], grad_out[]) is written cn_retain-ed, once per entry:
+ *     grad_in[i] = cn_retain(grad_out[0]). So is a made tensor written into a second entry.
+ *   - Every other temporary is released with the scope (releasing it earlier is fine).
+ * A result that breaks the rule (a cn_retain too many, or a given tensor without one) fails the
+ * backward with CN_ERR_INVALID_ARG naming the op and the input; the references it handed over
+ * are dropped, so nothing leaks. A result released before returning is caught by debug builds
+ * (CINDER_CHECK_MISUSE). */
 typedef cn_status (*cn_ext_backward_fn)(cn_tensor *const *in, const int *needs_grad, int n_in,
                                         cn_tensor *const *out, cn_tensor *const *grad_out,
                                         int n_out, const int64_t *ints, const double *reals,
@@ -106,10 +121,15 @@ CN_API const cn_ext_op *cn_ext_find(const char *name);
 
 /* Registers the kernel of `op` for the backend named `backend` ("cpu", "cuda", or a registered
  * one). The kernel receives the inputs in schema order (absent ones: data NULL, ndim -1),
- * ints/reals as attributes and args->op == CN_OP_COUNT (an extension). */
+ * ints/reals as attributes and args->op == CN_OP_COUNT (an extension). One kernel per backend:
+ * registering the same function again changes nothing; a different one is refused
+ * (CN_ERR_INVALID_ARG) and the first stays. A NULL backend or kernel is CN_ERR_NULL_ARG; a NULL
+ * op keeps the error of the call that produced it. */
 CN_API cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_kernel_fn kernel);
 
-/* Registers the backward of `op`, which makes it differentiable. */
+/* Registers the backward of `op`, which makes it differentiable. As for kernels: one backward
+ * per op (a different second one is refused), a NULL backward is CN_ERR_NULL_ARG, and an op
+ * defined with CN_EXT_NON_DIFFERENTIABLE refuses one (CN_ERR_INVALID_ARG). */
 CN_API cn_status cn_ext_register_backward(const cn_ext_op *op, cn_ext_backward_fn backward);
 
 /* ---- calling ------------------------------------------------------------------------------- */

@@ -81,10 +81,13 @@ CN_API void cn_safetensors_free(cn_safetensors *h);
 
 /* Copies the tensors called names[i] in `path` into the existing tensors[i] (i < n), in place,
  * under no-grad mode, so it works on tracked parameters; each is read straight onto its
- * destination's device. Every name, shape and dtype is checked before anything is written, so a
- * failure leaves every destination unchanged: a name the file lacks is CN_ERR_INVALID_ARG, a
- * shape that differs CN_ERR_SHAPE, a dtype that differs CN_ERR_DTYPE, a bad file CN_ERR_IO.
- * Tensors in the file that are not named are ignored. */
+ * destination's device. All or nothing: every name, shape and dtype is checked, and every named
+ * tensor is read and its bytes checked, before the first destination is written, so any failure
+ * leaves every destination unchanged: a name the file lacks is CN_ERR_INVALID_ARG, a shape that
+ * differs CN_ERR_SHAPE, a dtype that differs CN_ERR_DTYPE, a bad file (a BOOL byte other than 0
+ * or 1 in any named tensor included) CN_ERR_IO, no memory CN_ERR_OUT_OF_MEMORY. So the load holds
+ * a second copy of the named tensors (their total size) until it returns. Tensors in the file
+ * that are not named are ignored. */
 CN_API cn_status cn_safetensors_load_into(const char *path, const char *const *names,
                                    cn_tensor *const *tensors, int n);
 

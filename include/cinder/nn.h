@@ -255,7 +255,8 @@ CN_API cn_status cn_init_xavier_normal_(cn_tensor *t, double gain, cn_generator 
  *     logp = log_softmax(logits, 1)
  *     loss = mean_i -( (1 - s) * logp[i, labels[i]] + s * mean_c logp[i, c] )
  * where s = label_smoothing in [0, 1] (0: plain cross-entropy). logits: [N, C] float; labels:
- * [N] integer class indices in [0, C) (out of range: CN_ERR_INDEX). Returns a 0-d tensor. */
+ * [N] integer class indices in [0, C). A label out of range is CN_ERR_INDEX naming
+ * cross_entropy, 'labels', the first bad value and its position. Returns a 0-d tensor. */
 CN_API cn_tensor *cn_cross_entropy(cn_tensor *logits, cn_tensor *labels, double label_smoothing);
 
 /* Mean squared error, mean((pred - target)^2) over all elements (torch.nn.functional.mse_loss).

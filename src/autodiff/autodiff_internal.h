@@ -124,5 +124,8 @@ unsigned ad_op_saves(int op, int n_in);
 
 /* A short name for messages. */
 const char *ad_op_name(int op);
+/* The name of the op that made n, for messages: an extension node's op name (ext_node.c), else
+ * ad_op_name(n->op). */
+const char *ad_node_name(const ad_node *n);
 
 #endif

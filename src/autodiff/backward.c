@@ -166,21 +166,21 @@ static cn_status check_graph(const node_list *order) {
         if (n->consumed)
             return cn_set_error(CN_ERR_AUTODIFF_GRAPH, "backward", "the graph through '%s' was "
                                 "freed by an earlier cn_backward; run the forward pass again "
-                                "before another backward", ad_op_name(n->op));
+                                "before another backward", ad_node_name(n));
         for (int i = 0; i < n->n_in; i++) {
             const ad_input *a = &n->in[i];
             if (a->saved && a->saved->storage->version != a->version)
                 return cn_set_error(CN_ERR_AUTODIFF_MODIFIED, "backward", "input %d of '%s' "
                                     "(a %s tensor) was modified in place after '%s' saved it for "
                                     "backward; its gradient would be wrong. Write into a copy, "
-                                    "or modify it only after cn_backward", i, ad_op_name(n->op),
-                                    cn_dtype_name(a->dtype), ad_op_name(n->op));
+                                    "or modify it only after cn_backward", i, ad_node_name(n),
+                                    cn_dtype_name(a->dtype), ad_node_name(n));
         }
         if (n->op != AD_OP_LEAF && n->saved_out &&
             n->saved_out->storage->version != n->saved_out_version)
             return cn_set_error(CN_ERR_AUTODIFF_MODIFIED, "backward", "the output of '%s' was "
                                 "modified in place after it was saved for backward; write into "
-                                "a copy instead", ad_op_name(n->op));
+                                "a copy instead", ad_node_name(n));
     }
     return CN_OK;
 }

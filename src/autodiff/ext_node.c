@@ -175,15 +175,128 @@ cn_status ad_ext_collect(ad_node *sel, cn_tensor *g) {
     return CN_OK;
 }
 
+/* The ownership rule of a backward's results (extension.h): each grad_in entry hands one
+ * reference to cinder. A tensor the backward made is handed over as it is (taken out of the scope
+ * the backward runs in); a tensor it was given (an input value, an output, a grad_out) must be
+ * cn_retain-ed once per entry. The counts say which happened: `given` lists the tensors passed to
+ * the backward with their reference counts just before the call. On success every entry holds
+ * one reference of cinder's; otherwise (the backward failed, or broke the rule) the error is set,
+ * the references the backward meant to hand over are dropped and every entry is NULL. */
+typedef struct given_ref {
+    const cn_tensor *t;
+    int64_t refs;
+} given_ref;
+
+static int64_t refs_before(const given_ref *given, int n_given, const cn_tensor *t) {
+    for (int i = 0; i < n_given; i++)
+        if (given[i].t == t) return given[i].refs;
+    return -1;
+}
+
+static cn_status take_results(const ad_node *n, const given_ref *given, int n_given,
+                              cn_tensor **gin, cn_status st) {
+    const cn_ext_schema *s = &n->ext->op->schema;
+    const char *name = s->name;
+    char buf[128];
+    for (int pass = 0; pass < 2; pass++) /* 0: check the counts; 1: take or drop */
+        for (int j = 0; j < n->n_in; j++) {
+            cn_tensor *t = gin[j];
+            int first = 1, k = 0;
+            for (int i = 0; t && i < n->n_in; i++) {
+                if (gin[i] == t && i < j) first = 0;
+                k += gin[i] == t;
+            }
+            if (!t || !first) continue;
+            CN__CHECK_LIVE(name, t); /* debug builds: a result released before it was returned */
+            int64_t rc = cn__ref_count(&t->refcount), before = refs_before(given, n_given, t);
+            int made = before < 0 && t->scope_slot >= 0;
+            const char *in = s->tensors[j].name;
+            if (pass == 0 && st == CN_OK && made && rc > k)
+                st = cn_set_error(CN_ERR_INVALID_ARG, name, "the backward of '%s' returned %s, a "
+                                  "tensor it made, as the gradient of '%s' with %lld reference(s) "
+                                  "more than it hands over (a cn_retain on it); a tensor the "
+                                  "backward makes is handed over as it is, so write it into "
+                                  "grad_in without cn_retain", name,
+                                  cn_tensor_str(t, buf, sizeof buf), in, (long long)(rc - k));
+            else if (pass == 0 && st == CN_OK && made && rc < k)
+                st = cn_set_error(CN_ERR_INVALID_ARG, name, "the backward of '%s' wrote %s into "
+                                  "grad_in for %d inputs ('%s' first) but holds %lld reference(s) "
+                                  "to it; each grad_in entry hands over one reference, so "
+                                  "cn_retain the tensor for every entry after the first", name,
+                                  cn_tensor_str(t, buf, sizeof buf), k, in, (long long)rc);
+            else if (pass == 0 && st == CN_OK && before >= 0 && rc < before + k)
+                st = cn_set_error(CN_ERR_INVALID_ARG, name, "the backward of '%s' returned %s, a "
+                                  "tensor it was given (an input, an output or a grad_out), as "
+                                  "the gradient of '%s' without a reference of its own; each "
+                                  "grad_in entry hands one reference to cinder, so write "
+                                  "cn_retain(t) for a tensor you were given", name,
+                                  cn_tensor_str(t, buf, sizeof buf), in);
+            else if (pass == 0 && st == CN_OK && before >= 0 && rc > before + k)
+                st = cn_set_error(CN_ERR_INVALID_ARG, name, "the backward of '%s' returned %s as "
+                                  "the gradient of '%s' and took %lld more reference(s) to it than "
+                                  "it hands over; cn_retain a tensor you were given once per "
+                                  "grad_in entry and release any other reference you take", name,
+                                  cn_tensor_str(t, buf, sizeof buf), in,
+                                  (long long)(rc - before - k));
+            if (pass == 0) continue;
+            if (st == CN_OK) {
+                if (made) cn__scope_forget(t); /* the scope's reference becomes cinder's */
+                continue;
+            }
+            /* drop what was handed over; a made tensor's last reference goes with the scope */
+            int64_t drop = made ? rc - 1 : before >= 0 ? rc - before : k;
+            if (drop > k) drop = k;
+            for (int64_t d = 0; d < drop; d++) cn_release(t);
+        }
+    if (st != CN_OK)
+        for (int j = 0; j < n->n_in; j++) gin[j] = NULL;
+    return st;
+}
+
+/* A gradient must match its input: shape, dtype, and the input's concrete device. */
+static cn_status check_gradient(const ad_node *n, int j, const cn_tensor *g, const cn_tensor *v) {
+    const cn_ext_schema *s = &n->ext->op->schema;
+    const ad_input *a = &n->in[j];
+    char buf[128], dev[64];
+    cn_tensor_str(g, buf, sizeof buf);
+    if (cn_ndim(g) != a->ndim ||
+        memcmp(cn_shape(g), a->shape, sizeof(int64_t) * (size_t)a->ndim) != 0) {
+        char want[96];
+        return cn_set_error(CN_ERR_SHAPE, s->name, "the backward of '%s' returned %s as the "
+                            "gradient of '%s', whose shape is %s; return a gradient shaped like "
+                            "the input (reduce a broadcast gradient with cn_sum_dim)", s->name,
+                            buf, s->tensors[j].name,
+                            cn__shape_str(a->shape, a->ndim, want, sizeof want));
+    }
+    if (cn_dtype_of(g) != a->dtype)
+        return cn_set_error(CN_ERR_DTYPE, s->name, "the backward of '%s' returned %s as the "
+                            "gradient of '%s', which is %s; return a gradient of the input's "
+                            "dtype (compute it from the backward's arguments, or cn_cast it)",
+                            s->name, buf, s->tensors[j].name, cn_dtype_name(a->dtype));
+    cn_device want = cn_device_of(v), got = cn_device_of(g);
+    if (got.autodiff || got.backend != want.backend || got.index != want.index)
+        return cn_set_error(CN_ERR_DEVICE_MISMATCH, s->name, "the backward of '%s' returned %s "
+                            "as the gradient of '%s', which lives on %s; a gradient lives on the "
+                            "input's concrete device (the backward's arguments are there, and it "
+                            "runs in no-grad mode): make it from them, or move it with "
+                            "cn_to_device", s->name, buf, s->tensors[j].name,
+                            cn_device_str(want, dev, sizeof dev));
+    return CN_OK;
+}
+
 cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     ad_ext *e = n->ext;
     const cn_ext_schema *s = &e->op->schema;
     cn_tensor *small_in[8], *small_out[8], *small_g[8];
+    given_ref small_given[24];
     int big = n->n_in > 8 || e->n_out > 8;
+    int n_given_max = n->n_in + 2 * e->n_out;
     cn_tensor **vin = big ? cn__calloc(s->name, (size_t)n->n_in + 1, sizeof *vin) : small_in;
     cn_tensor **vout = big ? cn__calloc(s->name, (size_t)e->n_out, sizeof *vout) : small_out;
     cn_tensor **gout = big ? cn__calloc(s->name, (size_t)e->n_out, sizeof *gout) : small_g;
-    cn_status st = vin && vout && gout ? CN_OK : CN_ERR_OUT_OF_MEMORY;
+    given_ref *given = big ? cn__calloc(s->name, (size_t)n_given_max, sizeof *given)
+                           : small_given;
+    cn_status st = vin && vout && gout && given ? CN_OK : CN_ERR_OUT_OF_MEMORY;
     if (st == CN_OK && cn_scope_begin() != CN_OK) st = cn_last_status();
     int scoped = st == CN_OK;
     for (int j = 0; st == CN_OK && j < n->n_in; j++) {
@@ -203,18 +316,21 @@ cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     int *needs = n->n_in <= 8 ? small_needs : cn__calloc(s->name, (size_t)n->n_in, sizeof *needs);
     if (st == CN_OK && !needs) st = CN_ERR_OUT_OF_MEMORY;
     if (st == CN_OK) {
+        int n_given = 0;
         for (int j = 0; j < n->n_in; j++) {
             gin[j] = NULL;
             needs[j] = n->in[j].node != NULL; /* only tracked inputs take a gradient */
+            if (vin[j]) given[n_given++] = (given_ref){vin[j], cn__ref_count(&vin[j]->refcount)};
+        }
+        for (int k = 0; k < e->n_out; k++) {
+            given[n_given++] = (given_ref){vout[k], cn__ref_count(&vout[k]->refcount)};
+            given[n_given++] = (given_ref){gout[k], cn__ref_count(&gout[k]->refcount)};
         }
         st = e->op->backward(vin, needs, n->n_in, vout, gout, e->n_out, e->ints, e->reals, gin);
-        /* the user's new references may have been made in our scope: take them out of it */
-        for (int j = 0; j < n->n_in; j++)
-            if (gin[j]) cn__scope_forget(gin[j]);
         if (st != CN_OK && cn_last_status() == CN_OK)
             cn_set_error(st, s->name, "the backward of '%s' failed without a message", s->name);
+        st = take_results(n, given, n_given, gin, st);
     }
-    char buf[128];
     for (int j = 0; st == CN_OK && j < n->n_in; j++) {
         if (!gin[j]) continue;
         if (!n->in[j].node) { /* a constant or an int input: no gradient needed */
@@ -222,12 +338,7 @@ cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
             gin[j] = NULL;
             continue;
         }
-        if (cn_ndim(gin[j]) != n->in[j].ndim ||
-            memcmp(cn_shape(gin[j]), n->in[j].shape, sizeof(int64_t) * (size_t)n->in[j].ndim))
-            st = cn_set_error(CN_ERR_SHAPE, s->name, "the backward of '%s' returned %s as the "
-                              "gradient of '%s', whose shape differs from the input's; return a "
-                              "gradient shaped like the input", s->name,
-                              cn_tensor_str(gin[j], buf, sizeof buf), s->tensors[j].name);
+        st = check_gradient(n, j, gin[j], vin[j]);
     }
     if (needs && needs != small_needs) cn__free(needs);
     if (scoped) cn_scope_end();
@@ -240,8 +351,15 @@ cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
         cn__free(vin);
         cn__free(vout);
         cn__free(gout);
+        cn__free(given);
     }
     return st;
+}
+
+const char *ad_node_name(const ad_node *n) {
+    if (n->op == AD_OP_EXT) return n->ext->op->schema.name;
+    if (n->op == AD_OP_EXT_OUTPUT) return n->in[0].node->ext->op->schema.name;
+    return ad_op_name(n->op);
 }
 
 void ad_ext_reset(ad_node *n) {

@@ -299,7 +299,5 @@ cn_status cn_copy_(cn_tensor *dst, cn_tensor *src) {
         return cn_set_error(CN_ERR_SHAPE, op, "'src' %s does not broadcast to 'dst' %s without "
                             "growing it; reduce src first", cn_tensor_str(src, b, sizeof b),
                             cn_tensor_str(dst, a, sizeof a));
-    cn_view v;
-    cn__tensor_as_view(dst, &v);
-    return cn__copy_into(dst, &v, src);
+    return cn__copy_inplace(op, dst, src);
 }

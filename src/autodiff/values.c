@@ -7,7 +7,7 @@
 static cn_tensor *modified(ad_node *n, int i) {
     cn_set_error(CN_ERR_AUTODIFF_MODIFIED, "backward", "input %d of '%s' was modified in place "
                  "after it was recorded; its gradient would be wrong. Write into a copy, or modify "
-                 "it only after cn_backward", i, ad_op_name(n->op));
+                 "it only after cn_backward", i, ad_node_name(n));
     return NULL;
 }
 
@@ -18,7 +18,7 @@ cn_tensor *ad_output_value(ad_node *n) {
         if (n->op != AD_OP_LEAF && n->saved_out->storage->version != n->saved_out_version) {
             cn_set_error(CN_ERR_AUTODIFF_MODIFIED, "backward", "the output of '%s' was modified "
                          "in place after it was saved; write into a copy instead",
-                         ad_op_name(n->op));
+                         ad_node_name(n));
             return NULL;
         }
         return n->saved_out;
@@ -45,7 +45,7 @@ cn_tensor *ad_input_value(ad_node *n, int i) {
     if (!a->node) {
         cn_set_error(CN_ERR_AUTODIFF_GRAPH, "backward", "input %d of '%s' was not kept for "
                      "backward (the graph was freed); run the forward pass again", i,
-                     ad_op_name(n->op));
+                     ad_node_name(n));
         return NULL;
     }
     cn_tensor *v = ad_output_value(a->node);

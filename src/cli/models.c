@@ -133,6 +133,27 @@ cn_tensor *cli_model_forward(cli_model *m, cn_tensor *x) {
     return logits;
 }
 
+/* ---- training ------------------------------------------------------------------------------- */
+
+cn_status cli_model_train_step(cli_model *m, cn_optimizer *opt, cn_tensor *x, cn_tensor *y,
+                               float *loss, int *applied) {
+    *applied = 0;
+    cn_status st = cn_scope_begin();
+    if (st != CN_OK) return st; /* nothing ran: without a scope every intermediate would leak */
+    cn_tensor *l = cn_cross_entropy(cli_model_forward(m, x), y, 0.0); /* 0-d */
+    cn_grads *g = l ? cn_backward(l) : NULL;
+    if (!g) st = cn_last_status();
+    /* the loss is read before the parameters change: a failure here must not follow an update */
+    if (st == CN_OK) st = cn_read(l, loss, sizeof *loss);
+    if (st == CN_OK && isfinite(*loss)) {
+        st = cn_optimizer_step(opt, g);
+        *applied = st == CN_OK;
+    }
+    cn_grads_free(g);
+    cn_status end = cn_scope_end(); /* cannot fail: this function opened the scope */
+    return st != CN_OK ? st : end;
+}
+
 cn_tensor *cli_normalise(cn_tensor *x) {
     cn_tensor *centred = cn_add_scalar(x, -CLI_FASHION_MEAN);
     cn_tensor *out = cn_mul_scalar(centred, 1.0 / CLI_FASHION_STD);
@@ -152,9 +173,10 @@ cn_status cli_data_load(const char *dir, cn_device device, int with_train, int64
                         int64_t test_limit, cli_data *out) {
     *out = (cli_data){0};
     cn_tensor *train_x = NULL, *train_y = NULL, *test_x = NULL, *test_y = NULL;
-    cn_scope_begin();
-    cn_status st = cn_fashion_mnist_load(dir, cn_inner_device(device), with_train ? &train_x : NULL,
-                                         with_train ? &train_y : NULL, &test_x, &test_y);
+    cn_status st = cn_scope_begin();
+    if (st != CN_OK) return st;
+    st = cn_fashion_mnist_load(dir, cn_inner_device(device), with_train ? &train_x : NULL,
+                               with_train ? &train_y : NULL, &test_x, &test_y);
     if (st == CN_OK) {
         if (with_train) {
             out->train_x = cn_keep(prepare(train_x, train_limit, 1, device));
@@ -188,7 +210,10 @@ double cli_model_accuracy(cli_model *m, cn_tensor *images, cn_tensor *labels, in
     int64_t correct = 0, seen = 0;
     int more = 1;
     while (more > 0) {
-        cn_scope_begin();
+        if (cn_scope_begin() != CN_OK) {
+            more = -1;
+            break;
+        }
         cn_tensor *x = NULL, *y = NULL;
         more = cn_batches_next(it, &x, &y);
         if (more > 0) {
@@ -244,6 +269,7 @@ static const char *shape_str(const cn_tensor *t, char *buf, size_t size) {
 
 cn_status cli_model_detect(const cn_safetensors *h, const char *path, cli_model_kind *kind) {
     cn_tensor *first = cn_safetensors_get(h, "0.weight");
+    if (!first && cn_last_status() != CN_ERR_INVALID_ARG) return cn_last_status(); /* no memory */
     int ndim = first ? cn_ndim(first) : -1;
     cn_release(first);
     if (ndim == 2) {
@@ -268,6 +294,7 @@ static cn_tensor *matching_tensor(const cn_safetensors *h, const char *path, con
                                   const cn_param *p) {
     cn_tensor *t = cn_safetensors_get(h, p->name);
     char want[96], got[96];
+    if (!t && cn_last_status() != CN_ERR_INVALID_ARG) return NULL; /* no memory: not the file's */
     if (!t) {
         cn_set_error(CN_ERR_IO, "eval",
                      "'%s' has no tensor '%s', a parameter of the %s; it is not a "
@@ -295,8 +322,8 @@ cn_status cli_model_load(cli_model *m, const cn_safetensors *h, const char *path
     int n = 0;
     const cn_param *params = cn_module_params(m->net, &n);
     if (!params) return cn_last_status();
-    cn_status st = CN_OK;
-    cn_scope_begin();
+    cn_status st = cn_scope_begin();
+    if (st != CN_OK) return st;
     cn_tensor **values = calloc((size_t)n, sizeof *values);
     if (!values) st = cn_set_error(CN_ERR_OUT_OF_MEMORY, "eval", "no memory for %d tensors", n);
     for (int i = 0; i < n && st == CN_OK; i++) {

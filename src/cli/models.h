@@ -41,6 +41,17 @@ cn_tensor *cli_model_forward(cli_model *m, cn_tensor *x);
 
 void cli_model_free(cli_model *m);
 
+/* One optimisation step of m on a batch (x: [B, 784] f32 normalised, y: [B] i64 labels), all or
+ * nothing. It runs in a scope of its own: forward, cross-entropy, cn_backward, the loss read back
+ * into *loss, and only then, when everything before has succeeded and the loss is finite,
+ * cn_optimizer_step (itself all or nothing). So a failure at any point (the scope, an allocation,
+ * an op, reading the loss) returns its status with the parameters and the optimizer state as they
+ * were, and leaks nothing. A loss that is not finite is CN_OK with *loss set and *applied 0: the
+ * step is not taken (the caller reports the divergence). *applied is 1 when the parameters were
+ * updated. */
+cn_status cli_model_train_step(cli_model *m, cn_optimizer *opt, cn_tensor *x, cn_tensor *y,
+                               float *loss, int *applied);
+
 /* Fashion-MNIST's per-pixel statistics over the training set, for images scaled to [0, 1]: the
  * mean and standard deviation that common Fashion-MNIST setups normalise with
  * (transforms.Normalize((0.2860,), (0.3530,))). */
@@ -67,12 +78,14 @@ cn_status cli_data_load(const char *dir, cn_device device, int with_train, int64
 void cli_data_free(cli_data *d);
 
 /* Which model the checkpoint `h` holds, judged from its parameters: "0.weight" is [256, 784] for
- * the mlp and [32, 1, 3, 3] for the cnn. CN_OK, or CN_ERR_IO with a message naming `path`. */
+ * the mlp and [32, 1, 3, 3] for the cnn. CN_OK, or CN_ERR_IO with a message naming `path`
+ * (CN_ERR_OUT_OF_MEMORY when memory runs out: not the file's fault). */
 cn_status cli_model_detect(const cn_safetensors *h, const char *path, cli_model_kind *kind);
 
 /* Copies every parameter of m from `h` (loaded from `path`), checking names, shapes and dtypes
  * first: a checkpoint that lacks one, or holds it with another shape, is CN_ERR_IO naming the
- * parameter. Nothing is written unless all match. */
+ * parameter; no memory is CN_ERR_OUT_OF_MEMORY. Nothing is written unless all match and every
+ * tensor is in hand. */
 cn_status cli_model_load(cli_model *m, const cn_safetensors *h, const char *path);
 
 /* Writes m's parameters to `path` as safetensors, under their names. */

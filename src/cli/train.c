@@ -4,8 +4,10 @@
  *
  *     epoch 1/5: train loss 0.5123, test accuracy 0.8512, epoch time 4.21 s
  *
- * Each step runs in its own scope (batch, forward, loss, backward, optimizer step, gradients
- * freed, loss read back), so memory stays flat however long the training. Images are scaled to
+ * Each step runs in its own scope (batch, forward, loss, backward, loss read back, optimizer
+ * step, gradients freed), so memory stays flat however long the training, and is all or nothing
+ * (models.h: cli_model_train_step): a step that fails, or whose loss is not finite, leaves the
+ * parameters and the optimizer state as they were. Images are scaled to
  * [0, 1] by the loader and then normalised with Fashion-MNIST's mean and standard deviation
  * (models.h). Progress goes to stdout (progress.h); --save writes the parameters as safetensors
  * (models.h names them), --plot the curves as SVG (plot.h). */
@@ -131,22 +133,24 @@ static int parse_options(int argc, char **argv, train_options *o) {
 
 /* ---- one step ------------------------------------------------------------------------------- */
 
-/* One optimisation step on the next batch, in a scope of its own: *loss and *samples receive the
- * batch's loss and size. 1: a step was taken; 0: the epoch is over; -1: failed (error set). */
+/* One optimisation step on the next batch (models.h: cli_model_train_step, all or nothing), in a
+ * scope of its own: *loss and *samples receive the batch's loss and size. 1: a step was taken;
+ * 0: the epoch is over; -1: failed (error set), with the parameters and the optimizer state as
+ * they were; 2: the loss is not finite (in *loss) and the step was not taken. */
 static int train_step(cli_model *m, cn_optimizer *opt, cn_batches *b, float *loss,
                       int64_t *samples) {
-    cn_scope_begin();
+    if (cn_scope_begin() != CN_OK) return -1;
     cn_tensor *x = NULL, *y = NULL; /* x: [B, 784] f32, y: [B] i64 */
     int more = cn_batches_next(b, &x, &y);
     if (more > 0) {
-        cn_tensor *l = cn_cross_entropy(cli_model_forward(m, x), y, 0.0); /* 0-d */
-        cn_grads *g = l ? cn_backward(l) : NULL;
-        if (!g || cn_optimizer_step(opt, g) != CN_OK) more = -1;
-        cn_grads_free(g);
-        if (more > 0 && cn_read(l, loss, sizeof *loss) != CN_OK) more = -1;
+        int applied = 0;
+        if (cli_model_train_step(m, opt, x, y, loss, &applied) != CN_OK)
+            more = -1;
+        else if (!applied)
+            more = 2;
         *samples = cn_shape(x)[0];
     }
-    cn_scope_end();
+    if (cn_scope_end() != CN_OK) more = -1;
     return more;
 }
 
@@ -199,10 +203,13 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
         for (;;) {
             float loss = 0;
             int64_t samples = 0;
-            if (o->cosine) cn_optimizer_set_lr(opt, cn_lr_schedule_at(&schedule, h->steps));
-            int more = train_step(m, opt, batches, &loss, &samples);
+            int more = 1;
+            if (o->cosine &&
+                cn_optimizer_set_lr(opt, cn_lr_schedule_at(&schedule, h->steps)) != CN_OK)
+                more = -1;
+            if (more > 0) more = train_step(m, opt, batches, &loss, &samples);
             if (more == 0) break;
-            if (more < 0 || !isfinite(loss)) {
+            if (more < 0 || more == 2) {
                 cli_progress_end(&p);
                 if (more < 0)
                     fprintf(stderr, "cinder train: epoch %d, batch %lld failed: %s\n", e + 1,

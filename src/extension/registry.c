@@ -174,28 +174,61 @@ const cn_ext_op *cn_ext_define(const cn_ext_schema *schema) {
     return op;
 }
 
+/* The op argument of a registration may come from a failed cn_ext_define or cn_ext_find: a NULL
+ * there keeps the earlier error, as chained calls do. A NULL function or backend name is the
+ * caller's own mistake and always gets a message of its own. */
 cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_kernel_fn kernel) {
     const char *name = "ext_register_kernel";
-    if (!op || !backend || !kernel) {
-        cn__null_arg(name, !op ? "op" : !backend ? "backend" : "kernel");
+    if (!op) {
+        cn__null_arg(name, "op");
         return cn_last_status();
     }
+    const char *op_name = op->schema.name;
+    if (!backend)
+        return cn_set_error(CN_ERR_NULL_ARG, name, "argument 'backend' is NULL for op '%s'; pass "
+                            "the backend's name, e.g. \"cpu\"", op_name);
+    if (!kernel)
+        return cn_set_error(CN_ERR_NULL_ARG, name, "argument 'kernel' is NULL for op '%s' on "
+                            "backend '%s'; pass the kernel function", op_name, backend);
     /* a backend that comes as a module (cuda) is loaded here, so its kernels can be added */
     int id = cn__backend_load(name, backend);
     if (id < 0) return cn_last_status();
     pthread_mutex_lock(&lock);
-    ((cn_ext_op *)op)->kernels[id] = kernel;
+    cn_kernel_fn had = ((cn_ext_op *)op)->kernels[id];
+    if (!had) ((cn_ext_op *)op)->kernels[id] = kernel;
     pthread_mutex_unlock(&lock);
+    if (had && had != kernel)
+        return cn_set_error(CN_ERR_INVALID_ARG, name, "op '%s' already has a kernel for backend "
+                            "'%s', which stays registered; register each backend's kernel once "
+                            "(a second, different one is refused rather than replacing it), or "
+                            "define an op of another name for the other kernel", op_name,
+                            backend);
     return CN_OK;
 }
 
 cn_status cn_ext_register_backward(const cn_ext_op *op, cn_ext_backward_fn backward) {
-    if (!op || !backward) {
-        cn__null_arg("ext_register_backward", !op ? "op" : "backward");
+    const char *name = "ext_register_backward";
+    if (!op) {
+        cn__null_arg(name, "op");
         return cn_last_status();
     }
+    const char *op_name = op->schema.name;
+    if (!backward)
+        return cn_set_error(CN_ERR_NULL_ARG, name, "argument 'backward' is NULL for op '%s'; pass "
+                            "the backward function (an op without one is concrete-only: simply "
+                            "do not register it)", op_name);
+    if (op->schema.flags & CN_EXT_NON_DIFFERENTIABLE)
+        return cn_set_error(CN_ERR_INVALID_ARG, name, "op '%s' is declared non-differentiable "
+                            "(CN_EXT_NON_DIFFERENTIABLE), so its backward would never run; drop "
+                            "the flag from its schema to make it differentiable, or do not "
+                            "register a backward", op_name);
     pthread_mutex_lock(&lock);
-    ((cn_ext_op *)op)->backward = backward;
+    cn_ext_backward_fn had = ((cn_ext_op *)op)->backward;
+    if (!had) ((cn_ext_op *)op)->backward = backward;
     pthread_mutex_unlock(&lock);
+    if (had && had != backward)
+        return cn_set_error(CN_ERR_INVALID_ARG, name, "op '%s' already has a backward, which "
+                            "stays registered; register it once (a second, different one is "
+                            "refused rather than replacing it)", op_name);
     return CN_OK;
 }

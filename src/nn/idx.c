@@ -164,11 +164,15 @@ static cn_status idx_read(const char *op, const char *path, idx_data *d) {
         s = read_exact(&r, dims, 4 * (size_t)d->ndim, what);
     }
     uint64_t numel = 1;
+    int empty = 0; /* a 0 dim: no elements, however big the others */
     for (int k = 0; !s && k < d->ndim; k++) {
         const unsigned char *b = dims + 4 * k;
         d->shape[k] = (int64_t)((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
                                 (uint32_t)b[2] << 8 | b[3]);
-        if (d->shape[k] && numel > (uint64_t)(INT64_MAX / 8) / (uint64_t)d->shape[k]) {
+        empty |= d->shape[k] == 0;
+    }
+    for (int k = 0; !s && !empty && k < d->ndim; k++) {
+        if (numel > (uint64_t)(INT64_MAX / 8) / (uint64_t)d->shape[k]) {
             char shape[160];
             shape_text(d->shape, k + 1, shape, sizeof shape);
             s = cn__io_error(op, path, "the dims %s... (bytes 4-%d) hold more elements than 64 "
@@ -176,6 +180,7 @@ static cn_status idx_read(const char *op, const char *path, idx_data *d) {
         }
         numel *= (uint64_t)d->shape[k];
     }
+    if (empty) numel = 0;
     if (!s) {
         d->numel = (int64_t)numel;
         s = read_data(&r, d, (size_t)numel * d->type->size);

@@ -274,7 +274,11 @@ static cn_status prepare(cn_optimizer *o, const char *op, const cn_grads *grads,
     return CN_OK;
 }
 
-/* Writes parameter i and adopts its new state. */
+/* Writes parameter i and adopts its new state. Nothing here allocates or can fail a check that
+ * prepare passed (the fused step re-runs the checks prepare_sgd ran; cn_copy_ gets a tensor of the
+ * parameter's shape and dtype on its device, under no-grad), so once the first parameter is
+ * written every other one is too: tests/test_alloc_sweep.c fails each allocation of whole training
+ * steps in turn and finds the parameters and the state untouched every time. */
 static cn_status apply(cn_optimizer *o, int i, const pending *t) {
     if (t->fused) {
         const cn__sgd_hyper h = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov};

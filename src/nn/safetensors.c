@@ -260,13 +260,21 @@ cn_status cn_safetensors_load_into(const char *path, const char *const *names,
                              cn__shape_str(e->shape, e->ndim, got, sizeof got), i, want);
         }
     }
+    /* read (and check) every tensor before writing any: a corrupt byte or a failed allocation
+     * in the last one must not follow writes to the first */
+    cn_tensor **src = s ? NULL : cn__calloc(op, n ? (size_t)n : 1, sizeof *src);
+    if (!s && !src) s = CN_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < n && !s; i++)
+        if (!(src[i] = st_read_tensor(&sf, found[i], cn_device_of(tensors[i]))))
+            s = cn_last_status();
+    /* commit: copies between tensors checked to match, on one device; no allocation */
     cn_no_grad_begin();
-    for (int i = 0; i < n && !s; i++) {
-        cn_tensor *src = st_read_tensor(&sf, found[i], cn_device_of(tensors[i]));
-        s = src ? cn_copy_(tensors[i], src) : cn_last_status();
-        cn_release(src);
-    }
+    for (int i = 0; i < n && !s; i++)
+        s = cn_copy_(tensors[i], src[i]);
     cn_no_grad_end();
+    for (int i = 0; src && i < n; i++)
+        cn_release(src[i]);
+    cn__free(src);
     cn__free(found);
     st_close(&sf);
     return s;

@@ -163,18 +163,24 @@ static void emit_union(const xg_decl *d, const xg_type *t) {
         out("    } as;\n");
     }
     out("} %s_%s;\n", d->ext, t->name);
-    /* One constructor per variant; memset keeps the inactive members NULL (valid C and C++). */
+    /* One constructor per variant. Its parameters are the members' names; everything else in
+     * it is a keyword, a generated name or cnx_ (which user names cannot start with), so no
+     * member name can collide with it. The value starts zeroed, so the inactive members are
+     * NULL: `T()` in C++, the universal zero initializer in C (either is the other's error). */
     for (int v = 0; v < t->n_variants; v++) {
         const xg_variant *va = &t->variants[v];
         out("\nstatic inline %s_%s %s_%s_%s(", d->ext, t->name, d->ext, t->name, va->name);
         for (int m = 0; m < va->n_members; m++)
             out("%scn_tensor *%s", m ? ", " : "", va->members[m].name);
         out("%s) {\n", va->n_members ? "" : "void");
-        out("    %s_%s v;\n    memset(&v, 0, sizeof v);\n", d->ext, t->name);
-        out("    v.tag = %s_%s_%s;\n", E, T, upper(va->name));
+        out("#ifdef __cplusplus\n    %s_%s cnx_value = %s_%s();\n#else\n"
+            "    %s_%s cnx_value = {0};\n#endif\n",
+            d->ext, t->name, d->ext, t->name, d->ext, t->name);
+        out("    cnx_value.tag = %s_%s_%s;\n", E, T, upper(va->name));
         for (int m = 0; m < va->n_members; m++)
-            out("    v.as.%s.%s = %s;\n", va->name, va->members[m].name, va->members[m].name);
-        out("    return v;\n}\n");
+            out("    cnx_value.as.%s.%s = %s;\n", va->name, va->members[m].name,
+                va->members[m].name);
+        out("    return cnx_value;\n}\n");
     }
 }
 
@@ -229,7 +235,10 @@ static void emit_op_header(const xg_decl *d, const xg_op *op) {
     emit_slots(d, op);
 
     out("\n/* Written by you: the output geometry, one kernel per backend%s. */\n",
-        op->backends & XG_BACKEND_AUTODIFF ? ", and the backward" : "");
+        op->backends & XG_BACKEND_AUTODIFF
+            ? ", and the backward (each grad_in\n * entry hands cinder one reference: a tensor "
+              "you made as it is, one you were given\n * cn_retain-ed; see cinder/extension.h)"
+            : "");
     out("cn_status %s_%s_shape(\n    const cn_view *in, int n_in, const int64_t *ints, const "
         "double *reals, cn_view *out, int n_out);\n",
         d->ext, op->name);
@@ -254,7 +263,7 @@ static void emit_header(const xg_decl *d) {
         " * cinder/extension.h and docs/extensions.md). */\n",
         d->ext);
     out("#ifndef %s_EXTENSION_GENERATED_H\n#define %s_EXTENSION_GENERATED_H\n\n", E, E);
-    out("#include <stdint.h>\n#include <string.h>\n\n#include \"cinder/extension.h\"\n\n");
+    out("#include <stdint.h>\n\n#include \"cinder/extension.h\"\n\n");
     out("#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
     out("/* Defines every op of the extension and registers its kernels and backwards. Idempotent\n"
         " * and thread-safe; the typed functions call it themselves. A failure is remembered and\n"

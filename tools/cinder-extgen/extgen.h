@@ -17,7 +17,8 @@ void xg_arena_free(void);
 /* Grows *arr (elements of elem bytes, *n used) by one zeroed element and returns it. */
 void *xg_push(void *arr_ptr, int *n, size_t elem);
 
-/* `file:line: error: message` on stderr. xg_error counts and returns; xg_fatal exits with 1. */
+/* `file:line: error: message` on stderr. xg_error counts and returns; xg_fatal exits with 1
+ * (inside xg_parse_text: returns from it instead). */
 void xg_diag_init(const char *path);
 void xg_error(int line, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -30,6 +31,10 @@ void xg_fatal(int line, const char *fmt, ...)
 #endif
     ;
 int xg_error_count(void);
+
+/* Diagnostics are counted (and formatted) but not printed while quiet is non-zero (the fuzzer,
+ * fuzz/fuzz_extgen.c). */
+void xg_diag_quiet(int quiet);
 
 /* ---- tokens -------------------------------------------------------------------------------- */
 
@@ -123,6 +128,11 @@ typedef struct xg_decl {
 /* Parses and checks src. Syntax errors exit at once; semantic errors are all reported, after
  * which the caller must check xg_error_count(). */
 void xg_parse(xg_decl *decl, const char *src, size_t len);
+
+/* What the tool does with a declaration's text: rejects a NUL byte, then xg_parse, except that a
+ * syntax error returns here instead of exiting. Returns the number of errors (0: decl is complete
+ * and may be emitted). The model stays in the arena until xg_arena_free. */
+int xg_parse_text(xg_decl *decl, const char *text, size_t len);
 
 /* The number of tensor slots an op passes to the runtime (composite members flattened). */
 int xg_op_tensor_count(const xg_op *op);

@@ -80,12 +80,12 @@ int main(int argc, char **argv) {
     size_t len = 0;
     char *text = read_file(decl_path, &len);
     if (!text) xg_fatal(0, "cannot read the declaration file");
-    if (memchr(text, '\0', len)) xg_fatal(0, "the declaration file contains a NUL byte");
 
     xg_decl decl = {.path = decl_path, .basename = base_name(decl_path)};
-    xg_parse(&decl, text, len);
     int status = 1;
-    if (xg_error_count() == 0 && xg_emit(&decl, header, source, base_name(header)) == 0) status = 0;
+    if (xg_parse_text(&decl, text, len) == 0 &&
+        xg_emit(&decl, header, source, base_name(header)) == 0)
+        status = 0;
     xg_arena_free();
     return status;
 }

@@ -133,6 +133,44 @@ static const char *const reserved[] = {"auto",
                                        "_Noreturn",
                                        "_Static_assert",
                                        "_Thread_local",
+                                       /* C++11 to C++20 and C23 keywords, and C++'s alternative
+                                        * operator names (macros of <iso646.h> in C) */
+                                       "alignas",
+                                       "alignof",
+                                       "and",
+                                       "and_eq",
+                                       "bitand",
+                                       "bitor",
+                                       "char8_t",
+                                       "char16_t",
+                                       "char32_t",
+                                       "compl",
+                                       "concept",
+                                       "consteval",
+                                       "constexpr",
+                                       "constinit",
+                                       "const_cast",
+                                       "co_await",
+                                       "co_return",
+                                       "co_yield",
+                                       "decltype",
+                                       "dynamic_cast",
+                                       "noexcept",
+                                       "not",
+                                       "not_eq",
+                                       "or",
+                                       "or_eq",
+                                       "reinterpret_cast",
+                                       "requires",
+                                       "static_assert",
+                                       "static_cast",
+                                       "thread_local",
+                                       "typeid",
+                                       "typeof",
+                                       "typeof_unqual",
+                                       "wchar_t",
+                                       "xor",
+                                       "xor_eq",
                                        "extension",
                                        "op",
                                        "attr",
@@ -140,15 +178,91 @@ static const char *const reserved[] = {"auto",
                                        "real",
                                        NULL};
 
-static void check_name(int line, const char *name, const char *what) {
+/* Returns 0 after an error. */
+static int check_name(int line, const char *name, const char *what) {
     for (int i = 0; reserved[i]; i++)
         if (strcmp(name, reserved[i]) == 0) {
             xg_error(line, "%s '%s' is a reserved word: choose another name", what, name);
-            return;
+            return 0;
         }
-    if (strncmp(name, "cnx_", 4) == 0)
+    if (strncmp(name, "cnx_", 4) == 0) {
         xg_error(line, "%s '%s': names starting with 'cnx_' are reserved for generated code", what,
                  name);
+        return 0;
+    }
+    if (name[0] == '_' || strstr(name, "__")) {
+        xg_error(line, "%s '%s': names starting with '_' or holding '__' are reserved for the C "
+                 "and C++ implementations; choose another name", what, name);
+        return 0;
+    }
+    return 1;
+}
+
+/* Identifiers the generated code uses, or that the headers it includes (<stdint.h>, <stdio.h>,
+ * <pthread.h>) or the compiler (GNU modes) define as object-like macros: a parameter, member or
+ * variant of that name would not compile, or would mean something else. */
+static const char *const taken_names[] = {
+    "NULL", "int64_t", "EOF", "BUFSIZ", "FILENAME_MAX", "FOPEN_MAX", "TMP_MAX", "L_tmpnam",
+    "P_tmpdir", "CLOCKS_PER_SEC", "TIME_UTC", "stdin", "stdout", "stderr", "errno", "linux",
+    "unix", "i386", NULL};
+
+/* Uppercase families of those headers' macros: INT8_MAX, UINT64_C, SIZE_MAX, PTHREAD_ONCE_INIT. */
+static const char *const taken_prefixes[] = {"INT", "UINT", "PTRDIFF_", "SIZE_", "SIG_",
+                                             "WCHAR_", "WINT_", "PTHREAD_", "SCHED_", "CLOCK_",
+                                             "CLONE_", "CPU_", "TIMER_", "SEEK_", NULL};
+
+static int is_macro_family(const char *name) {
+    for (const char *c = name; *c; c++)
+        if (islower((unsigned char)*c)) return 0;
+    for (int i = 0; taken_prefixes[i]; i++) {
+        size_t n = strlen(taken_prefixes[i]);
+        if (strncmp(name, taken_prefixes[i], n) != 0) continue;
+        if (taken_prefixes[i][n - 1] == '_') return 1;
+        /* INT and UINT: INT8_..., INT_FAST8_..., INTMAX_..., INTPTR_... */
+        const char *rest = name + n;
+        if (isdigit((unsigned char)*rest) || *rest == '_' || strncmp(rest, "MAX", 3) == 0 ||
+            strncmp(rest, "PTR", 3) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int starts_with_nocase(const char *s, const char *prefix) {
+    for (; *prefix; s++, prefix++)
+        if (tolower((unsigned char)*s) != tolower((unsigned char)*prefix)) return 0;
+    return 1;
+}
+
+/* Parameters, members and variants appear in the generated C as they are (as parameters and
+ * member names, beside cinder's and the generated names), so on top of check_name they must not
+ * be one of those names or start like them. Returns 0 after an error. */
+static int check_plain_name(const parser *p, int line, const char *name, const char *what) {
+    for (int i = 0; taken_names[i]; i++)
+        if (strcmp(name, taken_names[i]) == 0) {
+            xg_error(line, "%s '%s' is a name the generated C code uses or its headers define as "
+                     "a macro: choose another name", what, name);
+            return 0;
+        }
+    if (is_macro_family(name)) {
+        xg_error(line, "%s '%s' looks like a macro of <stdint.h>, <stdio.h> or <pthread.h>, "
+                 "which the generated C code includes: choose another name", what, name);
+        return 0;
+    }
+    if (starts_with_nocase(name, "cn_")) {
+        xg_error(line, "%s '%s': names starting with 'cn_' or 'CN_' are cinder's (types, "
+                 "functions and constants the generated code uses): choose another name",
+                 what, name);
+        return 0;
+    }
+    const char *ext = p->decl->ext;
+    size_t n = ext ? strlen(ext) : 0;
+    if (n && starts_with_nocase(name, ext) && name[n] == '_') {
+        xg_error(line, "%s '%s': names starting with '%s_' (in any case) are the generated "
+                 "code's (its types, functions and constants): choose another name", what, name,
+                 ext);
+        return 0;
+    }
+    return 1;
 }
 
 /* Every C symbol the generated files declare, to report two things that would get the same one
@@ -244,7 +358,7 @@ static int parse_member(parser *p, xg_member *m, const char *owner) {
     }
     advance(p);
     m->name = expect_ident(p, "a member name");
-    check_name(m->line, m->name, "member");
+    if (check_name(m->line, m->name, "member")) check_plain_name(p, m->line, m->name, "member");
     m->optional = accept_punct(p, "?");
     return 1;
 }
@@ -313,7 +427,8 @@ static void parse_union(parser *p) {
         xg_variant *v = xg_push(&t->variants, &t->n_variants, sizeof *v);
         v->line = p->tok.line;
         v->name = expect_ident(p, "a variant name");
-        check_name(v->line, v->name, "variant");
+        if (check_name(v->line, v->name, "variant"))
+            check_plain_name(p, v->line, v->name, "variant");
         for (int i = 0; i < t->n_variants - 1; i++)
             if (strcmp(t->variants[i].name, v->name) == 0)
                 xg_error(v->line, "malformed %s: variant '%s' is declared twice (also line %d)",
@@ -392,7 +507,8 @@ static void parse_param(parser *p, xg_op *op) {
         }
     }
     pa->name = expect_ident(p, "a parameter name");
-    check_name(pa->line, pa->name, "parameter");
+    if (check_name(pa->line, pa->name, "parameter"))
+        check_plain_name(p, pa->line, pa->name, "parameter");
     if (accept_punct(p, "?")) {
         if (pa->what == PARAM_TENSOR)
             pa->optional = 1;
@@ -637,6 +753,8 @@ static void parse_op(parser *p) {
 
 void xg_parse(xg_decl *decl, const char *src, size_t len) {
     parser p = {.decl = decl};
+    symbols = NULL; /* a table of an earlier parse lived in an arena since freed */
+    n_symbols = 0;
     xg_lex_init(&p.lx, src, len);
     advance(&p);
     if (!is_word(&p, "extension"))

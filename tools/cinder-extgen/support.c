@@ -1,5 +1,6 @@
 /* cinder-extgen: the arena every part of the model comes from, and the one diagnostic path
  * (`file:line: error: message`, the format compilers use, so editors can jump to it). */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,10 +72,20 @@ void *xg_push(void *arr_ptr, int *n, size_t elem) {
 
 static const char *diag_path = "<input>";
 static int diag_errors;
+static int diag_quiet;
+static jmp_buf *fatal_jump; /* while xg_parse_text runs: where xg_fatal returns to */
 
 void xg_diag_init(const char *path) { diag_path = path; }
 
+void xg_diag_quiet(int quiet) { diag_quiet = quiet; }
+
 static void vreport(int line, const char *fmt, va_list ap) {
+    if (diag_quiet) { /* formatted all the same, so a fuzzer exercises the messages */
+        char buf[1024];
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        diag_errors++;
+        return;
+    }
     if (line > 0)
         fprintf(stderr, "%s:%d: error: ", diag_path, line);
     else
@@ -96,11 +107,25 @@ void xg_fatal(int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vreport(line, fmt, ap);
     va_end(ap);
+    if (fatal_jump) longjmp(*fatal_jump, 1);
     xg_arena_free();
     exit(1);
 }
 
 int xg_error_count(void) { return diag_errors; }
+
+int xg_parse_text(xg_decl *decl, const char *text, size_t len) {
+    diag_errors = 0;
+    if (memchr(text, '\0', len)) {
+        xg_error(0, "the declaration file contains a NUL byte");
+        return diag_errors;
+    }
+    jmp_buf here;
+    fatal_jump = &here;
+    if (setjmp(here) == 0) xg_parse(decl, text, len);
+    fatal_jump = NULL;
+    return diag_errors;
+}
 
 const char *xg_kind_name(xg_kind k) {
     return k == XG_FLOAT ? "float" : k == XG_INT ? "int" : "bool";

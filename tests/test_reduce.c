@@ -605,6 +605,78 @@ static void test_softmax_large_values(void) {
     cn_release(b);
 }
 
+/* Large and infinite values on every layout: the max is subtracted along the reduced dim however
+ * it is laid out (rows, columns: dim 0 of a 2-D tensor, transposed and stride-0 inputs), -inf
+ * gives 0 (log: -inf) beside a finite value, a slice of -inf only or one holding +inf gives NaN
+ * (as PyTorch). The oracle is ref_softmax in double precision on the logical values. */
+static void softmax_every_layout(const char *label, const double *vals, int64_t rows,
+                                 int64_t cols) {
+    const int64_t shape[2] = {rows, cols}, tshape[2] = {cols, rows};
+    int64_t n = rows * cols;
+    double *tvals = malloc(sizeof(double) * (size_t)n), *ex = malloc(sizeof(double) * (size_t)n);
+    const double *orig = vals;
+    char what[96];
+    double *given = malloc(sizeof(double) * (size_t)n);
+    for (int k = 0; k < 2; k++) {
+        cn_dtype dt = k ? CN_F64 : CN_F32;
+        const char *dn = k ? "f64" : "f32";
+        /* the reference sees the values the tensor holds (rounded to f32 for f32) */
+        for (int64_t i = 0; i < n; i++) given[i] = k ? orig[i] : (double)(float)orig[i];
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) tvals[j * rows + i] = given[i * cols + j];
+        vals = given;
+        cn_tensor *x = th_tensor(vals, shape, 2, dt);
+        snprintf(what, sizeof what, "%s %s dense", label, dn);
+        sweep_softmax(what, x, vals, shape, 2, dt);
+        cn_tensor *stored = th_tensor(tvals, tshape, 2, dt), *xt = cn_transpose(stored, 0, 1);
+        snprintf(what, sizeof what, "%s %s transposed", label, dn);
+        sweep_softmax(what, xt, vals, shape, 2, dt);
+        /* each row, and each column, stretched over the whole shape (stride 0) */
+        for (int64_t r = 0; r < rows; r++) {
+            cn_tensor *row = cn_slice(x, 0, r, r + 1, 1), *e = cn_expand(row, shape, 2);
+            for (int64_t i = 0; i < n; i++) ex[i] = vals[r * cols + i % cols];
+            snprintf(what, sizeof what, "%s %s row %lld expanded", label, dn, (long long)r);
+            sweep_softmax(what, e, ex, shape, 2, dt);
+            cn_release(e);
+            cn_release(row);
+        }
+        for (int64_t c = 0; c < cols; c++) {
+            cn_tensor *col = cn_slice(x, 1, c, c + 1, 1), *e = cn_expand(col, shape, 2);
+            for (int64_t i = 0; i < n; i++) ex[i] = vals[(i / cols) * cols + c];
+            snprintf(what, sizeof what, "%s %s col %lld expanded", label, dn, (long long)c);
+            sweep_softmax(what, e, ex, shape, 2, dt);
+            cn_release(e);
+            cn_release(col);
+        }
+        cn_release(xt);
+        cn_release(stored);
+        cn_release(x);
+    }
+    free(given);
+    free(ex);
+    free(tvals);
+}
+
+static void test_softmax_extremes_every_layout(void) {
+    /* rows: large and -inf; a row with +inf. columns: large, large negative, -inf beside 5,
+     * -inf only, +inf beside finite values */
+    const double a[4 * 5] = {
+        1000,  -1000, -INFINITY, -INFINITY, 88,
+        1002,  -1001, 5,         -INFINITY, INFINITY,
+        1001,  -999,  -INFINITY, -INFINITY, 90,
+        -1e30, 1e4,   -INFINITY, -INFINITY, -3e4,
+    };
+    softmax_every_layout("extremes", a, 4, 5);
+    /* wide enough for the tiled column paths: 6 x 37, values 1e4 +- 300 (exp overflows
+     * without the max subtracted), with -inf and one +inf sprinkled in */
+    enum { R = 6, C = 37 };
+    double b[R * C];
+    for (int i = 0; i < R * C; i++) b[i] = 1e4 + 300 * sin(0.7 * i + 0.3);
+    for (int i = 0; i < R * C; i += 11) b[i] = -INFINITY;
+    b[R * C / 2] = INFINITY;
+    softmax_every_layout("wide extremes", b, R, C);
+}
+
 /* Small probabilities keep their relative accuracy (the f32 exp over its whole normal range). */
 static void test_softmax_relative_accuracy(void) {
     enum { N = 2000 };
@@ -664,6 +736,7 @@ int main(void) {
     RUN(test_scalars);
     RUN(test_softmax_shapes);
     RUN(test_softmax_large_values);
+    RUN(test_softmax_extremes_every_layout);
     RUN(test_softmax_relative_accuracy);
     RUN(test_errors);
     return th_finish();

@@ -102,7 +102,11 @@ CN_API int cn_grad_enabled(void);
 
 /* Writes src (broadcast to dst's shape, converted to dst's dtype) into dst's memory. Allowed on
  * tracked tensors only in no-grad mode (CN_ERR_AUTODIFF_INPLACE otherwise). Bumps dst's version,
- * so a backward that needs dst's old value fails instead of using the new one. */
+ * so a backward that needs dst's old value fails instead of using the new one.
+ * Overlap: src may share memory with dst (cn_copy_(a, cn_transpose(a, 0, 1))); the result is as
+ * if all of src were read before the first write (it is copied through a temporary when the
+ * two overlap other than element for element). A dst whose elements share memory (expanded:
+ * stride 0) is refused with CN_ERR_INVALID_ARG and nothing written, as PyTorch refuses it. */
 CN_API cn_status cn_copy_(cn_tensor *dst, cn_tensor *src);
 
 #ifdef __cplusplus

@@ -46,15 +46,24 @@ typedef enum cn_gelu_approx { CN_GELU_ERF = 0, CN_GELU_TANH = 1 } cn_gelu_approx
 CN_API cn_tensor *cn_gelu(cn_tensor *x, cn_gelu_approx approx);
 
 /* ---- elementwise with scalars ---------------------------------------------------------------- */
-CN_API cn_tensor *cn_add_scalar(cn_tensor *x, double s);  /* float, int (s truncated for ints) */
-CN_API cn_tensor *cn_mul_scalar(cn_tensor *x, double s);  /* float, int (s truncated for ints) */
+/* Float and int. On an int tensor s is truncated toward zero and must then fit x's dtype: NaN,
+ * infinities and values out of its range are CN_ERR_INVALID_ARG (cast x to a float dtype to
+ * compute with them); the integer arithmetic itself wraps modulo 2^bits. */
+CN_API cn_tensor *cn_add_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_mul_scalar(cn_tensor *x, double s);
 CN_API cn_tensor *cn_pow_scalar(cn_tensor *x, double p);  /* float */
-CN_API cn_tensor *cn_clamp(cn_tensor *x, double lo, double hi); /* float, int; lo <= hi */
+/* Float and int; lo <= hi (NaN bounds are refused). On an int tensor x is kept within the
+ * integers of [lo, hi], that is [ceil(lo), floor(hi)], both ends saturated to the dtype's range:
+ * lo below the range (even -inf) or hi above it clamps nothing on its side. */
+CN_API cn_tensor *cn_clamp(cn_tensor *x, double lo, double hi);
 
 /* cond (bool) ? a : b, all three broadcast together; a and b share a dtype. */
 CN_API cn_tensor *cn_where(cn_tensor *cond, cn_tensor *a, cn_tensor *b);
 
-/* Converts to any dtype (float->int truncates toward zero; anything->bool is != 0). */
+/* Converts to any dtype, defined for every value: float -> int truncates toward zero and
+ * saturates at the target's range (+-inf and values beyond it give its min or max), NaN -> 0;
+ * int -> narrower int wraps modulo 2^bits; anything -> bool is != 0 (NaN -> true); to a float
+ * dtype rounds to nearest even (beyond its range: +-inf). Every backend follows these rules. */
 CN_API cn_tensor *cn_cast(cn_tensor *x, cn_dtype dtype);
 
 /* ---- comparisons (broadcasting, same dtype) -> bool; logic on bool ---------------------------- */
@@ -105,7 +114,8 @@ CN_API cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b);
 
 /* ---- layout --------------------------------------------------------------------------------- */
-/* Concatenates n tensors (same dtype, device, and shape except along dim). */
+/* Concatenates n tensors (same dtype, device, and shape except along dim). Sizes along dim that
+ * add up past int64 are CN_ERR_OVERFLOW. */
 CN_API cn_tensor *cn_cat(cn_tensor *const *ts, int n, int dim);
 /* Stacks n tensors of one shape along a new dim. */
 CN_API cn_tensor *cn_stack(cn_tensor *const *ts, int n, int dim);
@@ -135,7 +145,9 @@ typedef struct cn_conv2d_params {
     int64_t groups;      /* 0 is taken as 1 */
 } cn_conv2d_params;
 
-/* x: [N, C, H, W], w: [O, C/groups, KH, KW], b: [O] or NULL -> [N, O, OH, OW]. Float only. */
+/* x: [N, C, H, W], w: [O, C/groups, KH, KW], b: [O] or NULL -> [N, O, OH, OW]. Float only.
+ * Any int64 stride is accepted (a stride past the input keeps the first window); a padding or
+ * dilation whose padded input or window span passes int64 is CN_ERR_OVERFLOW. */
 CN_API cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_params *p);
 
 typedef struct cn_pool2d_params {
@@ -145,7 +157,7 @@ typedef struct cn_pool2d_params {
 } cn_pool2d_params;
 
 /* x: [N, C, H, W] -> [N, C, OH, OW]. Max ignores padding; avg counts padded zeros (PyTorch's
- * count_include_pad=True default). */
+ * count_include_pad=True default). A padded input that passes int64 is CN_ERR_OVERFLOW. */
 CN_API cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 CN_API cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 

@@ -110,8 +110,12 @@ CN_API cn_tensor *cn_from_data(const void *data, const int64_t *shape, int ndim,
 CN_API cn_tensor *cn_empty(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device);
 CN_API cn_tensor *cn_zeros(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device);
 CN_API cn_tensor *cn_ones(const int64_t *shape, int ndim, cn_dtype dtype, cn_device device);
+/* Every element `value`, converted to dtype. For an integer dtype the value is truncated toward
+ * zero and must then lie in the dtype's range: NaN, infinities and values out of range are
+ * CN_ERR_INVALID_ARG, as in PyTorch (float and bool dtypes take any value; bool is value != 0). */
 CN_API cn_tensor *cn_full(const int64_t *shape, int ndim, double value, cn_dtype dtype, cn_device device);
-/* [start, end) in steps of `step` (non-zero), like numpy.arange. */
+/* [start, end) in steps of `step` (non-zero, all finite), like numpy.arange. For an integer
+ * dtype the first and the last value must fit the dtype as cn_full's value does. */
 CN_API cn_tensor *cn_arange(double start, double end, double step, cn_dtype dtype, cn_device device);
 /* An n x m matrix with ones on the diagonal. */
 CN_API cn_tensor *cn_eye(int64_t n, int64_t m, cn_dtype dtype, cn_device device);
@@ -141,9 +145,12 @@ CN_API cn_tensor *cn_transpose(cn_tensor *t, int dim0, int dim1);
 /* perm is a permutation of 0..ndim-1. */
 CN_API cn_tensor *cn_permute(cn_tensor *t, const int *perm);
 /* Elements start, start+step, ... below end along dim (step > 0). Negative start/end count from
- * the end; out-of-range bounds are clamped, as in Python slicing. */
+ * the end; out-of-range bounds are clamped, as in Python slicing: any int64 bounds and positive
+ * step are accepted (a step past the end keeps the first element). A stride that would pass int64 (only
+ * an empty tensor with huge sizes can ask for one) is CN_ERR_OVERFLOW. */
 CN_API cn_tensor *cn_slice(cn_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
-/* Broadcast to `shape` (numpy rules; new dims on the left; size-1 dims stretch with stride 0). */
+/* Broadcast to `shape` (numpy rules; new dims on the left; size-1 dims stretch with stride 0).
+ * The result's elements share memory, so it cannot be written in place (cn_copy_ refuses it). */
 CN_API cn_tensor *cn_expand(cn_tensor *t, const int64_t *shape, int ndim);
 /* Removes dim (which must have size 1). */
 CN_API cn_tensor *cn_squeeze(cn_tensor *t, int dim);

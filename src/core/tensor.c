@@ -400,12 +400,16 @@ cn_tensor *cn__tensor_view(cn_tensor *src, const int64_t *shape, const int64_t *
     if (!t) return NULL;
     t->dtype = src->dtype;
     t->ndim = ndim;
-    t->numel = 1;
+    int64_t numel = 1;
     for (int d = 0; d < ndim; d++) {
         t->shape[d] = shape[d];
         t->strides[d] = strides[d];
-        t->numel *= shape[d];
+        if (shape[d] == 0) numel = 0;
     }
+    /* a view has at most its source's elements, so only an empty one's sizes can multiply past
+     * int64: it is known to be empty before the product */
+    for (int d = 0; d < ndim && numel; d++) numel *= shape[d];
+    t->numel = numel;
     t->offset = offset;
     t->device = src->device;
     t->storage = src->storage;

@@ -45,6 +45,7 @@ cn_tensor *cn_empty(const int64_t *shape, int ndim, cn_dtype dtype, cn_device de
 
 cn_tensor *cn_full(const int64_t *shape, int ndim, double value, cn_dtype dtype,
                    cn_device device) {
+    if (cn__check_int_scalar("full", "value", value, dtype) != CN_OK) return NULL;
     return create_with("full", shape, ndim, dtype, device, CN_OP_FILL, NULL, 0, &value, 1);
 }
 
@@ -73,6 +74,11 @@ cn_tensor *cn_arange(double start, double end, double step, cn_dtype dtype, cn_d
         return NULL;
     }
     int64_t n = (int64_t)count;
+    /* an integer dtype must hold the first and the last value (the values run between them) */
+    if (n > 0 && (cn__check_int_scalar(op, "start", start, dtype) != CN_OK ||
+                  cn__check_int_scalar(op, "the last value", start + (double)(n - 1) * step,
+                                       dtype) != CN_OK))
+        return NULL;
     /* the values are computed on the host in f64, then converted by the cast kernel */
     double *host = cn__malloc(op, sizeof(double) * (size_t)(n ? n : 1));
     if (!host) return NULL;
@@ -91,6 +97,7 @@ cn_tensor *cn_eye(int64_t n, int64_t m, cn_dtype dtype, cn_device device) {
     if (!t) return NULL;
     /* ones along the diagonal: a strided view with stride m + 1 */
     int64_t diag = n < m ? n : m;
+    if (diag == 0) return t; /* no diagonal; m + 1 below could overflow then */
     cn_view v;
     cn__tensor_as_view(t, &v);
     v.ndim = 1;

@@ -4,11 +4,22 @@
 #include "dispatch/backward_ops.h"
 #include "dispatch/router.h"
 
-/* Output size along one spatial dim; -1 when the (dilated) window does not fit. */
+/* Output size along one spatial dim; -1 when the (dilated) window does not fit, -2 when the
+ * padded input or the window's span passes int64 (in, k >= 0; stride >= 1; pad, dil >= 0, as
+ * the callers check). */
 static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
-    int64_t span = dil * (k - 1) + 1;
-    if (in + 2 * pad < span) return -1;
-    return (in + 2 * pad - span) / stride + 1;
+    int64_t span, padded;
+    if (__builtin_mul_overflow(dil, k - 1, &span) || __builtin_add_overflow(span, 1, &span) ||
+        __builtin_mul_overflow(pad, 2, &padded) || __builtin_add_overflow(padded, in, &padded))
+        return -2;
+    if (padded < span) return -1;
+    return (padded - span) / stride + 1;
+}
+
+/* The error for an out_size of -2. */
+static void too_large(const char *op, const char *what) {
+    cn_set_error(CN_ERR_OVERFLOW, op, "%s makes sizes beyond int64 (the padded input or the "
+                 "dilated window); check them for a mistake", what);
 }
 
 static cn_status check_4d(const char *op, const char *arg, const cn_tensor *t, const char *want) {
@@ -48,7 +59,9 @@ cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_p
     }
     char a[128], c[128];
     int64_t N = x->shape[0], C = x->shape[1], O = w->shape[0];
-    if (C % d.groups || O % d.groups || w->shape[1] * d.groups != C) {
+    int64_t cw;
+    if (C % d.groups || O % d.groups || __builtin_mul_overflow(w->shape[1], d.groups, &cw) ||
+        cw != C) {
         cn_set_error(CN_ERR_SHAPE, op, "'x' %s has %lld channels but 'w' %s expects %lld x "
                      "groups (%lld); w must be [O, C/groups, KH, KW] with O and C divisible by "
                      "groups", cn_tensor_str(x, a, sizeof a), (long long)C,
@@ -62,6 +75,10 @@ cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_p
     }
     int64_t oh = out_size(x->shape[2], w->shape[2], d.stride[0], d.padding[0], d.dilation[0]);
     int64_t ow = out_size(x->shape[3], w->shape[3], d.stride[1], d.padding[1], d.dilation[1]);
+    if (oh == -2 || ow == -2) {
+        too_large(op, "the padding or dilation");
+        return NULL;
+    }
     if (oh < 1 || ow < 1) {
         cn_set_error(CN_ERR_SHAPE, op, "the kernel of 'w' %s (dilated) is larger than the padded "
                      "input 'x' %s; pad the input or use a smaller kernel",
@@ -109,6 +126,10 @@ static cn_tensor *pool2d(cn_op kind, cn_tensor *x, const cn_pool2d_params *p) {
             return NULL;
         }
         o[i] = out_size(x->shape[2 + i], d.kernel[i], d.stride[i], d.padding[i], 1);
+        if (o[i] == -2) {
+            too_large(op, "the kernel or padding");
+            return NULL;
+        }
         if (o[i] < 1) {
             cn_set_error(CN_ERR_SHAPE, op, "the window (%lld, %lld) is larger than the padded "
                          "input 'x' %s; use a smaller kernel or more padding",

@@ -164,9 +164,13 @@ cn_tensor *cn_gelu(cn_tensor *x, cn_gelu_approx approx) {
 }
 
 cn_tensor *cn_add_scalar(cn_tensor *x, double s) {
+    CN__CHECK_LIVE("add_scalar", x);
+    if (x && cn__check_int_scalar("add_scalar", "s", s, x->dtype) != CN_OK) return NULL;
     return with_scalars(CN_OP_ADD_SCALAR, x, CN_KINDS_NUMERIC, s, 0, 1);
 }
 cn_tensor *cn_mul_scalar(cn_tensor *x, double s) {
+    CN__CHECK_LIVE("mul_scalar", x);
+    if (x && cn__check_int_scalar("mul_scalar", "s", s, x->dtype) != CN_OK) return NULL;
     return with_scalars(CN_OP_MUL_SCALAR, x, CN_KINDS_NUMERIC, s, 0, 1);
 }
 cn_tensor *cn_pow_scalar(cn_tensor *x, double p) {

@@ -47,11 +47,16 @@ static int view_strides(const cn_tensor *t, const int64_t *shape, int ndim, int6
     int view_d = ndim - 1;
     int64_t base = t->strides[t->ndim - 1], t_numel = 1, v_numel = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
-        t_numel *= t->shape[d];
-        int run_ends = d == 0 || (t->shape[d - 1] != 1 && t->strides[d - 1] != t_numel * base);
+        t_numel *= t->shape[d]; /* at most t->numel */
+        /* a size-1 dim's stride is arbitrary, so the product may overflow: then it is not the
+         * stride that continues the run */
+        int64_t next;
+        int run_ends = d == 0 || (t->shape[d - 1] != 1 &&
+                                  (__builtin_mul_overflow(t_numel, base, &next) ||
+                                   t->strides[d - 1] != next));
         if (!run_ends) continue;
         while (view_d >= 0 && (v_numel < t_numel || shape[view_d] == 1)) {
-            strides[view_d] = v_numel * base;
+            if (__builtin_mul_overflow(v_numel, base, &strides[view_d])) return 0;
             v_numel *= shape[view_d];
             view_d--;
         }
@@ -78,8 +83,9 @@ cn_tensor *cn_reshape(cn_tensor *t, const int64_t *shape_in, int ndim) {
         return NULL;
     }
     int64_t shape[CN_MAX_DIMS];
-    int infer = -1;
+    int infer = -1, has_zero = 0;
     int64_t known = 1;
+    for (int d = 0; d < ndim; d++) has_zero |= shape_in[d] == 0; /* then no product overflows */
     for (int d = 0; d < ndim; d++) {
         shape[d] = shape_in[d];
         if (shape[d] == -1) {
@@ -94,14 +100,15 @@ cn_tensor *cn_reshape(cn_tensor *t, const int64_t *shape_in, int ndim) {
                          ">= 0 (or -1 to infer one)", cn__shape_str(shape_in, ndim, b, sizeof b));
             return NULL;
         } else {
-            if (shape[d] != 0 && known > INT64_MAX / shape[d]) {
+            if (!has_zero && known > INT64_MAX / shape[d]) {
                 cn_set_error(CN_ERR_OVERFLOW, op, "shape %s has too many elements",
                              cn__shape_str(shape_in, ndim, b, sizeof b));
                 return NULL;
             }
-            known *= shape[d];
+            if (!has_zero) known *= shape[d];
         }
     }
+    if (has_zero) known = 0;
     if (infer >= 0) {
         if (known == 0 || t->numel % known != 0) {
             cn_set_error(CN_ERR_SHAPE, op, "cannot infer the -1 in %s for %s (%lld elements); "
@@ -187,18 +194,26 @@ cn_tensor *cn_cat(cn_tensor *const *ts, int n, int dim) {
                          cn_tensor_str(t, b, sizeof b), d);
             return NULL;
         }
-        shape[d] += t->shape[d];
+        if (__builtin_add_overflow(shape[d], t->shape[d], &shape[d])) {
+            cn_set_error(CN_ERR_OVERFLOW, op, "the sizes of dim %d add up past int64 at ts[%d] "
+                         "%s; check the shapes for a mistake", d, i,
+                         cn_tensor_str(t, b, sizeof b));
+            return NULL;
+        }
     }
     cn_tensor *out = cn__tensor_alloc(op, shape, first->ndim, first->dtype, first->device);
     if (!out) return NULL;
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
+        int64_t part = ts[i]->shape[d];
+        at += part;
+        if (ts[i]->numel == 0) continue; /* then out may be empty too, with huge sizes */
         cn_view v;
         cn__tensor_as_view(out, &v);
-        v.shape[d] = ts[i]->shape[d];
-        v.data = (char *)v.data + at * out->strides[d] * (int64_t)cn_dtype_size(out->dtype);
-        at += ts[i]->shape[d];
-        if (ts[i]->numel == 0) continue;
+        v.shape[d] = part;
+        /* out is not empty: the offset lies within it */
+        int64_t es = (int64_t)cn_dtype_size(out->dtype);
+        v.data = (char *)v.data + (at - part) * out->strides[d] * es;
         if (cn__copy_into(out, &v, ts[i]) != CN_OK) {
             cn_release(out);
             return NULL;
@@ -267,7 +282,7 @@ int cn_split(cn_tensor *x, int64_t size, int dim, cn_tensor **parts, int max_par
         return -1;
     }
     int64_t len = x->ndim ? x->shape[d] : 1;
-    int64_t count = len == 0 ? 1 : (len + size - 1) / size;
+    int64_t count = len == 0 ? 1 : (len - 1) / size + 1; /* ceil, without len + size */
     if (count > INT32_MAX) {
         cn_set_error(CN_ERR_INVALID_ARG, op, "%lld pieces are too many; use a larger size",
                      (long long)count);
@@ -276,7 +291,9 @@ int cn_split(cn_tensor *x, int64_t size, int dim, cn_tensor **parts, int max_par
     /* like snprintf: the count of all pieces, but only max_parts of them written */
     int64_t written = count < max_parts ? count : (max_parts > 0 ? max_parts : 0);
     for (int64_t i = 0; i < written; i++) {
-        parts[i] = cn_slice(x, d, i * size, (i + 1) * size, 1);
+        int64_t begin = i * size; /* < len */
+        int64_t end = size > INT64_MAX - begin ? INT64_MAX : begin + size; /* slice clamps it */
+        parts[i] = cn_slice(x, d, begin, end, 1);
         if (!parts[i]) {
             for (int64_t j = 0; j < i; j++) cn_release(parts[j]);
             return -1;
@@ -297,7 +314,7 @@ int cn_chunk(cn_tensor *x, int chunks, int dim, cn_tensor **parts, int max_parts
     int d = cn__norm_dim("chunk", "dim", dim, x->ndim);
     if (d < 0) return -1;
     int64_t len = x->ndim ? x->shape[d] : 1;
-    int64_t size = (len + chunks - 1) / chunks; /* torch.chunk: ceil, so maybe fewer chunks */
+    int64_t size = len == 0 ? 0 : (len - 1) / chunks + 1; /* torch.chunk: ceil, so maybe fewer */
     return cn_split(x, size ? size : 1, d, parts, max_parts);
 }
 

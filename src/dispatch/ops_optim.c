@@ -10,14 +10,6 @@ int cn__shares_memory(const cn_tensor *a, const cn_tensor *b) {
     return a && b && a->storage && a->storage == b->storage;
 }
 
-/* Non-zero when two elements of t are one memory location (a stride 0 over a dim of size > 1):
- * an in-place update would apply to them more than once. */
-static int overlaps_itself(const cn_tensor *t) {
-    for (int d = 0; d < t->ndim; d++)
-        if (t->shape[d] > 1 && t->strides[d] == 0) return 1;
-    return 0;
-}
-
 /* Every check of cn__sgd_step_check; on CN_OK, *backend and *device are where to launch. */
 static cn_status sgd_check(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn__sgd_hyper *h,
                            const cn_backend **backend, cn_device *device) {
@@ -53,7 +45,7 @@ static cn_status sgd_check(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn_
                                 cn_tensor_str(p, y, sizeof y), names[i]);
     }
     for (int i = 0; i < n; i += 2) /* p and buf are written */
-        if (overlaps_itself(in[i]))
+        if (cn__overlaps_itself(in[i]))
             return cn_set_error(CN_ERR_INVALID_ARG, op,
                                 "'%s' is %s, whose elements share memory (stride 0); an in-place "
                                 "update would apply several times: give it memory of its own "

@@ -174,3 +174,115 @@ cn_status cn__copy_into(cn_tensor *dst, const cn_view *dst_view, cn_tensor *src)
     if (s == CN_OK) dst->storage->version++;
     return s;
 }
+
+/* ---- in-place writes: overlap ------------------------------------------------------------- *
+ * Strides are >= 0 (views never make negative ones; cn_from_memory refuses them), and the
+ * elements of a non-empty tensor lie within its storage, so the sums below do not overflow. */
+
+int cn__overlaps_itself(const cn_tensor *t) {
+    if (t->numel <= 1) return 0;
+    /* the usual case first: row-major dense (size-1 dims take any stride) cannot overlap */
+    int64_t expect = 1;
+    int dense = 1;
+    for (int d = t->ndim - 1; d >= 0 && dense; d--) {
+        if (t->shape[d] == 1) continue;
+        dense = t->strides[d] == expect;
+        expect *= t->shape[d];
+    }
+    if (dense) return 0;
+    /* otherwise: taken by increasing stride, each dim must step past everything the smaller
+     * ones reach. Sufficient, not necessary: an interleaving such as strides (3, 2) over
+     * [2, 2] counts as overlapping, and only cn_from_memory can make one. */
+    int64_t stride[CN_MAX_DIMS], size[CN_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 1) continue;
+        if (t->strides[d] == 0) return 1;
+        int k = n++;
+        for (; k > 0 && stride[k - 1] > t->strides[d]; k--) {
+            stride[k] = stride[k - 1];
+            size[k] = size[k - 1];
+        }
+        stride[k] = t->strides[d];
+        size[k] = t->shape[d];
+    }
+    int64_t reach = 0; /* the largest offset the smaller dims reach */
+    for (int k = 0; k < n; k++) {
+        if (stride[k] <= reach) return 1;
+        reach += (size[k] - 1) * stride[k];
+    }
+    return 0;
+}
+
+/* The bytes [*lo, *hi) of its storage that view v of a tensor with storage base `base` reaches
+ * (v non-empty). */
+static void view_bytes(const cn_view *v, const char *base, int64_t *lo, int64_t *hi) {
+    int64_t es = (int64_t)cn__dtype_size(v->dtype), last = 0;
+    for (int d = 0; d < v->ndim; d++) last += (v->shape[d] - 1) * v->strides[d];
+    *lo = (int64_t)((const char *)v->data - base);
+    *hi = *lo + (last + 1) * es;
+}
+
+cn_status cn__copy_inplace(const char *op, cn_tensor *dst, cn_tensor *src) {
+    char a[128];
+    cn_view dv;
+    cn__tensor_as_view(dst, &dv);
+    if (dst->numel == 0) return cn__copy_into(dst, &dv, src); /* nothing to overlap */
+    if (cn__overlaps_itself(dst))
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "'dst' %s has elements that share one memory "
+                            "location (a stride 0, as cn_expand makes), so the write would land "
+                            "on them more than once; write into a tensor with memory of its own "
+                            "(cn_clone(dst)), or copy into the unexpanded tensor",
+                            cn_tensor_str(dst, a, sizeof a));
+    if (src->storage != dst->storage) return cn__copy_into(dst, &dv, src);
+    /* one storage: direct only when src is disjoint from dst, or is dst element for element */
+    cn_view sv;
+    cn__broadcast_view(src, dv.shape, dv.ndim, &sv);
+    const char *base = dst->storage->data;
+    int64_t dlo, dhi, slo, shi;
+    view_bytes(&dv, base, &dlo, &dhi);
+    view_bytes(&sv, base, &slo, &shi);
+    int same = sv.data == dv.data && sv.dtype == dv.dtype &&
+               memcmp(sv.strides, dv.strides, sizeof(int64_t) * (size_t)dv.ndim) == 0;
+    if (same || shi <= dlo || dhi <= slo) return cn__copy_into(dst, &dv, src);
+    /* overlapping: read all of src first, into a temporary on its concrete device */
+    cn_device concrete = src->device;
+    concrete.autodiff = 0;
+    concrete.checkpoint = 0;
+    cn_tensor *tmp = cn__tensor_alloc(op, src->shape, src->ndim, src->dtype, concrete);
+    if (!tmp) return cn_last_status();
+    cn_view tv;
+    cn__tensor_as_view(tmp, &tv);
+    cn_status s = cn__copy_into(tmp, &tv, src);
+    if (s == CN_OK) s = cn__copy_into(dst, &dv, tmp);
+    cn_release(tmp);
+    return s;
+}
+
+/* ---- scalars for integer tensors ---------------------------------------------------------- */
+
+cn_status cn__check_int_scalar(const char *op, const char *arg, double v, cn_dtype dtype) {
+    /* trunc(v) lies in [lo, hi] exactly when lo - 1 < v < hi + 1; both bounds are exact doubles
+     * (2^63 for i64), and NaN fails every comparison */
+    double below, above;
+    const char *range;
+    switch (dtype) {
+    case CN_I32: below = -2147483649.0, above = 2147483648.0;
+        range = "[-2147483648, 2147483647]";
+        break;
+    case CN_I64: below = -0x1p63, above = 0x1p63; /* -2^63 itself is in range: see below */
+        range = "[-9223372036854775808, 9223372036854775807]";
+        break;
+    case CN_U8: below = -1.0, above = 256.0;
+        range = "[0, 255]";
+        break;
+    default: return CN_OK; /* float dtypes take any double; bool takes v != 0 */
+    }
+    if (v > below && v < above) return CN_OK;
+    if (dtype == CN_I64 && v == below) return CN_OK;
+    return cn_set_error(CN_ERR_INVALID_ARG, op, "%s = %g does not convert to %s (%s); integers "
+                        "hold values in %s after truncation toward zero: pass a value in that "
+                        "range, or use a float dtype (cn_cast(x, CN_F64))",
+                        arg, v, cn_dtype_name(dtype), v != v ? "NaN has no integer value"
+                                                              : "out of range", range);
+}

@@ -56,6 +56,15 @@ static inline cn_status cn__launch_views(const cn_backend *b, cn_device device, 
                                          const double *reals, int n_reals) {
     cn_kernel_fn k = b->kernels[op];
     if (!k) return cn__no_kernel(b, op);
+    /* Outputs without elements: nothing to compute. Kernels never see them, so their index
+     * math need not guard against the huge sizes an empty shape may have ([2^62, 0]). */
+    int empty = n_out > 0;
+    for (int i = 0; i < n_out && empty; i++) {
+        int zero = 0;
+        for (int d = 0; d < out[i].ndim; d++) zero |= out[i].shape[d] == 0;
+        empty = zero;
+    }
+    if (empty) return CN_OK;
     cn_kernel_args args = {op,   device.index, n_in,  in,    n_out, out,
                            n_ints, ints,       n_reals, reals, b->ctx};
     return k(&args);
@@ -75,5 +84,20 @@ static inline cn_tensor *cn__record(int op, cn_tensor *out, cn_tensor *const *in
 
 /* Copies src into the (same-shaped) view dst of another tensor, converting dtype. */
 cn_status cn__copy_into(cn_tensor *dst, const cn_view *dst_view, cn_tensor *src);
+
+/* Non-zero when two elements of t may be one memory location (a stride 0 over a dim of size > 1,
+ * or strides that interleave): an in-place write to t would land on them more than once. */
+int cn__overlaps_itself(const cn_tensor *t);
+
+/* The in-place copy of all of src (broadcast to dst's shape) into dst, for op (cn_copy_): a dst
+ * that overlaps itself is refused (CN_ERR_INVALID_ARG, nothing written); a src that shares memory
+ * with dst, other than element for element, is read whole into a temporary first, so the result
+ * is as if src had been read before any write. Bumps dst's version. */
+cn_status cn__copy_inplace(const char *op, cn_tensor *dst, cn_tensor *src);
+
+/* Checks that the user's scalar v (argument arg of op) converts to integer dtype `dtype`: after
+ * truncation toward zero it must lie in the dtype's range, and not be NaN (CN_ERR_INVALID_ARG
+ * otherwise). Float and bool dtypes accept any value. */
+cn_status cn__check_int_scalar(const char *op, const char *arg, double v, cn_dtype dtype);
 
 #endif

@@ -85,9 +85,18 @@ cn_tensor *cn_slice(cn_tensor *t, int dim, int64_t start, int64_t end, int64_t s
     int64_t shape[CN_MAX_DIMS], strides[CN_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     memcpy(strides, t->strides, sizeof strides);
-    shape[d] = (end - start + step - 1) / step;
-    strides[d] = t->strides[d] * step;
-    int64_t offset = t->offset + (shape[d] > 0 ? start * t->strides[d] : 0);
+    /* end - start <= n, and a step beyond it keeps one element: no sum here can overflow */
+    shape[d] = end == start ? 0 : (end - start - 1) / step + 1;
+    int64_t offset = t->offset;
+    if (shape[d] > 1 && __builtin_mul_overflow(t->strides[d], step, &strides[d])) {
+        char a[128];
+        cn_set_error(CN_ERR_OVERFLOW, op, "step = %lld over dim %d of %s (stride %lld) makes a "
+                     "stride beyond int64; use a smaller step", (long long)step, d,
+                     cn_tensor_str(t, a, sizeof a), (long long)t->strides[d]);
+        return NULL;
+    }
+    if (shape[d] > 0 && t->numel > 0) /* an empty tensor's offset is never read */
+        offset += start * t->strides[d]; /* within the storage: cannot overflow */
     int64_t ints[3] = {d, start, step};
     return cn__record(AD_OP_SLICE, cn__tensor_view(t, shape, strides, t->ndim, offset), &t, 1,
                       ints, 3, NULL, 0);
@@ -130,8 +139,10 @@ cn_tensor *cn_expand(cn_tensor *t, const int64_t *shape, int ndim) {
         }
     }
     int64_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] != 0 && numel > INT64_MAX / shape[i]) {
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) numel = 0; /* empty: no product to overflow, whatever the sizes */
+    for (int i = 0; i < ndim && numel; i++) {
+        if (numel > INT64_MAX / shape[i]) {
             cn_set_error(CN_ERR_OVERFLOW, op, "target shape %s has too many elements",
                          cn__shape_str(shape, ndim, b, sizeof b));
             return NULL;
@@ -191,8 +202,11 @@ cn_tensor *cn_unsqueeze(cn_tensor *t, int dim) {
     for (int i = 0; i <= t->ndim; i++) {
         if (i == d) {
             shape[n] = 1;
-            /* any stride works for a size-1 dim; this one keeps contiguity checks simple */
-            strides[n++] = i < t->ndim ? t->shape[i] * t->strides[i] : 1;
+            /* any stride works for a size-1 dim; this one keeps contiguity checks simple (1 when
+             * it would overflow: an empty tensor's sizes may be huge) */
+            int64_t s = 1;
+            if (i < t->ndim && __builtin_mul_overflow(t->shape[i], t->strides[i], &s)) s = 1;
+            strides[n++] = s;
         }
         if (i < t->ndim) {
             shape[n] = t->shape[i];

@@ -122,8 +122,14 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
     int64_t chunks = 1;
     if (tasks > 1 && mnk <= BLAS_SERIAL_MNK && mnk * (double)tasks >= CONV_PARALLEL_MACS)
         chunks = tasks < 4 * cpu_threads() ? tasks : 4 * cpu_threads();
+    int64_t kp;
+    if (__builtin_mul_overflow(g.K, g.P, &kp) || (uint64_t)kp > SIZE_MAX / 2 / es / (size_t)chunks)
+        return cn_set_error(CN_ERR_OUT_OF_MEMORY, "conv2d",
+                            "the column buffer (%lld x %lld elements) exceeds the address space; "
+                            "split the batch or the channels",
+                            (long long)g.K, (long long)g.P);
     size_t w_bytes = w_direct ? 0 : round_line((size_t)(g.O * g.K) * es);
-    size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
+    size_t col_bytes = direct_cols ? 0 : round_line((size_t)kp * es);
     char *scratch = NULL;
     if (w_bytes + col_bytes) {
         scratch = cn__malloc("conv2d", w_bytes + col_bytes * (size_t)chunks);

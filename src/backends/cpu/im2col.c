@@ -9,9 +9,12 @@
 /* Output size along one spatial dim, as conv2d's router computes it; -1 when the window does not
  * fit. */
 static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
-    int64_t span = dil * (k - 1) + 1;
-    if (in + 2 * pad < span) return -1;
-    return (in + 2 * pad - span) / stride + 1;
+    int64_t span, padded; /* checked sums: the geometry comes from the caller */
+    if (__builtin_mul_overflow(dil, k - 1, &span) || __builtin_add_overflow(span, 1, &span) ||
+        __builtin_mul_overflow(pad, 2, &padded) || __builtin_add_overflow(padded, in, &padded))
+        return -2;
+    if (padded < span) return -1;
+    return (padded - span) / stride + 1;
 }
 
 cn_status cpu_conv_geom_init(cpu_conv_geom *g, const char *op, const int64_t *x_shape,
@@ -35,9 +38,14 @@ cn_status cpu_conv_geom_init(cpu_conv_geom *g, const char *op, const int64_t *x_
                             (long long)g->groups);
     g->Cg = w_shape[1];
     g->Og = g->O / g->groups;
-    g->K = g->Cg * g->KH * g->KW;
-    g->P = g->OH * g->OW;
-    if (g->Cg * g->groups != g->C || g->O % g->groups || out_shape[0] != g->N ||
+    int64_t cg_groups = 0;
+    /* sizes of empty tensors may be huge: the products saturate, and are then never used (the
+     * router runs no kernel for an empty output) or fail the checks below */
+    if (__builtin_mul_overflow(g->Cg, g->KH, &g->K) || __builtin_mul_overflow(g->K, g->KW, &g->K))
+        g->K = INT64_MAX;
+    if (__builtin_mul_overflow(g->OH, g->OW, &g->P)) g->P = INT64_MAX;
+    if (__builtin_mul_overflow(g->Cg, g->groups, &cg_groups) || cg_groups != g->C ||
+        g->O % g->groups || out_shape[0] != g->N ||
         out_shape[1] != g->O || g->OH != out_size(g->H, g->KH, g->sh, g->ph, g->dh) ||
         g->OW != out_size(g->W, g->KW, g->sw, g->pw, g->dw))
         return cn_set_error(CN_ERR_SHAPE, op,

@@ -31,6 +31,7 @@
 #endif
 
 #include "backends/cpu/cpu_internal.h"
+#include "cinder/error.h"
 
 #define MAX_CHUNKS        0xFFFF
 #define WORKER_SPINS      4096 /* polls (a pause each) before a worker sleeps: ~0.2 ms */
@@ -58,6 +59,13 @@ static struct {
     .busy = ATOMIC_FLAG_INIT, .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+/* cn_cpu_set_threads: the size asked for before the pool started (0: none), and whether it has
+ * started; both under config_lock, which pool_start takes too, so a request either reaches the
+ * pool or is told that it came too late. */
+static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
+static int requested_threads;
+static int pool_started;
 static _Thread_local int in_chunk; /* this thread is running a chunk: nested calls run inline */
 
 static uint32_t word_gen(uint64_t w) { return (uint32_t)(w >> 32); }
@@ -111,12 +119,16 @@ static void *worker_main(void *arg) {
 }
 
 static void pool_start(void) {
+    pthread_mutex_lock(&config_lock);
 #ifdef _OPENMP
-    int n = omp_get_max_threads(); /* OMP_NUM_THREADS when set, else the cores */
+    long n = omp_get_max_threads(); /* OMP_NUM_THREADS when set, else the cores */
 #else
     long n = sysconf(_SC_NPROCESSORS_ONLN);
 #endif
-    pool.threads = n < 1 ? 1 : n > 256 ? 256 : (int)n;
+    if (requested_threads > 0) n = requested_threads; /* cn_cpu_set_threads wins */
+    pool.threads = n < 1 ? 1 : n > CN_CPU_MAX_THREADS ? CN_CPU_MAX_THREADS : (int)n;
+    pool_started = 1;
+    pthread_mutex_unlock(&config_lock);
     /* GEMMs are split over this pool (gemm.c); OpenBLAS's own threads would only compete */
     openblas_set_num_threads(1);
     for (int i = 1; i < pool.threads; i++) {
@@ -184,6 +196,24 @@ void cpu_parallel(int64_t n, int64_t chunks, cpu_range_fn fn, void *ctx) {
 /* ---- the public face (backend.h) -------------------------------------------------------------- */
 
 int cn_cpu_threads(void) { return cpu_threads(); }
+
+cn_status cn_cpu_set_threads(int n) {
+    if (n < 1 || n > CN_CPU_MAX_THREADS)
+        return cn_set_error(CN_ERR_INVALID_ARG, "cn_cpu_set_threads",
+                            "%d threads: the CPU pool takes 1 to %d (the caller included)", n,
+                            CN_CPU_MAX_THREADS);
+    pthread_mutex_lock(&config_lock);
+    int started = pool_started, have = pool.threads;
+    if (!started) requested_threads = n;
+    pthread_mutex_unlock(&config_lock);
+    if (started && have != n)
+        return cn_set_error(CN_ERR_INVALID_ARG, "cn_cpu_set_threads",
+                            "the CPU pool has already started with %d threads and cannot take %d; "
+                            "call cn_cpu_set_threads before the first CPU op (or set "
+                            "OMP_NUM_THREADS=%d before the program starts)",
+                            have, n, n);
+    return CN_OK;
+}
 
 typedef struct public_job {
     cn_range_fn fn;

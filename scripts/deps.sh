@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev libdlpack-dev dataset-fashion-mnist)
 if [ "${1:-}" = "--test" ]; then
   # libtsan2: gcc's ThreadSanitizer runtime (scripts/tsan.sh); libclang-rt-14-dev: clang's sanitizers
-  packages+=(libclang-rt-14-dev libtsan2)
+  # and libFuzzer, with clang and its OpenMP runtime libomp-dev (scripts/fuzz.sh)
+  packages+=(libclang-rt-14-dev libtsan2 clang libomp-dev)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need, builds with AddressSanitizer and UndefinedBehaviorSanitizer
 # (leak detection on), and runs the whole suite with ctest; then the threaded tests under
-# ThreadSanitizer (scripts/tsan.sh). Extra arguments go to ctest (e.g. `scripts/test.sh -L cpu`)
-# and pick a subset of the ASan suite, without the ThreadSanitizer run.
+# ThreadSanitizer (scripts/tsan.sh), and each libFuzzer harness for 30 s (scripts/fuzz.sh). Extra
+# arguments go to ctest (e.g. `scripts/test.sh -L cpu`) and pick a subset of the ASan suite,
+# without the ThreadSanitizer and fuzzer runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh --test
@@ -14,6 +15,8 @@ export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp"
 (cd build/asan && ctest --output-on-failure -j2 "$@")
 if [ $# -eq 0 ]; then
   scripts/tsan.sh
+  scripts/fuzz.sh 30
 else
-  echo "test.sh: a subset was asked for; the ThreadSanitizer run (scripts/tsan.sh) is skipped"
+  echo "test.sh: a subset was asked for; the ThreadSanitizer run (scripts/tsan.sh) and the" \
+    "fuzzers (scripts/fuzz.sh) are skipped"
 fi

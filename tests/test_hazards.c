@@ -425,6 +425,56 @@ static void test_cast_float_to_int_saturates(void) {
     cn_release(x);
 }
 
+/* Found by fuzz_ops: a stride near INT64_MAX with padding, where the valid-column arithmetic of
+ * im2col overflowed (padding + stride - 1 > INT64_MAX). x [1,1,4,4], w [1,1,2,2], stride
+ * (1, INT64_MAX - 2), padding (0, 4), dilation (1, 4): one output column, whose window reads
+ * input column -4 (padding) and 0; by hand each row oh gives
+ * w[0][1]*x[oh][0] + w[1][1]*x[oh+1][0] = 10*4oh + 1000*4(oh+1). */
+static void test_conv_huge_stride_with_padding(void) {
+    double xv[16], wv[4] = {1, 10, 100, 1000};
+    for (int i = 0; i < 16; i++) xv[i] = i;
+    const int64_t xs[4] = {1, 1, 4, 4}, ws[4] = {1, 1, 2, 2}, ys[4] = {1, 1, 3, 1};
+    cn_tensor *x = f64_tensor(xv, xs, 4), *w = f64_tensor(wv, ws, 4);
+    cn_conv2d_params p = {{1, INT64_MAX - 2}, {0, 4}, {1, 4}, 1};
+    cn_tensor *y = cn_conv2d(x, w, NULL, &p);
+    double want[3];
+    for (int oh = 0; oh < 3; oh++) want[oh] = 10.0 * 4 * oh + 1000.0 * 4 * (oh + 1);
+    th_check_shape("conv2d huge stride, padding", y, ys, 4);
+    th_check_values("conv2d huge stride, padding", y, want, 3, 0);
+    cn_release(y);
+    cn_release(w);
+    cn_release(x);
+}
+
+/* Found by fuzz_ops: when a later piece of cn_split fails, the caller's array must hold what it
+ * held before (ops.h: nothing written), not pointers to the released earlier pieces. */
+static void test_split_failure_writes_nothing(void) {
+    const int64_t shape[1] = {40};
+    cn_tensor *x = cn_zeros(shape, 1, CN_F32, cn_cpu());
+    for (int max = 3; max <= 40; max += 37) { /* the small path and the allocated one */
+        int64_t base = cn_alloc_count();
+        cn_tensor *probe[40];
+        CHECK(cn_split(x, 1, 0, probe, max) == 40);
+        int64_t per_call = cn_alloc_count() - base;
+        for (int i = 0; i < max; i++) cn_release(probe[i]);
+        for (int64_t n = 1; n <= per_call; n++) {
+            cn_tensor *sentinel = (cn_tensor *)&n, *parts[40];
+            for (int i = 0; i < 40; i++) parts[i] = sentinel;
+            cn_alloc_fail_after(n);
+            int got = cn_split(x, 1, 0, parts, max);
+            cn_alloc_fail_after(0);
+            if (got == -1) {
+                CHECK(cn_last_status() == CN_ERR_OUT_OF_MEMORY);
+                for (int i = 0; i < 40; i++) CHECK(parts[i] == sentinel);
+            } else {
+                for (int i = 0; i < max; i++) cn_release(parts[i]);
+            }
+            cn_clear_error();
+        }
+    }
+    cn_release(x);
+}
+
 int main(void) {
     RUN(test_copy_from_own_transpose);
     RUN(test_copy_between_overlapping_slices);
@@ -433,6 +483,8 @@ int main(void) {
     RUN(test_empty_tensor_with_huge_dims);
     RUN(test_split_and_chunk_huge_sizes);
     RUN(test_conv_and_pool_extreme_geometry);
+    RUN(test_conv_huge_stride_with_padding);
+    RUN(test_split_failure_writes_nothing);
     RUN(test_full_out_of_range_for_int_dtypes);
     RUN(test_int_scalar_ops_out_of_range);
     RUN(test_cast_float_to_int_saturates);

@@ -183,6 +183,26 @@ static void test_bad_magic_type_and_dims_are_rejected(void) {
     remove(path);
 }
 
+/* A 0 dim makes an empty tensor however big the other dims are (found by fuzz/fuzz_idx.c: the
+ * dims' product was checked for overflow before the 0 was seen). */
+static void test_zero_dim_beside_huge_dims_loads_empty(void) {
+    char path[128];
+    tmp_path(path, sizeof path, "empty.idx");
+    const unsigned char f[] = {0, 0, 0x0D, 4, 0x80, 0, 0, 0, 0x80, 0, 0, 0, 0x80, 0, 0, 0,
+                               0, 0, 0, 0};
+    CHECK(write_file(path, f, sizeof f, 0) == 0);
+    cn_tensor *t = NULL;
+    cn_clear_error();
+    cn_status s = cn_idx_load(path, cn_cpu(), &t);
+    CHECK(s == CN_OK);
+    const int64_t shape[4] = {2147483648LL, 2147483648LL, 2147483648LL, 0};
+    if (t) th_check_shape(path, t, shape, 4);
+    CHECK(t && cn_numel(t) == 0);
+    cn_release(t);
+    cn_clear_error();
+    remove(path);
+}
+
 static void test_corrupt_gzip_and_missing_files_are_rejected(void) {
     char path[128];
     tmp_path(path, sizeof path, "crc.idx.gz");
@@ -560,6 +580,7 @@ int main(void) {
     RUN(test_reads_every_type_big_endian);
     RUN(test_truncated_files_name_the_offset);
     RUN(test_bad_magic_type_and_dims_are_rejected);
+    RUN(test_zero_dim_beside_huge_dims_loads_empty);
     RUN(test_corrupt_gzip_and_missing_files_are_rejected);
     RUN(test_fashion_mnist_from_a_small_copy);
     RUN(test_fashion_mnist_missing_says_how_to_install);

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cinder/ops.h"
+#include "core/alloc.h"
 #include "core/error_internal.h"
 #include "autodiff/autodiff_internal.h"
 #include "dispatch/router.h"
@@ -290,15 +291,22 @@ int cn_split(cn_tensor *x, int64_t size, int dim, cn_tensor **parts, int max_par
     }
     /* like snprintf: the count of all pieces, but only max_parts of them written */
     int64_t written = count < max_parts ? count : (max_parts > 0 ? max_parts : 0);
+    /* the pieces are made aside and handed over only once all exist: nothing written on error */
+    cn_tensor *local[16];
+    cn_tensor **made = written <= 16 ? local : cn__malloc(op, (size_t)written * sizeof *made);
+    if (!made) return -1;
     for (int64_t i = 0; i < written; i++) {
         int64_t begin = i * size; /* < len */
         int64_t end = size > INT64_MAX - begin ? INT64_MAX : begin + size; /* slice clamps it */
-        parts[i] = cn_slice(x, d, begin, end, 1);
-        if (!parts[i]) {
-            for (int64_t j = 0; j < i; j++) cn_release(parts[j]);
+        made[i] = cn_slice(x, d, begin, end, 1);
+        if (!made[i]) {
+            for (int64_t j = 0; j < i; j++) cn_release(made[j]);
+            if (made != local) cn__free(made);
             return -1;
         }
     }
+    for (int64_t i = 0; i < written; i++) parts[i] = made[i];
+    if (made != local) cn__free(made);
     return (int)count;
 }
 

@@ -62,8 +62,11 @@ cn_status cpu_conv_geom_init(cpu_conv_geom *g, const char *op, const int64_t *x_
 /* The output columns ow whose input column ow*sw - pw + kw*dw lies in [0, W): [*lo, *hi). */
 static void valid_cols(const cpu_conv_geom *g, int64_t kw, int64_t *lo, int64_t *hi) {
     int64_t off = g->pw - kw * g->dw; /* need ow*sw >= off and ow*sw <= W-1 + off */
-    int64_t l = off <= 0 ? 0 : (off + g->sw - 1) / g->sw;
-    int64_t h = g->W - 1 + off < 0 ? 0 : (g->W - 1 + off) / g->sw + 1;
+    /* ceilings and sums written so that a stride or padding near INT64_MAX cannot overflow */
+    int64_t l = off <= 0 ? 0 : (off - 1) / g->sw + 1;
+    int64_t last, h;
+    if (__builtin_add_overflow(g->W - 1, off, &last)) h = g->OW;
+    else h = last < 0 ? 0 : last / g->sw + 1;
     if (h > g->OW) h = g->OW;
     if (l > h) l = h;
     *lo = l;
@@ -82,7 +85,8 @@ static void valid_cols(const cpu_conv_geom *g, int64_t kw, int64_t *lo, int64_t 
                     int64_t lo, hi;                                                            \
                     valid_cols(g, kw, &lo, &hi);                                               \
                     int64_t iw0 = lo * g->sw - g->pw + kw * g->dw;                             \
-                    int64_t step = g->sw * xs[2];                                              \
+                    int64_t step; /* overflows only when sw > W: one column at most */         \
+                    if (__builtin_mul_overflow(g->sw, xs[2], &step)) step = 0;                 \
                     for (int64_t oh = 0; oh < g->OH; oh++) {                                   \
                         T *d = dst + oh * g->OW;                                               \
                         int64_t ih = oh * g->sh - g->ph + kh * g->dh;                          \

@@ -1,7 +1,8 @@
 /* The `cinder` program: explain finds entries by code, name, slug and message and prints them;
  * unknown queries exit 2; `explain --json` is a JSON array whose objects carry exactly the
  * record's fields, and decoding it gives back the catalogue's text; info names the CPU backend
- * and the version; inspect shows a checkpoint's tensors with their values. The binary is found next to the tests folder of the build tree:
+ * and the version; inspect shows a checkpoint's tensors with their values; every command's --help
+ * lists every option its parser accepts, the environment and an example. The binary is found next to the tests folder of the build tree:
  * <build>/tests/test_cli runs <build>/cinder. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -406,6 +407,96 @@ static void test_usage_and_unknown_commands(void) {
     free(version.out);
 }
 
+/* Every command's --help: exit 0, every option (listed here by hand), the environment variables,
+ * the exit statuses and an example. And the parser side: a run with an unknown argument makes
+ * each parser ask cli_option / cli_flag about every name it accepts, and those refuse a name the
+ * help does not list ("internal error: ... not described"), so an option added without help
+ * fails here. */
+static void test_every_help_lists_every_option_the_environment_and_an_example(void) {
+    static const struct {
+        const char *command;
+        const char *options[20];
+        const char *unknown_message; /* what the unknown argument gets */
+    } commands[] = {
+        {"train",
+         {"--model", "--epochs", "--batch", "--optimizer", "--lr", "--schedule", "--device",
+          "--threads", "--checkpointing", "--data", "--seed", "--save", "--plot", "--log",
+          "--resume", "--stop-after-steps", "--limit", "--test-limit", "--help", NULL},
+         "unknown argument '--zz-no-such-option'"},
+        {"eval",
+         {"--load", "--data", "--device", "--threads", "--test-limit", "--help", NULL},
+         "unknown argument '--zz-no-such-option'"},
+        {"inspect",
+         {"FILE", "--name", "--help", NULL},
+         "unexpected argument '--zz-no-such-option'"},
+        {"explain",
+         {"--json", "--list", "--help", NULL},
+         "no error matches \"--zz-no-such-option\""},
+        {"info", {"--json", "--help", NULL}, "unknown argument '--zz-no-such-option'"},
+    };
+    const char *shared[] = {"CINDER_DEVICE", "CINDER_BACKEND_PATH", "OMP_NUM_THREADS", "COLUMNS",
+                            "exit status: 0", "1 the work failed", "2 the command line",
+                            "\nexamples:\n"};
+    for (size_t c = 0; c < sizeof commands / sizeof *commands; c++) {
+        char args[128], example[64];
+        snprintf(args, sizeof args, "%s --help", commands[c].command);
+        run_result r = run_cli(args, 0);
+        CHECK(r.status == 0 && r.out);
+        if (!r.out) continue;
+        for (const char *const *o = commands[c].options; *o; o++) {
+            char needle[64], listed[64];
+            snprintf(needle, sizeof needle, "  %s ", *o); /* as an option line starts */
+            snprintf(listed, sizeof listed, "  %s, ", *o); /* "--help, -h" */
+            if (!strstr(r.out, needle) && !strstr(r.out, listed)) {
+                fprintf(stderr, "`cinder %s --help` lacks %s\n", commands[c].command, *o);
+                th_checks_failed++;
+            }
+        }
+        for (size_t k = 0; k < sizeof shared / sizeof *shared; k++) {
+            if (!strstr(r.out, shared[k])) {
+                fprintf(stderr, "`cinder %s --help` lacks \"%s\"\n", commands[c].command,
+                        shared[k]);
+                th_checks_failed++;
+            }
+        }
+        snprintf(example, sizeof example, "\n  cinder %s", commands[c].command);
+        const char *examples = strstr(r.out, "\nexamples:\n");
+        CHECK(examples && strstr(examples, example));
+        /* `cinder help <command>` and `-h` print the same */
+        snprintf(args, sizeof args, "help %s", commands[c].command);
+        run_result same = run_cli(args, 0);
+        CHECK(same.status == 0 && same.out && strcmp(same.out, r.out) == 0);
+        free(same.out);
+        snprintf(args, sizeof args, "%s -h", commands[c].command);
+        run_result h = run_cli(args, 0);
+        CHECK(h.status == 0 && h.out && strcmp(h.out, r.out) == 0);
+        free(h.out);
+        free(r.out);
+
+        snprintf(args, sizeof args, "%s --zz-no-such-option", commands[c].command);
+        run_result unknown = run_cli(args, 1);
+        CHECK(unknown.status == 2 && unknown.out);
+        CHECK(unknown.out && strstr(unknown.out, commands[c].unknown_message));
+        CHECK(unknown.out && !strstr(unknown.out, "not described"));
+        if (unknown.out && !strstr(unknown.out, commands[c].unknown_message))
+            fprintf(stderr, "`cinder %s`: %s\n", args, unknown.out);
+        free(unknown.out);
+    }
+    run_result top = run_cli("--help", 0);
+    CHECK(top.status == 0 && top.out);
+    for (size_t c = 0; top.out && c < sizeof commands / sizeof *commands; c++) {
+        char needle[32];
+        snprintf(needle, sizeof needle, "\n  %s ", commands[c].command);
+        CHECK(strstr(top.out, needle) != NULL);
+    }
+    for (size_t k = 0; top.out && k < sizeof shared / sizeof *shared; k++)
+        CHECK(strstr(top.out, shared[k]) != NULL);
+    free(top.out);
+    run_result no_such = run_cli("help frobnicate", 1);
+    CHECK(no_such.status == 2 && no_such.out && strstr(no_such.out, "'frobnicate'"));
+    free(no_such.out);
+}
+
 /* inspect against text written here by hand (PyTorch's repr of the same values), not cn_format */
 static void test_inspect_shows_names_shapes_and_values(void) {
     char path[] = "/tmp/cinder_inspect_XXXXXX";
@@ -477,5 +568,6 @@ int main(void) {
     RUN(test_json_reader_rejects_malformed_text);
     RUN(test_info_names_the_cpu_backend_and_version);
     RUN(test_usage_and_unknown_commands);
+    RUN(test_every_help_lists_every_option_the_environment_and_an_example);
     return th_finish();
 }

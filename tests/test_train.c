@@ -43,7 +43,7 @@ static void train_once(void) {
     snprintf(args, sizeof args,
              "train --limit 2000 --epochs 1 --batch 16 --lr 0.01 --save '%s' --plot '%s'",
              checkpoint, plot);
-    training = run_cli(args, 0);
+    training = run_cli(args, 1); /* the progress lines are on stderr */
     if (training.out) printf("%s", training.out);
 }
 

@@ -241,8 +241,20 @@ CN_API cn_status cn_backend_status_of(const char *name, cn_backend_status *out);
  * would compete with cinder's for the same cores, and each would wait on threads the other has
  * descheduled. */
 
-/* The pool's threads, the caller included (>= 1): OMP_NUM_THREADS when set, else the cores. */
+/* The pool's threads, the caller included (>= 1): the count cn_cpu_set_threads asked for, else
+ * OMP_NUM_THREADS when set, else the cores; at most CN_CPU_MAX_THREADS. The first call (or the
+ * first CPU op that splits its work) starts the pool with that many threads, and the count is
+ * then fixed for the life of the process. */
 CN_API int cn_cpu_threads(void);
+
+#define CN_CPU_MAX_THREADS 256
+
+/* Sets the pool's size to n threads (the caller included), overriding OMP_NUM_THREADS. Valid
+ * before the pool starts (before the first cn_cpu_threads or CPU op that splits its work; setting
+ * it again before then replaces the earlier value). CN_OK; CN_ERR_INVALID_ARG when n is outside
+ * 1..CN_CPU_MAX_THREADS, or when the pool has already started with another count (it cannot be
+ * resized: asking for the count it has is CN_OK). Any thread may call it. */
+CN_API cn_status cn_cpu_set_threads(int n);
 
 /* Runs fn(ctx, begin, end) on each of `chunks` ranges that cut [0, n) into near-equal parts
  * (range c is [n*c/chunks, n*(c+1)/chunks)), on the pool's threads and the caller's, and returns

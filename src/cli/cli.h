@@ -9,6 +9,7 @@
 #define CINDER_CLI_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cinder/device.h"
 
@@ -34,15 +35,26 @@ int cli_eval(int argc, char **argv);
  * shape, dtype and values (cn_format). */
 int cli_inspect(int argc, char **argv);
 
+/* main.c: the options text of `cinder <cmd> --help` (what the command does and each option);
+ * NULL for an unknown command. */
+const char *cli_command_help(const char *cmd);
+
 /* ---- options.c: reading a subcommand's options ----------------------------------------------
- * Options are `--name value` or `--name=value`. Each function prints what is wrong, prefixed with
- * "cinder <cmd>: ", on stderr. */
+ * Options are `--name value` or `--name=value`, flags `--name`. Each function prints what is
+ * wrong, prefixed with "cinder <cmd>: ", on stderr. cli_option and cli_flag refuse (-1, printed
+ * as an internal error) a name that `cinder <cmd> --help` does not list, so every option that a
+ * parser asks about is documented: a parser tries each name in turn, so any run with an unknown
+ * argument checks them all (tests/test_cli.c does, for every command). */
 
 /* 1 when argv[*i] is the option `name` ("--epochs"), with *value set to its value and *i moved to
  * the value's argument; 0 when argv[*i] is something else; -1 (printed) when the value is
- * missing. */
+ * missing or the option is not in the help. */
 int cli_option(int argc, char **argv, int *i, const char *cmd, const char *name,
                const char **value);
+
+/* 1 when arg is the flag `name` ("--json"), 0 when it is something else; -1 (printed) when the
+ * flag is not in the help. */
+int cli_flag(const char *arg, const char *cmd, const char *name);
 
 /* Parses a whole decimal integer in [min, max]; 0, or -1 (printed). */
 int cli_parse_int(const char *cmd, const char *name, const char *text, int64_t min, int64_t max,
@@ -53,7 +65,21 @@ int cli_parse_real(const char *cmd, const char *name, const char *text, double m
                    double *out);
 
 /* Parses a device name ("cpu", "cuda", "cuda:1") with cn_device_parse, and checks that it is
- * available; 0, or -1 (printed with cinder's message, e.g. CUDA not compiled in or no GPU). */
+ * available; 0, or -1 (printed with cinder's message, e.g. CUDA not compiled in or no GPU).
+ * text NULL (no --device given): $CINDER_DEVICE when set and not empty, else "cpu". */
 int cli_parse_device(const char *cmd, const char *text, cn_device *out);
+
+/* Parses --threads N (1..CN_CPU_MAX_THREADS) and sets the CPU pool's size (cn_cpu_set_threads),
+ * which must happen before the command's first CPU op; 0, or -1 (printed). */
+int cli_parse_threads(const char *cmd, const char *text);
+
+/* ---- json.c: writing JSON ------------------------------------------------------------------- */
+
+/* s as a JSON string, quoted and escaped (", \, control characters); NULL as null. */
+void cli_json_string(FILE *f, const char *s);
+
+/* v as a JSON number with `digits` significant digits (%.*g); null when v is not finite (JSON
+ * has no NaN or infinity). */
+void cli_json_number(FILE *f, double v, int digits);
 
 #endif

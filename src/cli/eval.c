@@ -1,6 +1,6 @@
-/* `cinder eval --load FILE [--data DIR] [--device D] [--test-limit N]`: rebuilds the model that
- * `cinder train --save FILE` wrote, loads its parameters and prints its accuracy on the
- * Fashion-MNIST test set, normalised as in training:
+/* `cinder eval --load FILE [--data DIR] [--device D] [--threads N] [--test-limit N]`: rebuilds
+ * the model that `cinder train --save FILE` wrote, loads its parameters and prints its accuracy
+ * on the Fashion-MNIST test set, normalised as in training:
  *
  *     test accuracy 0.8512
  *
@@ -23,7 +23,7 @@ typedef struct eval_options {
 } eval_options;
 
 static int parse_options(int argc, char **argv, eval_options *o) {
-    *o = (eval_options){.device = "cpu"};
+    *o = (eval_options){.device = NULL}; /* cli_parse_device: $CINDER_DEVICE, else cpu */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r, bad = 0;
@@ -33,6 +33,8 @@ static int parse_options(int argc, char **argv, eval_options *o) {
             o->data = v;
         else if ((r = cli_option(argc, argv, &i, CMD, "--device", &v)) != 0)
             o->device = v;
+        else if ((r = cli_option(argc, argv, &i, CMD, "--threads", &v)) != 0)
+            bad = r > 0 && cli_parse_threads(CMD, v); /* before any CPU op */
         else if ((r = cli_option(argc, argv, &i, CMD, "--test-limit", &v)) != 0)
             bad = r > 0 && cli_parse_int(CMD, "--test-limit", v, 1, 10000, &o->test_limit);
         else {

@@ -93,48 +93,12 @@ static void print_index(FILE *f) {
 
 /* ---- JSON ----------------------------------------------------------------------------------- */
 
-/* A JSON string literal: quotes, backslashes and control characters escaped; other bytes
- * (UTF-8 included) written as they are. */
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", f);
-            break;
-        case '\\':
-            fputs("\\\\", f);
-            break;
-        case '\n':
-            fputs("\\n", f);
-            break;
-        case '\r':
-            fputs("\\r", f);
-            break;
-        case '\t':
-            fputs("\\t", f);
-            break;
-        case '\b':
-            fputs("\\b", f);
-            break;
-        case '\f':
-            fputs("\\f", f);
-            break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
 
 static void json_string_array(FILE *f, const char *const *items, const char *indent) {
     fputc('[', f);
     for (size_t i = 0; items[i]; i++) {
         fprintf(f, "%s\n%s  ", i ? "," : "", indent);
-        json_string(f, items[i]);
+        cli_json_string(f, items[i]);
     }
     if (items[0]) fprintf(f, "\n%s", indent);
     fputc(']', f);
@@ -156,7 +120,7 @@ static void json_entry(FILE *f, const cn_error_entry *e, const char *indent) {
     fprintf(f, "%s{\n", indent);
     for (size_t i = 0; i < sizeof strings / sizeof *strings; i++) {
         fprintf(f, "%s  \"%s\": ", indent, strings[i].key);
-        json_string(f, strings[i].value);
+        cli_json_string(f, strings[i].value);
         fputs(",\n", f);
     }
     char inner[32];
@@ -164,7 +128,7 @@ static void json_entry(FILE *f, const cn_error_entry *e, const char *indent) {
     fprintf(f, "%s  \"solutions\": ", indent);
     json_string_array(f, e->solutions, inner);
     fprintf(f, ",\n%s  \"exampleFix\": ", indent);
-    json_string(f, e->example_fix);
+    cli_json_string(f, e->example_fix);
     fprintf(f, ",\n%s  \"preventionTips\": ", indent);
     json_string_array(f, e->prevention_tips, inner);
     fprintf(f, "\n%s}", indent);
@@ -220,11 +184,18 @@ int cli_explain(int argc, char **argv) {
     int n_words = 0;
     int options_done = 0;
     for (int i = 1; i < argc; i++) {
-        if (!options_done && strcmp(argv[i], "--json") == 0) {
+        int is_json = 0, is_list = 0, is_end = 0;
+        if (!options_done && ((is_json = cli_flag(argv[i], "explain", "--json")) < 0 ||
+                              (is_list = cli_flag(argv[i], "explain", "--list")) < 0 ||
+                              (is_end = cli_flag(argv[i], "explain", "--")) < 0)) {
+            free(words);
+            return CLI_EXIT_USAGE;
+        }
+        if (!options_done && is_json) {
             json = 1;
-        } else if (!options_done && strcmp(argv[i], "--list") == 0) {
+        } else if (!options_done && is_list) {
             list = 1;
-        } else if (!options_done && strcmp(argv[i], "--") == 0) {
+        } else if (!options_done && is_end) {
             options_done = 1;
         } else {
             words[n_words++] = argv[i];

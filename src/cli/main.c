@@ -4,7 +4,12 @@
  *     cinder eval --load FILE     test accuracy of a saved model
  *     cinder inspect FILE         the tensors of a safetensors file, with their values
  *     cinder explain 3            describe an error code
- *     cinder info                 version, backends, build configuration */
+ *     cinder info                 version, backends, build configuration
+ *
+ * `cinder <command> --help` prints the command's row: its options, then the environment
+ * variables and exit statuses every command shares, then its examples. Every option a command's
+ * parser accepts must be listed in its `options` text: cli_option and cli_flag (options.c) refuse
+ * one that is not, so an undocumented option fails the first test that reaches it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,15 +21,19 @@ typedef struct cli_command {
     const char *args;    /* argument synopsis for the usage line */
     const char *summary; /* one line for the command list */
     int (*run)(int argc, char **argv);
-    const char *details; /* the options, for `cinder <command> --help`; NULL when none */
+    const char *options;  /* what it does and its options, for `cinder <command> --help` */
+    const char *examples; /* example command lines, one per line */
 } cli_command;
 
-static const char train_details[] =
-    "Trains a model on Fashion-MNIST and prints, after each epoch, a line\n"
+static const char train_options[] =
+    "Trains a model on Fashion-MNIST. It prints the run (model, device, CPU threads, data,\n"
+    "optimizer), a summary of the model (each layer's parameters, the total count and bytes),\n"
+    "then after each epoch a line\n"
     "  epoch 1/5: train loss 0.5123, test accuracy 0.8512, epoch time 4.21 s\n"
-    "(epoch time: training plus evaluation). On a terminal a progress bar shows the batches,\n"
-    "the running loss, samples/s and the time left; otherwise a line per tenth of an epoch.\n"
-    "Images are scaled to [0, 1], then normalised with mean 0.2860 and std 0.3530.\n"
+    "(epoch time: training plus evaluation). These go to stdout. Progress goes to stderr: on a\n"
+    "terminal one line redrawn in place, as wide as the terminal (the batches, the running\n"
+    "loss, samples/s and the time left); otherwise (a pipe, a file) a line per tenth of an\n"
+    "epoch. Images are scaled to [0, 1], then normalised with mean 0.2860 and std 0.3530.\n"
     "\n"
     "  --model mlp|cnn        mlp: 784-256-128-10, its hidden layers the fused linear+relu\n"
     "                         extension op; cnn: two 3x3 conv+relu+maxpool blocks (32, 64\n"
@@ -37,7 +46,9 @@ static const char train_details[] =
     "  --schedule cosine|constant\n"
     "                         cosine: the learning rate falls from --lr to 0 along a cosine\n"
     "                         over the run, step by step (default cosine)\n"
-    "  --device cpu|cuda[:N]  where to train (default cpu)\n"
+    "  --device cpu|cuda[:N]  where to train (default $CINDER_DEVICE, else cpu)\n"
+    "  --threads N            CPU threads, the main one included, 1 to 256 (default\n"
+    "                         $OMP_NUM_THREADS, else the number of cores)\n"
     "  --checkpointing none|balanced\n"
     "                         balanced: recompute memory-bound ops in backward instead of\n"
     "                         keeping their values (default none)\n"
@@ -46,55 +57,172 @@ static const char train_details[] =
     "                         dataset-fashion-mnist`)\n"
     "  --seed S               initial parameters and shuffling (default 42)\n"
     "  --save FILE            write the parameters as safetensors, for `cinder eval --load`\n"
-    "  --plot FILE.svg        write the loss and test accuracy curves as an SVG image\n"
+    "  --plot FILE.svg        write the loss and test accuracy curves as an SVG image (the\n"
+    "                         only format: another extension is refused before training)\n"
+    "  --log FILE             write the run as JSON Lines, one object per line, flushed line\n"
+    "                         by line (`tail -f`, `jq`, pandas.read_json(lines=True)):\n"
+    "                           {\"event\":\"start\", model, device, threads, optimizer, lr,\n"
+    "                            batch, epochs, steps_per_epoch, train_images, test_images,\n"
+    "                            parameters, parameter_bytes, seed}\n"
+    "                           {\"event\":\"step\", epoch, step (in the epoch), global_step,\n"
+    "                            loss (that batch's), lr (used for that step),\n"
+    "                            samples_per_s (over the epoch so far), elapsed_s}\n"
+    "                           {\"event\":\"epoch\", epoch, train_loss, test_accuracy, lr,\n"
+    "                            epoch_time_s, elapsed_s}\n"
+    "                         a step line for every step; elapsed_s counts from the start of\n"
+    "                         training; a number that is not finite is written null. The\n"
+    "                         file is replaced, and opened before training starts\n"
+    "  --resume FILE          continue the run that an interrupted `cinder train` saved in\n"
+    "                         FILE (its settings come from the file; ones given again must\n"
+    "                         agree)\n"
+    "  --stop-after-steps N   stop after N steps as an interrupt does, saving the run to\n"
+    "                         resume (for tests)\n"
     "  --limit N              train on the first N training images only (for tests)\n"
-    "  --test-limit N         evaluate on the first N test images only (for tests)\n";
+    "  --test-limit N         evaluate on the first N test images only (for tests)\n"
+    "\n"
+    "Ctrl-C (SIGINT) or SIGTERM stops after the current step, writes the run to --save FILE\n"
+    "(else cinder-interrupted.safetensors), prints the command that resumes it, and exits with\n"
+    "128 + the signal's number (130, 143); a second signal exits at once, saving nothing.\n";
 
-static const char eval_details[] =
+static const char eval_options[] =
     "Rebuilds the model saved by `cinder train --save FILE` (mlp or cnn, recognised from its\n"
     "parameters) and prints `test accuracy 0.xxxx` on the Fashion-MNIST test set.\n"
     "\n"
     "  --load FILE            the checkpoint (required)\n"
     "  --data DIR             the data set's directory\n"
     "                         (default /usr/share/datasets/fashion-mnist)\n"
-    "  --device cpu|cuda[:N]  where to run (default cpu)\n"
+    "  --device cpu|cuda[:N]  where to run (default $CINDER_DEVICE, else cpu)\n"
+    "  --threads N            CPU threads, the main one included, 1 to 256 (default\n"
+    "                         $OMP_NUM_THREADS, else the number of cores)\n"
     "  --test-limit N         evaluate on the first N test images only\n";
+
+static const char inspect_options[] =
+    "Prints, for each tensor of the file in its order, `name: [shape] dtype`, then its values\n"
+    "as PyTorch's repr writes them (more than 1000 elements: the first and last 3 of each\n"
+    "long dim, with ...). Any safetensors file works, not only cinder's.\n"
+    "\n"
+    "  FILE                   the safetensors file (required)\n"
+    "  --name NAME            show only the tensor called NAME\n";
+
+static const char explain_options[] =
+    "Describes an error of cinder's catalogue: what it means, what raises it, how to fix it,\n"
+    "an example fix. The query is a code number (3), a name (CN_ERR_SHAPE), a slug\n"
+    "(incompatible-shapes) or a message cinder printed (quoted or not).\n"
+    "\n"
+    "  --json                 JSON: with a query, its entry as an object; without, every\n"
+    "                         entry as an array (fields: slug, errorCode, messagePattern,\n"
+    "                         documentation, triggerScenarios, commonSituations, solutions,\n"
+    "                         exampleFix, preventionTips)\n"
+    "  --list                 one line per error code: number, name, slug, summary\n"
+    "  --                     what follows is the query, even if it starts with --\n";
+
+static const char info_options[] =
+    "Prints the version, the build configuration, the CPU threads, and each backend: its\n"
+    "registry id, its devices, the module it was loaded from, or why it is not usable (for a\n"
+    "module that was not found, every place looked at).\n"
+    "\n"
+    "  --json                 the same as one JSON object:\n"
+    "                         {\"version\", \"headers_version\", \"build\", \"cpu_threads\",\n"
+    "                          \"backends\": [{\"name\", \"found\", \"id\" (null when not found),\n"
+    "                          \"devices\", \"module\" (null when built in), \"why\" (null when\n"
+    "                          there is nothing to say)}]}\n";
+
+/* What every command reads from its environment, and how it exits. */
+static const char environment[] =
+    "environment:\n"
+    "  CINDER_DEVICE          the default of --device (cpu, cuda, cuda:1)\n"
+    "  CINDER_BACKEND_PATH    directories (separated by ':') searched first for backend\n"
+    "                         modules such as libcinder_cuda.so\n"
+    "  OMP_NUM_THREADS        CPU threads when --threads is not given (default: the cores)\n"
+    "  COLUMNS                the width of the progress line when the terminal does not say\n"
+    "\n"
+    "exit status: 0 done; 1 the work failed (a file, the data, a device, the training);\n"
+    "2 the command line was not understood (the message says which argument).\n";
 
 /* One row per subcommand. */
 static const cli_command commands[] = {
     {"train",
      "[--model mlp|cnn] [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw] "
-     "[--device cpu|cuda] [--checkpointing balanced] [--data DIR] [--save FILE] [--seed S] "
-     "[--plot FILE.svg] [--limit N] [--test-limit N]",
-     "train a model on Fashion-MNIST", cli_train, train_details},
-    {"eval", "--load FILE [--data DIR] [--device cpu|cuda] [--test-limit N]",
-     "print the test accuracy of a model saved by `cinder train --save`", cli_eval, eval_details},
+     "[--schedule cosine|constant] [--device cpu|cuda] [--threads N] "
+     "[--checkpointing none|balanced] [--data DIR] [--save FILE] [--seed S] [--plot FILE.svg] "
+     "[--log FILE] [--resume FILE] [--stop-after-steps N] [--limit N] [--test-limit N]",
+     "train a model on Fashion-MNIST", cli_train, train_options,
+     "cinder train --epochs 3 --save mlp.safetensors --plot curves.svg --log run.jsonl\n"
+     "cinder train --model cnn --optimizer adamw --device cuda\n"
+     "cinder train --threads 4 --log run.jsonl 2>/dev/null   # epoch lines only\n"
+     "jq -r 'select(.event==\"epoch\") | [.epoch, .test_accuracy] | @tsv' run.jsonl\n"},
+    {"eval", "--load FILE [--data DIR] [--device cpu|cuda] [--threads N] [--test-limit N]",
+     "print the test accuracy of a model saved by `cinder train --save`", cli_eval, eval_options,
+     "cinder eval --load mlp.safetensors\n"},
     {"inspect", "FILE [--name NAME]",
      "show the tensors of a safetensors file: names, shapes, dtypes and values", cli_inspect,
-     "Prints, for each tensor of the file in its order, `name: [shape] dtype`, then its values\n"
-     "as PyTorch's repr writes them (more than 1000 elements: the first and last 3 of each\n"
-     "long dim, with ...).\n"
-     "\n"
-     "  --name NAME            show only the tensor called NAME\n"},
+     inspect_options, "cinder inspect mlp.safetensors --name 0.weight\n"},
     {"explain", "<code | name | slug | message text> | --json [query] | --list",
-     "describe an error: what it means, how to fix it", cli_explain, NULL},
-    {"info", "", "print the version, the backends and the build configuration", cli_info, NULL},
+     "describe an error: what it means, how to fix it", cli_explain, explain_options,
+     "cinder explain 3\n"
+     "cinder explain CN_ERR_SHAPE\n"
+     "cinder explain \"add: incompatible shapes: [2, 3] and [4]\"\n"
+     "cinder explain --json incompatible-shapes\n"},
+    {"info", "[--json]", "print the version, the backends and the build configuration", cli_info,
+     info_options, "cinder info --json | jq '.backends[] | {name, devices}'\n"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof *commands)
+
+static void print_examples(FILE *f, const char *examples) {
+    fprintf(f, "\nexamples:\n");
+    for (const char *p = examples; *p;) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        fprintf(f, "  %.*s\n", len, p);
+        p += len + (nl ? 1 : 0);
+    }
+}
 
 static void print_usage(FILE *f) {
     fprintf(f, "usage: cinder <command> [arguments]\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\nexample: cinder train --epochs 3 --plot curves.svg --save mlp.safetensors\n"
-               "\n`cinder <command> --help` shows a command's arguments; "
-               "`cinder --version` the version.\n");
+    fprintf(f,
+            "\n  --help, -h             this text; `cinder <command> --help` (or `cinder help\n"
+            "                         <command>`) shows a command's options\n"
+            "  --version              the version\n\n%s",
+            environment);
+    print_examples(f, "cinder train --epochs 3 --plot curves.svg --save mlp.safetensors\n"
+                      "cinder eval --load mlp.safetensors\n"
+                      "cinder train --help\n");
+}
+
+/* "usage: cinder <name> <args>", the args wrapped at USAGE_COLUMNS between bracketed groups
+ * and words, continuation lines aligned under the first argument. */
+#define USAGE_COLUMNS 100
+
+static void print_synopsis(FILE *f, const cli_command *c) {
+    int indent = fprintf(f, "usage: cinder %s", c->name), col = indent;
+    for (const char *p = c->args; *p;) {
+        while (*p == ' ')
+            p++;
+        if (!*p) break;
+        const char *end = p;
+        int depth = 0;
+        while (*end && (depth > 0 || *end != ' ')) {
+            depth += *end == '[' ? 1 : *end == ']' ? -1 : 0;
+            end++;
+        }
+        int len = (int)(end - p);
+        if (col > indent && col + 1 + len > USAGE_COLUMNS)
+            col = fprintf(f, "\n%*s", indent, "") - 1;
+        col += fprintf(f, " %.*s", len, p);
+        p = end;
+    }
+    fputc('\n', f);
 }
 
 static void print_command_usage(FILE *f, const cli_command *c) {
-    fprintf(f, "usage: cinder %s%s%s\n  %s\n", c->name, c->args[0] ? " " : "", c->args, c->summary);
-    if (c->details) fprintf(f, "\n%s", c->details);
+    print_synopsis(f, c);
+    fprintf(f, "  %s\n", c->summary);
+    fprintf(f, "\n%s  --help, -h             this text\n\n%s", c->options, environment);
+    print_examples(f, c->examples);
 }
 
 static const cli_command *find_command(const char *name) {
@@ -102,6 +230,11 @@ static const cli_command *find_command(const char *name) {
         if (strcmp(commands[i].name, name) == 0) return &commands[i];
     }
     return NULL;
+}
+
+const char *cli_command_help(const char *name) {
+    const cli_command *c = find_command(name);
+    return c ? c->options : NULL;
 }
 
 static int is_help(const char *arg) {
@@ -116,6 +249,11 @@ int main(int argc, char **argv) {
     const char *name = argv[1];
     if (is_help(name)) {
         const cli_command *c = argc > 2 ? find_command(argv[2]) : NULL;
+        if (argc > 2 && !c) {
+            fprintf(stderr, "cinder: no help for '%s': it is not a command\n\n", argv[2]);
+            print_usage(stderr);
+            return CLI_EXIT_USAGE;
+        }
         if (c)
             print_command_usage(stdout, c);
         else
@@ -132,9 +270,11 @@ int main(int argc, char **argv) {
         print_usage(stderr);
         return CLI_EXIT_USAGE;
     }
-    if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
-        print_command_usage(stdout, c);
-        return CLI_EXIT_OK;
+    for (int i = 2; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            print_command_usage(stdout, c);
+            return CLI_EXIT_OK;
+        }
     }
     return c->run(argc - 1, argv + 1);
 }

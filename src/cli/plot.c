@@ -6,6 +6,13 @@
 
 #include "cli/plot.h"
 
+int cli_plot_supported(const char *path) {
+    const char *dot = strrchr(path, '.');
+    const char *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash) || dot == path || dot[-1] == '/') return 0;
+    return strlen(dot) == 4 && (dot[1] | 32) == 's' && (dot[2] | 32) == 'v' && (dot[3] | 32) == 'g';
+}
+
 /* ---- geometry ------------------------------------------------------------------------------- */
 
 #define WIDTH           860

@@ -20,7 +20,16 @@ typedef struct cli_curves {
     int n_epochs;              /* entries in epoch_loss and accuracy */
 } cli_curves;
 
-/* Writes the plot to `path`. 0, or -1 with errno set when the file cannot be written. */
+/* Whether `cli_plot_write` can write the format that `path`'s extension names: 1 for ".svg"
+ * (any case), the only format; 0 for anything else (".png", ".pdf", no extension), for which
+ * CLI_PLOT_FORMATS says what to use instead. */
+int cli_plot_supported(const char *path);
+
+#define CLI_PLOT_FORMATS                                                                           \
+    "SVG only: give a file name ending in .svg (convert it with, e.g., "                           \
+    "`rsvg-convert -o curves.png curves.svg`)"
+
+/* Writes the plot to `path` as SVG. 0, or -1 with errno set when the file cannot be written. */
 int cli_plot_write(const char *path, const cli_curves *c);
 
 #endif

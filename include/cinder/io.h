@@ -47,6 +47,17 @@ extern "C" {
 CN_API cn_status cn_safetensors_save(const char *path, const char *const *names,
                               cn_tensor *const *tensors, int n);
 
+/* cn_safetensors_save with metadata: the header's "__metadata__" holds "format": "pt" and then
+ * keys[i]: values[i] (i < n_meta), strings that cn_safetensors_metadata reads back (and
+ * safetensors.safe_open(...).metadata() in Python). The same file otherwise, written the same
+ * atomic way. Errors: those of cn_safetensors_save, and CN_ERR_NULL_ARG for a NULL key or value,
+ * CN_ERR_INVALID_ARG for n_meta < 0, a key given twice, the key "format" (written by the save
+ * itself) or a key or value that is not UTF-8. n_meta = 0 is cn_safetensors_save. */
+CN_API cn_status cn_safetensors_save_metadata(const char *path, const char *const *names,
+                                       cn_tensor *const *tensors, int n,
+                                       const char *const *keys, const char *const *values,
+                                       int n_meta);
+
 /* A loaded checkpoint: its tensors, by name, and its metadata. */
 typedef struct cn_safetensors cn_safetensors;
 
@@ -156,6 +167,12 @@ CN_API int cn_batches_next(cn_batches *b, cn_tensor **x, cn_tensor **y);
 /* Starts epoch `epoch` from its first batch, reshuffling (when shuffling) with the epoch's order.
  * A typical loop: for (e = 0; e < epochs; e++) { cn_batches_reset(b, e); while (next(...)) ... } */
 CN_API void cn_batches_reset(cn_batches *b, uint64_t epoch);
+
+/* Starts epoch `epoch` at its batch `index` (0 <= index <= cn_batches_count(b)): the batches that
+ * follow are the ones cn_batches_reset(b, epoch) and `index` calls of cn_batches_next would
+ * leave, without gathering the skipped ones. For resuming an interrupted epoch. CN_ERR_NULL_ARG;
+ * CN_ERR_INVALID_ARG for an index out of range, with b unchanged. */
+CN_API cn_status cn_batches_seek(cn_batches *b, uint64_t epoch, int64_t index);
 
 /* Batches per epoch: N / batch with drop_last, ceil(N / batch) without. 0 for NULL. */
 CN_API int64_t cn_batches_count(const cn_batches *b);

@@ -40,6 +40,7 @@
 #include "cinder/autodiff.h"
 #include "cinder/device.h"
 #include "cinder/error.h"
+#include "cinder/io.h"
 #include "cinder/ops.h"
 #include "cinder/tensor.h"
 
@@ -314,6 +315,70 @@ CN_API double cn_optimizer_get_lr(const cn_optimizer *opt);
 
 /* Releases the optimizer, its state and its references to the parameters. NULL-safe. */
 CN_API void cn_optimizer_free(cn_optimizer *opt);
+
+/* ---- optimizer and training state ---------------------------------------------------------------
+ *
+ * An optimizer's state, as named tensors, so that a run saved and loaded into a new optimizer
+ * (over a model loaded the same way) continues with the same bits as a run that never stopped.
+ * The names are "<parameter>.<key>", the parameter named as it was given to the constructor
+ * (cn_module_params' names: "0.weight") or, given without a name, by its index ("3"); the keys
+ * are those of PyTorch's optimizer state_dict:
+ *   SGD with momentum   "<p>.momentum_buffer"                  p's shape and dtype
+ *   AdamW               "<p>.exp_avg", "<p>.exp_avg_sq"        p's shape and dtype
+ *                       "<p>.step"                             i64, 0-d: p's step count t
+ * A parameter that has not been stepped has no state, as in PyTorch (SGD without momentum never
+ * has any). Hyper-parameters (lr, momentum, betas, eps, weight decay) are not state: the
+ * constructor and cn_optimizer_set_lr set them. Parameters whose names repeat cannot have their
+ * state named: both calls refuse them with CN_ERR_INVALID_ARG. */
+
+/* The state of opt, in parameter order, keys in the order above; *count receives the number of
+ * tensors (0 before the first step). The array, its names and its tensors are the optimizer's:
+ * valid until the next cn_optimizer_state, cn_optimizer_step, cn_optimizer_load_state or
+ * cn_optimizer_free on opt. The buffers are the optimizer's own concrete tensors (read them,
+ * save them with cn_safetensors_save; do not write them); each step count is a new CPU tensor.
+ * NULL with count 0 on failure. */
+CN_API const cn_param *cn_optimizer_state(cn_optimizer *opt, int *count);
+
+/* Replaces opt's whole state with state[0..n) (names and tensors as cn_optimizer_state gives
+ * them, e.g. read back with cn_safetensors_get), copied onto each parameter's device; a
+ * parameter without entries starts afresh (its first step is a first step). The tensors are
+ * copied, so the caller keeps its references. All or nothing: every entry is checked (its
+ * name is one of opt's parameters with one of its kind's keys, given once; a buffer has its
+ * parameter's shape and dtype; a step is a 0-d tensor of any dtype holding a whole number >= 1;
+ * each parameter has all its keys or none) and every copy made before the state is replaced, so a
+ * failure leaves it as it was. Errors: CN_ERR_NULL_ARG; CN_ERR_INVALID_ARG for n < 0, an unknown
+ * or repeated name (state of the other optimizer kind is named as such), a parameter's state in
+ * part, a bad step; CN_ERR_SHAPE, CN_ERR_DTYPE for a buffer that does not match; CN_ERR_OUT_OF_MEMORY. */
+CN_API cn_status cn_optimizer_load_state(cn_optimizer *opt, const cn_param *state, int n);
+
+/* Writes a whole training state to `path` as one safetensors file (io.h), written the atomic
+ * way cn_safetensors_save writes (an existing file survives a failed save):
+ *   - model's parameters and buffers, under their names (cn_module_params / cn_module_buffers),
+ *     so the file is also a model checkpoint (cn_safetensors_load_into, `cinder eval --load`);
+ *   - opt's state (cn_optimizer_state) under "optimizer.<name>" (opt NULL: none);
+ *   - extra[0..n_extra): the caller's own tensors (a loss history, ...) under their names;
+ *   - the metadata "format": "pt", "cinder.train_state": "1" (this layout's version), then the
+ *     caller's keys[i]: values[i] (i < n_meta): the run's position and settings (epoch, step,
+ *     seed, ...), read back with cn_safetensors_metadata.
+ * Errors: those of cn_safetensors_save_metadata (a name given twice across the three groups is
+ * CN_ERR_INVALID_ARG), CN_ERR_NULL_ARG for a NULL path or model, CN_ERR_INVALID_ARG for a key
+ * "cinder.train_state" or n_extra < 0, and those of cn_optimizer_state. */
+CN_API cn_status cn_train_state_save(const char *path, cn_module *model, cn_optimizer *opt,
+                                     const cn_param *extra, int n_extra, const char *const *keys,
+                                     const char *const *values, int n_meta);
+
+/* Restores model and opt from the training state h (cn_safetensors_load of a file that
+ * cn_train_state_save wrote, onto any device; its metadata and extra tensors stay in h for the
+ * caller): every parameter and buffer of model from its tensor, and opt's state from the
+ * "optimizer." tensors as cn_optimizer_load_state loads them (opt NULL: they are ignored). All
+ * or nothing: the file's version, every name, shape and dtype and the whole optimizer state are
+ * checked first; then the optimizer state is swapped in and the module's tensors are copied
+ * (copies between tensors checked to match, which allocate nothing). Errors: CN_ERR_NULL_ARG;
+ * CN_ERR_IO for a file that is not a training state (no "cinder.train_state" metadata) or of
+ * another version; CN_ERR_INVALID_ARG for a parameter or buffer the file lacks; CN_ERR_SHAPE,
+ * CN_ERR_DTYPE for one that differs; those of cn_optimizer_load_state. */
+CN_API cn_status cn_train_state_restore(const cn_safetensors *h, cn_module *model,
+                                        cn_optimizer *opt);
 
 /* ---- learning-rate schedules --------------------------------------------------------------------
  *

@@ -9,11 +9,14 @@
  * (models.h: cli_model_train_step): a step that fails, or whose loss is not finite, leaves the
  * parameters and the optimizer state as they were. Images are scaled to
  * [0, 1] by the loader and then normalised with Fashion-MNIST's mean and standard deviation
- * (models.h). Progress goes to stdout (progress.h); --save writes the parameters as safetensors
- * (models.h names them), --plot the curves as SVG (plot.h). */
+ * (models.h). The run, the model's summary (summary.h) and the epoch lines go to stdout,
+ * progress to stderr (progress.h); --save writes the parameters as safetensors (models.h names
+ * them), --plot the curves as SVG (plot.h), --log the run as JSON Lines (runlog.h). */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,9 @@
 #include "cli/models.h"
 #include "cli/plot.h"
 #include "cli/progress.h"
+#include "cli/resume.h"
+#include "cli/runlog.h"
+#include "cli/summary.h"
 
 #define CMD        "train"
 #define EVAL_BATCH 500
@@ -42,9 +48,17 @@ typedef struct train_options {
     const char *device;
     int balanced; /* --checkpointing balanced */
     int cosine;   /* --schedule cosine: the learning rate follows a cosine to 0 over the run */
-    const char *data, *save, *plot;
+    const char *data, *save, *plot, *log;
     int64_t seed;
+    const char *resume; /* --resume FILE: continue the run saved there */
+    int64_t stop_after; /* --stop-after-steps N: stop as an interrupt does after N steps */
+    int argc;           /* the command line, for the resume command an interrupt prints */
+    char **argv;
+    unsigned given; /* bit k: settings[k] was given on the command line */
 } train_options;
+
+/* The checkpoint of --resume, loaded (cli_train frees it). */
+static cn_safetensors *resumed;
 
 static const train_options defaults = {
     .model = CLI_MODEL_MLP,
@@ -52,7 +66,7 @@ static const train_options defaults = {
     .batch = 128,
     .lr = -1,
     .optimizer = OPT_SGD,
-    .device = "cpu",
+    .device = NULL, /* cli_parse_device: $CINDER_DEVICE, else cpu */
     .seed = 42,
     .cosine = 1,
 };
@@ -62,12 +76,160 @@ static const train_options defaults = {
 #define ADAMW_LR           1e-3
 #define ADAMW_WEIGHT_DECAY 0.01
 
+/* ---- the settings a checkpoint keeps --------------------------------------------------------
+ * The options that decide a run's numbers are written to its checkpoint as metadata, under the
+ * option's name without "--", as text that reads back to the same value. `--resume FILE` takes
+ * them from the file; one given on the command line as well must agree. */
+
+enum {
+    SET_MODEL,
+    SET_OPTIMIZER,
+    SET_LR,
+    SET_BATCH,
+    SET_EPOCHS,
+    SET_SEED,
+    SET_SCHEDULE,
+    SET_LIMIT,
+    N_SETTINGS
+};
+
+static const char *const setting_keys[N_SETTINGS] = {"model",  "optimizer", "lr",       "batch",
+                                                     "epochs", "seed",      "schedule", "limit"};
+
+/* Whether arg is the option --<key>, as "--key" or "--key=value". */
+static int is_option(const char *arg, const char *name) {
+    size_t len = strlen(name);
+    return strncmp(arg, name, len) == 0 && (arg[len] == '\0' || arg[len] == '=');
+}
+
+/* Records that the option argument `arg` sets a setting. */
+static void mark_given(train_options *o, const char *arg) {
+    for (int k = 0; k < N_SETTINGS; k++)
+        if (arg[0] == '-' && arg[1] == '-' && is_option(arg + 2, setting_keys[k]))
+            o->given |= 1u << k;
+}
+
+/* Setting k of o as text into buf. */
+static const char *setting_text(const train_options *o, int k, char *buf, size_t size) {
+    switch (k) {
+    case SET_MODEL:
+        snprintf(buf, size, "%s", cli_model_name(o->model));
+        break;
+    case SET_OPTIMIZER:
+        snprintf(buf, size, "%s", o->optimizer == OPT_SGD ? "sgd" : "adamw");
+        break;
+    case SET_LR:
+        snprintf(buf, size, "%.17g", o->lr);
+        break;
+    case SET_BATCH:
+        snprintf(buf, size, "%lld", (long long)o->batch);
+        break;
+    case SET_EPOCHS:
+        snprintf(buf, size, "%lld", (long long)o->epochs);
+        break;
+    case SET_SEED:
+        snprintf(buf, size, "%lld", (long long)o->seed);
+        break;
+    case SET_SCHEDULE:
+        snprintf(buf, size, "%s", o->cosine ? "cosine" : "constant");
+        break;
+    case SET_LIMIT:
+        snprintf(buf, size, "%lld", (long long)o->limit);
+        break;
+    }
+    return buf;
+}
+
+/* Sets setting k of o from its text; 0, or -1 when the text is not one of its values. */
+static int set_setting(train_options *o, int k, const char *text) {
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(text, &end, 10);
+    int whole = *text && !*end && errno == 0;
+    switch (k) {
+    case SET_MODEL:
+        return cli_model_parse(text, &o->model) ? 0 : -1;
+    case SET_OPTIMIZER:
+        if (strcmp(text, "sgd") != 0 && strcmp(text, "adamw") != 0) return -1;
+        o->optimizer = strcmp(text, "sgd") == 0 ? OPT_SGD : OPT_ADAMW;
+        return 0;
+    case SET_LR:
+        o->lr = strtod(text, &end);
+        return *text && !*end && o->lr > 0 && isfinite(o->lr) ? 0 : -1;
+    case SET_BATCH:
+        o->batch = n;
+        return whole && n >= 1 && n <= 60000 ? 0 : -1;
+    case SET_EPOCHS:
+        o->epochs = n;
+        return whole && n >= 1 && n <= MAX_EPOCHS ? 0 : -1;
+    case SET_SEED:
+        o->seed = n;
+        return whole && n >= 0 ? 0 : -1;
+    case SET_SCHEDULE:
+        if (strcmp(text, "cosine") != 0 && strcmp(text, "constant") != 0) return -1;
+        o->cosine = strcmp(text, "cosine") == 0;
+        return 0;
+    case SET_LIMIT:
+        o->limit = n;
+        return whole && n >= 0 && n <= 60000 ? 0 : -1;
+    }
+    return -1;
+}
+
+/* Loads the checkpoint of --resume into resumed and takes the run's settings from it;
+ * CLI_EXIT_OK, CLI_EXIT_USAGE when the command line contradicts it, CLI_EXIT_FAILURE when it
+ * cannot be read or is not a run's checkpoint (both printed). */
+static int load_resumed(train_options *o, cn_device inner) {
+    if (cn_safetensors_load(o->resume, inner, &resumed) != CN_OK) {
+        fprintf(stderr, "cinder train: cannot resume from %s: %s\n", o->resume, cn_last_error());
+        return CLI_EXIT_FAILURE;
+    }
+    if (!cn_safetensors_metadata(resumed, "cinder.train_state")) {
+        fprintf(stderr,
+                "cinder train: cannot resume from %s: it holds a model only, not a run's training "
+                "state (a finished run's --save writes the model only); resume from the "
+                "checkpoint that an interrupted run wrote, or start anew without --resume\n",
+                o->resume);
+        return CLI_EXIT_FAILURE;
+    }
+    for (int k = 0; k < N_SETTINGS; k++) {
+        const char *saved = cli_state_text(resumed, o->resume, setting_keys[k]);
+        if (!saved) return CLI_EXIT_FAILURE;
+        char mine[64];
+        if (o->given & (1u << k)) {
+            if (strcmp(setting_text(o, k, mine, sizeof mine), saved) == 0) continue;
+            char shown[64]; /* --lr as the user would write it */
+            if (k == SET_LR) {
+                snprintf(mine, sizeof mine, "%g", o->lr);
+                snprintf(shown, sizeof shown, "%g", strtod(saved, NULL));
+                saved = shown;
+            }
+            fprintf(stderr,
+                    "cinder train: cannot resume from %s: the run was started with --%s %s, not "
+                    "--%s %s; drop --%s (the checkpoint keeps it), or start a new run without "
+                    "--resume\n",
+                    o->resume, setting_keys[k], saved, setting_keys[k], mine, setting_keys[k]);
+            return CLI_EXIT_USAGE;
+        }
+        if (set_setting(o, k, saved) != 0) {
+            fprintf(stderr,
+                    "cinder train: cannot resume from %s: its metadata '%s' is '%s', which is not "
+                    "a value of --%s; the file is damaged: start the run anew\n",
+                    o->resume, setting_keys[k], saved, setting_keys[k]);
+            return CLI_EXIT_FAILURE;
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
 /* Fills *o from the command line; CLI_EXIT_OK, or CLI_EXIT_USAGE after printing why. */
 static int parse_options(int argc, char **argv, train_options *o) {
     *o = defaults;
+    o->argc = argc;
+    o->argv = argv;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
-        int r, bad = 0;
+        int r, bad = 0, at = i;
         if ((r = cli_option(argc, argv, &i, CMD, "--model", &v)) != 0) {
             if (r > 0 && !cli_model_parse(v, &o->model)) {
                 fprintf(stderr, "cinder train: unknown model '%s': choose mlp or cnn\n", v);
@@ -114,18 +276,34 @@ static int parse_options(int argc, char **argv, train_options *o) {
             o->save = v;
         } else if ((r = cli_option(argc, argv, &i, CMD, "--plot", &v)) != 0) {
             o->plot = v;
+            if (r > 0 && !cli_plot_supported(v)) {
+                fprintf(stderr,
+                        "cinder train: cannot write --plot %s: the plot is " CLI_PLOT_FORMATS "\n",
+                        v);
+                bad = 1;
+            }
+        } else if ((r = cli_option(argc, argv, &i, CMD, "--log", &v)) != 0) {
+            o->log = v;
+        } else if ((r = cli_option(argc, argv, &i, CMD, "--threads", &v)) != 0) {
+            bad = r > 0 && cli_parse_threads(CMD, v); /* sets the pool before any CPU op */
         } else if ((r = cli_option(argc, argv, &i, CMD, "--seed", &v)) != 0) {
             bad = r > 0 && cli_parse_int(CMD, "--seed", v, 0, INT64_MAX, &o->seed);
         } else if ((r = cli_option(argc, argv, &i, CMD, "--limit", &v)) != 0) {
             bad = r > 0 && cli_parse_int(CMD, "--limit", v, 1, 60000, &o->limit);
         } else if ((r = cli_option(argc, argv, &i, CMD, "--test-limit", &v)) != 0) {
             bad = r > 0 && cli_parse_int(CMD, "--test-limit", v, 1, 10000, &o->test_limit);
+        } else if ((r = cli_option(argc, argv, &i, CMD, "--resume", &v)) != 0) {
+            o->resume = v;
+        } else if ((r = cli_option(argc, argv, &i, CMD, "--stop-after-steps", &v)) != 0) {
+            bad =
+                r > 0 && cli_parse_int(CMD, "--stop-after-steps", v, 1, INT64_MAX, &o->stop_after);
         } else {
             fprintf(stderr, "cinder train: unknown argument '%s' (see `cinder train --help`)\n",
                     argv[i]);
             bad = 1;
         }
         if (r < 0 || bad) return CLI_EXIT_USAGE;
+        mark_given(o, argv[at]);
     }
     if (o->lr < 0) o->lr = o->optimizer == OPT_SGD ? SGD_LR : ADAMW_LR;
     return CLI_EXIT_OK;
@@ -164,6 +342,151 @@ typedef struct history {
     int epochs;
 } history;
 
+/* ---- interrupting and resuming (resume.h) ---------------------------------------------------
+ * A run's position is (h->epochs, h->steps): the epochs finished and the steps taken. An
+ * interrupt is looked at before each step, so the position is always between two steps (or
+ * between an epoch's last step and its evaluation, which the resumed run then does). */
+
+#define INTERRUPT_PATH "cinder-interrupted.safetensors"
+
+/* s for a POSIX shell: as it is when it needs no quoting, else in single quotes. */
+static void print_quoted(FILE *f, const char *s) {
+    int plain = *s != '\0';
+    for (const char *c = s; *c && plain; c++)
+        plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=+,@%",
+                       *c) != NULL;
+    if (plain) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (const char *c = s; *c; c++)
+        fputs(*c == '\'' ? "'\\''" : (char[2]){*c, '\0'}, f);
+    fputc('\'', f);
+}
+
+/* "cinder train <this run's arguments> --resume PATH", without --resume and
+ * --stop-after-steps of this run. */
+static void print_resume_command(FILE *f, const train_options *o, const char *path) {
+    fputs("cinder train", f);
+    for (int i = 1; i < o->argc; i++) {
+        const char *a = o->argv[i];
+        if (is_option(a, "--resume") || is_option(a, "--stop-after-steps")) {
+            if (!strchr(a, '=')) i++; /* and its value */
+            continue;
+        }
+        fputc(' ', f);
+        print_quoted(f, a);
+    }
+    fputs(" --resume ", f);
+    print_quoted(f, path);
+    fputc('\n', f);
+}
+
+/* Writes the run's training state to --save (or INTERRUPT_PATH) after an interrupt and says how
+ * to resume: 128 + the signal's number, or CLI_EXIT_FAILURE when it cannot be written (both
+ * printed). */
+static int stop_interrupted(const train_options *o, cli_model *m, cn_optimizer *opt,
+                            const history *h, const cli_data *d, int64_t per_epoch) {
+    int sig = cli_interrupt_signal();
+    const char *path = o->save ? o->save : INTERRUPT_PATH;
+    int64_t epoch = h->epochs, step = h->steps - (int64_t)h->epochs * per_epoch;
+    enum { N_META = N_SETTINGS + 5 };
+    char text[N_META][64];
+    const char *keys[N_META], *values[N_META];
+    for (int k = 0; k < N_SETTINGS; k++) {
+        keys[k] = setting_keys[k];
+        values[k] = setting_text(o, k, text[k], sizeof text[k]);
+    }
+    const char *position[5] = {"train_images", "batches_per_epoch", "epoch", "step", "global_step"};
+    int64_t numbers[5] = {cn_shape(d->train_x)[0], per_epoch, epoch, step, h->steps};
+    for (int k = 0; k < 5; k++) {
+        keys[N_SETTINGS + k] = position[k];
+        snprintf(text[N_SETTINGS + k], sizeof text[0], "%lld", (long long)numbers[k]);
+        values[N_SETTINGS + k] = text[N_SETTINGS + k];
+    }
+    cli_history_view view = {h->batch_loss, h->steps, h->epoch_loss, h->accuracy, h->epochs};
+    cli_interrupt_guard(path); /* a second signal now removes the unfinished file */
+    cn_status st = cli_state_save(path, m->net, opt, &view, keys, values, N_META);
+    cli_interrupt_guard(NULL);
+    fflush(stdout);
+    if (st != CN_OK) {
+        fprintf(stderr,
+                "cinder train: interrupted by %s at epoch %lld/%lld after batch %lld/%lld, but "
+                "the checkpoint cannot be written to %s: %s; nothing was saved%s\n",
+                cli_signal_name(sig), (long long)epoch + 1, (long long)o->epochs, (long long)step,
+                (long long)per_epoch, path, cn_last_error(),
+                o->save ? "" : " (give --save FILE to write it elsewhere)");
+        return CLI_EXIT_FAILURE;
+    }
+    fprintf(stderr,
+            "cinder train: interrupted by %s at epoch %lld/%lld after batch %lld/%lld (step %lld "
+            "of %lld); saved the run to %s\ncinder train: resume with: ",
+            cli_signal_name(sig), (long long)epoch + 1, (long long)o->epochs, (long long)step,
+            (long long)per_epoch, (long long)h->steps, (long long)(o->epochs * per_epoch), path);
+    print_resume_command(stderr, o, path);
+    return 128 + sig;
+}
+
+/* Restores the model, the optimizer and the history from resumed; 0, or -1 (printed). */
+static int restore_run(const train_options *o, cli_model *m, cn_optimizer *opt, const cli_data *d,
+                       int64_t per_epoch, history *h) {
+    const cn_safetensors *r = resumed;
+    int64_t images = 0, batches = 0, epoch = 0, step = 0, global = 0;
+    if (cli_state_int(r, o->resume, "train_images", 0, INT64_MAX, &images) != 0 ||
+        cli_state_int(r, o->resume, "batches_per_epoch", 0, INT64_MAX, &batches) != 0 ||
+        cli_state_int(r, o->resume, "epoch", 0, o->epochs, &epoch) != 0 ||
+        cli_state_int(r, o->resume, "step", 0, per_epoch, &step) != 0 ||
+        cli_state_int(r, o->resume, "global_step", 0, INT64_MAX, &global) != 0)
+        return -1;
+    if (images != cn_shape(d->train_x)[0] || batches != per_epoch) {
+        fprintf(stderr,
+                "cinder train: cannot resume from %s: the run trained on %lld images (%lld "
+                "batches an epoch), but these data have %lld (%lld batches); give the --data "
+                "and --limit of the run\n",
+                o->resume, (long long)images, (long long)batches,
+                (long long)cn_shape(d->train_x)[0], (long long)per_epoch);
+        return -1;
+    }
+    if (global != epoch * per_epoch + step) {
+        fprintf(stderr,
+                "cinder train: cannot resume from %s: its position (epoch %lld, step %lld, "
+                "global step %lld) does not add up; the file is damaged: start the run anew\n",
+                o->resume, (long long)epoch, (long long)step, (long long)global);
+        return -1;
+    }
+    if (cn_train_state_restore(r, m->net, opt) != CN_OK) {
+        fprintf(stderr, "cinder train: cannot resume from %s: %s\n", o->resume, cn_last_error());
+        return -1;
+    }
+    if (cli_state_history(r, o->resume, h->batch_loss, global, h->epoch_loss, h->accuracy, epoch) !=
+        0)
+        return -1;
+    h->steps = global;
+    h->epochs = (int)epoch;
+    printf("resuming from %s at epoch %lld/%lld after batch %lld/%lld (step %lld)\n", o->resume,
+           (long long)epoch + 1, (long long)o->epochs, (long long)step, (long long)per_epoch,
+           (long long)global);
+    fflush(stdout);
+    return 0;
+}
+
+/* Starts epoch e where the run stands: at its first batch, or, for the epoch a resumed run
+ * stopped in, after the batches it had taken, with the progress (and so the epoch's mean loss)
+ * counting their losses as the run that never stopped counted them. */
+static cn_status start_epoch(cn_batches *b, cli_progress *p, const history *h, int e,
+                             int64_t per_epoch) {
+    int64_t done = h->steps - (int64_t)e * per_epoch;
+    if (done == 0) {
+        cn_batches_reset(b, (uint64_t)e);
+        return CN_OK;
+    }
+    for (int64_t k = h->steps - done; k < h->steps; k++)
+        p->loss_sum += h->batch_loss[k];
+    p->done = done;
+    return cn_batches_seek(b, (uint64_t)e, done);
+}
+
 static cn_optimizer *make_optimizer(const train_options *o, cli_model *m) {
     int n = 0;
     const cn_param *params = cn_module_params(m->net, &n);
@@ -176,10 +499,12 @@ static cn_optimizer *make_optimizer(const train_options *o, cli_model *m) {
 static void describe_run(const train_options *o, cn_device inner, const cli_data *d,
                          int64_t batches) {
     char dev[64];
-    printf("cinder train: %s on %s%s, %lld training images (%lld batches of %lld), %lld test "
-           "images, ",
+    int threads = cn_cpu_threads();
+    printf("cinder train: %s on %s%s, %d CPU thread%s, %lld training images (%lld batches of "
+           "%lld), %lld test images, ",
            cli_model_name(o->model), cn_device_str(inner, dev, sizeof dev),
-           o->balanced ? " (balanced checkpointing)" : "", (long long)cn_shape(d->train_x)[0],
+           o->balanced ? " (balanced checkpointing)" : "", threads, threads == 1 ? "" : "s",
+           (long long)cn_shape(d->train_x)[0],
            (long long)batches, (long long)o->batch, (long long)cn_shape(d->test_x)[0]);
     if (o->optimizer == OPT_SGD)
         printf("sgd lr %g momentum %g, seed %lld\n", o->lr, SGD_MOMENTUM, (long long)o->seed);
@@ -189,21 +514,61 @@ static void describe_run(const train_options *o, cn_device inner, const cli_data
     fflush(stdout);
 }
 
-/* Trains for o->epochs, filling h; CLI_EXIT_OK or CLI_EXIT_FAILURE (printed). */
+/* The model's summary on stdout and the log's start line (runlog.h); CLI_EXIT_OK or
+ * CLI_EXIT_FAILURE (printed). */
+static int describe_model(const train_options *o, cn_device inner, cli_model *m,
+                          const cli_data *d, int64_t batches, cli_log *log) {
+    int64_t params = 0, bytes = 0;
+    if (cli_summary_print(stdout, m->net, cli_model_name(o->model)) != CN_OK ||
+        cli_summary_totals(m->net, &params, &bytes) != CN_OK) {
+        fprintf(stderr, "cinder train: cannot list the %s's parameters: %s\n",
+                cli_model_name(o->model), cn_last_error());
+        return CLI_EXIT_FAILURE;
+    }
+    fflush(stdout);
+    char dev[64];
+    cli_log_run r = {cli_model_name(o->model),
+                     cn_device_str(inner, dev, sizeof dev),
+                     o->optimizer == OPT_SGD ? "sgd" : "adamw",
+                     cn_cpu_threads(),
+                     o->lr,
+                     o->batch,
+                     o->epochs,
+                     batches,
+                     cn_shape(d->train_x)[0],
+                     cn_shape(d->test_x)[0],
+                     params,
+                     bytes,
+                     o->seed};
+    cli_log_start(log, &r);
+    return CLI_EXIT_OK;
+}
+
+/* Trains for o->epochs, filling h and writing the log; CLI_EXIT_OK or CLI_EXIT_FAILURE
+ * (printed). */
 static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
-                        cn_batches *batches, const cli_data *d, history *h) {
-    int tty = isatty(STDOUT_FILENO);
+                        cn_batches *batches, const cli_data *d, history *h, cli_log *log) {
+    int tty = cli_progress_is_terminal();
+    double started = cli_now(), step_lr = o->lr;
     int64_t per_epoch = cn_batches_count(batches);
     /* per step, so the last batches of the run take the smallest steps */
     cn_lr_schedule schedule = cn_lr_cosine(o->lr, o->epochs * per_epoch, 0.0);
-    for (int e = 0; e < o->epochs; e++) {
+    int64_t taken = 0; /* steps in this process, for --stop-after-steps */
+    for (int e = h->epochs; e < o->epochs; e++) {
         cli_progress p;
         cli_progress_begin(&p, e + 1, (int)o->epochs, per_epoch, tty);
-        cn_batches_reset(batches, (uint64_t)e);
+        if (start_epoch(batches, &p, h, e, per_epoch) != CN_OK) {
+            fprintf(stderr, "cinder train: cannot start epoch %d: %s\n", e + 1, cn_last_error());
+            return CLI_EXIT_FAILURE;
+        }
         for (;;) {
             float loss = 0;
             int64_t samples = 0;
             int more = 1;
+            if (cli_interrupt_signal()) {
+                cli_progress_end(&p);
+                return stop_interrupted(o, m, opt, h, d, per_epoch);
+            }
             if (o->cosine &&
                 cn_optimizer_set_lr(opt, cn_lr_schedule_at(&schedule, h->steps)) != CN_OK)
                 more = -1;
@@ -223,6 +588,13 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
             }
             h->batch_loss[h->steps++] = loss;
             cli_progress_step(&p, loss, samples);
+            double now = cli_now();
+            step_lr = cn_optimizer_get_lr(opt); /* the rate this step used */
+            cli_log_step(log, e + 1, p.done, h->steps, loss, step_lr,
+                         now > p.start ? (double)p.samples / (now - p.start) : 0.0,
+                         now - started);
+            /* as if interrupted: the same handler, the same checkpoint, at a known step */
+            if (o->stop_after && ++taken == o->stop_after) raise(SIGINT);
         }
         cli_progress_end(&p);
         double accuracy = cli_model_accuracy(m, d->test_x, d->test_y, EVAL_BATCH);
@@ -234,9 +606,12 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
         h->epoch_loss[e] = cli_progress_mean_loss(&p);
         h->accuracy[e] = accuracy;
         h->epochs = e + 1;
+        double now = cli_now();
         printf("epoch %d/%d: train loss %.4f, test accuracy %.4f, epoch time %.2f s\n", e + 1,
-               (int)o->epochs, h->epoch_loss[e], accuracy, cli_now() - p.start);
+               (int)o->epochs, h->epoch_loss[e], accuracy, now - p.start);
         fflush(stdout);
+        cli_log_epoch(log, e + 1, h->epoch_loss[e], accuracy, step_lr,
+                      now - p.start, now - started);
     }
     return CLI_EXIT_OK;
 }
@@ -270,7 +645,8 @@ static int write_outputs(const train_options *o, cli_model *m, const history *h,
     return CLI_EXIT_OK;
 }
 
-static int run(const train_options *o, cn_device inner, cn_device device, const cli_data *d) {
+static int run(const train_options *o, cn_device inner, cn_device device, const cli_data *d,
+               cli_log *log) {
     cn_generator gen = cn_generator_new((uint64_t)o->seed);
     cli_model m = {0};
     cn_optimizer *opt = NULL;
@@ -292,7 +668,10 @@ static int run(const train_options *o, cn_device inner, cn_device device, const 
         goto done;
     }
     describe_run(o, inner, d, per_epoch);
-    rc = train_epochs(o, &m, opt, batches, d, &h);
+    rc = describe_model(o, inner, &m, d, per_epoch, log);
+    if (rc == CLI_EXIT_OK && resumed && restore_run(o, &m, opt, d, per_epoch, &h) != 0)
+        rc = CLI_EXIT_FAILURE;
+    if (rc == CLI_EXIT_OK) rc = train_epochs(o, &m, opt, batches, d, &h, log);
     if (rc == CLI_EXIT_OK) rc = write_outputs(o, &m, &h, per_epoch);
 done:
     free(h.batch_loss);
@@ -304,17 +683,18 @@ done:
     return rc;
 }
 
-int cli_train(int argc, char **argv) {
+static int train_command(int argc, char **argv) {
     train_options o;
     int rc = parse_options(argc, argv, &o);
     if (rc != CLI_EXIT_OK) return rc;
     cn_device inner;
     if (cli_parse_device(CMD, o.device, &inner) != 0) return CLI_EXIT_FAILURE;
+    if (o.resume && (rc = load_resumed(&o, inner)) != CLI_EXIT_OK) return rc;
     cn_device device =
         o.balanced ? cn_autodiff_checkpointed(inner, CN_CHECKPOINT_BALANCED) : cn_autodiff(inner);
     /* an output that cannot be written should fail now, not after the training */
-    const char *outputs[2] = {o.save, o.plot};
-    for (int k = 0; k < 2; k++) {
+    const char *outputs[3] = {o.save, o.plot, o.log};
+    for (int k = 0; k < 3; k++) {
         if (!outputs[k]) continue;
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", outputs[k]);
@@ -331,7 +711,28 @@ int cli_train(int argc, char **argv) {
         fprintf(stderr, "cinder train: cannot load Fashion-MNIST: %s\n", cn_last_error());
         return CLI_EXIT_FAILURE;
     }
-    rc = run(&o, inner, device, &d);
+    /* opened (replaced) only now that the data is in hand, before any training */
+    cli_log log;
+    if (cli_log_open(&log, o.log) != 0) {
+        cli_data_free(&d);
+        return CLI_EXIT_FAILURE;
+    }
+    rc = run(&o, inner, device, &d, &log);
+    if (cli_log_close(&log) != 0 && rc == CLI_EXIT_OK) rc = CLI_EXIT_FAILURE; /* printed */
     cli_data_free(&d);
+    return rc;
+}
+
+int cli_train(int argc, char **argv) {
+    cli_interrupt_install(); /* from here on a signal stops the run between two steps */
+    int rc = train_command(argc, argv);
+    if (rc == CLI_EXIT_OK && cli_interrupt_signal()) /* it came after the last step */
+        fprintf(stderr,
+                "cinder train: the %s came after the last step; the run is complete and "
+                "its outputs are written\n",
+                cli_signal_name(cli_interrupt_signal()));
+    cn_safetensors_free(resumed);
+    resumed = NULL;
+    cli_interrupt_uninstall();
     return rc;
 }

@@ -92,6 +92,22 @@ void cn_batches_reset(cn_batches *b, uint64_t epoch) {
     b->next = 0;
 }
 
+cn_status cn_batches_seek(cn_batches *b, uint64_t epoch, int64_t index) {
+    if (!b) {
+        cn__null_arg("batches_seek", "b");
+        return cn_last_status();
+    }
+    int64_t count = cn_batches_count(b);
+    if (index < 0 || index > count)
+        return cn_set_error(CN_ERR_INVALID_ARG, "batches_seek",
+                            "index = %lld, but an epoch has %lld batches; give 0 to %lld",
+                            (long long)index, (long long)count, (long long)count);
+    cn_batches_reset(b, epoch);
+    /* index <= count <= ceil(n / batch), so this stays within n */
+    b->next = index * b->batch < b->n ? index * b->batch : b->n;
+    return CN_OK;
+}
+
 int64_t cn_batches_count(const cn_batches *b) {
     if (!b) return 0;
     return b->drop_last ? b->n / b->batch : (b->n + b->batch - 1) / b->batch;

@@ -9,6 +9,7 @@
  * State tensors (momentum buffers, Adam's moments) are concrete and owned by no scope: only the
  * optimizer frees them. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -27,10 +28,24 @@ struct cn_optimizer {
     cn_tensor **params; /* references */
     cn_tensor **state1; /* SGD: momentum buffer; AdamW: exp_avg (NULL until the first step) */
     cn_tensor **state2; /* AdamW: exp_avg_sq */
-    int64_t *steps;     /* AdamW: the steps in which each parameter had a gradient */
+    int64_t *steps;     /* the steps in which each parameter had a gradient */
+    char **names;       /* each parameter's name (given, or its index): state names */
+    /* what cn_optimizer_state handed out last: names and references owned here, released by
+     * the next call, a step, a load or cn_optimizer_free */
+    cn_param *view;
+    int view_count;
 };
 
 /* ---- construction ---------------------------------------------------------------------------- */
+
+static char *copy_string(const char *op, const char *s) {
+    size_t len = strlen(s);
+    char *c = cn__malloc(op, len + 1);
+    if (c) memcpy(c, s, len + 1);
+    return c;
+}
+
+static void view_clear(cn_optimizer *o);
 
 static cn_optimizer *optimizer_new(const char *op, opt_kind kind, const cn_param *params, int n,
                                    double lr, double weight_decay) {
@@ -77,13 +92,22 @@ static cn_optimizer *optimizer_new(const char *op, opt_kind kind, const cn_param
     o->state1 = cn__calloc(op, (size_t)n, sizeof *o->state1);
     o->state2 = cn__calloc(op, (size_t)n, sizeof *o->state2);
     o->steps = cn__calloc(op, (size_t)n, sizeof *o->steps);
-    if (!o->params || !o->state1 || !o->state2 || !o->steps) {
+    o->names = cn__calloc(op, (size_t)n, sizeof *o->names);
+    if (!o->params || !o->state1 || !o->state2 || !o->steps || !o->names) {
         cn_optimizer_free(o);
         return NULL;
     }
+    o->n = n;
+    for (int i = 0; i < n; i++) {
+        char index[24];
+        snprintf(index, sizeof index, "%d", i);
+        if (!(o->names[i] = copy_string(op, params[i].name ? params[i].name : index))) {
+            cn_optimizer_free(o);
+            return NULL;
+        }
+    }
     for (int i = 0; i < n; i++)
         o->params[i] = cn_retain(params[i].tensor);
-    o->n = n;
     o->kind = kind;
     o->lr = lr;
     o->weight_decay = weight_decay;
@@ -303,6 +327,7 @@ cn_status cn_optimizer_step(cn_optimizer *opt, const cn_grads *grads) {
     }
     pending *todo = cn__calloc(op, (size_t)opt->n, sizeof *todo);
     if (!todo) return CN_ERR_OUT_OF_MEMORY;
+    view_clear(opt); /* what cn_optimizer_state handed out is about to be stale */
     if (cn_scope_begin() != CN_OK) {
         cn__free(todo);
         return cn_last_status();
@@ -315,6 +340,282 @@ cn_status cn_optimizer_step(cn_optimizer *opt, const cn_grads *grads) {
     cn_no_grad_end();
     cn_scope_end();
     cn__free(todo);
+    return s;
+}
+
+/* ---- state: naming, handing out, loading
+ * --------------------------------------------------------- A parameter's state is named
+ * "<param>.<key>" (nn.h), the keys PyTorch's optimizers use in their state_dict. The buffers are
+ * handed out as they are (concrete, owned by the optimizer); AdamW's step count goes out as a new
+ * i64 0-d tensor on the CPU. */
+
+static const char *const sgd_keys[] = {"momentum_buffer"};
+static const char *const adamw_keys[] = {"exp_avg", "exp_avg_sq", "step"};
+#define ADAMW_STEP 2 /* adamw_keys[ADAMW_STEP] is the count, not a buffer */
+
+/* The keys of o's kind (none for SGD without momentum); their number. */
+static int state_keys(const cn_optimizer *o, const char *const **keys) {
+    if (o->kind == OPT_ADAMW) {
+        *keys = adamw_keys;
+        return 3;
+    }
+    *keys = sgd_keys;
+    return o->momentum != 0 ? 1 : 0;
+}
+
+/* Whether parameter i has state to hand out. */
+static int has_state(const cn_optimizer *o, int i) {
+    return o->kind == OPT_ADAMW ? o->steps[i] > 0 && o->state1[i] && o->state2[i]
+                                : o->momentum != 0 && o->state1[i] != NULL;
+}
+
+static void view_clear(cn_optimizer *o) {
+    for (int k = 0; k < o->view_count; k++) {
+        cn__free((char *)o->view[k].name);
+        cn_release(o->view[k].tensor);
+    }
+    cn__free(o->view);
+    o->view = NULL;
+    o->view_count = 0;
+}
+
+/* State names must tell the parameters apart: CN_ERR_INVALID_ARG when two share a name. */
+static cn_status check_unique_names(const cn_optimizer *o, const char *op) {
+    for (int i = 0; i < o->n; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(o->names[i], o->names[j]))
+                return cn_set_error(CN_ERR_INVALID_ARG, op,
+                                    "parameters %d and %d are both named '%s', so their state "
+                                    "could not be told apart; give the optimizer parameters with "
+                                    "distinct names (cn_module_params gives them)",
+                                    j, i, o->names[i]);
+    return CN_OK;
+}
+
+/* "<param>.<key>", allocated; NULL with the error set. */
+static char *state_name(const char *op, const char *param, const char *key) {
+    size_t a = strlen(param), b = strlen(key);
+    char *s = cn__malloc(op, a + b + 2);
+    if (!s) return NULL;
+    memcpy(s, param, a);
+    s[a] = '.';
+    memcpy(s + a + 1, key, b + 1);
+    return s;
+}
+
+const cn_param *cn_optimizer_state(cn_optimizer *opt, int *count) {
+    const char *op = "optimizer_state";
+    if (count) *count = 0;
+    if (!opt || !count) {
+        cn__null_arg(op, !opt ? "opt" : "count");
+        return NULL;
+    }
+    if (check_unique_names(opt, op) != CN_OK) return NULL;
+    view_clear(opt);
+    const char *const *keys;
+    int per = state_keys(opt, &keys), total = 0;
+    for (int i = 0; i < opt->n; i++)
+        total += has_state(opt, i) ? per : 0;
+    cn_param *view = cn__calloc(op, total ? (size_t)total : 1, sizeof *view);
+    if (!view) return NULL;
+    int k = 0;
+    cn_status s = CN_OK;
+    for (int i = 0; i < opt->n && s == CN_OK; i++) {
+        if (!has_state(opt, i)) continue;
+        for (int j = 0; j < per && s == CN_OK; j++) {
+            cn_tensor *t = NULL;
+            if (opt->kind == OPT_ADAMW && j == ADAMW_STEP)
+                t = nn_unscoped(cn_from_data(&opt->steps[i], NULL, 0, CN_I64, cn_cpu()));
+            else
+                t = cn_retain(j == 0 ? opt->state1[i] : opt->state2[i]);
+            char *name = t ? state_name(op, opt->names[i], keys[j]) : NULL;
+            if (!name) {
+                cn_release(t);
+                s = cn_last_status();
+                break;
+            }
+            view[k].name = name;
+            view[k].tensor = t;
+            k++;
+        }
+    }
+    opt->view = view;
+    opt->view_count = k;
+    if (s != CN_OK) {
+        view_clear(opt);
+        return NULL;
+    }
+    *count = k;
+    return view;
+}
+
+/* What a load found for parameter i: the given tensors for each key (borrowed), then the
+ * prepared copies (owned, in no scope). */
+typedef struct staged {
+    cn_tensor *given[3];
+    cn_tensor *s1, *s2;
+    int64_t step;
+} staged;
+
+/* Which parameter and key `name` is: *param and *key set, or CN_ERR_INVALID_ARG explaining. */
+static cn_status parse_state_name(const cn_optimizer *o, const char *op, const char *name,
+                                  int *param, int *key) {
+    const char *const *keys;
+    int per = state_keys(o, &keys);
+    for (int i = 0; i < o->n; i++) {
+        size_t len = strlen(o->names[i]);
+        if (strncmp(name, o->names[i], len) != 0 || name[len] != '.') continue;
+        for (int j = 0; j < per; j++)
+            if (!strcmp(name + len + 1, keys[j])) {
+                *param = i;
+                *key = j;
+                return CN_OK;
+            }
+    }
+    const char *dot = strrchr(name, '.');
+    const char *suffix = dot ? dot + 1 : name;
+    const char *kind = o->kind == OPT_ADAMW ? "AdamW" : "SGD";
+    if (o->kind == OPT_SGD &&
+        (!strcmp(suffix, "exp_avg") || !strcmp(suffix, "exp_avg_sq") || !strcmp(suffix, "step")))
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "state '%s' is AdamW's, but this optimizer is SGD; load it into an "
+                            "optimizer made with cn_adamw_new",
+                            name);
+    if (o->kind == OPT_ADAMW && !strcmp(suffix, "momentum_buffer"))
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "state '%s' is SGD's, but this optimizer is AdamW; load it into an "
+                            "optimizer made with cn_sgd_new",
+                            name);
+    if (o->kind == OPT_SGD && o->momentum == 0 && !strcmp(suffix, "momentum_buffer"))
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "state '%s' is a momentum buffer, but this SGD has momentum 0 and "
+                            "keeps no state; make the optimizer with the momentum of the run that "
+                            "saved it",
+                            name);
+    return cn_set_error(CN_ERR_INVALID_ARG, op,
+                        "state '%s' names no parameter of this %s optimizer (its state is "
+                        "'<parameter>.<%s>', the parameters '%s'%s); give the optimizer the "
+                        "parameters of the model that saved it, named alike",
+                        name, kind, per ? keys[0] : "none", o->names[0], o->n > 1 ? ", ..." : "");
+}
+
+/* Checks state[k] against parameter i's key j, filling st[i].given[j]. */
+static cn_status check_state_tensor(const cn_optimizer *o, const char *op, const cn_param *e, int i,
+                                    int j, staged *st) {
+    char a[128], b[128];
+    if (st[i].given[j])
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "state '%s' is given twice; give each state tensor once", e->name);
+    cn_tensor *t = e->tensor, *p = o->params[i];
+    if (o->kind == OPT_ADAMW && j == ADAMW_STEP) {
+        double v = NAN;
+        cn_status s = cn_scope_begin();
+        if (s != CN_OK) return s;
+        cn_tensor *f = cn_ndim(t) == 0 ? cn_cast(t, CN_F64) : NULL;
+        if (cn_ndim(t) == 0) s = f ? cn_read(f, &v, sizeof v) : cn_last_status();
+        cn_scope_end();
+        if (s != CN_OK) return s;
+        if (!(v >= 1 && v <= 9007199254740992.0 && v == floor(v)))
+            return cn_set_error(CN_ERR_INVALID_ARG, op,
+                                "state '%s' is %s; a step count is a 0-d tensor holding a whole "
+                                "number >= 1 (the steps the parameter has taken)",
+                                e->name, cn_tensor_str(t, a, sizeof a));
+        st[i].step = (int64_t)v;
+    } else if (cn_ndim(t) != cn_ndim(p) ||
+               memcmp(cn_shape(t), cn_shape(p), sizeof(int64_t) * (size_t)cn_ndim(p)) != 0) {
+        return cn_set_error(CN_ERR_SHAPE, op,
+                            "state '%s' is %s but its parameter is %s; a state buffer has its "
+                            "parameter's shape: load the state of the same model",
+                            e->name, cn_tensor_str(t, a, sizeof a), cn_tensor_str(p, b, sizeof b));
+    } else if (cn_dtype_of(t) != cn_dtype_of(p)) {
+        return cn_set_error(CN_ERR_DTYPE, op,
+                            "state '%s' is %s but its parameter is %s; cn_cast the state to the "
+                            "parameter's dtype first",
+                            e->name, cn_tensor_str(t, a, sizeof a), cn_tensor_str(p, b, sizeof b));
+    }
+    st[i].given[j] = t;
+    return CN_OK;
+}
+
+/* A copy of t with storage of its own on dev, owned by no scope; NULL with the error set. */
+static cn_tensor *own_copy(cn_tensor *t, cn_device dev) {
+    if (cn_scope_begin() != CN_OK) return NULL;
+    cn_tensor *c = cn_keep(cn_clone(cn_to_device(t, dev)));
+    cn_scope_end();
+    return nn_unscoped(c);
+}
+
+/* Checks every entry and prepares every copy into st; changes nothing in o. */
+static cn_status stage_state(cn_optimizer *o, const char *op, const cn_param *state, int n,
+                             staged *st) {
+    const char *const *keys;
+    int per = state_keys(o, &keys);
+    for (int k = 0; k < n; k++) {
+        if (!state[k].name || !state[k].tensor) {
+            char arg[40];
+            snprintf(arg, sizeof arg, "state[%d].%s", k, !state[k].name ? "name" : "tensor");
+            cn__null_arg(op, arg);
+            return cn_last_status();
+        }
+        int i = 0, j = 0;
+        cn_status s = parse_state_name(o, op, state[k].name, &i, &j);
+        if (s == CN_OK) s = check_state_tensor(o, op, &state[k], i, j, st);
+        if (s != CN_OK) return s;
+    }
+    for (int i = 0; i < o->n; i++) {
+        int got = 0, missing = -1;
+        for (int j = 0; j < per; j++) {
+            if (st[i].given[j])
+                got++;
+            else if (missing < 0)
+                missing = j;
+        }
+        if (got != 0 && got != per)
+            return cn_set_error(CN_ERR_INVALID_ARG, op,
+                                "parameter '%s' has part of its state: '%s.%s' is missing; give "
+                                "all of a parameter's state or none (none: it starts afresh)",
+                                o->names[i], o->names[i], keys[missing]);
+    }
+    for (int i = 0; i < o->n; i++) {
+        if (!st[i].given[0]) continue;
+        cn_device dev = cn_inner_device(cn_device_of(o->params[i]));
+        if (!(st[i].s1 = own_copy(st[i].given[0], dev))) return cn_last_status();
+        if (o->kind == OPT_ADAMW && !(st[i].s2 = own_copy(st[i].given[1], dev)))
+            return cn_last_status();
+    }
+    return CN_OK;
+}
+
+cn_status cn_optimizer_load_state(cn_optimizer *opt, const cn_param *state, int n) {
+    const char *op = "optimizer_load_state";
+    if (!opt || (n > 0 && !state)) {
+        cn__null_arg(op, !opt ? "opt" : "state");
+        return cn_last_status();
+    }
+    if (n < 0) return cn_set_error(CN_ERR_INVALID_ARG, op, "n = %d; it must be >= 0", n);
+    cn_status s = check_unique_names(opt, op);
+    if (s != CN_OK) return s;
+    staged *st = cn__calloc(op, (size_t)opt->n, sizeof *st);
+    if (!st) return CN_ERR_OUT_OF_MEMORY;
+    cn_no_grad_begin();
+    s = stage_state(opt, op, state, n, st);
+    cn_no_grad_end();
+    if (s == CN_OK) { /* everything is checked and copied: swap it in */
+        view_clear(opt);
+        for (int i = 0; i < opt->n; i++) {
+            cn_release(opt->state1[i]);
+            cn_release(opt->state2[i]);
+            opt->state1[i] = st[i].s1;
+            opt->state2[i] = st[i].s2;
+            opt->steps[i] = opt->kind == OPT_ADAMW ? st[i].step : st[i].s1 != NULL;
+            st[i].s1 = st[i].s2 = NULL;
+        }
+    }
+    for (int i = 0; i < opt->n; i++) {
+        cn_release(st[i].s1);
+        cn_release(st[i].s2);
+    }
+    cn__free(st);
     return s;
 }
 
@@ -335,11 +636,14 @@ double cn_optimizer_get_lr(const cn_optimizer *opt) { return opt ? opt->lr : NAN
 
 void cn_optimizer_free(cn_optimizer *opt) {
     if (!opt) return;
+    view_clear(opt);
     for (int i = 0; i < opt->n; i++) {
         cn_release(opt->params[i]);
         cn_release(opt->state1[i]);
         cn_release(opt->state2[i]);
+        if (opt->names) cn__free(opt->names[i]);
     }
+    cn__free(opt->names);
     cn__free(opt->params);
     cn__free(opt->state1);
     cn__free(opt->state2);

@@ -364,11 +364,51 @@ static cn_status check_save_args(const char *op, const char *path, const char *c
     return CN_OK;
 }
 
-/* The header: {"__metadata__":{"format":"pt"},"name":{"dtype":...,"shape":[...],
- * "data_offsets":[b,e]},...} padded with spaces to a multiple of 8 bytes. */
+/* The metadata pairs must be strings that JSON can hold, with distinct keys, none "format". */
+static cn_status check_metadata(const char *op, const char *const *keys,
+                                const char *const *values, int n_meta) {
+    if (n_meta > 0 && (!keys || !values)) {
+        cn__null_arg(op, !keys ? "keys" : "values");
+        return cn_last_status();
+    }
+    if (n_meta < 0)
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "n_meta = %d; it must be >= 0", n_meta);
+    for (int i = 0; i < n_meta; i++) {
+        if (!keys[i] || !values[i]) {
+            char arg[32];
+            snprintf(arg, sizeof arg, "%s[%d]", !keys[i] ? "keys" : "values", i);
+            cn__null_arg(op, arg);
+            return cn_last_status();
+        }
+        if (!strcmp(keys[i], "format"))
+            return cn_set_error(CN_ERR_INVALID_ARG, op, "keys[%d] is \"format\", which the save "
+                                "writes itself (\"pt\", for Hugging Face's loaders); use "
+                                "another key", i);
+        if (!cn__utf8_valid(keys[i]) || !cn__utf8_valid(values[i]))
+            return cn_set_error(CN_ERR_INVALID_ARG, op, "%s[%d] is not valid UTF-8, which the "
+                                "JSON header needs; use UTF-8 (or ASCII) text",
+                                !cn__utf8_valid(keys[i]) ? "keys" : "values", i);
+        for (int k = 0; k < i; k++)
+            if (!strcmp(keys[k], keys[i]))
+                return cn_set_error(CN_ERR_INVALID_ARG, op, "keys[%d] and keys[%d] are both "
+                                    "'%s'; each metadata key is given once", k, i, keys[i]);
+    }
+    return CN_OK;
+}
+
+/* The header: {"__metadata__":{"format":"pt",<key>:<value>...},"name":{"dtype":...,
+ * "shape":[...],"data_offsets":[b,e]},...} padded with spaces to a multiple of 8 bytes. */
 static cn_status build_header(text *b, const char *const *names, cn_tensor *const *tensors,
-                              int n) {
-    put_str(b, "{\"__metadata__\":{\"format\":\"pt\"}");
+                              int n, const char *const *keys, const char *const *values,
+                              int n_meta) {
+    put_str(b, "{\"__metadata__\":{\"format\":\"pt\"");
+    for (int i = 0; i < n_meta; i++) {
+        put_str(b, ",");
+        put_json_string(b, keys[i]);
+        put_str(b, ":");
+        put_json_string(b, values[i]);
+    }
+    put_str(b, "}");
     uint64_t offset = 0;
     for (int i = 0; i < n; i++) {
         const cn_tensor *t = tensors[i];
@@ -441,14 +481,22 @@ static cn_status write_file(const char *op, const char *path, const char *tmp, c
 
 cn_status cn_safetensors_save(const char *path, const char *const *names,
                               cn_tensor *const *tensors, int n) {
-    const char *op = "safetensors_save";
+    return cn_safetensors_save_metadata(path, names, tensors, n, NULL, NULL, 0);
+}
+
+cn_status cn_safetensors_save_metadata(const char *path, const char *const *names,
+                                       cn_tensor *const *tensors, int n, const char *const *keys,
+                                       const char *const *values, int n_meta) {
+    const char *op = n_meta ? "safetensors_save_metadata" : "safetensors_save";
     cn_status s = check_save_args(op, path, names, tensors, n);
+    if (!s) s = check_metadata(op, keys, values, n_meta);
     if (s) return s;
     text header = {.op = op};
     text tmp = {.op = op};
     put_str(&tmp, path);
     put_str(&tmp, ".tmp");
-    s = tmp.failed ? CN_ERR_OUT_OF_MEMORY : build_header(&header, names, tensors, n);
+    s = tmp.failed ? CN_ERR_OUT_OF_MEMORY
+                   : build_header(&header, names, tensors, n, keys, values, n_meta);
     if (!s) s = write_file(op, path, tmp.data, &header, tensors, n);
     if (!s && rename(tmp.data, path) != 0)
         s = cn__io_error(op, path, "cannot rename '%s' to it: %s; check the directory's "

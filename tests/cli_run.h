@@ -34,12 +34,10 @@ typedef struct run_result {
     char *out;  /* stdout (and stderr when merged); free with free() */
 } run_result;
 
-/* Runs `cinder <args>` through the shell; args must be shell-quoted by the caller. Unless
- * merged, stderr goes to the test's own stderr (it shows in ctest's log on failure). */
-static inline run_result run_cli(const char *args, int merge_stderr) {
+/* Runs a shell command line; its exit status and output (what the command line sends to
+ * stdout: add 2>&1 to merge stderr). */
+static inline run_result run_shell(const char *cmd) {
     run_result r = {-1, NULL};
-    char cmd[16384];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s", cli_path, args, merge_stderr ? "2>&1" : "");
     FILE *p = popen(cmd, "r");
     if (!p) return r;
     size_t cap = 4096, len = 0, got;
@@ -57,6 +55,14 @@ static inline run_result run_cli(const char *args, int merge_stderr) {
     int w = pclose(p);
     r.status = w != -1 && WIFEXITED(w) ? WEXITSTATUS(w) : -1;
     return r;
+}
+
+/* Runs `cinder <args>` through the shell; args must be shell-quoted by the caller. Unless
+ * merged, stderr goes to the test's own stderr (it shows in ctest's log on failure). */
+static inline run_result run_cli(const char *args, int merge_stderr) {
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "'%s' %s %s", cli_path, args, merge_stderr ? "2>&1" : "");
+    return run_shell(cmd);
 }
 
 #endif

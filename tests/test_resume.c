@@ -120,28 +120,6 @@ static int resume_command(const char *out, char *cmd, size_t size) {
     return 1;
 }
 
-/* Runs a shell command line; its exit status (-1 when it did not exit) and merged output. */
-static run_result run_shell(const char *cmd) {
-    run_result r = {-1, NULL};
-    FILE *p = popen(cmd, "r");
-    if (!p) return r;
-    size_t cap = 1 << 16, len = 0, got;
-    r.out = malloc(cap);
-    while (r.out && (got = fread(r.out + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (cap - len < 1024) {
-            char *bigger = realloc(r.out, cap * 2);
-            if (!bigger) break;
-            r.out = bigger;
-            cap *= 2;
-        }
-    }
-    if (r.out) r.out[len] = '\0';
-    int w = pclose(p);
-    r.status = w != -1 && WIFEXITED(w) ? WEXITSTATUS(w) : -1;
-    return r;
-}
-
 /* ---- stopped and resumed runs end with the same bits ----------------------------------------- */
 
 /* `args` uninterrupted, then stopped after each of stops[] steps in turn (each resumed with the

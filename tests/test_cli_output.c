@@ -480,8 +480,8 @@ static void test_the_summary_counts_the_parameters(void) {
     /* 784*256+256 = 200960, 256*128+128 = 32896, 128*10+10 = 1290 */
     CHECK(mlp.out && strstr(mlp.out, "model mlp: 3 layers\n"));
     CHECK(mlp.out && strstr(mlp.out, "0.weight [256, 784], 0.bias [256]  200960\n"));
-    CHECK(mlp.out && strstr(mlp.out, "1.weight [128, 256], 1.bias [128]   32896\n"));
-    CHECK(mlp.out && strstr(mlp.out, "2.weight [10, 128], 2.bias [10]      1290\n"));
+    CHECK(mlp.out && strstr(mlp.out, "2.weight [128, 256], 2.bias [128]   32896\n"));
+    CHECK(mlp.out && strstr(mlp.out, "4.weight [10, 128], 4.bias [10]      1290\n"));
     CHECK(mlp.out && strstr(mlp.out, "total: 235146 parameters, 940584 bytes"));
     if (mlp.out) printf("%s", mlp.out);
     free(mlp.out);

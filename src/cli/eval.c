@@ -2,11 +2,15 @@
  * the model that `cinder train --save FILE` wrote, loads its parameters and prints its accuracy
  * on the Fashion-MNIST test set, normalised as in training:
  *
- *     test accuracy 0.8512
+ *     test accuracy 0.8512 (8512 correct)
  *
- * The checkpoint holds only parameters; the model (mlp or cnn) is recognised from them
- * (models.h: cli_model_detect). The model runs on a concrete device, in evaluation mode, so the
- * numbers are those training printed after its last epoch. */
+ * (the count makes the figure exact, for comparing with another framework's). The checkpoint
+ * holds only parameters; the model (mlp or cnn) is recognised from them (models.h:
+ * cli_model_detect). Its keys are those of the equivalent PyTorch nn.Sequential (models.h), so a
+ * checkpoint that PyTorch saved with safetensors loads too (docs/pytorch.md). The model runs on a
+ * concrete device, in evaluation mode, so the numbers are those training printed after its last
+ * epoch. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -89,8 +93,10 @@ int cli_eval(int argc, char **argv) {
         fprintf(stderr, "cinder eval: evaluation failed: %s\n", cn_last_error());
         rc = CLI_EXIT_FAILURE;
     } else {
-        printf("%s from %s: %lld test images\ntest accuracy %.4f\n", cli_model_name(m.kind), o.load,
-               (long long)cn_shape(d.test_x)[0], accuracy);
+        const int64_t images = cn_shape(d.test_x)[0];
+        printf("%s from %s: %lld test images\ntest accuracy %.4f (%lld correct)\n",
+               cli_model_name(m.kind), o.load, (long long)images, accuracy,
+               (long long)llround(accuracy * (double)images));
         rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
     }
     cli_data_free(&d);

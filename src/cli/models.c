@@ -82,14 +82,42 @@ static cn_module *fused_layer_new(int64_t in, int64_t out, cn_device device, cn_
 
 /* ---- building ------------------------------------------------------------------------------- */
 
+/* The MLP's container: its children applied in order, like a Sequential, but named by the
+ * positions the layers have in PyTorch's nn.Sequential(Linear, ReLU, Linear, ReLU, Linear),
+ * "0", "2" and "4": each fused layer stands for a Linear and the ReLU after it, so the checkpoint's
+ * keys are those of that Sequential's state_dict. */
+static cn_tensor *chain_forward(cn_module *m, cn_tensor *x) {
+    cn_tensor *h = x; /* each child's output is owned by this forward's scope */
+    for (int i = 0; i < cn_module_child_count(m) && h; i++)
+        h = cn_module_forward(cn_module_child(m, i), h);
+    return h;
+}
+
+static const cn_module_vtable chain_vtable = {"Sequential", chain_forward, NULL, NULL};
+
+#define MLP_LAYERS 3
+static const char *const mlp_positions[MLP_LAYERS] = {"0", "2", "4"};
+
 /* The layers are made one statement at a time: each draws from gen in turn, and the order of
  * the draws must not depend on the compiler's order of evaluating initialisers. */
 static cn_module *mlp_new(cn_device device, cn_generator *gen) {
-    cn_module *layers[3];
+    cn_module *layers[MLP_LAYERS];
     layers[0] = fused_layer_new(IMAGE_PIXELS, 256, device, gen);
     layers[1] = fused_layer_new(256, 128, device, gen);
     layers[2] = cn_linear_new(128, CLASSES, 1, device, CN_F32, gen);
-    return cn_sequential_new(layers, 3);
+    int ok = layers[0] && layers[1] && layers[2];
+    cn_module *m = ok ? cn_module_new(&chain_vtable, NULL) : NULL;
+    for (int i = 0; i < MLP_LAYERS; i++) {
+        if (!m) { /* the failed constructor's error stays */
+            cn_module_free(layers[i]);
+            continue;
+        }
+        if (cn_module_add_child(m, mlp_positions[i], layers[i]) != CN_OK) { /* freed layers[i] */
+            cn_module_free(m);
+            m = NULL;
+        }
+    }
+    return m;
 }
 
 static cn_module *cnn_new(cn_device device, cn_generator *gen) {
@@ -289,17 +317,49 @@ cn_status cli_model_detect(const cn_safetensors *h, const char *path, cli_model_
                                    "nor 4-D");
 }
 
-/* The tensor `name` of h, checked against the parameter p; NULL with CN_ERR_IO otherwise. */
+/* Whether h holds a tensor called `name`. */
+static int has_tensor(const cn_safetensors *h, const char *name) {
+    for (int i = 0; i < cn_safetensors_count(h); i++)
+        if (strcmp(cn_safetensors_name(h, i), name) == 0) return 1;
+    return 0;
+}
+
+/* Checkpoints written before the MLP's layers took PyTorch's positions name them 0, 1, 2 (the
+ * Sequential's children in order): such a file has "1.weight" and no "4.weight". */
+static int mlp_legacy_layout(const cli_model *m, const cn_safetensors *h) {
+    return m->kind == CLI_MODEL_MLP && !has_tensor(h, "4.weight") && has_tensor(h, "1.weight");
+}
+
+/* The key of parameter `name` ("2.bias") in a legacy MLP checkpoint ("1.bias") into buf; the name
+ * itself when its layer is not one of the MLP's. */
+static const char *legacy_name(const char *name, char *buf, size_t size) {
+    const char *dot = strchr(name, '.');
+    for (int i = 0; dot && i < MLP_LAYERS; i++)
+        if (strncmp(name, mlp_positions[i], (size_t)(dot - name)) == 0 &&
+            mlp_positions[i][dot - name] == '\0') {
+            snprintf(buf, size, "%d%s", i, dot);
+            return buf;
+        }
+    return name;
+}
+
+/* The tensor `key` of h, checked against the parameter p; NULL with CN_ERR_IO otherwise. */
 static cn_tensor *matching_tensor(const cn_safetensors *h, const char *path, const char *model,
-                                  const cn_param *p) {
-    cn_tensor *t = cn_safetensors_get(h, p->name);
+                                  const char *key, const cn_param *p) {
+    cn_tensor *t = cn_safetensors_get(h, key);
     char want[96], got[96];
     if (!t && cn_last_status() != CN_ERR_INVALID_ARG) return NULL; /* no memory: not the file's */
     if (!t) {
         cn_set_error(CN_ERR_IO, "eval",
-                     "'%s' has no tensor '%s', a parameter of the %s; it is not a "
-                     "checkpoint of `cinder train --model %s --save`, or it was cut short",
-                     path, p->name, model, model);
+                     "'%s' has no tensor '%s', a parameter of the %s (whose keys are those of "
+                     "%s); it is not a checkpoint of `cinder train --model %s --save` or of that "
+                     "PyTorch model, or it was cut short",
+                     path, key, model,
+                     strcmp(model, "cnn") == 0
+                         ? "nn.Sequential(Conv2d, ReLU, MaxPool2d, Conv2d, ReLU, MaxPool2d, "
+                           "Flatten, Linear, ReLU, Linear): 0, 3, 7, 9"
+                         : "nn.Sequential(Linear, ReLU, Linear, ReLU, Linear): 0, 2, 4",
+                     model);
         return NULL;
     }
     int same = cn_ndim(t) == cn_ndim(p->tensor) && cn_dtype_of(t) == cn_dtype_of(p->tensor);
@@ -309,8 +369,8 @@ static cn_tensor *matching_tensor(const cn_safetensors *h, const char *path, con
         cn_set_error(CN_ERR_IO, "eval",
                      "'%s': tensor '%s' is %s %s, but the %s's parameter is %s %s; the "
                      "checkpoint was written by another model",
-                     path, p->name, shape_str(t, got, sizeof got), cn_dtype_name(cn_dtype_of(t)),
-                     model, shape_str(p->tensor, want, sizeof want),
+                     path, key, shape_str(t, got, sizeof got), cn_dtype_name(cn_dtype_of(t)), model,
+                     shape_str(p->tensor, want, sizeof want),
                      cn_dtype_name(cn_dtype_of(p->tensor)));
         cn_release(t);
         return NULL;
@@ -326,8 +386,11 @@ cn_status cli_model_load(cli_model *m, const cn_safetensors *h, const char *path
     if (st != CN_OK) return st;
     cn_tensor **values = calloc((size_t)n, sizeof *values);
     if (!values) st = cn_set_error(CN_ERR_OUT_OF_MEMORY, "eval", "no memory for %d tensors", n);
+    int legacy = mlp_legacy_layout(m, h);
     for (int i = 0; i < n && st == CN_OK; i++) {
-        values[i] = matching_tensor(h, path, cli_model_name(m->kind), &params[i]);
+        char buf[64];
+        const char *key = legacy ? legacy_name(params[i].name, buf, sizeof buf) : params[i].name;
+        values[i] = matching_tensor(h, path, cli_model_name(m->kind), key, &params[i]);
         if (!values[i]) st = cn_last_status();
     }
     cn_no_grad_begin();

@@ -7,10 +7,18 @@
  *        linear(3136->128) relu linear(128->10), from nn.h's modules.
  *
  * Both take images as f32 [N, 784] (the layout cn_fashion_mnist_load returns) and return logits
- * [N, 10]. Parameters are named like PyTorch's state_dict of the same nn.Sequential:
- *   mlp: 0.weight [256, 784], 0.bias, 1.weight [128, 256], 1.bias, 2.weight [10, 128], 2.bias
- *   cnn: 0.weight [32, 1, 3, 3], 0.bias, 3.weight [64, 32, 3, 3], 3.bias, 7.weight [128, 3136],
- *        7.bias, 9.weight [10, 128], 9.bias */
+ * [N, 10]. Parameters are named, shaped and laid out as in the state_dict of the equivalent
+ * PyTorch nn.Sequential, so a checkpoint loads on either side as it is (docs/pytorch.md):
+ *   mlp  nn.Sequential(Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10)):
+ *        0.weight [256, 784], 0.bias, 2.weight [128, 256], 2.bias, 4.weight [10, 128], 4.bias
+ *        (each fused layer stands at its Linear's position; the ReLUs at 1 and 3 have no
+ *        parameters)
+ *   cnn  nn.Sequential(Conv2d(1, 32, 3, padding=1), ReLU(), MaxPool2d(2),
+ *        Conv2d(32, 64, 3, padding=1), ReLU(), MaxPool2d(2), Flatten(), Linear(3136, 128),
+ *        ReLU(), Linear(128, 10)):
+ *        0.weight [32, 1, 3, 3], 0.bias, 3.weight [64, 32, 3, 3], 3.bias, 7.weight [128, 3136],
+ *        7.bias, 9.weight [10, 128], 9.bias (Flatten takes NCHW as C, H, W, as PyTorch's does)
+ * Weights are [out, in] and [out, in, kh, kw], f32, row-major; there are no buffers. */
 #ifndef CINDER_CLI_MODELS_H
 #define CINDER_CLI_MODELS_H
 
@@ -84,8 +92,10 @@ cn_status cli_model_detect(const cn_safetensors *h, const char *path, cli_model_
 
 /* Copies every parameter of m from `h` (loaded from `path`), checking names, shapes and dtypes
  * first: a checkpoint that lacks one, or holds it with another shape, is CN_ERR_IO naming the
- * parameter; no memory is CN_ERR_OUT_OF_MEMORY. Nothing is written unless all match and every
- * tensor is in hand. */
+ * parameter and the model's keys; no memory is CN_ERR_OUT_OF_MEMORY. Nothing is written unless
+ * all match and every tensor is in hand. Other tensors in h (an optimizer's state) are ignored.
+ * An mlp checkpoint of the earlier layout (layers 0, 1, 2: it has "1.weight" and no "4.weight")
+ * loads too, its layers taken in order. */
 cn_status cli_model_load(cli_model *m, const cn_safetensors *h, const char *path);
 
 /* Writes m's parameters to `path` as safetensors, under their names. */

@@ -6,8 +6,8 @@
  *     model mlp: 3 layers
  *        #  layer            parameters                          count
  *        0  FusedLinearReLU  0.weight [256, 784], 0.bias [256]  200960
- *        1  FusedLinearReLU  1.weight [128, 256], 1.bias [128]   32896
- *        2  Linear           2.weight [10, 128], 2.bias [10]      1290
+ *        1  FusedLinearReLU  2.weight [128, 256], 2.bias [128]   32896
+ *        2  Linear           4.weight [10, 128], 4.bias [10]      1290
  *       total: 235146 parameters, 940584 bytes (918.5 KiB)
  *
  * A layer without parameters (ReLU, MaxPool2d, Flatten) shows "-" and 0. */

@@ -401,6 +401,46 @@ static void test_a_second_signal_exits_at_once_saving_nothing(void) {
     remove(err);
 }
 
+/* A resumed run continues its --log: one start line per leg, and the step lines of both legs
+ * together number every step of the run once, in order (2 epochs of 96 / 16 = 6 steps). */
+static void test_a_resumed_run_continues_its_log(void) {
+    char cmd[16384];
+    const char *log = path_in("run.jsonl"), *cut = path_in("logged.safetensors");
+    remove(log);
+    remove(cut);
+    snprintf(cmd, sizeof cmd,
+             "'%s' train --data '%s' --epochs 2 --batch 16 --log '%s' --save '%s' "
+             "--stop-after-steps 4 2>&1",
+             cli_path, dir, log, cut);
+    run_result leg = run_shell(cmd);
+    CHECK(leg.status == 130);
+    char resume[16384];
+    CHECK(leg.out && resume_command(leg.out, resume, sizeof resume));
+    free(leg.out);
+    leg = run_shell(resume);
+    CHECK(leg.status == 0);
+    free(leg.out);
+    size_t len = 0;
+    char *text = slurp(log, &len);
+    CHECK(text != NULL);
+    int starts = 0, steps = 0, in_order = 1;
+    for (char *line = text; text && line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        if (strstr(line, "\"event\":\"start\"")) starts++;
+        const char *g = strstr(line, "\"global_step\":");
+        if (strstr(line, "\"event\":\"step\"") && g) {
+            steps++;
+            in_order &= atoll(g + strlen("\"global_step\":")) == steps;
+        }
+        line = next;
+    }
+    CHECK(starts == 2);
+    CHECK(steps == 12);
+    CHECK(in_order);
+    free(text);
+}
+
 int main(void) {
     if (!find_cli()) {
         fprintf(stderr, "the cinder program is not built next to the tests\n");
@@ -419,6 +459,7 @@ int main(void) {
     RUN(test_adamw_cnn_stopped_mid_epoch_ends_with_the_same_bits);
     RUN(test_resume_refuses_contradictions_model_files_and_missing_files);
     RUN(test_without_save_the_checkpoint_goes_to_the_default_path);
+    RUN(test_a_resumed_run_continues_its_log);
     RUN(test_sigint_from_outside_saves_a_checkpoint_that_resumes);
     RUN(test_a_second_signal_exits_at_once_saving_nothing);
     const char *files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",

@@ -6,10 +6,10 @@
 #include "cli/cli.h"
 #include "cli/runlog.h"
 
-int cli_log_open(cli_log *l, const char *path) {
+int cli_log_open(cli_log *l, const char *path, int append) {
     *l = (cli_log){.path = path};
     if (!path) return 0;
-    l->f = fopen(path, "w");
+    l->f = fopen(path, append ? "a" : "w");
     if (!l->f) {
         fprintf(stderr,
                 "cinder train: cannot write the log %s: %s; choose another path for --log\n", path,

@@ -37,9 +37,10 @@ typedef struct cli_log_run {
     int64_t parameters, parameter_bytes, seed;
 } cli_log_run;
 
-/* Opens `path` for writing, replacing what it held (path NULL: no log). 0, or -1 after printing
- * why on stderr ("cinder train: cannot write the log ...: <reason>"). */
-int cli_log_open(cli_log *l, const char *path);
+/* Opens `path` for writing, replacing what it held, or appending to it (a resumed run continues
+ * its log) (path NULL: no log). 0, or -1 after printing why on stderr ("cinder train: cannot
+ * write the log ...: <reason>"). */
+int cli_log_open(cli_log *l, const char *path, int append);
 
 void cli_log_start(cli_log *l, const cli_log_run *run);
 void cli_log_step(cli_log *l, int epoch, int64_t step, int64_t global_step, double loss, double lr,

@@ -711,9 +711,10 @@ static int train_command(int argc, char **argv) {
         fprintf(stderr, "cinder train: cannot load Fashion-MNIST: %s\n", cn_last_error());
         return CLI_EXIT_FAILURE;
     }
-    /* opened (replaced) only now that the data is in hand, before any training */
+    /* opened only now that the data is in hand, before any training: replaced by a new run,
+     * continued by a resumed one */
     cli_log log;
-    if (cli_log_open(&log, o.log) != 0) {
+    if (cli_log_open(&log, o.log, o.resume != NULL) != 0) {
         cli_data_free(&d);
         return CLI_EXIT_FAILURE;
     }

@@ -50,6 +50,21 @@ static int th_tests_passed, th_tests_failed;
         cn_clear_error();                                                            \
     } while (0)
 
+/* Checks a status-returning call failed with `status` and a message containing needle. */
+#define CHECK_STATUS_FAILS(expr, status, needle)                                                   \
+    do {                                                                                           \
+        cn_clear_error();                                                                          \
+        cn_status s_ = (expr);                                                                     \
+        CHECK(s_ == (status));                                                                     \
+        CHECK(cn_last_status() == (status));                                                       \
+        if (!strstr(cn_last_error(), (needle))) {                                                  \
+            fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__,            \
+                    cn_last_error(), (needle));                                                    \
+            th_checks_failed++;                                                                    \
+        }                                                                                          \
+        cn_clear_error();                                                                          \
+    } while (0)
+
 typedef void (*th_fn)(void);
 
 static inline void th_run(const char *name, th_fn fn) {

@@ -21,6 +21,7 @@
 
 #include "cli/models.h"
 #include "harness.h"
+#include "idx_file.h"
 
 enum { BATCH = 4, PIXELS = 784, STEPS = 5 };
 
@@ -442,22 +443,16 @@ static void test_evaluation_fails_cleanly_at_every_allocation(void) {
 /* A tiny Fashion-MNIST in IDX files (uncompressed, which the loader reads like the .gz ones):
  * n images of 28x28 pixels, pixel k of image i being (13 i + k) % 256, and labels i % 10. */
 static int write_idx(const char *name, int64_t n, int images) {
+    static uint8_t data[8 * PIXELS];
     char path[160];
+    if (n > 8) return -1;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    const unsigned char head[4] = {0, 0, 0x08, images ? 3 : 1};
-    fwrite(head, 1, 4, f);
-    uint32_t dims[3] = {(uint32_t)n, 28, 28};
-    for (int d = 0; d < (images ? 3 : 1); d++) {
-        const unsigned char be[4] = {dims[d] >> 24, dims[d] >> 16 & 255, dims[d] >> 8 & 255,
-                                     dims[d] & 255};
-        fwrite(be, 1, 4, f);
-    }
     for (int64_t i = 0; i < n; i++)
         for (int k = 0; k < (images ? PIXELS : 1); k++)
-            fputc(images ? (int)((13 * i + k) % 256) : (int)(i % 10), f);
-    return fclose(f);
+            data[i * (images ? PIXELS : 1) + k] =
+                (uint8_t)(images ? (13 * i + k) % 256 : i % 10);
+    const uint32_t dims[3] = {(uint32_t)n, 28, 28};
+    return th_write_idx(path, dims, images ? 3 : 1, data);
 }
 
 /* `cinder train`'s data loading (cli_data_load: the four IDX files, the slice to --limit, the

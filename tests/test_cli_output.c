@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli_run.h"
+#include "idx_file.h"
 #include "harness.h"
 
 /* ---- a strict JSON reader (RFC 8259), values as a tree ----------------------------------------
@@ -276,21 +277,8 @@ static const char *in_dir(const char *name) {
     return path_buf;
 }
 
-/* An IDX file of unsigned bytes: 0 0 8 ndim, the dims as big-endian 32-bit words, the data. */
 static int write_idx(const char *name, const uint32_t *dims, int ndim, const uint8_t *data) {
-    FILE *f = fopen(in_dir(name), "wb");
-    if (!f) return -1;
-    uint8_t head[4] = {0, 0, 8, (uint8_t)ndim};
-    size_t count = 1;
-    fwrite(head, 1, 4, f);
-    for (int d = 0; d < ndim; d++) {
-        uint8_t be[4] = {(uint8_t)(dims[d] >> 24), (uint8_t)(dims[d] >> 16),
-                         (uint8_t)(dims[d] >> 8), (uint8_t)dims[d]};
-        fwrite(be, 1, 4, f);
-        count *= dims[d];
-    }
-    fwrite(data, 1, count, f);
-    return fclose(f);
+    return th_write_idx(in_dir(name), dims, ndim, data);
 }
 
 /* Image i of class i % 10: a bright band of rows 2k..2k+4 over a dim, slightly varying

@@ -14,21 +14,6 @@ static cn_tensor *f64_tensor(const double *v, const int64_t *shape, int ndim) {
     return cn_from_data(v, shape, ndim, CN_F64, cn_cpu());
 }
 
-/* Checks a status-returning call failed with `status` and a message containing needle. */
-#define CHECK_STATUS_FAILS(expr, status, needle)                                                   \
-    do {                                                                                           \
-        cn_clear_error();                                                                          \
-        cn_status s_ = (expr);                                                                     \
-        CHECK(s_ == (status));                                                                     \
-        CHECK(cn_last_status() == (status));                                                       \
-        if (!strstr(cn_last_error(), (needle))) {                                                  \
-            fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__,            \
-                    cn_last_error(), (needle));                                                    \
-            th_checks_failed++;                                                                    \
-        }                                                                                          \
-        cn_clear_error();                                                                          \
-    } while (0)
-
 /* Checks t is a tensor of `shape` with no elements, then releases it. */
 static void expect_empty(const char *what, cn_tensor *t, const int64_t *shape, int ndim) {
     if (!t) {

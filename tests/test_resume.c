@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli_run.h"
+#include "idx_file.h"
 #include "harness.h"
 
 static char dir[] = "/tmp/cinder_test_resume_XXXXXX";
@@ -34,20 +35,14 @@ static const char *path_in(const char *name) {
 /* n images of 28x28 pixels, pixel k of image i being (13 i + 7 k + (i % 10) k / 50) % 256 (so
  * the classes differ), and labels i % 10. */
 static int write_idx(const char *name, int n, int images) {
-    FILE *f = fopen(path_in(name), "wb");
-    if (!f) return -1;
-    const unsigned char head[4] = {0, 0, 0x08, images ? 3 : 1};
-    fwrite(head, 1, 4, f);
-    uint32_t dims[3] = {(uint32_t)n, 28, 28};
-    for (int d = 0; d < (images ? 3 : 1); d++) {
-        const unsigned char be[4] = {dims[d] >> 24, dims[d] >> 16 & 255, dims[d] >> 8 & 255,
-                                     dims[d] & 255};
-        fwrite(be, 1, 4, f);
-    }
+    static uint8_t data[96 * 784];
+    if (n > 96) return -1;
     for (int i = 0; i < n; i++)
         for (int k = 0; k < (images ? 784 : 1); k++)
-            fputc(images ? (13 * i + 7 * k + (i % 10) * k / 50) % 256 : i % 10, f);
-    return fclose(f);
+            data[i * (images ? 784 : 1) + k] =
+                (uint8_t)(images ? (13 * i + 7 * k + (i % 10) * k / 50) % 256 : i % 10);
+    const uint32_t dims[3] = {(uint32_t)n, 28, 28};
+    return th_write_idx(path_in(name), dims, images ? 3 : 1, data);
 }
 
 static int exists(const char *path) { return access(path, F_OK) == 0; }

@@ -37,7 +37,9 @@ cn_status cn_last_status(void) { return host->last_status(); }
 void cn_clear_error(void) { host->clear_error(); }
 size_t cn_dtype_size(cn_dtype dt) { return host->dtype_size(dt); }
 const char *cn_dtype_name(cn_dtype dt) { return host->dtype_name(dt); }
-const char *cn_op_name(cn_op op) { return host->op_name(op); }
+const char *cn_op_name(cn_op op) {
+    return host->op_name(op);
+}
 void *cn__malloc(const char *op, size_t nbytes) { return host->malloc(op, nbytes); }
 void *cn__calloc(const char *op, size_t count, size_t size) {
     return host->calloc(op, count, size);

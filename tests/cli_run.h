@@ -4,6 +4,7 @@
 #ifndef CINDER_TESTS_CLI_RUN_H
 #define CINDER_TESTS_CLI_RUN_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,19 @@ static inline run_result run_cli(const char *args, int merge_stderr) {
     char cmd[16384];
     snprintf(cmd, sizeof cmd, "'%s' %s %s", cli_path, args, merge_stderr ? "2>&1" : "");
     return run_shell(cmd);
+}
+
+/* The number after `key` in the text, or NAN when the key (or the text) is absent. */
+static inline double number_after(const char *text, const char *key) {
+    const char *at = text ? strstr(text, key) : NULL;
+    return at ? strtod(at + strlen(key), NULL) : NAN;
+}
+
+/* Non-zero when the data file `path` is readable, gzip-compressed (path.gz) or not. */
+static inline int data_file_present(const char *path) {
+    char gz[4200];
+    snprintf(gz, sizeof gz, "%s.gz", path);
+    return access(gz, R_OK) == 0 || access(path, R_OK) == 0;
 }
 
 #endif

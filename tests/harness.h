@@ -1,5 +1,7 @@
 /* A small test harness: CHECK macros that record failures, a runner that also checks each test
- * leaves no live tensor behind, and helpers to build tensors and read them back as doubles. */
+ * leaves no live tensor behind, helpers to build tensors and read them back as doubles, and the
+ * small helpers several tests share (a pool of tensors released together, deterministic values,
+ * reading a file whole). One copy of each lives here; a test adds only what is its own. */
 #ifndef CINDER_TESTS_HARNESS_H
 #define CINDER_TESTS_HARNESS_H
 
@@ -156,6 +158,73 @@ static inline void th_check_shape(const char *what, cn_tensor *t, const int64_t 
         fprintf(stderr, "%s: wrong shape\n", what);
         th_checks_failed++;
     }
+}
+
+/* t's elements as doubles in the row-major order of its shape (whatever its strides), malloc'd
+ * (the caller frees); when t is NULL or cannot be read, a recorded failure and NaNs. */
+static inline double *th_values(cn_tensor *t) {
+    int64_t n = t ? cn_numel(t) : 0;
+    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (!t || th_read(t, v) != n) {
+        fprintf(stderr, "th_values: cannot read (%s)\n", cn_last_error());
+        th_checks_failed++;
+        for (int64_t i = 0; i < n; i++)
+            v[i] = NAN;
+    }
+    return v;
+}
+
+/* n zeroed doubles (at least one, so that empty tensors need no special case); caller frees. */
+static inline double *th_alloc_doubles(int64_t n) {
+    return calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+}
+
+/* Tensors made in a test, released together at its end by th_release_owned. */
+static cn_tensor *th_owned[256];
+static int th_n_owned;
+
+static inline cn_tensor *th_own(cn_tensor *t) {
+    if (t && th_n_owned < (int)(sizeof th_owned / sizeof *th_owned)) th_owned[th_n_owned++] = t;
+    return t;
+}
+
+static inline void th_release_owned(void) {
+    while (th_n_owned) cn_release(th_owned[--th_n_owned]);
+}
+
+/* The next value of a 64-bit LCG (Knuth's MMIX constants) at *state, as its top 31 bits. */
+static inline uint64_t th_lcg(uint64_t *state) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return *state >> 33;
+}
+
+/* n values k/8 for k in [-16, 16] from the LCG at *state: exact in f32, so products and short
+ * sums are too. */
+static inline void th_fill_eighths(uint64_t *state, double *v, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (double)((int)(th_lcg(state) % 33) - 16) / 8.0;
+}
+
+/* The tolerance for results of exact inputs through short sums: f32 rounding, else f64's. */
+static inline double th_tol_of(cn_dtype dt) { return dt == CN_F32 ? 1e-5 : 1e-12; }
+
+/* A whole file in a malloc'd buffer, followed by a NUL (so a text file is a string); *n, unless
+ * n is NULL, gets its size. NULL when it cannot be opened. */
+static inline unsigned char *th_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    size_t want = size > 0 ? (size_t)size : 0, got = 0;
+    unsigned char *buf = malloc(want + 1);
+    if (buf) {
+        got = fread(buf, 1, want, f);
+        buf[got] = '\0';
+    }
+    fclose(f);
+    if (n) *n = got;
+    return buf;
 }
 
 #endif

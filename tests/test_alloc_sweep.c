@@ -294,16 +294,6 @@ static int64_t file_size(const char *path) {
     return n;
 }
 
-static unsigned char *file_bytes(const char *path, size_t *n) {
-    int64_t size = file_size(path);
-    FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
-    if (!f) return NULL;
-    unsigned char *buf = malloc((size_t)size + 1);
-    *n = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    return buf;
-}
-
 /* A save over an existing checkpoint with every allocation failing in turn: each is
  * CN_ERR_OUT_OF_MEMORY, the old file byte-identical, no temporary file left; then the load into
  * another model's parameters (cn_safetensors_load_into) and `cinder eval`'s load
@@ -319,7 +309,7 @@ static void test_checkpoint_save_and_load_fail_cleanly_at_every_allocation(void)
     CHECK(step(&trained, 0, &loss) == CN_OK);
     size_t n = 0, n_old = 0, n_now = 0;
     float *saved = snapshot(&trained.m, &n), *old_params = snapshot(&fresh.m, &n);
-    unsigned char *old_file = file_bytes(path, &n_old);
+    unsigned char *old_file = th_read_file(path, &n_old);
     int64_t live = cn_live_tensors(), bytes = cn_live_bytes();
     int points[3] = {0}, clean[3] = {0};
 
@@ -332,7 +322,7 @@ static void test_checkpoint_save_and_load_fail_cleanly_at_every_allocation(void)
         if (st == CN_OK) break;
         points[0]++;
         int ok = failed_cleanly("save", k, st, live, bytes);
-        unsigned char *now = file_bytes(path, &n_now);
+        unsigned char *now = th_read_file(path, &n_now);
         if (!now || n_now != n_old || memcmp(now, old_file, n_old) != 0 || file_size(tmp) >= 0) {
             fprintf(stderr, "save: allocation %lld: the old checkpoint changed or %s is left\n",
                     (long long)k, tmp);

@@ -306,20 +306,6 @@ static int write_data_set(void) {
     return rc;
 }
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0, got;
-    char *s = malloc(cap);
-    while ((got = fread(s + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (cap - len < 1024) s = realloc(s, cap *= 2);
-    }
-    s[len] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* `cinder train --data DIR --test-limit... <args>`, stdout in .out, stderr in *err */
 static run_result train(const char *args, char **err) {
     char cmd[16384], err_path[8192];
@@ -327,7 +313,7 @@ static run_result train(const char *args, char **err) {
     snprintf(cmd, sizeof cmd, "train --data '%s' --batch %d %s 2>'%s'", data_dir, BATCH, args,
              err_path);
     run_result r = run_cli(cmd, 0);
-    char *e = read_file(err_path);
+    char *e = (char *)th_read_file(err_path, NULL);
     if (err)
         *err = e;
     else {
@@ -335,12 +321,6 @@ static run_result train(const char *args, char **err) {
         free(e);
     }
     return r;
-}
-
-/* The number after `key` in the text, or NAN. */
-static double number_after(const char *text, const char *key) {
-    const char *at = text ? strstr(text, key) : NULL;
-    return at ? strtod(at + strlen(key), NULL) : NAN;
 }
 
 static int count_of(const char *text, const char *needle) {
@@ -358,7 +338,7 @@ static void test_the_log_is_json_lines_that_agree_with_the_epoch_lines(void) {
     snprintf(args, sizeof args, "--epochs 2 --lr 0.05 --seed 7 --threads 2 --log '%s'", log_path);
     run_result r = train(args, NULL);
     CHECK(r.status == 0);
-    char *text = read_file(log_path);
+    char *text = (char *)th_read_file(log_path, NULL);
     CHECK(text != NULL);
     if (!text || !r.out) {
         free(text);
@@ -499,7 +479,7 @@ static void test_threads_are_applied_and_keep_the_result(void) {
     setenv("OMP_NUM_THREADS", "2", 1); /* --threads wins over it */
     snprintf(args, sizeof args, "--epochs 1 --threads 1 --log '%s'", log_path);
     run_result r1 = train(args, NULL);
-    char *log = read_file(log_path);
+    char *log = (char *)th_read_file(log_path, NULL);
     CHECK(log && strstr(log, "\"threads\":1,"));
     free(log);
     run_result r3 = train("--epochs 1 --threads 3", NULL);
@@ -613,7 +593,7 @@ static void test_plot_refuses_formats_it_cannot_write(void) {
     snprintf(args, sizeof args, "--epochs 1 --plot '%s'", svg);
     run_result ok = train(args, NULL);
     CHECK(ok.status == 0);
-    char *image = read_file(svg);
+    char *image = (char *)th_read_file(svg, NULL);
     CHECK(image && strncmp(image, "<?xml", 5) == 0 && strstr(image, "<svg"));
     free(image);
     free(ok.out);

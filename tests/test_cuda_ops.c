@@ -21,7 +21,6 @@
 
 #include "cinder/cuda.h"
 #include "dispatch/backward_ops.h"
-#include "dispatch/optim_ops.h"
 
 /* The CUDA driver and AddressSanitizer both want the low address range: without this the
  * sanitizer build sees no GPU. The driver's own allocations at exit are not cinder's leaks. */
@@ -477,7 +476,7 @@ static void test_binary(void) {
         {CN_OP_ADD, cn_add, -3, 3, -3, 3, 1},      {CN_OP_SUB, cn_sub, -3, 3, -3, 3, 1},
         {CN_OP_MUL, cn_mul, -3, 3, -3, 3, 1},      {CN_OP_DIV, cn_div, -3, 3, 0.5, 3, 1},
         {CN_OP_POW, cn_pow, 0.1, 3, -2, 2, 0},     {CN_OP_MAXIMUM, cn_maximum, -3, 3, -3, 3, 1},
-        {CN_OP_MINIMUM, cn_minimum, -3, 3, -3, 3, 1},
+        {CN_OP_MINIMUM, cn_minimum, -3, 3, -3, 3, 1}, {CN_OP_ATAN2, cn_atan2, -3, 3, -3, 3, 0},
     };
     const int64_t shape[3] = {6, 4, 29}, bshape[2] = {4, 29}, col[3] = {6, 1, 29};
     for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
@@ -1059,7 +1058,7 @@ static void test_pool(void) {
 /* ---- the fused optimizer step ---------------------------------------------------------------- */
 
 typedef struct sgd_args {
-    cn__sgd_hyper h;
+    cn_sgd_hyper h;
     int first;
 } sgd_args;
 
@@ -1068,7 +1067,7 @@ typedef struct sgd_args {
 static cn_tensor *f_sgd_step(cn_tensor *const *x, const void *a) {
     const sgd_args *s = a;
     cn_tensor *buf = s->h.momentum != 0 ? x[2] : NULL;
-    if (cn__sgd_step(x[0], x[1], buf, &s->h, s->first) != CN_OK) return NULL;
+    if (cn_sgd_step_(x[0], x[1], buf, &s->h, s->first) != CN_OK) return NULL;
     int64_t n = cn_numel(x[0]);
     cn_tensor *parts[2] = {cn_contiguous(x[0]), buf ? cn_contiguous(buf) : NULL};
     cn_tensor *flat[2] = {cn_reshape(parts[0], &n, 1), buf ? cn_reshape(parts[1], &n, 1) : NULL};
@@ -1106,7 +1105,7 @@ static pair writable_input(const int64_t *shape, int nd, cn_dtype dt, int layout
 /* Every case of SGD (momentum's first and later steps, dampening, Nesterov, weight decay) with p
  * and buf contiguous, transposed or strided, and g in every layout, broadcast included. */
 static void test_sgd_step(void) {
-    const cn__sgd_hyper cases[] = {
+    const cn_sgd_hyper cases[] = {
         {0.1, 0, 0, 0, 0},    {0.05, 0.9, 0, 0, 0}, {0.05, 0.9, 0.3, 0, 0},
         {0.05, 0.9, 0, 0, 1}, {0.1, 0, 0, 0.2, 0},  {0.05, 0.5, 0, 0.1, 1},
     };

@@ -113,8 +113,21 @@ static cn_status rules_backward(cn_tensor *const *in, const int *needs_grad, int
     return gin[0] ? CN_OK : cn_last_status();
 }
 
+/* Counts the runs of the kernel of test_counted (memory-bound; y = a x + b, as affine). */
+static int counted_runs;
+static cn_status counted_cpu(const cn_kernel_args *a) {
+    counted_runs++;
+    return affine_cpu(a);
+}
+
+/* Fails without setting an error: the launch must give it one. */
+static cn_status silent_failure_cpu(const cn_kernel_args *a) {
+    (void)a;
+    return CN_ERR_INVALID_ARG;
+}
+
 static const cn_ext_op *affine, *concrete_only, *nondiff, *pick, *pair, *sumdiff, *masked,
-    *affine_mb, *rules;
+    *affine_mb, *rules, *counted, *silent;
 
 static const char *const y_name[] = {"y"};
 static const char *const ab_names[] = {"a", "b"};
@@ -134,6 +147,16 @@ static void define_ops(void) {
     affine_mb = cn_ext_define(&s);
     cn_ext_register_kernel(affine_mb, "cpu", affine_cpu);
     cn_ext_register_backward(affine_mb, affine_backward);
+
+    s.name = "test_counted";
+    counted = cn_ext_define(&s);
+    cn_ext_register_kernel(counted, "cpu", counted_cpu);
+    cn_ext_register_backward(counted, affine_backward);
+
+    s.name = "test_silent_failure";
+    s.flags = 0;
+    silent = cn_ext_define(&s);
+    cn_ext_register_kernel(silent, "cpu", silent_failure_cpu);
 
     s.name = "test_concrete_only";
     s.flags = 0;
@@ -536,6 +559,66 @@ static void test_inplace_error_names_op(void) {
     cn_release(ones);
 }
 
+/* One router: an extension call is routed and launched as a built-in op is. Devices that differ
+ * fail with the router's own message (the one cn_add gives, with the op's argument names); outputs
+ * without elements skip the kernel, as for built-in ops; a kernel that fails without a message
+ * gets one naming the op and the backend. */
+static void test_routed_like_builtin_ops(void) {
+    cn_device other = {(int16_t)other_backend, 0, 0, 0};
+    cn_tensor *a = vec(cn_cpu(), 1, 2, 0), *b = vec(other, 3, 4, 0);
+    const char *rule = "so both live on one device";
+    CHECK_FAILS(cn_add(a, b), CN_ERR_DEVICE_MISMATCH, rule);
+    cn_tensor *in[2] = {a, b}, *out[2] = {NULL, NULL};
+    int tags[1] = {0};
+    double av[2] = {1, 2}, reals[2] = {3, 1};
+    expect_failure(cn_ext_call(sumdiff, CN_EXT_ROUTE_AUTO, in, tags, NULL, NULL, out),
+                   CN_ERR_DEVICE_MISMATCH, rule, a, av);
+
+    int64_t zero = 0;
+    cn_tensor *empty = cn_zeros(&zero, 1, CN_F64, cn_cpu()), *y;
+    counted_runs = 0;
+    y = call1(counted, CN_EXT_ROUTE_AUTO, empty, 3, 1);
+    CHECK(y && cn_ndim(y) == 1 && cn_shape(y)[0] == 0 && counted_runs == 0);
+    cn_release(y);
+    y = call1(counted, CN_EXT_ROUTE_AUTO, a, 3, 1);
+    CHECK(y && counted_runs == 1);
+    cn_release(y);
+
+    cn_clear_error();
+    cn_status s = cn_ext_call(silent, CN_EXT_ROUTE_AUTO, &a, NULL, NULL, reals, &y);
+    CHECK(y == NULL);
+    expect_failure(s, CN_ERR_INVALID_ARG, "the kernel of 'test_silent_failure' for backend 'cpu' "
+                   "failed without a message", a, av);
+    cn_release(empty);
+    cn_release(a);
+    cn_release(b);
+}
+
+/* Under CN_CHECKPOINT_BALANCED a memory-bound extension op keeps no outputs: its backward runs
+ * the kernel again, through the replay the extension layer hands the graph. Elsewhere the kernel
+ * runs once. */
+static void test_checkpoint_replays_kernel(void) {
+    cn_device devs[2] = {cn_autodiff(cn_cpu()),
+                         cn_autodiff_checkpointed(cn_cpu(), CN_CHECKPOINT_BALANCED)};
+    for (int k = 0; k < 2; k++) {
+        cn_tensor *x = vec(devs[k], 1, 2, 1);
+        cn_scope_begin();
+        counted_runs = 0;
+        cn_tensor *y = call1(counted, CN_EXT_ROUTE_AUTO, x, 3, 1);
+        CHECK(y && counted_runs == 1);
+        cn_grads *g = cn_backward(cn_sum(y));
+        th_check_values("replayed gradient", g ? cn_grad(g, x) : NULL, (double[]){3, 3}, 2, 0);
+        if (counted_runs != 1 + k) {
+            fprintf(stderr, "device %d: the kernel ran %d times, want %d\n", k, counted_runs,
+                    1 + k);
+            th_checks_failed++;
+        }
+        cn_grads_free(g);
+        cn_scope_end();
+        cn_release(x);
+    }
+}
+
 /* Registration: a NULL function is an error of its own (not an earlier one kept), a second
  * kernel or backward is refused and the first stays, and a non-differentiable op takes none. */
 static void test_registration_errors(void) {
@@ -589,7 +672,7 @@ static void test_registration_errors(void) {
 int main(void) {
     define_ops();
     CHECK(affine && affine_mb && concrete_only && nondiff && pick && pair && sumdiff && masked &&
-          rules);
+          rules && counted && silent);
     RUN(test_concrete_call);
     RUN(test_autodiff_route_and_gradient);
     RUN(test_multi_output_struct);
@@ -605,5 +688,7 @@ int main(void) {
     RUN(test_constant_first_tracked_later);
     RUN(test_inplace_error_names_op);
     RUN(test_registration_errors);
+    RUN(test_routed_like_builtin_ops);
+    RUN(test_checkpoint_replays_kernel);
     return th_finish();
 }

@@ -34,18 +34,6 @@ static int write_file(const char *path, const void *data, size_t n, int gz) {
     return fclose(f) == 0 && w == n ? 0 : -1;
 }
 
-static unsigned char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)size + 1);
-    *n = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    return buf;
-}
-
 /* cn_idx_load of path fails with CN_ERR_IO, *out NULL, and a message naming the file and holding
  * needle. */
 static void check_rejected(const char *path, const char *needle) {
@@ -137,7 +125,7 @@ static void test_truncated_files_name_the_offset(void) {
         big[12 + k] = (unsigned char)(k * 7919 % 251);
     CHECK(write_file(path, big, sizeof big, 1) == 0);
     size_t n = 0;
-    unsigned char *gzbytes = read_file(path, &n);
+    unsigned char *gzbytes = th_read_file(path, &n);
     CHECK(gzbytes && n > 100);
     CHECK(write_file(path, gzbytes, n / 2, 0) == 0);
     check_rejected(path, "truncated at byte");
@@ -208,7 +196,7 @@ static void test_corrupt_gzip_and_missing_files_are_rejected(void) {
     tmp_path(path, sizeof path, "crc.idx.gz");
     CHECK(write_file(path, u8_file, sizeof u8_file, 1) == 0);
     size_t n = 0;
-    unsigned char *gz = read_file(path, &n);
+    unsigned char *gz = th_read_file(path, &n);
     CHECK(gz && n > 20);
     gz[n - 8] ^= 0x55; /* the CRC-32 of the trailer */
     CHECK(write_file(path, gz, n, 0) == 0);

@@ -5,31 +5,8 @@
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-/* Tensors made in a test, released together at its end. */
-static cn_tensor *owned[256];
-static int n_owned;
-
-static cn_tensor *own(cn_tensor *t) {
-    if (t && n_owned < (int)(sizeof owned / sizeof *owned)) owned[n_owned++] = t;
-    return t;
-}
-
-static void release_owned(void) {
-    while (n_owned) cn_release(owned[--n_owned]);
-}
-
-/* Deterministic values k/8 for k in [-16, 16]: exact in f32, so products and short sums are too. */
+/* Deterministic values k/8 (th_fill_eighths) from this test's own sequence. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static void fill_values(double *v, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-        v[i] = (double)((int)((rng_state >> 33) % 33) - 16) / 8.0;
-    }
-}
-
-static double *alloc_doubles(int64_t n) {
-    return malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-}
 
 static int64_t prod(const int64_t *shape, int ndim) {
     int64_t n = 1;
@@ -40,10 +17,10 @@ static int64_t prod(const int64_t *shape, int ndim) {
 /* A tensor of random values; the values (row-major) are written to *vals (caller frees). */
 static cn_tensor *rand_tensor(const int64_t *shape, int ndim, cn_dtype dt, double **vals) {
     int64_t n = prod(shape, ndim);
-    double *v = alloc_doubles(n);
-    fill_values(v, n);
+    double *v = th_alloc_doubles(n);
+    th_fill_eighths(&rng_state, v, n);
     *vals = v;
-    return own(th_tensor(v, shape, ndim, dt));
+    return th_own(th_tensor(v, shape, ndim, dt));
 }
 
 /* The reference: out = a @ b for a [.., M, K], b [.., K, N] (both ndim >= 2), batch dims
@@ -63,7 +40,7 @@ static double *ref_matmul(const double *a, const int64_t *as, int an, const doub
     oshape[nb + 1] = N;
     *ondim = nb + 2;
     int64_t count = prod(oshape, nb);
-    double *out = alloc_doubles(count * M * N);
+    double *out = th_alloc_doubles(count * M * N);
     for (int64_t i = 0; i < count; i++) {
         int64_t rem = i, ia = 0, ib = 0, sa = 1, sb = 1;
         for (int d = nb - 1; d >= 0; d--) {
@@ -86,8 +63,6 @@ static double *ref_matmul(const double *a, const int64_t *as, int an, const doub
     return out;
 }
 
-static double tol_of(cn_dtype dt) { return dt == CN_F32 ? 1e-5 : 1e-12; }
-
 /* Checks cn_matmul(a, b) for random a: ashape, b: bshape (both ndim >= 2). */
 static void check_matmul(const char *what, const int64_t *as, int an, const int64_t *bs, int bn,
                          cn_dtype dt) {
@@ -96,9 +71,9 @@ static void check_matmul(const char *what, const int64_t *as, int an, const int6
     int64_t oshape[CN_MAX_DIMS];
     int ondim;
     double *want = ref_matmul(av, as, an, bv, bs, bn, oshape, &ondim);
-    cn_tensor *c = own(cn_matmul(a, b));
+    cn_tensor *c = th_own(cn_matmul(a, b));
     th_check_shape(what, c, oshape, ondim);
-    th_check_values(what, c, want, prod(oshape, ondim), tol_of(dt));
+    th_check_values(what, c, want, prod(oshape, ondim), th_tol_of(dt));
     CHECK(!c || cn_dtype_of(c) == dt);
     free(av);
     free(bv);
@@ -107,7 +82,7 @@ static void check_matmul(const char *what, const int64_t *as, int an, const int6
 
 /* The transpose of a row-major [R, C] matrix (batched over the leading `batch` matrices). */
 static double *transposed(const double *v, int64_t batch, int64_t R, int64_t C) {
-    double *t = alloc_doubles(batch * R * C);
+    double *t = th_alloc_doubles(batch * R * C);
     for (int64_t i = 0; i < batch; i++)
         for (int64_t r = 0; r < R; r++)
             for (int64_t c = 0; c < C; c++) t[i * R * C + c * R + r] = v[i * R * C + r * C + c];
@@ -127,7 +102,7 @@ static void test_2d_matches_reference(void) {
         check_matmul("2d big (threaded BLAS)", (int64_t[]){96, 80}, 2, (int64_t[]){80, 72}, 2,
                      dts[i]);
     }
-    release_owned();
+    th_release_owned();
 }
 
 /* Many small products of sliced (packed) operands: the batch runs on several threads, each
@@ -137,11 +112,11 @@ static void check_many_sliced(cn_dtype dt) {
     double *wide_a, *wide_b;
     cn_tensor *wa = rand_tensor((int64_t[]){B, M, 2 * K}, 3, dt, &wide_a);
     cn_tensor *wb = rand_tensor((int64_t[]){B, K, 2 * N}, 3, dt, &wide_b);
-    cn_tensor *a = own(cn_slice(wa, 2, 0, 2 * K, 2)); /* [B, M, K], column stride 2 */
-    cn_tensor *b = own(cn_slice(wb, 2, 0, N, 1));     /* [B, K, N], row stride 2N: direct */
-    cn_tensor *bs = own(cn_slice(wb, 2, 1, 2 * N, 2)); /* [B, K, N], column stride 2 */
-    double *a_v = alloc_doubles(B * M * K), *b_v = alloc_doubles(B * K * N);
-    double *bs_v = alloc_doubles(B * K * N);
+    cn_tensor *a = th_own(cn_slice(wa, 2, 0, 2 * K, 2)); /* [B, M, K], column stride 2 */
+    cn_tensor *b = th_own(cn_slice(wb, 2, 0, N, 1));     /* [B, K, N], row stride 2N: direct */
+    cn_tensor *bs = th_own(cn_slice(wb, 2, 1, 2 * N, 2)); /* [B, K, N], column stride 2 */
+    double *a_v = th_alloc_doubles(B * M * K), *b_v = th_alloc_doubles(B * K * N);
+    double *bs_v = th_alloc_doubles(B * K * N);
     for (int64_t r = 0; r < B * M; r++)
         for (int64_t k = 0; k < K; k++) a_v[r * K + k] = wide_a[r * 2 * K + 2 * k];
     for (int64_t r = 0; r < B * K; r++)
@@ -153,11 +128,12 @@ static void check_many_sliced(cn_dtype dt) {
     int on;
     double *want = ref_matmul(a_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){B, K, N}, 3, os,
                               &on);
-    th_check_values("many small, a sliced", own(cn_matmul(a, b)), want, B * M * N, tol_of(dt));
+    th_check_values("many small, a sliced", th_own(cn_matmul(a, b)), want, B * M * N,
+                    th_tol_of(dt));
     double *want2 = ref_matmul(a_v, (int64_t[]){B, M, K}, 3, bs_v, (int64_t[]){B, K, N}, 3, os,
                                &on);
-    th_check_values("many small, both sliced", own(cn_matmul(a, bs)), want2, B * M * N,
-                    tol_of(dt));
+    th_check_values("many small, both sliced", th_own(cn_matmul(a, bs)), want2, B * M * N,
+                    th_tol_of(dt));
     free(wide_a);
     free(wide_b);
     free(a_v);
@@ -186,7 +162,7 @@ static void test_batched_with_broadcast_batch_dims(void) {
         check_matmul("many 1-row matrices @ shared", (int64_t[]){40, 1, 7}, 3,
                      (int64_t[]){7, 3}, 2, dt);
     }
-    release_owned();
+    th_release_owned();
 }
 
 static void test_one_dim_operands_promote_like_numpy(void) {
@@ -199,7 +175,7 @@ static void test_one_dim_operands_promote_like_numpy(void) {
     /* vector . vector -> 0-d */
     double dot = 0;
     for (int k = 0; k < 4; k++) dot += av[k] * bv[k];
-    cn_tensor *r = own(cn_matmul(a, b));
+    cn_tensor *r = th_own(cn_matmul(a, b));
     CHECK(r && cn_ndim(r) == 0);
     th_check_values("vec @ vec", r, &dot, 1, 1e-12);
 
@@ -209,18 +185,18 @@ static void test_one_dim_operands_promote_like_numpy(void) {
         mv[i] = 0;
         for (int k = 0; k < 4; k++) mv[i] += cv[i * 4 + k] * av[k];
     }
-    r = own(cn_matmul(m, a));
+    r = th_own(cn_matmul(m, a));
     th_check_shape("mat @ vec", r, (int64_t[]){3}, 1);
     th_check_values("mat @ vec", r, mv, 3, 1e-12);
 
     /* vector @ matrix: [4] @ [4, 3] (the transpose of m's data read as [4, 3]) */
-    cn_tensor *mt = own(cn_transpose(m, 0, 1)); /* [4, 3] */
+    cn_tensor *mt = th_own(cn_transpose(m, 0, 1)); /* [4, 3] */
     double vm[3];
     for (int j = 0; j < 3; j++) {
         vm[j] = 0;
         for (int k = 0; k < 4; k++) vm[j] += av[k] * cv[j * 4 + k];
     }
-    r = own(cn_matmul(a, mt));
+    r = th_own(cn_matmul(a, mt));
     th_check_shape("vec @ mat", r, (int64_t[]){3}, 1);
     th_check_values("vec @ mat", r, vm, 3, 1e-12);
 
@@ -231,13 +207,13 @@ static void test_one_dim_operands_promote_like_numpy(void) {
             vb[i * 3 + j] = 0;
             for (int k = 0; k < 4; k++) vb[i * 3 + j] += av[k] * dv[i * 12 + k * 3 + j];
         }
-    r = own(cn_matmul(a, bm));
+    r = th_own(cn_matmul(a, bm));
     th_check_shape("vec @ batched", r, (int64_t[]){2, 3}, 2);
     th_check_values("vec @ batched", r, vb, 6, 1e-12);
 
     /* batched @ vector: [2, 3, 4] (bm transposed) @ [4] -> [2, 3] */
-    cn_tensor *bmt = own(cn_transpose(bm, 1, 2));
-    r = own(cn_matmul(bmt, a));
+    cn_tensor *bmt = th_own(cn_transpose(bm, 1, 2));
+    r = th_own(cn_matmul(bmt, a));
     th_check_shape("batched @ vec", r, (int64_t[]){2, 3}, 2);
     th_check_values("batched @ vec", r, vb, 6, 1e-12);
 
@@ -245,7 +221,7 @@ static void test_one_dim_operands_promote_like_numpy(void) {
     free(bv);
     free(cv);
     free(dv);
-    release_owned();
+    th_release_owned();
 }
 
 /* a and b given as views that BLAS cannot always read directly. */
@@ -258,54 +234,54 @@ static void test_transposed_and_sliced_inputs(void) {
         /* a^T stored as [B, K, M], b^T as [B, N, K]: transposing gives column-major views */
         cn_tensor *at = rand_tensor((int64_t[]){B, K, M}, 3, dt, &at_v);
         cn_tensor *bt = rand_tensor((int64_t[]){B, N, K}, 3, dt, &bt_v);
-        cn_tensor *a = own(cn_transpose(at, 1, 2)), *b = own(cn_transpose(bt, 1, 2));
+        cn_tensor *a = th_own(cn_transpose(at, 1, 2)), *b = th_own(cn_transpose(bt, 1, 2));
         CHECK(a && !cn_is_contiguous(a));
         double *a_v = transposed(at_v, B, K, M), *b_v = transposed(bt_v, B, N, K);
         int64_t os[CN_MAX_DIMS];
         int on;
         double *want = ref_matmul(a_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){B, K, N}, 3,
                                   os, &on);
-        th_check_values("a^T-view @ b^T-view", own(cn_matmul(a, b)), want, B * M * N,
-                        tol_of(dt));
+        th_check_values("a^T-view @ b^T-view", th_own(cn_matmul(a, b)), want, B * M * N,
+                        th_tol_of(dt));
 
         /* a sliced with step 2 along K: neither row- nor column-major, so it is packed */
         cn_tensor *wide = rand_tensor((int64_t[]){B, M, 2 * K}, 3, dt, &wide_v);
-        cn_tensor *as = own(cn_slice(wide, 2, 0, 2 * K, 2));
+        cn_tensor *as = th_own(cn_slice(wide, 2, 0, 2 * K, 2));
         double *as_v = malloc(sizeof(double) * (size_t)(B * M * K));
         for (int64_t r = 0; r < B * M; r++)
             for (int64_t k = 0; k < K; k++) as_v[r * K + k] = wide_v[r * 2 * K + 2 * k];
         double *want2 = ref_matmul(as_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){B, K, N}, 3,
                                    os, &on);
-        th_check_values("sliced a @ b^T-view", own(cn_matmul(as, b)), want2, B * M * N,
-                        tol_of(dt));
+        th_check_values("sliced a @ b^T-view", th_own(cn_matmul(as, b)), want2, B * M * N,
+                        th_tol_of(dt));
 
         /* the sliced a against one shared (2-D, transposed) b: the folded single GEMM with a
          * packed */
-        cn_tensor *b0 = own(cn_slice(b, 0, 0, 1, 1));
-        cn_tensor *b2 = own(cn_squeeze(b0, 0)); /* [K, N], column-major */
+        cn_tensor *b0 = th_own(cn_slice(b, 0, 0, 1, 1));
+        cn_tensor *b2 = th_own(cn_squeeze(b0, 0)); /* [K, N], column-major */
         double *want3 = ref_matmul(as_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){K, N}, 2, os,
                                    &on);
-        th_check_values("sliced a @ shared b^T-view", own(cn_matmul(as, b2)), want3, B * M * N,
-                        tol_of(dt));
+        th_check_values("sliced a @ shared b^T-view", th_own(cn_matmul(as, b2)), want3, B * M * N,
+                        th_tol_of(dt));
 
         /* an expanded (stride-0) batch dim on b, given explicitly */
-        cn_tensor *be = own(cn_expand(b2, (int64_t[]){B, K, N}, 3));
+        cn_tensor *be = th_own(cn_expand(b2, (int64_t[]){B, K, N}, 3));
         double *want4 = ref_matmul(a_v, (int64_t[]){B, M, K}, 3, b_v, (int64_t[]){K, N}, 2, os,
                                    &on);
-        th_check_values("a^T-view @ expanded b", own(cn_matmul(a, be)), want4, B * M * N,
-                        tol_of(dt));
+        th_check_values("a^T-view @ expanded b", th_own(cn_matmul(a, be)), want4, B * M * N,
+                        th_tol_of(dt));
 
         /* 2-D, both sliced: both packed */
         cn_tensor *bw = rand_tensor((int64_t[]){K, 2 * N}, 2, dt, &bw_v);
-        cn_tensor *bs2 = own(cn_slice(bw, 1, 1, 2 * N, 2));
-        double *bs_v = alloc_doubles(K * N);
+        cn_tensor *bs2 = th_own(cn_slice(bw, 1, 1, 2 * N, 2));
+        double *bs_v = th_alloc_doubles(K * N);
         for (int64_t k = 0; k < K; k++)
             for (int64_t n = 0; n < N; n++) bs_v[k * N + n] = bw_v[k * 2 * N + 2 * n + 1];
-        cn_tensor *as2 = own(cn_squeeze(own(cn_slice(as, 0, 1, 2, 1)), 0)); /* as[1] */
+        cn_tensor *as2 = th_own(cn_squeeze(th_own(cn_slice(as, 0, 1, 2, 1)), 0)); /* as[1] */
         double *want5 = ref_matmul(as_v + M * K, (int64_t[]){M, K}, 2, bs_v, (int64_t[]){K, N},
                                    2, os, &on);
-        th_check_values("2d sliced a @ sliced b", own(cn_matmul(as2, bs2)), want5, M * N,
-                        tol_of(dt));
+        th_check_values("2d sliced a @ sliced b", th_own(cn_matmul(as2, bs2)), want5, M * N,
+                        th_tol_of(dt));
 
         free(at_v);
         free(bt_v);
@@ -321,38 +297,38 @@ static void test_transposed_and_sliced_inputs(void) {
         free(bw_v);
         free(bs_v);
     }
-    release_owned();
+    th_release_owned();
 }
 
 static void test_empty_dims(void) {
     const cn_dtype dts[] = {CN_F32, CN_F64};
     for (int i = 0; i < 2; i++) {
         /* K = 0: an empty sum, so zeros */
-        cn_tensor *a = own(cn_zeros((int64_t[]){3, 0}, 2, dts[i], cn_cpu()));
-        cn_tensor *b = own(cn_zeros((int64_t[]){0, 4}, 2, dts[i], cn_cpu()));
-        cn_tensor *c = own(cn_matmul(a, b));
+        cn_tensor *a = th_own(cn_zeros((int64_t[]){3, 0}, 2, dts[i], cn_cpu()));
+        cn_tensor *b = th_own(cn_zeros((int64_t[]){0, 4}, 2, dts[i], cn_cpu()));
+        cn_tensor *c = th_own(cn_matmul(a, b));
         th_check_shape("K = 0", c, (int64_t[]){3, 4}, 2);
         double zeros[12] = {0};
         th_check_values("K = 0", c, zeros, 12, 0);
 
         /* batched K = 0 */
-        cn_tensor *ab = own(cn_zeros((int64_t[]){2, 3, 0}, 3, dts[i], cn_cpu()));
-        cn_tensor *bb = own(cn_zeros((int64_t[]){2, 0, 2}, 3, dts[i], cn_cpu()));
-        cn_tensor *cb = own(cn_matmul(ab, bb));
+        cn_tensor *ab = th_own(cn_zeros((int64_t[]){2, 3, 0}, 3, dts[i], cn_cpu()));
+        cn_tensor *bb = th_own(cn_zeros((int64_t[]){2, 0, 2}, 3, dts[i], cn_cpu()));
+        cn_tensor *cb = th_own(cn_matmul(ab, bb));
         th_check_shape("batched K = 0", cb, (int64_t[]){2, 3, 2}, 3);
         th_check_values("batched K = 0", cb, zeros, 12, 0);
 
         /* M = 0, N = 0, batch = 0 */
-        cn_tensor *m0 = own(cn_zeros((int64_t[]){0, 3}, 2, dts[i], cn_cpu()));
-        cn_tensor *k3 = own(cn_ones((int64_t[]){3, 2}, 2, dts[i], cn_cpu()));
-        th_check_shape("M = 0", own(cn_matmul(m0, k3)), (int64_t[]){0, 2}, 2);
-        cn_tensor *n0 = own(cn_zeros((int64_t[]){3, 0}, 2, dts[i], cn_cpu()));
-        cn_tensor *a2 = own(cn_ones((int64_t[]){4, 3}, 2, dts[i], cn_cpu()));
-        th_check_shape("N = 0", own(cn_matmul(a2, n0)), (int64_t[]){4, 0}, 2);
-        cn_tensor *z = own(cn_zeros((int64_t[]){0, 4, 3}, 3, dts[i], cn_cpu()));
-        th_check_shape("batch = 0", own(cn_matmul(z, k3)), (int64_t[]){0, 4, 2}, 3);
+        cn_tensor *m0 = th_own(cn_zeros((int64_t[]){0, 3}, 2, dts[i], cn_cpu()));
+        cn_tensor *k3 = th_own(cn_ones((int64_t[]){3, 2}, 2, dts[i], cn_cpu()));
+        th_check_shape("M = 0", th_own(cn_matmul(m0, k3)), (int64_t[]){0, 2}, 2);
+        cn_tensor *n0 = th_own(cn_zeros((int64_t[]){3, 0}, 2, dts[i], cn_cpu()));
+        cn_tensor *a2 = th_own(cn_ones((int64_t[]){4, 3}, 2, dts[i], cn_cpu()));
+        th_check_shape("N = 0", th_own(cn_matmul(a2, n0)), (int64_t[]){4, 0}, 2);
+        cn_tensor *z = th_own(cn_zeros((int64_t[]){0, 4, 3}, 3, dts[i], cn_cpu()));
+        th_check_shape("batch = 0", th_own(cn_matmul(z, k3)), (int64_t[]){0, 4, 2}, 3);
     }
-    release_owned();
+    th_release_owned();
 }
 
 static void test_linear_with_and_without_bias(void) {
@@ -372,33 +348,33 @@ static void test_linear_with_and_without_bias(void) {
                 want_nb[r * OUT + o] = s;
                 want[r * OUT + o] = s + bv[o];
             }
-        cn_tensor *y = own(cn_linear(x, w, b));
+        cn_tensor *y = th_own(cn_linear(x, w, b));
         th_check_shape("linear", y, (int64_t[]){B, T, OUT}, 3);
-        th_check_values("linear", y, want, B * T * OUT, tol_of(dt));
-        cn_tensor *y2 = own(cn_linear(x, w, NULL));
+        th_check_values("linear", y, want, B * T * OUT, th_tol_of(dt));
+        cn_tensor *y2 = th_own(cn_linear(x, w, NULL));
         th_check_shape("linear without bias", y2, (int64_t[]){B, T, OUT}, 3);
-        th_check_values("linear without bias", y2, want_nb, B * T * OUT, tol_of(dt));
+        th_check_values("linear without bias", y2, want_nb, B * T * OUT, th_tol_of(dt));
         free(xv);
         free(wv);
         free(bv);
     }
-    release_owned();
+    th_release_owned();
 }
 
 static void test_router_rejects_bad_operands(void) {
-    cn_tensor *a = own(cn_ones((int64_t[]){2, 3}, 2, CN_F32, cn_cpu()));
-    cn_tensor *b = own(cn_ones((int64_t[]){4, 2}, 2, CN_F32, cn_cpu()));
+    cn_tensor *a = th_own(cn_ones((int64_t[]){2, 3}, 2, CN_F32, cn_cpu()));
+    cn_tensor *b = th_own(cn_ones((int64_t[]){4, 2}, 2, CN_F32, cn_cpu()));
     CHECK_FAILS(cn_matmul(a, b), CN_ERR_SHAPE, "matmul");
-    cn_tensor *ia = own(cn_ones((int64_t[]){2, 3}, 2, CN_I32, cn_cpu()));
-    cn_tensor *ib = own(cn_ones((int64_t[]){3, 2}, 2, CN_I32, cn_cpu()));
+    cn_tensor *ia = th_own(cn_ones((int64_t[]){2, 3}, 2, CN_I32, cn_cpu()));
+    cn_tensor *ib = th_own(cn_ones((int64_t[]){3, 2}, 2, CN_I32, cn_cpu()));
     CHECK_FAILS(cn_matmul(ia, ib), CN_ERR_KIND, "matmul");
-    cn_tensor *d = own(cn_ones((int64_t[]){3, 2}, 2, CN_F64, cn_cpu()));
+    cn_tensor *d = th_own(cn_ones((int64_t[]){3, 2}, 2, CN_F64, cn_cpu()));
     CHECK_FAILS(cn_matmul(a, d), CN_ERR_DTYPE, "matmul");
     /* batch dims that do not broadcast */
-    cn_tensor *a3 = own(cn_ones((int64_t[]){2, 2, 3}, 3, CN_F32, cn_cpu()));
-    cn_tensor *b3 = own(cn_ones((int64_t[]){3, 3, 2}, 3, CN_F32, cn_cpu()));
+    cn_tensor *a3 = th_own(cn_ones((int64_t[]){2, 2, 3}, 3, CN_F32, cn_cpu()));
+    cn_tensor *b3 = th_own(cn_ones((int64_t[]){3, 3, 2}, 3, CN_F32, cn_cpu()));
     CHECK_FAILS(cn_matmul(a3, b3), CN_ERR_SHAPE, "matmul");
-    release_owned();
+    th_release_owned();
 }
 
 /* The kernel itself refuses views the router would never pass, instead of reading past them. */

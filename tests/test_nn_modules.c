@@ -10,19 +10,6 @@ static const cn_device CPU = {CN_BACKEND_CPU, 0, 0, 0};
 
 static cn_device ad(void) { return cn_autodiff(cn_cpu()); }
 
-/* t's elements as doubles (malloc'd). */
-static double *values(cn_tensor *t) {
-    int64_t n = t ? cn_numel(t) : 0;
-    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (!t || th_read(t, v) != n) {
-        fprintf(stderr, "values: cannot read (%s)\n", cn_last_error());
-        th_checks_failed++;
-        for (int64_t i = 0; i < n; i++)
-            v[i] = NAN;
-    }
-    return v;
-}
-
 /* A normal random tensor on `dev` in f64 from a fixed seed. */
 static cn_tensor *randn(uint64_t seed, const int64_t *shape, int ndim, cn_device dev) {
     cn_generator g = cn_generator_new(seed);
@@ -63,7 +50,7 @@ static void test_linear_forward_matches_loops_and_default_init_bounds(void) {
     check_param(lin, 1, "bias", bs, 1);
     cn_tensor *w = cn_module_find(lin, "weight"), *b = cn_module_find(lin, "bias");
     CHECK(cn_requires_grad(w) && cn_requires_grad(b));
-    double *wv = values(w), *bv = values(b);
+    double *wv = th_values(w), *bv = th_values(b);
     /* PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for both */
     double bound = 1.0 / sqrt((double)IN), wmax = 0;
     for (int i = 0; i < OUT * IN; i++)
@@ -72,7 +59,7 @@ static void test_linear_forward_matches_loops_and_default_init_bounds(void) {
         CHECK(fabs(bv[i]) <= bound);
     CHECK(wmax <= bound && wmax > 0.5 * bound);
     cn_tensor *x = randn(11, xs, 2, CPU);
-    double *xv = values(x);
+    double *xv = th_values(x);
     cn_tensor *y = cn_module_forward(lin, x);
     CHECK(cn_requires_grad(y));
     double want[B * OUT];
@@ -103,8 +90,9 @@ static void test_linear_is_seeded_and_bias_optional(void) {
     cn_module_params(a, &n);
     CHECK(n == 1);
     CHECK(g1.offset == 12 && g2.offset == 12); /* the generator advanced by numel(weight) */
-    double *va = values(cn_module_find(a, "weight")), *vb = values(cn_module_find(b, "weight")),
-           *vc = values(cn_module_find(c, "weight"));
+    double *va = th_values(cn_module_find(a, "weight")),
+           *vb = th_values(cn_module_find(b, "weight")),
+           *vc = th_values(cn_module_find(c, "weight"));
     CHECK(memcmp(va, vb, sizeof(double) * 12) == 0);
     CHECK(memcmp(va, vc, sizeof(double) * 12) != 0);
     CHECK(cn_dtype_of(cn_module_find(a, "weight")) == CN_F32);
@@ -129,12 +117,13 @@ static void test_conv2d_forward_matches_loops(void) {
     const int64_t ws[4] = {O, C / G, KH, KW}, bs[1] = {O}, xs[4] = {N, C, H, W};
     check_param(conv, 0, "weight", ws, 4);
     check_param(conv, 1, "bias", bs, 1);
-    double *w = values(cn_module_find(conv, "weight")), *b = values(cn_module_find(conv, "bias"));
+    double *w = th_values(cn_module_find(conv, "weight")),
+           *b = th_values(cn_module_find(conv, "bias"));
     double bound = 1.0 / sqrt((double)(C / G * KH * KW));
     for (int i = 0; i < O * (C / G) * KH * KW; i++)
         CHECK(fabs(w[i]) <= bound);
     cn_tensor *x = randn(12, xs, 4, ad());
-    double *xv = values(x);
+    double *xv = th_values(x);
     cn_tensor *y = cn_module_forward(conv, x);
     const int64_t OH = (H + 2 - KH) / 2 + 1, OW = (W + 2 - KW) / 1 + 1;
     const int64_t ys[4] = {N, O, OH, OW};
@@ -172,7 +161,7 @@ static void test_pooling_and_flatten_modules(void) {
     cn_scope_begin();
     const int64_t xs[4] = {2, 3, 4, 4};
     cn_tensor *x = randn(13, xs, 4, CPU);
-    double *xv = values(x);
+    double *xv = th_values(x);
     cn_pool2d_params p = {{2, 2}, {2, 2}, {0, 0}};
     cn_module *mp = cn_max_pool2d_new(&p), *ap = cn_avg_pool2d_new(&p);
     cn_tensor *ym = cn_module_forward(mp, x), *ya = cn_module_forward(ap, x);
@@ -207,7 +196,7 @@ static void test_pooling_and_flatten_modules(void) {
     th_check_values("flatten(1, 2)", y12, xv, 96, 0);
     /* a non-contiguous input flattens in row-major order of its shape */
     cn_tensor *xt = cn_transpose(x, 2, 3);
-    double *xtv = values(xt);
+    double *xtv = th_values(xt);
     th_check_values("flatten(transposed)", cn_module_forward(f1, xt), xtv, 96, 0);
     cn_module *bad = cn_flatten_new(3, 1);
     CHECK_FAILS(cn_module_forward(bad, x), CN_ERR_INVALID_ARG, "start_dim");
@@ -272,9 +261,9 @@ static void test_dropout_statistics_in_training_and_identity_in_eval(void) {
     cn_module *drop = cn_dropout_new(p, &gen);
     const int64_t s[1] = {N};
     cn_tensor *x = cn_require_grad(cn_rand_uniform(&gen, s, 1, 1.0, 2.0, CN_F64, ad()));
-    double *xv = values(x);
+    double *xv = th_values(x);
     cn_tensor *y = cn_module_forward(drop, x);
-    double *yv = values(y);
+    double *yv = th_values(y);
     int64_t zeros = 0, scaled = 0;
     for (int i = 0; i < N; i++) {
         if (yv[i] == 0)
@@ -289,7 +278,7 @@ static void test_dropout_statistics_in_training_and_identity_in_eval(void) {
     CHECK(zeros + scaled == N); /* every survivor is x / (1 - p) */
     /* the gradient of sum(y) is the mask / (1 - p) */
     cn_grads *g = cn_backward(cn_sum(y));
-    double *gv = values(cn_grad(g, x));
+    double *gv = th_values(cn_grad(g, x));
     int grad_ok = 1;
     for (int i = 0; i < N; i++)
         grad_ok &= fabs(gv[i] - (yv[i] == 0 ? 0.0 : 1 / (1 - p))) < 1e-12;
@@ -297,11 +286,11 @@ static void test_dropout_statistics_in_training_and_identity_in_eval(void) {
     cn_grads_free(g);
     /* a second forward draws a new mask, and so does a second dropout from the same generator,
      * while one from the same seed repeats the first mask */
-    double *y2 = values(cn_module_forward(drop, x));
+    double *y2 = th_values(cn_module_forward(drop, x));
     CHECK(memcmp(y2, yv, sizeof(double) * N) != 0);
     cn_generator again = cn_generator_new(5);
     cn_module *twin = cn_dropout_new(p, &again), *next = cn_dropout_new(p, &again);
-    double *yt = values(cn_module_forward(twin, x)), *yn = values(cn_module_forward(next, x));
+    double *yt = th_values(cn_module_forward(twin, x)), *yn = th_values(cn_module_forward(next, x));
     CHECK(memcmp(yt, yv, sizeof(double) * N) == 0);
     int64_t agree = 0;
     for (int i = 0; i < N; i++)
@@ -387,7 +376,7 @@ static void test_batchnorm2d_train_running_stats_and_eval(void) {
     for (int step = 0; step < 3; step++) {
         cn_tensor *x = cn_mul_scalar(randn(100 + step, xs, 4, ad()), 1.0 + step);
         x = cn_add_scalar(x, 0.5 * step);
-        double *xv = values(x), mean[BN_C], var[BN_C], want[BN_N * BN_C * BN_HW];
+        double *xv = th_values(x), mean[BN_C], var[BN_C], want[BN_N * BN_C * BN_HW];
         channel_stats(xv, mean, var);
         bn_reference(xv, mean, var, w, b, eps, want);
         cn_tensor *y = cn_module_forward(bn, x);
@@ -407,7 +396,7 @@ static void test_batchnorm2d_train_running_stats_and_eval(void) {
     /* evaluation: the running statistics normalise, and stay as they are */
     cn_module_train(bn, 0);
     cn_tensor *x = randn(200, xs, 4, ad());
-    double *xv = values(x), want[BN_N * BN_C * BN_HW];
+    double *xv = th_values(x), want[BN_N * BN_C * BN_HW];
     bn_reference(xv, rm, rv, w, b, eps, want);
     th_check_values("batchnorm eval", cn_module_forward(bn, x), want, BN_N * BN_C * BN_HW, 1e-10);
     th_check_values("running_mean after eval", cn_module_find(bn, "running_mean"), rm, BN_C, 1e-12);
@@ -429,12 +418,13 @@ static void test_batchnorm_gradient_matches_finite_differences(void) {
     set_values(cn_module_find(bn, "weight"), w);
     set_values(cn_module_find(bn, "bias"), b);
     const int64_t xs[3] = {4, 3, 2};
-    double *x0 = values(randn(7, xs, 3, CPU)), *c = values(randn(8, xs, 3, CPU));
+    double *x0 = th_values(randn(7, xs, 3, CPU)), *c = th_values(randn(8, xs, 3, CPU));
     cn_tensor *cw = th_tensor(c, xs, 3, CN_F64);
     /* f(x) = sum(bn(x) * c) */
     cn_tensor *x = cn_require_grad(cn_to_device(th_tensor(x0, xs, 3, CN_F64), ad()));
     cn_grads *g = cn_backward(cn_sum(cn_mul(cn_module_forward(bn, x), cw)));
-    double *gx = values(cn_grad(g, x)), *gw = values(cn_grad(g, cn_module_find(bn, "weight")));
+    double *gx = th_values(cn_grad(g, x)),
+           *gw = th_values(cn_grad(g, cn_module_find(bn, "weight")));
     cn_grads_free(g);
     const double h = 1e-6;
     for (int i = 0; i < 24; i++) {
@@ -508,7 +498,7 @@ static void test_layernorm_normalises_trailing_dims(void) {
     cn_scope_begin();
     const int64_t xs[3] = {2, 3, 4}, norm2[2] = {3, 4}, norm1[1] = {4};
     cn_tensor *x = randn(21, xs, 3, ad());
-    double *xv = values(x);
+    double *xv = th_values(x);
     for (int k = 1; k <= 2; k++) {
         cn_module *ln = cn_layernorm_new(k == 2 ? norm2 : norm1, k, 1e-5, 1, ad(), CN_F64);
         int group = k == 2 ? 12 : 4;
@@ -555,7 +545,7 @@ static void test_embedding_looks_up_rows_and_accumulates_gradients(void) {
     enum { V = 5, D = 3 };
     cn_module *emb = cn_embedding_new(V, D, ad(), CN_F64, &gen);
     cn_tensor *w = cn_module_find(emb, "weight");
-    double *wv = values(w);
+    double *wv = th_values(w);
     const int64_t idx[6] = {4, 0, 2, 2, 4, 4}, is[2] = {2, 3};
     cn_tensor *index = cn_from_data(idx, is, 2, CN_I64, CPU);
     cn_tensor *y = cn_module_forward(emb, index);
@@ -585,7 +575,7 @@ static void test_embedding_looks_up_rows_and_accumulates_gradients(void) {
     CHECK_FAILS(cn_module_forward(emb, cn_zeros(fs, 1, CN_F32, CPU)), CN_ERR_KIND, "integer");
     /* N(0, 1) initialisation, as PyTorch's */
     cn_module *big = cn_embedding_new(1000, 100, CPU, CN_F32, &gen);
-    double *bv = values(cn_module_find(big, "weight")), mean = 0, sq = 0;
+    double *bv = th_values(cn_module_find(big, "weight")), mean = 0, sq = 0;
     for (int i = 0; i < 100000; i++)
         mean += bv[i] / 100000;
     for (int i = 0; i < 100000; i++)
@@ -638,7 +628,7 @@ static void test_sequential_names_params_like_state_dict_and_composes(void) {
     cn_tensor *h = x;
     for (int i = 0; i < 5; i++)
         h = cn_module_forward(cn_module_child(net, i), h);
-    double *hv = values(h);
+    double *hv = th_values(h);
     th_check_values("sequential", y, hv, 12, 0);
     CHECK(cn_requires_grad(y));
     free(hv);
@@ -652,7 +642,7 @@ static void test_sequential_names_params_like_state_dict_and_composes(void) {
     cn_module *id = cn_sequential_new(NULL, 0);
     cn_tensor *yi = cn_module_forward(id, x);
     CHECK(yi != NULL && yi != x);
-    double *xv = values(x);
+    double *xv = th_values(x);
     th_check_values("empty sequential", yi, xv, 18, 0);
     free(xv);
     cn_module_free(id);
@@ -795,7 +785,7 @@ static void test_construction_and_forward_fail_cleanly_at_every_allocation(void)
 /* ---- initialisers ---------------------------------------------------------------------------- */
 
 static void moments(cn_tensor *t, double *mean, double *std, double *maxabs) {
-    double *v = values(t);
+    double *v = th_values(t);
     int64_t n = cn_numel(t);
     double s = 0, q = 0, m = 0;
     for (int64_t i = 0; i < n; i++)
@@ -848,7 +838,7 @@ static void test_initialisers_ranges_and_moments(void) {
     cn_tensor *u = cn_zeros(shape, 2, CN_F64, CPU), *v = cn_zeros(shape, 2, CN_F64, CPU);
     cn_init_xavier_uniform_(u, 1.0, &a);
     cn_init_xavier_uniform_(v, 1.0, &b);
-    double *uv = values(u);
+    double *uv = th_values(u);
     th_check_values("xavier seeded", v, uv, 64 * 32, 0);
     free(uv);
     CHECK_NEAR(cn_init_gain(CN_ACT_RELU), sqrt(2.0), 1e-15);

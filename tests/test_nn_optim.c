@@ -4,8 +4,8 @@
  * Nesterov, weight decay) and AdamW against hand-written re-implementations of PyTorch's update
  * rules over three steps; a step that fails (every allocation in turn) changes nothing; StepLR
  * and CosineAnnealingLR against tabulated values and PyTorch's recursive forms; clipping against
- * a computed norm; and a Linear-ReLU-Linear model trained for 200 steps. */
-#include "dispatch/optim_ops.h" /* the fused step's internal entry point, tested directly */
+ * a computed norm; and a Linear-ReLU-Linear model trained for 200 steps. The fused SGD step
+ * (cn_sgd_step_, cinder/ops.h) is also tested directly. */
 #include "harness.h"
 
 static const cn_device CPU = {CN_BACKEND_CPU, 0, 0, 0};
@@ -478,7 +478,7 @@ static void test_failed_step_changes_nothing(void) {
  * single-tensor rule written out again here in double, element by element. */
 
 /* torch.optim.SGD on one element: p, and buf when momentum != 0, updated in place. */
-static void ref_sgd_element(const cn__sgd_hyper *h, int first, double *p, double g, double *buf) {
+static void ref_sgd_element(const cn_sgd_hyper *h, int first, double *p, double g, double *buf) {
     double d = g;
     if (h->weight_decay != 0) d += h->weight_decay * *p;
     if (h->momentum != 0) {
@@ -488,7 +488,7 @@ static void ref_sgd_element(const cn__sgd_hyper *h, int first, double *p, double
     *p -= h->lr * d;
 }
 
-static const cn__sgd_hyper SGD_CASES[] = {
+static const cn_sgd_hyper SGD_CASES[] = {
     {0.1, 0, 0, 0, 0},      /* plain */
     {0.05, 0.9, 0, 0, 0},   /* momentum */
     {0.05, 0.9, 0.3, 0, 0}, /* momentum with dampening */
@@ -521,7 +521,7 @@ static cn_tensor *laid_out(int64_t r, int64_t c, cn_dtype dt, int layout, uint64
     return t;
 }
 
-/* cn__sgd_step against ref_sgd_element over two steps (the buffer's first step, then a later
+/* cn_sgd_step_ against ref_sgd_element over two steps (the buffer's first step, then a later
  * one), for each case, dtype and layout; the large size takes the threaded path and a ragged
  * tail. g may also be a broadcast view (stride 0), as gradients in a cn_grads may be. */
 static void test_sgd_step_kernel_matches_double_loop(void) {
@@ -533,7 +533,7 @@ static void test_sgd_step_kernel_matches_double_loop(void) {
             for (int k = 0; k < N_SGD_CASES; k++)
                 for (int layout = 0; layout < 4; layout++) {
                     cn_scope_begin();
-                    const cn__sgd_hyper *h = &SGD_CASES[k];
+                    const cn_sgd_hyper *h = &SGD_CASES[k];
                     const int64_t r = sizes[z][0], c = sizes[z][1], n = r * c;
                     const cn_dtype dt = dts[d];
                     /* layouts 0-2: p in that layout, g and buf in the next one (so each pair
@@ -548,7 +548,7 @@ static void test_sgd_step_kernel_matches_double_loop(void) {
                                                        (int64_t[]){r, c}, 2)
                                            : laid_out(r, c, dt, gl, 7 + (uint64_t)step);
                         double *gv = values(g);
-                        CHECK(cn__sgd_step(p, g, buf, h, step == 0) == CN_OK);
+                        CHECK(cn_sgd_step_(p, g, buf, h, step == 0) == CN_OK);
                         for (int64_t i = 0; i < n; i++)
                             ref_sgd_element(h, step == 0, &pv[i], gv[i], &bv[i]);
                         free(gv);
@@ -565,14 +565,14 @@ static void test_sgd_step_kernel_matches_double_loop(void) {
     cn_clear_error();
 }
 
-/* got is want; an error's message contains needle; CN__UNFUSED comes with no error set. */
+/* got is want; an error's message contains needle; CN_SGD_UNFUSED comes with no error set. */
 static void check_status(cn_status got, cn_status want, const char *needle) {
     CHECK(got == want);
-    if (want != CN_OK && want != CN__UNFUSED && !strstr(cn_last_error(), needle)) {
+    if (want != CN_OK && want != CN_SGD_UNFUSED && !strstr(cn_last_error(), needle)) {
         fprintf(stderr, "message \"%s\" lacks \"%s\"\n", cn_last_error(), needle);
         th_checks_failed++;
     }
-    if (want == CN__UNFUSED) CHECK(cn_last_status() == CN_OK); /* a signal, not an error */
+    if (want == CN_SGD_UNFUSED) CHECK(cn_last_status() == CN_OK); /* a signal, not an error */
     cn_clear_error();
 }
 
@@ -613,9 +613,9 @@ static int64_t calls_except(cn_op op) {
     return n;
 }
 
-/* Every check of cn__sgd_step fails cleanly, names sgd_step and the argument, and writes
- * nothing; a backend without the kernel, or a dtype it does not take, is the CN__UNFUSED signal
- * with no error set. */
+/* Every check of cn_sgd_step_ fails cleanly, names sgd_step and the argument, and writes
+ * nothing; a backend without the kernel, or a dtype it does not take, is the CN_SGD_UNFUSED
+ * signal with no error set. */
 static void test_sgd_step_checks_write_nothing(void) {
     cn_scope_begin();
     const int64_t s[2] = {2, 3}, s3[2] = {3, 2};
@@ -623,42 +623,42 @@ static void test_sgd_step_checks_write_nothing(void) {
     const double bv[6] = {9, 8, 7, 6, 5, 4};
     cn_tensor *p = th_tensor(pv, s, 2, CN_F64), *g = th_tensor(gv, s, 2, CN_F64);
     cn_tensor *buf = th_tensor(bv, s, 2, CN_F64);
-    const cn__sgd_hyper plain = {0.1, 0, 0, 0, 0}, mom = {0.1, 0.9, 0, 0, 0};
-    check_status(cn__sgd_step(NULL, g, NULL, &plain, 1), CN_ERR_NULL_ARG, "'p'");
-    check_status(cn__sgd_step(p, NULL, NULL, &plain, 1), CN_ERR_NULL_ARG, "'g'");
-    check_status(cn__sgd_step(p, g, NULL, &mom, 1), CN_ERR_INVALID_ARG, "'buf' is NULL");
-    check_status(cn__sgd_step(p, g, buf, &plain, 1), CN_ERR_INVALID_ARG, "momentum != 0");
-    check_status(cn__sgd_step(p, th_tensor(gv, s3, 2, CN_F64), NULL, &plain, 1), CN_ERR_SHAPE,
+    const cn_sgd_hyper plain = {0.1, 0, 0, 0, 0}, mom = {0.1, 0.9, 0, 0, 0};
+    check_status(cn_sgd_step_(NULL, g, NULL, &plain, 1), CN_ERR_NULL_ARG, "'p'");
+    check_status(cn_sgd_step_(p, NULL, NULL, &plain, 1), CN_ERR_NULL_ARG, "'g'");
+    check_status(cn_sgd_step_(p, g, NULL, &mom, 1), CN_ERR_INVALID_ARG, "'buf' is NULL");
+    check_status(cn_sgd_step_(p, g, buf, &plain, 1), CN_ERR_INVALID_ARG, "momentum != 0");
+    check_status(cn_sgd_step_(p, th_tensor(gv, s3, 2, CN_F64), NULL, &plain, 1), CN_ERR_SHAPE,
                  "sgd_step: incompatible shapes: 'g'");
-    check_status(cn__sgd_step(p, g, cn_reshape(buf, s3, 2), &mom, 1), CN_ERR_SHAPE, "'buf'");
-    check_status(cn__sgd_step(p, th_tensor(gv, s, 2, CN_F32), NULL, &plain, 1), CN_ERR_DTYPE,
+    check_status(cn_sgd_step_(p, g, cn_reshape(buf, s3, 2), &mom, 1), CN_ERR_SHAPE, "'buf'");
+    check_status(cn_sgd_step_(p, th_tensor(gv, s, 2, CN_F32), NULL, &plain, 1), CN_ERR_DTYPE,
                  "'g'");
-    check_status(cn__sgd_step(cn_cast(p, CN_I64), cn_cast(g, CN_I64), NULL, &plain, 1), CN_ERR_KIND,
+    check_status(cn_sgd_step_(cn_cast(p, CN_I64), cn_cast(g, CN_I64), NULL, &plain, 1), CN_ERR_KIND,
                  "'p'");
-    check_status(cn__sgd_step(cn_to_device(p, ad()), g, NULL, &plain, 1),
+    check_status(cn_sgd_step_(cn_to_device(p, ad()), g, NULL, &plain, 1),
                  CN_ERR_AUTODIFF_REACHED_CONCRETE, "cn_inner(p)");
-    check_status(cn__sgd_step(p, cn_to_device(g, forwarding_device(0)), NULL, &plain, 1),
+    check_status(cn_sgd_step_(p, cn_to_device(g, forwarding_device(0)), NULL, &plain, 1),
                  CN_ERR_DEVICE_MISMATCH, "cn_to_device");
     const int64_t row[2] = {1, 3};
     cn_tensor *shared = cn_expand(th_tensor(pv, row, 2, CN_F64), s, 2);
-    check_status(cn__sgd_step(shared, g, NULL, &plain, 1), CN_ERR_INVALID_ARG, "stride 0");
-    check_status(cn__sgd_step(p, g, cn_expand(th_tensor(bv, row, 2, CN_F64), s, 2), &mom, 1),
+    check_status(cn_sgd_step_(shared, g, NULL, &plain, 1), CN_ERR_INVALID_ARG, "stride 0");
+    check_status(cn_sgd_step_(p, g, cn_expand(th_tensor(bv, row, 2, CN_F64), s, 2), &mom, 1),
                  CN_ERR_INVALID_ARG, "'buf'");
-    check_status(cn__sgd_step(p, cn_transpose(cn_transpose(p, 0, 1), 0, 1), NULL, &plain, 1),
+    check_status(cn_sgd_step_(p, cn_transpose(cn_transpose(p, 0, 1), 0, 1), NULL, &plain, 1),
                  CN_ERR_INVALID_ARG, "'p' and 'g' share memory");
-    check_status(cn__sgd_step(p, g, g, &mom, 1), CN_ERR_INVALID_ARG, "'g' and 'buf'");
+    check_status(cn_sgd_step_(p, g, g, &mom, 1), CN_ERR_INVALID_ARG, "'g' and 'buf'");
     th_check_values("p after the failed checks", p, pv, 6, 0);
     th_check_values("g after the failed checks", g, gv, 6, 0);
     th_check_values("buf after the failed checks", buf, bv, 6, 0);
     /* the signals: the backend lacks the kernel; a float dtype the kernels do not take */
     cn_device other = forwarding_device(1);
     cn_tensor *po = cn_to_device(p, other), *go = cn_to_device(g, other);
-    check_status(cn__sgd_step_check(po, go, NULL, &plain), CN__UNFUSED, "");
-    check_status(cn__sgd_step(po, go, NULL, &plain, 1), CN__UNFUSED, "");
+    check_status(cn_sgd_step_check(po, go, NULL, &plain), CN_SGD_UNFUSED, "");
+    check_status(cn_sgd_step_(po, go, NULL, &plain, 1), CN_SGD_UNFUSED, "");
     th_check_values("p on a backend without the kernel", po, pv, 6, 0);
-    check_status(cn__sgd_step(cn_cast(p, CN_F16), cn_cast(g, CN_F16), NULL, &plain, 1), CN__UNFUSED,
-                 "");
-    check_status(cn__sgd_step_check(p, g, buf, &mom), CN_OK, "");
+    check_status(cn_sgd_step_(cn_cast(p, CN_F16), cn_cast(g, CN_F16), NULL, &plain, 1),
+                 CN_SGD_UNFUSED, "");
+    check_status(cn_sgd_step_check(p, g, buf, &mom), CN_OK, "");
     cn_scope_end();
 }
 
@@ -667,7 +667,7 @@ static void test_sgd_step_checks_write_nothing(void) {
 static void test_sgd_step_is_one_kernel_per_parameter(void) {
     cn_device dev = forwarding_device(0);
     for (int k = 0; k < N_SGD_CASES; k++) {
-        const cn__sgd_hyper *h = &SGD_CASES[k];
+        const cn_sgd_hyper *h = &SGD_CASES[k];
         const sgd_config c = {h->lr, h->momentum, h->dampening, h->weight_decay, h->nesterov};
         cn_scope_begin();
         quad q = quad_on(CN_F64, dev);
@@ -701,7 +701,7 @@ static void test_sgd_step_is_one_kernel_per_parameter(void) {
 static void test_sgd_falls_back_to_composed_ops_without_the_kernel(void) {
     cn_device dev = forwarding_device(1);
     for (int k = 0; k < N_SGD_CASES; k++) {
-        const cn__sgd_hyper *h = &SGD_CASES[k];
+        const cn_sgd_hyper *h = &SGD_CASES[k];
         const sgd_config c = {h->lr, h->momentum, h->dampening, h->weight_decay, h->nesterov};
         int64_t subs = calls[CN_OP_SUB];
         run_sgd_on(&c, CN_F64, 1e-14, dev);
@@ -734,7 +734,7 @@ static void test_sgd_updates_a_strided_parameter_in_place(void) {
         cn_grads *g = cn_backward(cn_sum(cn_mul(th_tensor(a, ws, 2, CN_F64), cn_mul(d, d))));
         CHECK(cn_optimizer_step(opt, g) == CN_OK);
         cn_grads_free(g);
-        const cn__sgd_hyper h = {c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
+        const cn_sgd_hyper h = {c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov};
         for (int i = 0; i < 6; i++)
             ref_sgd_element(&h, step == 0, &want[i], 2 * a[i] * (want[i] - target[i]), &buf[i]);
         th_check_values("strided parameter", w, want, 6, 1e-14);

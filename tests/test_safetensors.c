@@ -24,19 +24,6 @@ static int write_bytes(const char *path, const void *data, size_t n) {
     return fclose(f) == 0 && w == n ? 0 : -1;
 }
 
-/* Reads a whole file into a malloc'd buffer; *n gets its size. */
-static unsigned char *read_bytes(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)size + 1);
-    *n = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    return buf;
-}
-
 /* A safetensors file from a header written by hand and its data: the 8-byte little-endian length
  * is computed here, everything else is taken as given. */
 static int write_st(const char *path, const char *header, const void *data, size_t n_data) {
@@ -201,7 +188,7 @@ static void test_file_bytes_match_a_hand_written_file(void) {
     tmp_path(path, sizeof path, "tiny.safetensors");
     CHECK(cn_safetensors_save(path, &name, &x, 1) == CN_OK);
     size_t n = 0;
-    unsigned char *got = read_bytes(path, &n);
+    unsigned char *got = th_read_file(path, &n);
     CHECK(got && n == sizeof want && memcmp(got, want, sizeof want) == 0);
     if (got && n == sizeof want)
         for (size_t k = 0; k < n; k++)
@@ -275,7 +262,7 @@ static void test_truncated_files_fail_cleanly_at_every_cut(void) {
     tmp_path(cut, sizeof cut, "cut.safetensors");
     CHECK(cn_safetensors_save(path, names, ts, 3) == CN_OK);
     size_t n = 0;
-    unsigned char *bytes = read_bytes(path, &n);
+    unsigned char *bytes = th_read_file(path, &n);
     CHECK(bytes && n > 100);
     int64_t live = cn_live_tensors();
     for (size_t len = 0; bytes && len < n; len++) {
@@ -506,7 +493,7 @@ static void test_save_refuses_bad_arguments_and_keeps_the_old_file(void) {
     const char *one = "t";
     CHECK(cn_safetensors_save(path, &one, &t, 1) == CN_OK);
     size_t n0 = 0, n1 = 0;
-    unsigned char *before = read_bytes(path, &n0);
+    unsigned char *before = th_read_file(path, &n0);
 
     const char *dup[2] = {"a", "a"}, *meta[1] = {"__metadata__"}, *bad_utf8[1] = {"\xc3("};
     cn_clear_error();
@@ -531,7 +518,7 @@ static void test_save_refuses_bad_arguments_and_keeps_the_old_file(void) {
     CHECK(strstr(cn_last_error(), "No such file or directory") != NULL);
     cn_clear_error();
 
-    unsigned char *after = read_bytes(path, &n1);
+    unsigned char *after = th_read_file(path, &n1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
     free(before);
     free(after);

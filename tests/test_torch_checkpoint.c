@@ -25,11 +25,6 @@
 
 static char tmp_dir[] = "/tmp/cinder_test_torch_ckpt_XXXXXX";
 
-static int has_dataset(void) {
-    return access(CN_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK) == 0 ||
-           access(CN_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte", R_OK) == 0;
-}
-
 static const char *tmp_path(const char *name, char *buf, size_t size) {
     snprintf(buf, size, "%s/%s", tmp_dir, name);
     return buf;
@@ -207,7 +202,7 @@ int main(void) {
         fprintf(stderr, "cannot find the cinder program at %s\n", cli_path);
         return 1;
     }
-    if (!has_dataset()) {
+    if (!data_file_present(CN_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte")) {
         printf("skipped: no Fashion-MNIST in " CN_FASHION_MNIST_DIR
                " (apt-get install dataset-fashion-mnist)\n");
         return 77;

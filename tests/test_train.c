@@ -20,19 +20,6 @@
 static char tmp_dir[] = "/tmp/cinder_test_train_XXXXXX";
 static char checkpoint[4200], plot[4200];
 
-
-static int has_dataset(void) {
-    const char *names[2] = {CN_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz",
-                            CN_FASHION_MNIST_DIR "/train-images-idx3-ubyte"};
-    return access(names[0], R_OK) == 0 || access(names[1], R_OK) == 0;
-}
-
-/* The number after `key` in the text, or NAN when the key is absent. */
-static double number_after(const char *text, const char *key) {
-    const char *at = text ? strstr(text, key) : NULL;
-    return at ? strtod(at + strlen(key), NULL) : NAN;
-}
-
 /* ---- the training run, shared by the tests below -------------------------------------------- */
 
 static run_result training;
@@ -174,7 +161,7 @@ int main(void) {
                 cli_path);
         return 1;
     }
-    if (!has_dataset()) {
+    if (!data_file_present(CN_FASHION_MNIST_DIR "/train-images-idx3-ubyte")) {
         printf("skipped: no Fashion-MNIST in " CN_FASHION_MNIST_DIR
                " (apt-get install dataset-fashion-mnist)\n");
         return 77;

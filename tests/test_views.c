@@ -12,23 +12,6 @@ static cn_tensor *arange_tensor(const int64_t *shape, int ndim, double *host, in
     return th_tensor(host, shape, ndim, CN_F64);
 }
 
-/* Checks an op failed with one of two statuses (where either is a fair reading of the contract)
- * and that its message contains needle. */
-#define CHECK_FAILS_EITHER(expr, s1, s2, needle)                                                   \
-    do {                                                                                           \
-        cn_clear_error();                                                                          \
-        cn_tensor *r2_ = (expr);                                                                   \
-        CHECK(r2_ == NULL);                                                                        \
-        if (r2_) cn_release(r2_);                                                                  \
-        CHECK(cn_last_status() == (s1) || cn_last_status() == (s2));                               \
-        if (!strstr(cn_last_error(), (needle))) {                                                  \
-            fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__,            \
-                    cn_last_error(), (needle));                                                    \
-            th_checks_failed++;                                                                    \
-        }                                                                                          \
-        cn_clear_error();                                                                          \
-    } while (0)
-
 /* ---- reshape ------------------------------------------------------------------------------- */
 
 static void test_reshape_contiguous_keeps_row_major_order(void) {
@@ -464,9 +447,9 @@ static void test_view_errors(void) {
     const int64_t bad_infer[] = {5, -1}; /* 24 is not a multiple of 5 */
     CHECK_FAILS(cn_reshape(x, bad_infer, 2), CN_ERR_SHAPE, "reshape");
     const int64_t two_infer[] = {-1, 4, -1};
-    CHECK_FAILS_EITHER(cn_reshape(x, two_infer, 3), CN_ERR_INVALID_ARG, CN_ERR_SHAPE, "reshape");
+    CHECK_FAILS(cn_reshape(x, two_infer, 3), CN_ERR_INVALID_ARG, "reshape");
     const int64_t neg[] = {-2, -12};
-    CHECK_FAILS_EITHER(cn_reshape(x, neg, 2), CN_ERR_INVALID_ARG, CN_ERR_SHAPE, "reshape");
+    CHECK_FAILS(cn_reshape(x, neg, 2), CN_ERR_INVALID_ARG, "reshape");
 
     CHECK_FAILS(cn_transpose(x, 0, 3), CN_ERR_INVALID_ARG, "transpose");
     CHECK_FAILS(cn_transpose(x, -4, 0), CN_ERR_INVALID_ARG, "transpose");
@@ -485,7 +468,7 @@ static void test_view_errors(void) {
     const int64_t fewer[] = {3, 4}; /* cannot drop dims */
     CHECK_FAILS(cn_expand(x, fewer, 2), CN_ERR_SHAPE, "expand");
 
-    CHECK_FAILS_EITHER(cn_squeeze(x, 1), CN_ERR_SHAPE, CN_ERR_INVALID_ARG, "squeeze");
+    CHECK_FAILS(cn_squeeze(x, 1), CN_ERR_SHAPE, "squeeze"); /* dim 1 has size 3, not 1 */
     CHECK_FAILS(cn_squeeze(x, 3), CN_ERR_INVALID_ARG, "squeeze");
     CHECK_FAILS(cn_unsqueeze(x, 4), CN_ERR_INVALID_ARG, "unsqueeze");
     CHECK_FAILS(cn_unsqueeze(x, -5), CN_ERR_INVALID_ARG, "unsqueeze");
@@ -520,7 +503,8 @@ static void test_absurd_shapes_overflow(void) {
     cn_tensor *x = th_tensor(&one, s11, 2, CN_F64);
     CHECK_FAILS(cn_expand(x, big2, 2), CN_ERR_OVERFLOW, "expand");
     const int64_t big_reshape[] = {1LL << 40, 1LL << 40, 0};
-    CHECK_FAILS_EITHER(cn_reshape(x, big_reshape, 3), CN_ERR_SHAPE, CN_ERR_OVERFLOW, "reshape");
+    /* a zero size makes the product 0, so no overflow: just 0 elements where x has 1 */
+    CHECK_FAILS(cn_reshape(x, big_reshape, 3), CN_ERR_SHAPE, "reshape");
     cn_release(x);
 }
 
@@ -551,7 +535,7 @@ static void test_negative_sizes_rejected(void) {
     const int64_t s[] = {2, 3};
     cn_tensor *x = arange_tensor(s, 2, h, 6);
     const int64_t eneg[] = {-2, 3};
-    CHECK_FAILS_EITHER(cn_expand(x, eneg, 2), CN_ERR_INVALID_ARG, CN_ERR_SHAPE, "expand");
+    CHECK_FAILS(cn_expand(x, eneg, 2), CN_ERR_INVALID_ARG, "expand");
     cn_release(x);
 }
 

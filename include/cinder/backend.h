@@ -87,6 +87,8 @@ typedef enum cn_op {
     CN_OP_MAX_POOL2D_BACKWARD, CN_OP_AVG_POOL2D_BACKWARD,
     /* added for optimizers: the fused, in-place SGD update */
     CN_OP_SGD_STEP,
+    /* added with the op table: atan2(a, b), elementwise binary, float */
+    CN_OP_ATAN2,
     CN_OP_COUNT
 } cn_op;
 
@@ -102,6 +104,18 @@ typedef struct cn_view {
     int64_t strides[CN_MAX_DIMS];   /* in elements; 0 on broadcast dims */
 } cn_view;
 
+/* The geometry of a 2-D window op (conv2d, the pools and their backward kernels), computed and
+ * checked once by the router: sizes are positive, the output sizes follow from the rest, and the
+ * index arithmetic over any of the tensors fits in int64. Pools have o = c, groups = 1 and
+ * dilation 1. */
+typedef struct cn_conv_geometry {
+    int64_t n, c, h, w;             /* the input [N, C, H, W] */
+    int64_t o, oh, ow;              /* the output [N, O, OH, OW] */
+    int64_t kh, kw;                 /* the window (conv: the weight's [O, C/groups, KH, KW]) */
+    int64_t sh, sw, ph, pw, dh, dw; /* stride, padding, dilation */
+    int64_t groups;
+} cn_conv_geometry;
+
 typedef struct cn_kernel_args {
     cn_op op;
     int device;                     /* device index within the backend */
@@ -114,6 +128,7 @@ typedef struct cn_kernel_args {
     int n_reals;
     const double *reals;
     void *ctx;                      /* the backend's ctx */
+    const cn_conv_geometry *conv;   /* window ops only (conv2d, pools, their backward); else NULL */
 } cn_kernel_args;
 
 typedef cn_status (*cn_kernel_fn)(const cn_kernel_args *args);
@@ -132,6 +147,11 @@ typedef struct cn_backend {
     /* Waits until queued work is done (NULL: the backend is synchronous). */
     cn_status (*synchronize)(void *ctx, int device);
     cn_kernel_fn kernels[CN_OP_COUNT]; /* NULL: the backend lacks the op (a clear error) */
+    /* The dtypes each kernel takes, as a mask of (1u << cn_dtype) of the op's first value input
+     * (the output's for fill and the random ops; the source's for cast). 0 with a kernel: every
+     * dtype the op accepts. The router refuses any other dtype before the kernel runs, naming op,
+     * dtype and backend, so a kernel need not check dtypes itself. */
+    uint32_t dtypes[CN_OP_COUNT];
 } cn_backend;
 
 /* Registers a backend; the table is copied. Returns its id (>= 0), or -1 with the error set when
@@ -172,7 +192,7 @@ CN_API int cn_backend_find(const char *name);
 
 /* The version of the backend interface (this header's structs and the op numbering). Bumped on
  * any incompatible change; a module must have been built with the same number. */
-#define CN_BACKEND_ABI_VERSION 1
+#define CN_BACKEND_ABI_VERSION 2
 
 /* What cinder hands a module: its error path and its counted host allocator (so that the
  * allocation-failure mode, cn_alloc_fail_after, covers the module too). Valid for the life of the

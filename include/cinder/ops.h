@@ -26,6 +26,9 @@ CN_API cn_tensor *cn_div(cn_tensor *a, cn_tensor *b); /* ints: truncating; divis
 CN_API cn_tensor *cn_pow(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_maximum(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_minimum(cn_tensor *a, cn_tensor *b);
+/* The angle of the point (b, a) in radians, in [-pi, pi], as torch.atan2(a, b): float only;
+ * atan2(0, 0) is 0. Differentiable: d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2). */
+CN_API cn_tensor *cn_atan2(cn_tensor *a, cn_tensor *b);
 
 /* ---- elementwise, unary --------------------------------------------------------------------- */
 CN_API cn_tensor *cn_neg(cn_tensor *x);   /* float, int */
@@ -121,6 +124,11 @@ CN_API cn_tensor *cn_cat(cn_tensor *const *ts, int n, int dim);
 CN_API cn_tensor *cn_stack(cn_tensor *const *ts, int n, int dim);
 /* A dense copy of x with storage of its own (like torch.clone); differentiable. */
 CN_API cn_tensor *cn_clone(cn_tensor *x);
+/* Non-zero when a and b are views of the same memory (one storage: a view of a view of x shares
+ * x's), even where the elements they reach do not overlap; 0 when they do not, or either is NULL.
+ * A tracked tensor and the concrete tensor under it (cn_inner) share memory. Sets no error, takes
+ * no reference. */
+CN_API int cn_shares_memory(const cn_tensor *a, const cn_tensor *b);
 
 /* Views of consecutive pieces of `size` along dim (the last may be smaller). Returns the number
  * of pieces (like snprintf, even when more than max_parts) and writes references to the first
@@ -160,6 +168,53 @@ typedef struct cn_pool2d_params {
  * count_include_pad=True default). A padded input that passes int64 is CN_ERR_OVERFLOW. */
 CN_API cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 CN_API cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p);
+
+/* ---- fused optimizer updates ---------------------------------------------------------------- *
+ * One parameter's optimizer update, in place and in one pass of the backend's kernel
+ * (CN_OP_SGD_STEP, backend.h), with no temporaries: what cn_optimizer_step (nn.h) runs for SGD.
+ * They write concrete tensors' memory directly, past autodiff: pass the concrete tensors under
+ * tracked parameters (cn_inner), under no-grad mode. A backend may lack the kernel (a program's
+ * own, registered before the op existed): then they answer CN_SGD_UNFUSED, and the caller
+ * computes the same update with other ops. Threads: writing p and buf races with any other use of
+ * their memory (tensor.h); the caller serialises. */
+
+/* torch.optim.SGD's hyperparameters, as cn_sgd_new takes them. */
+typedef struct cn_sgd_hyper {
+    double lr, momentum, dampening, weight_decay;
+    int nesterov;
+} cn_sgd_hyper;
+
+/* Not an error but an answer of cn_sgd_step_check and cn_sgd_step_: the backend has no fused
+ * kernel for this update (it lacks CN_OP_SGD_STEP, or the dtype is a float other than f32 and
+ * f64). No error is set and nothing is written. Outside cn_status's codes (cn_status_name gives
+ * "CN_UNKNOWN"), at a value that appending codes never reaches. */
+#define CN_SGD_UNFUSED ((cn_status)100)
+
+/* Checks one SGD update (cn_sgd_step_) without writing anything, so that an optimizer can check
+ * every parameter before it writes the first. p, g, buf: concrete tensors (not on an autodiff
+ * device) of one shape (no broadcasting; g may be a broadcast view), one float dtype and one
+ * device; buf is the momentum buffer, given exactly when h->momentum != 0 (NULL otherwise). p
+ * and buf are written, so their elements must not share memory (no stride 0 over a dim of size
+ * > 1), and no two of the three may share memory (cn_shares_memory).
+ * Returns CN_OK when cn_sgd_step_ would run the backend's kernel; CN_SGD_UNFUSED (no error set)
+ * when the backend has no kernel for it; otherwise the error, set naming "sgd_step", the argument
+ * and a way out: CN_ERR_NULL_ARG (p, g or h), CN_ERR_INVALID_ARG (buf given or missing against
+ * momentum, memory shared), CN_ERR_SHAPE, CN_ERR_DTYPE, CN_ERR_KIND (not float),
+ * CN_ERR_DEVICE_MISMATCH, CN_ERR_AUTODIFF_REACHED_CONCRETE (a tensor on an autodiff device), or
+ * the router's device errors. Takes no reference. */
+CN_API cn_status cn_sgd_step_check(cn_tensor *p, cn_tensor *g, cn_tensor *buf,
+                                   const cn_sgd_hyper *h);
+
+/* One SGD update of p (and buf) in place (torch.optim.SGD's single-tensor rule):
+ *     g' = g + weight_decay * p
+ *     buf = first ? g' : momentum * buf + (1 - dampening) * g'       (when buf)
+ *     p = p - lr * (buf ? (nesterov ? g' + momentum * buf : buf) : g')
+ * first: buf holds nothing yet (its old contents are not read). Bumps the version of p's and
+ * buf's memory, so a value saved for a backward that has not run yet is stale (that backward
+ * fails with CN_ERR_AUTODIFF_MODIFIED). Returns what cn_sgd_step_check returns (CN_SGD_UNFUSED
+ * and errors leave everything untouched), or the kernel's error. Takes no reference. */
+CN_API cn_status cn_sgd_step_(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn_sgd_hyper *h,
+                              int first);
 
 #ifdef __cplusplus
 }

@@ -10,17 +10,13 @@
 
 #include "cinder/autodiff.h"
 #include "cinder/backend.h"
+#include "cinder/extension.h" /* the public types an extension node keeps (ad_ext) */
+#include "core/op_table.h"
 #include "core/tensor_impl.h"
 
-/* Ops without a kernel of their own (views, cat) extend cn_op for the graph. */
+/* A node records an op of the op table (core/op_table.h) or one of these graph-only kinds. */
 enum {
-    AD_OP_LEAF = CN_OP_COUNT,
-    AD_OP_TRANSPOSE, /* ints: dim0, dim1 */
-    AD_OP_PERMUTE,   /* ints: the permutation */
-    AD_OP_SLICE,     /* ints: dim, start, step (normalised) */
-    AD_OP_VIEW,      /* reshape, squeeze, unsqueeze: any view with the same element order */
-    AD_OP_EXPAND,    /* ints: none (the output shape says it) */
-    AD_OP_CAT,       /* ints: dim */
+    AD_OP_LEAF = CN__OP_ALL,
     AD_OP_EXT,       /* an extension op (see ad_ext) */
     AD_OP_EXT_OUTPUT,/* output ints[0] of the multi-output extension node in[0] */
     AD_OP_COUNT
@@ -28,9 +24,20 @@ enum {
 
 typedef struct ad_node ad_node;
 
-/* What an extension node keeps besides the common fields. */
+/* Runs an extension op again on concrete input values, on the concrete route, writing its
+ * outputs (new references): how a checkpointed extension node recomputes what it did not keep.
+ * The extension layer hands it in when it records a call. */
+typedef cn_status (*ad_ext_replay_fn)(const cn_ext_op *op, cn_tensor *const *in, const int *tags,
+                                      const int64_t *ints, const double *reals,
+                                      cn_tensor **outputs);
+
+/* What an extension node keeps besides the common fields. The extension layer hands in all it
+ * needs of the op when it records a call, so the graph reads no extension internals. */
 typedef struct ad_ext {
-    const struct cn_ext_op *op;
+    const cn_ext_op *op;           /* opaque: only handed back to replay */
+    const cn_ext_schema *schema;   /* the op's (names for messages); lives as long as the op */
+    cn_ext_backward_fn backward;   /* the user's backward */
+    ad_ext_replay_fn replay;
     int n_out;
     int *tags;              /* one per composite (replay needs the union variants) */
     int64_t *ints;
@@ -54,7 +61,7 @@ typedef struct ad_input {
 
 struct ad_node {
     _Atomic int64_t refcount; /* nodes are shared by graphs on any thread (cn__ref_drop) */
-    int op;               /* cn_op or AD_OP_* */
+    int op;               /* a row of the op table, or AD_OP_* */
     int memory_bound;     /* recomputed instead of saved under checkpointing */
     int checkpointed;     /* recorded on a CN_CHECKPOINT_BALANCED device */
     int retain_grad;      /* the tensor's gradient goes into cn_grads */
@@ -81,18 +88,21 @@ struct ad_node {
 
 /* Records out = op(in[0..n)) when grad mode is on and some input is tracked; attaches the node to
  * out. Returns out, or NULL (out released, error set) if recording fails. */
-cn_tensor *cn__ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n, const int64_t *ints,
-                         int n_ints, const double *reals, int n_reals);
+cn_tensor *ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n, const int64_t *ints,
+                     int n_ints, const double *reals, int n_reals);
 
 void ad_node_release(ad_node *n);
 ad_node *ad_node_new(int op, int n_in, const cn_tensor *out);
 void ad_ext_free(ad_ext *e);
 
 /* Extension nodes (ext_node.c): recording a call, the output values, the backward step, and the
- * hand-off of a multi-output selector's gradient to its node. */
-struct cn_ext_op;
-cn_status ad_ext_record(const struct cn_ext_op *op, cn_tensor *const *in, const int *tags,
-                        const int64_t *ints, const double *reals, cn_tensor **outputs);
+ * hand-off of a multi-output selector's gradient to its node. ad_ext_record records outputs =
+ * op(in) (in: schema->n_tensors entries, NULL where absent) with the user's backward, and replay
+ * for checkpointing; on failure the outputs are released and NULLed. */
+cn_status ad_ext_record(const cn_ext_op *op, const cn_ext_schema *schema,
+                        cn_ext_backward_fn backward, ad_ext_replay_fn replay,
+                        cn_tensor *const *in, const int *tags, const int64_t *ints,
+                        const double *reals, cn_tensor **outputs);
 cn_tensor *ad_ext_output_value(ad_node *n, int i);
 cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin);
 cn_status ad_ext_collect(ad_node *selector, cn_tensor *g);
@@ -112,15 +122,20 @@ cn_tensor *ad_output_value(ad_node *n);
  * that has a node into gin[i] (new references; NULL for the others). */
 cn_status ad_backward_formula(ad_node *n, cn_tensor *g, cn_tensor **gin);
 
+/* Whether op has a backward formula (formulas.c; tests/test_op_table.c requires one for every
+ * op the op table marks differentiable). */
+int ad_has_formula(int op);
+
 /* Re-runs n's forward op on concrete input values (for checkpointing). */
 cn_tensor *ad_replay(ad_node *n, cn_tensor *const *values);
 
 /* Whether an op is memory-bound (cheap to recompute: elementwise and views). */
 int ad_op_memory_bound(int op);
 
-/* Which values the backward formula of op needs: bit i for input i; AD_SAVE_OUT for the output. */
-#define AD_SAVE_OUT (1u << 31)
-unsigned ad_op_saves(int op, int n_in);
+/* Which values the backward formula of op needs: bit i for input i; AD_SAVE_OUT for the output
+ * (the op table's saves). */
+#define AD_SAVE_OUT CN__SAVE_OUT
+unsigned ad_op_saves(int op);
 
 /* A short name for messages. */
 const char *ad_op_name(int op);

@@ -1,6 +1,10 @@
 /* Extension ops in the graph. One node per call holds the inputs' edges and the values the
  * user's backward reads; a multi-output op gives each float output a selector node that hands
- * its gradient to the call's node, so the backward sees every output's gradient at once. */
+ * its gradient to the call's node, so the backward sees every output's gradient at once.
+ *
+ * The extension layer sits above this one: it hands in, when it records a call, the op's schema,
+ * the user's backward and a replay of the concrete kernel (checkpointing). This file reads only
+ * those, through the public types of cinder/extension.h. */
 #include <string.h>
 
 #include "autodiff/autodiff_internal.h"
@@ -8,7 +12,6 @@
 #include "cinder/ops.h"
 #include "core/alloc.h"
 #include "core/error_internal.h"
-#include "extension/extension_internal.h"
 
 void ad_ext_free(ad_ext *e) {
     if (!e) return;
@@ -27,13 +30,16 @@ void ad_ext_free(ad_ext *e) {
     cn__free(e);
 }
 
-static ad_ext *ext_new(const cn_ext_op *op, const int *tags, const int64_t *ints,
+static ad_ext *ext_new(const cn_ext_op *op, const cn_ext_schema *s, cn_ext_backward_fn backward,
+                       ad_ext_replay_fn replay, const int *tags, const int64_t *ints,
                        const double *reals) {
-    const cn_ext_schema *s = &op->schema;
     const char *name = s->name;
     ad_ext *e = cn__calloc(name, 1, sizeof *e);
     if (!e) return NULL;
     e->op = op;
+    e->schema = s;
+    e->backward = backward;
+    e->replay = replay;
     e->n_out = s->n_outputs;
     size_t n_out = (size_t)s->n_outputs;
     int ok = (e->saved_out = cn__calloc(name, n_out, sizeof *e->saved_out)) &&
@@ -63,16 +69,17 @@ static void drop_outputs(cn_tensor **outputs, int n) {
     }
 }
 
-cn_status ad_ext_record(const cn_ext_op *op, cn_tensor *const *in, const int *tags,
-                        const int64_t *ints, const double *reals, cn_tensor **outputs) {
-    const cn_ext_schema *s = &op->schema;
+cn_status ad_ext_record(const cn_ext_op *op, const cn_ext_schema *s,
+                        cn_ext_backward_fn backward, ad_ext_replay_fn replay,
+                        cn_tensor *const *in, const int *tags, const int64_t *ints,
+                        const double *reals, cn_tensor **outputs) {
     int n_float = 0;
     for (int k = 0; k < s->n_outputs; k++)
         n_float += cn_dtype_kind(outputs[k]->dtype) == CN_KIND_FLOAT;
     if (n_float == 0) return CN_OK; /* int/bool outputs are never tracked */
 
     ad_node *n = ad_node_new(AD_OP_EXT, s->n_tensors, outputs[0]);
-    if (!n || !(n->ext = ext_new(op, tags, ints, reals))) goto fail;
+    if (!n || !(n->ext = ext_new(op, s, backward, replay, tags, ints, reals))) goto fail;
     n->memory_bound = (s->flags & CN_EXT_MEMORY_BOUND) != 0;
     int recompute = n->checkpointed && n->memory_bound;
     for (int j = 0; j < s->n_tensors; j++) {
@@ -131,7 +138,7 @@ fail:
 
 cn_tensor *ad_ext_output_value(ad_node *n, int i) {
     ad_ext *e = n->ext;
-    const char *name = e->op->schema.name;
+    const char *name = e->schema->name;
     if (e->saved_out[i]) {
         if (e->saved_out[i]->storage->version != e->saved_version[i]) {
             cn_set_error(CN_ERR_AUTODIFF_MODIFIED, "backward", "output %d of '%s' was modified in "
@@ -150,8 +157,7 @@ cn_tensor *ad_ext_output_value(ad_node *n, int i) {
         vals[j] = n->in[j].ndim < 0 ? NULL : ad_input_value(n, j);
         ok = n->in[j].ndim < 0 || vals[j];
     }
-    if (ok && cn_ext_call(e->op, CN_EXT_ROUTE_CONCRETE, vals, e->tags, e->ints, e->reals,
-                          e->values) == CN_OK)
+    if (ok && e->replay(e->op, vals, e->tags, e->ints, e->reals, e->values) == CN_OK)
         for (int k = 0; k < e->n_out; k++) cn__scope_forget(e->values[k]);
     if (vals != small) cn__free(vals);
     return e->values[i];
@@ -195,7 +201,7 @@ static int64_t refs_before(const given_ref *given, int n_given, const cn_tensor 
 
 static cn_status take_results(const ad_node *n, const given_ref *given, int n_given,
                               cn_tensor **gin, cn_status st) {
-    const cn_ext_schema *s = &n->ext->op->schema;
+    const cn_ext_schema *s = n->ext->schema;
     const char *name = s->name;
     char buf[128];
     for (int pass = 0; pass < 2; pass++) /* 0: check the counts; 1: take or drop */
@@ -255,7 +261,7 @@ static cn_status take_results(const ad_node *n, const given_ref *given, int n_gi
 
 /* A gradient must match its input: shape, dtype, and the input's concrete device. */
 static cn_status check_gradient(const ad_node *n, int j, const cn_tensor *g, const cn_tensor *v) {
-    const cn_ext_schema *s = &n->ext->op->schema;
+    const cn_ext_schema *s = n->ext->schema;
     const ad_input *a = &n->in[j];
     char buf[128], dev[64];
     cn_tensor_str(g, buf, sizeof buf);
@@ -286,7 +292,7 @@ static cn_status check_gradient(const ad_node *n, int j, const cn_tensor *g, con
 
 cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     ad_ext *e = n->ext;
-    const cn_ext_schema *s = &e->op->schema;
+    const cn_ext_schema *s = e->schema;
     cn_tensor *small_in[8], *small_out[8], *small_g[8];
     given_ref small_given[24];
     int big = n->n_in > 8 || e->n_out > 8;
@@ -326,7 +332,7 @@ cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
             given[n_given++] = (given_ref){vout[k], cn__ref_count(&vout[k]->refcount)};
             given[n_given++] = (given_ref){gout[k], cn__ref_count(&gout[k]->refcount)};
         }
-        st = e->op->backward(vin, needs, n->n_in, vout, gout, e->n_out, e->ints, e->reals, gin);
+        st = e->backward(vin, needs, n->n_in, vout, gout, e->n_out, e->ints, e->reals, gin);
         if (st != CN_OK && cn_last_status() == CN_OK)
             cn_set_error(st, s->name, "the backward of '%s' failed without a message", s->name);
         st = take_results(n, given, n_given, gin, st);
@@ -357,8 +363,8 @@ cn_status ad_ext_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
 }
 
 const char *ad_node_name(const ad_node *n) {
-    if (n->op == AD_OP_EXT) return n->ext->op->schema.name;
-    if (n->op == AD_OP_EXT_OUTPUT) return n->in[0].node->ext->op->schema.name;
+    if (n->op == AD_OP_EXT) return n->ext->schema->name;
+    if (n->op == AD_OP_EXT_OUTPUT) return n->in[0].node->ext->schema->name;
     return ad_op_name(n->op);
 }
 

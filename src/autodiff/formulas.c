@@ -1,6 +1,11 @@
 /* The backward formula of every differentiable op, written with the public ops on concrete
  * tensors (the autodiff layer never calls a backend). g is the gradient of the op's output;
- * each formula returns the gradients of the inputs that have a node, shaped like those inputs. */
+ * each formula returns the gradients of the inputs that have a node, shaped like those inputs.
+ *
+ * The table at the end gives each differentiable row of the op table (core/op_table.h) its
+ * formula, in one of four forms: a unary derivative (multiplied into g here), a broadcast binary
+ * pair (reduced to the input shapes here), one input's gradient, or the whole node's.
+ * tests/test_op_table.c requires an entry for every op the op table marks differentiable. */
 #include <math.h>
 #include <string.h>
 
@@ -55,141 +60,278 @@ static cn_tensor *zeros_of(const ad_input *a, cn_tensor *like) {
     return like ? cn_zeros(a->shape, a->ndim, a->dtype, cn_device_of(like)) : NULL;
 }
 
-/* ---- the formulas -------------------------------------------------------------------------- */
+/* ---- unary and scalar ops: d(out)/d(x), from x (the input) or y (the output) ------------- */
 
-/* Unary elementwise and scalar ops: d(out)/d(x) as a tensor, multiplied into g by the caller. */
-static cn_tensor *unary_derivative(ad_node *n) {
-    const double *r = n->reals;
-    cn_tensor *x = NULL, *y = NULL;
-    unsigned saves = ad_op_saves(n->op, n->n_in);
-    if (saves & 1u) x = ad_input_value(n, 0);
-    if (saves & AD_SAVE_OUT) y = ad_output_value(n);
-    if (!x && !y) return NULL;
-    switch (n->op) {
-    case CN_OP_ABS:
-        return cn_sub(mask_like(cn_gt(x, scalar_like(x, 0)), x),
-                      mask_like(cn_lt(x, scalar_like(x, 0)), x));
-    case CN_OP_RELU: return mask_like(cn_gt(y, scalar_like(y, 0)), y);
-    case CN_OP_EXP: return y;
-    case CN_OP_LOG: return cn_div(scalar_like(x, 1), x);
-    case CN_OP_LOG1P: return cn_div(scalar_like(x, 1), cn_add_scalar(x, 1));
-    case CN_OP_SQRT: return cn_div(scalar_like(y, 0.5), y);
-    case CN_OP_RSQRT: return cn_mul_scalar(cn_pow_scalar(y, 3), -0.5);
-    case CN_OP_SIN: return cn_cos(x);
-    case CN_OP_COS: return cn_neg(cn_sin(x));
-    case CN_OP_TANH: return cn_add_scalar(cn_neg(cn_mul(y, y)), 1);
-    case CN_OP_SIGMOID: return cn_mul(y, cn_add_scalar(cn_neg(y), 1));
-    case CN_OP_SILU: {
-        cn_tensor *s = cn_sigmoid(x);
-        /* s * (1 + x * (1 - s)) */
-        return cn_mul(s, cn_add_scalar(cn_mul(x, cn_add_scalar(cn_neg(s), 1)), 1));
+static cn_tensor *d_abs(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_sub(mask_like(cn_gt(x, scalar_like(x, 0)), x),
+                  mask_like(cn_lt(x, scalar_like(x, 0)), x));
+}
+static cn_tensor *d_relu(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)x;
+    return mask_like(cn_gt(y, scalar_like(y, 0)), y);
+}
+static cn_tensor *d_exp(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)x;
+    return y;
+}
+static cn_tensor *d_log(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_div(scalar_like(x, 1), x);
+}
+static cn_tensor *d_log1p(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_div(scalar_like(x, 1), cn_add_scalar(x, 1));
+}
+static cn_tensor *d_sqrt(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)x;
+    return cn_div(scalar_like(y, 0.5), y);
+}
+static cn_tensor *d_rsqrt(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)x;
+    return cn_mul_scalar(cn_pow_scalar(y, 3), -0.5);
+}
+static cn_tensor *d_sin(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_cos(x);
+}
+static cn_tensor *d_cos(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_neg(cn_sin(x));
+}
+static cn_tensor *d_tanh(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)x;
+    return cn_add_scalar(cn_neg(cn_mul(y, y)), 1);
+}
+static cn_tensor *d_sigmoid(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)x;
+    return cn_mul(y, cn_add_scalar(cn_neg(y), 1));
+}
+static cn_tensor *d_silu(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    cn_tensor *s = cn_sigmoid(x);
+    /* s * (1 + x * (1 - s)) */
+    return cn_mul(s, cn_add_scalar(cn_mul(x, cn_add_scalar(cn_neg(s), 1)), 1));
+}
+static cn_tensor *d_gelu(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)y;
+    if (n->ints[0] == CN_GELU_ERF) {
+        /* Phi(x) + x phi(x) */
+        cn_tensor *cdf = cn_mul_scalar(cn_add_scalar(cn__erf(cn_mul_scalar(x, SQRT1_2)), 1), 0.5);
+        cn_tensor *pdf = cn_mul_scalar(cn_exp(cn_mul_scalar(cn_mul(x, x), -0.5)),
+                                       1.0 / sqrt(2 * PI));
+        return cn_add(cdf, cn_mul(x, pdf));
     }
-    case CN_OP_GELU:
-        if (n->ints[0] == CN_GELU_ERF) {
-            /* Phi(x) + x phi(x) */
-            cn_tensor *cdf = cn_mul_scalar(cn_add_scalar(cn__erf(cn_mul_scalar(x, SQRT1_2)),
-                                                         1),
-                                           0.5);
-            cn_tensor *pdf = cn_mul_scalar(cn_exp(cn_mul_scalar(cn_mul(x, x), -0.5)),
-                                           1.0 / sqrt(2 * PI));
-            return cn_add(cdf, cn_mul(x, pdf));
-        } else {
-            /* u = k (x + c x^3), t = tanh(u): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2) */
-            const double k = sqrt(2 / PI), c = 0.044715;
-            cn_tensor *x2 = cn_mul(x, x);
-            cn_tensor *t = cn_tanh(cn_mul_scalar(cn_add(x, cn_mul_scalar(cn_mul(x2, x), c)), k));
-            cn_tensor *left = cn_mul_scalar(cn_add_scalar(t, 1), 0.5);
-            cn_tensor *sech2 = cn_add_scalar(cn_neg(cn_mul(t, t)), 1);
-            cn_tensor *inner = cn_mul_scalar(cn_add_scalar(cn_mul_scalar(x2, 3 * c), 1), 0.5 * k);
-            return cn_add(left, cn_mul(cn_mul(x, sech2), inner));
-        }
-    case CN_OP_ERF:
-        return cn_mul_scalar(cn_exp(cn_neg(cn_mul(x, x))), 2.0 / sqrt(PI));
-    case CN_OP_POW_SCALAR: return cn_mul_scalar(cn_pow_scalar(x, r[0] - 1), r[0]);
-    case CN_OP_CLAMP:
-        return mask_like(cn_logical_and(cn_ge(x, scalar_like(x, r[0])),
-                                        cn_le(x, scalar_like(x, r[1]))),
-                         x);
-    default: return NULL;
-    }
+    /* u = k (x + c x^3), t = tanh(u): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2) */
+    const double k = sqrt(2 / PI), c = 0.044715;
+    cn_tensor *x2 = cn_mul(x, x);
+    cn_tensor *t = cn_tanh(cn_mul_scalar(cn_add(x, cn_mul_scalar(cn_mul(x2, x), c)), k));
+    cn_tensor *left = cn_mul_scalar(cn_add_scalar(t, 1), 0.5);
+    cn_tensor *sech2 = cn_add_scalar(cn_neg(cn_mul(t, t)), 1);
+    cn_tensor *inner = cn_mul_scalar(cn_add_scalar(cn_mul_scalar(x2, 3 * c), 1), 0.5 * k);
+    return cn_add(left, cn_mul(cn_mul(x, sech2), inner));
+}
+static cn_tensor *d_erf(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_mul_scalar(cn_exp(cn_neg(cn_mul(x, x))), 2.0 / sqrt(PI));
+}
+static cn_tensor *d_pow_scalar(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)y;
+    return cn_mul_scalar(cn_pow_scalar(x, n->reals[0] - 1), n->reals[0]);
+}
+static cn_tensor *d_clamp(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)y;
+    return mask_like(cn_logical_and(cn_ge(x, scalar_like(x, n->reals[0])),
+                                    cn_le(x, scalar_like(x, n->reals[1]))),
+                     x);
 }
 
-static cn_status binary_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
-    const ad_input *a = &n->in[0], *b = &n->in[1];
-    cn_tensor *ga = NULL, *gb = NULL;
-    cn_tensor *x = (ad_op_saves(n->op, 2) & 1u) ? ad_input_value(n, 0) : NULL;
-    cn_tensor *y = (ad_op_saves(n->op, 2) & 2u) ? ad_input_value(n, 1) : NULL;
-    switch (n->op) {
-    case CN_OP_ADD: ga = g; gb = g; break;
-    case CN_OP_SUB: ga = g; gb = cn_neg(g); break;
-    case CN_OP_MUL: ga = cn_mul(g, y); gb = cn_mul(g, x); break;
-    case CN_OP_DIV:
-        ga = cn_div(g, y);
-        gb = cn_neg(cn_div(cn_mul(g, x), cn_mul(y, y)));
-        break;
-    case CN_OP_POW: {
-        cn_tensor *out = ad_output_value(n);
-        ga = cn_mul(g, cn_mul(y, cn_pow(x, cn_add_scalar(y, -1))));
-        gb = cn_mul(g, cn_mul(out, cn_log(x)));
-        break;
-    }
-    case CN_OP_MAXIMUM:
-    case CN_OP_MINIMUM: {
-        /* ties split the gradient evenly, as PyTorch does */
-        cn_tensor *win = n->op == CN_OP_MAXIMUM ? cn_gt(x, y) : cn_lt(x, y);
-        cn_tensor *ma = cn_add(mask_like(win, x), cn_mul_scalar(mask_like(cn_eq(x, y), x), 0.5));
-        ga = cn_mul(g, ma);
-        gb = cn_mul(g, cn_add_scalar(cn_neg(ma), 1));
-        break;
-    }
-    default: break;
-    }
-    if (a->node) gin[0] = cn_retain((sum_to_input(ga, a)));
-    if (b->node) gin[1] = cn_retain((sum_to_input(gb, b)));
-    return (a->node && !gin[0]) || (b->node && !gin[1]) ? cn_last_status() : CN_OK;
+/* ---- broadcast binary ops: the gradients at the output's shape ---------------------------- */
+
+static void g_add(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                  cn_tensor **gb) {
+    (void)n, (void)x, (void)y;
+    *ga = g;
+    *gb = g;
+}
+static void g_sub(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                  cn_tensor **gb) {
+    (void)n, (void)x, (void)y;
+    *ga = g;
+    *gb = cn_neg(g);
+}
+static void g_mul(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                  cn_tensor **gb) {
+    (void)n;
+    *ga = cn_mul(g, y);
+    *gb = cn_mul(g, x);
+}
+static void g_div(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                  cn_tensor **gb) {
+    (void)n;
+    *ga = cn_div(g, y);
+    *gb = cn_neg(cn_div(cn_mul(g, x), cn_mul(y, y)));
+}
+static void g_pow(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                  cn_tensor **gb) {
+    cn_tensor *out = ad_output_value(n);
+    *ga = cn_mul(g, cn_mul(y, cn_pow(x, cn_add_scalar(y, -1))));
+    *gb = cn_mul(g, cn_mul(out, cn_log(x)));
+}
+/* maximum and minimum: ties split the gradient evenly, as PyTorch does */
+static void extreme(cn_tensor *win, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                    cn_tensor **gb) {
+    cn_tensor *ma = cn_add(mask_like(win, x), cn_mul_scalar(mask_like(cn_eq(x, y), x), 0.5));
+    *ga = cn_mul(g, ma);
+    *gb = cn_mul(g, cn_add_scalar(cn_neg(ma), 1));
+}
+static void g_maximum(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                      cn_tensor **gb) {
+    (void)n;
+    extreme(cn_gt(x, y), g, x, y, ga, gb);
+}
+static void g_minimum(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                      cn_tensor **gb) {
+    (void)n;
+    extreme(cn_lt(x, y), g, x, y, ga, gb);
+}
+/* atan2(a, b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2) */
+static void g_atan2(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                    cn_tensor **gb) {
+    (void)n;
+    cn_tensor *scaled = cn_div(g, cn_add(cn_mul(x, x), cn_mul(y, y)));
+    *ga = cn_mul(scaled, y);
+    *gb = cn_neg(cn_mul(scaled, x));
 }
 
-static cn_tensor *reduction_formula(ad_node *n, cn_tensor *g) {
+/* ---- reductions over dim ints[0] and softmax: the input's gradient ------------------------ */
+
+/* g with the reduced dim kept (size 1), and that dim's size */
+static cn_tensor *kept(ad_node *n, cn_tensor *g) { return keep(g, &n->in[0], (int)n->ints[0]); }
+static int64_t reduced(ad_node *n) {
+    const ad_input *a = &n->in[0];
+    return a->ndim ? a->shape[n->ints[0]] : 1;
+}
+
+static cn_tensor *r_sum(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    return cn_expand(kept(n, g), n->in[0].shape, n->in[0].ndim);
+}
+static cn_tensor *r_mean(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    return cn_expand(cn_mul_scalar(kept(n, g), 1.0 / (double)reduced(n)), n->in[0].shape,
+                     n->in[0].ndim);
+}
+/* max and min: the gradient goes to the first extreme, as the index ops find it */
+static cn_tensor *r_extreme(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
     const ad_input *a = &n->in[0];
     int d = (int)n->ints[0];
-    int64_t count = a->ndim ? a->shape[d] : 1;
-    /* softmax's gradient has the input's shape; the reductions' has the reduced one */
-    int full = n->op == CN_OP_SOFTMAX || n->op == CN_OP_LOG_SOFTMAX;
-    cn_tensor *gk = full ? g : keep(g, a, d);
-    cn_tensor *x, *y;
-    switch (n->op) {
-    case CN_OP_SUM: return cn_expand(gk, a->shape, a->ndim);
-    case CN_OP_MEAN: return cn_expand(cn_mul_scalar(gk, 1.0 / (double)count), a->shape, a->ndim);
-    case CN_OP_MAX:
-    case CN_OP_MIN: {
-        x = ad_input_value(n, 0);
-        if (a->ndim == 0) return g;
-        cn_tensor *idx = n->op == CN_OP_MAX ? cn_argmax_dim(x, d, 1) : cn_argmin_dim(x, d, 1);
-        return cn_scatter_add(zeros_of(a, g), d, idx, gk);
-    }
-    case CN_OP_PROD:
-        x = ad_input_value(n, 0);
-        y = ad_output_value(n);
-        return cn_div(cn_mul(gk, keep(y, a, d)), x);
-    case CN_OP_VAR: {
-        x = ad_input_value(n, 0);
-        cn_tensor *centered = cn_sub(x, cn_mean_dim(x, d, 1));
-        double scale = 2.0 / (double)(count - n->ints[1]);
-        return cn_mul(cn_mul_scalar(centered, scale), gk);
-    }
-    case CN_OP_LOGSUMEXP:
-        x = ad_input_value(n, 0);
-        y = ad_output_value(n);
-        return cn_mul(gk, cn_exp(cn_sub(x, keep(y, a, d))));
-    case CN_OP_SOFTMAX:
-        y = ad_output_value(n);
-        return cn_mul(y, cn_sub(g, cn_sum_dim(cn_mul(g, y), d, 1)));
-    case CN_OP_LOG_SOFTMAX:
-        y = ad_output_value(n);
-        return cn_sub(g, cn_mul(cn_exp(y), cn_sum_dim(g, d, 1)));
-    default: return NULL;
-    }
+    cn_tensor *x = ad_input_value(n, 0);
+    if (!x) return NULL;
+    if (a->ndim == 0) return g;
+    cn_tensor *idx = n->op == CN_OP_MAX ? cn_argmax_dim(x, d, 1) : cn_argmin_dim(x, d, 1);
+    return cn_scatter_add(zeros_of(a, g), d, idx, kept(n, g));
 }
+static cn_tensor *r_prod(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    cn_tensor *x = ad_input_value(n, 0), *y = ad_output_value(n);
+    return cn_div(cn_mul(kept(n, g), kept(n, y)), x);
+}
+static cn_tensor *r_var(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    int d = (int)n->ints[0];
+    cn_tensor *x = ad_input_value(n, 0);
+    cn_tensor *centered = cn_sub(x, cn_mean_dim(x, d, 1));
+    double scale = 2.0 / (double)(reduced(n) - n->ints[1]);
+    return cn_mul(cn_mul_scalar(centered, scale), kept(n, g));
+}
+static cn_tensor *r_logsumexp(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    cn_tensor *x = ad_input_value(n, 0), *y = ad_output_value(n);
+    return cn_mul(kept(n, g), cn_exp(cn_sub(x, kept(n, y))));
+}
+static cn_tensor *r_softmax(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    cn_tensor *y = ad_output_value(n);
+    return cn_mul(y, cn_sub(g, cn_sum_dim(cn_mul(g, y), (int)n->ints[0], 1)));
+}
+static cn_tensor *r_log_softmax(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    cn_tensor *y = ad_output_value(n);
+    return cn_sub(g, cn_mul(cn_exp(y), cn_sum_dim(g, (int)n->ints[0], 1)));
+}
+
+/* ---- one input's gradient: scalar ops, layout, indexing, pooling -------------------------- */
+
+static cn_tensor *i_neg(ad_node *n, cn_tensor *g, int i) {
+    (void)n, (void)i;
+    return cn_neg(g);
+}
+static cn_tensor *i_identity(ad_node *n, cn_tensor *g, int i) { /* add_scalar, copy */
+    (void)n, (void)i;
+    return g;
+}
+static cn_tensor *i_mul_scalar(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    return cn_mul_scalar(g, n->reals[0]);
+}
+static cn_tensor *i_cast(ad_node *n, cn_tensor *g, int i) { return cn_cast(g, n->in[i].dtype); }
+static cn_tensor *i_transpose(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    return cn_transpose(g, (int)n->ints[0], (int)n->ints[1]);
+}
+static cn_tensor *i_permute(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    int inverse[CN_MAX_DIMS];
+    for (int d = 0; d < n->n_ints; d++) inverse[n->ints[d]] = d;
+    return cn_permute(g, inverse);
+}
+static cn_tensor *i_view(ad_node *n, cn_tensor *g, int i) {
+    return cn_reshape(g, n->in[i].shape, n->in[i].ndim);
+}
+static cn_tensor *i_expand(ad_node *n, cn_tensor *g, int i) { return sum_to_input(g, &n->in[i]); }
+static cn_tensor *i_slice(ad_node *n, cn_tensor *g, int i) {
+    const int64_t *k = n->ints;
+    cn_tensor *z = zeros_of(&n->in[i], g);
+    int dim = (int)k[0];
+    cn_tensor *part = cn_slice(z, dim, k[1], k[1] + k[2] * n->shape[dim], k[2]);
+    if (!part || cn_copy_(part, g) != CN_OK) return NULL;
+    return z;
+}
+static cn_tensor *i_cat(ad_node *n, cn_tensor *g, int i) {
+    int dim = (int)n->ints[0];
+    int64_t at = 0;
+    for (int j = 0; j < i; j++) at += n->in[j].shape[dim];
+    return cn_slice(g, dim, at, at + n->in[i].shape[dim], 1);
+}
+static cn_tensor *i_gather(ad_node *n, cn_tensor *g, int i) {
+    return cn_scatter_add(zeros_of(&n->in[i], g), (int)n->ints[0], ad_input_value(n, 1), g);
+}
+static cn_tensor *i_scatter_add(ad_node *n, cn_tensor *g, int i) {
+    return i == 0 ? g : cn_gather(g, (int)n->ints[0], ad_input_value(n, 1));
+}
+static cn_tensor *i_index_select(ad_node *n, cn_tensor *g, int i) {
+    int dim = (int)n->ints[0];
+    int64_t shape[CN_MAX_DIMS];
+    for (int d = 0; d < n->ndim; d++) shape[d] = d == dim ? n->shape[d] : 1;
+    cn_tensor *idx = cn_expand(cn_reshape(ad_input_value(n, 1), shape, n->ndim), n->shape,
+                               n->ndim);
+    return cn_scatter_add(zeros_of(&n->in[i], g), dim, idx, g);
+}
+static cn_tensor *i_max_pool2d(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    return cn__max_pool2d_backward(g, ad_input_value(n, 0), n->ints);
+}
+static cn_tensor *i_avg_pool2d(ad_node *n, cn_tensor *g, int i) {
+    return cn__avg_pool2d_backward(g, n->in[i].shape, n->ints);
+}
+static cn_tensor *i_where(ad_node *n, cn_tensor *g, int i) {
+    cn_tensor *cond = ad_input_value(n, 0), *zero = scalar_like(g, 0);
+    return sum_to_input(i == 1 ? cn_where(cond, g, zero) : cn_where(cond, zero, g), &n->in[i]);
+}
+
+/* ---- whole nodes -------------------------------------------------------------------------- */
 
 /* matmul with numpy promotion: 1-D operands were [1, K] (a) and [K, 1] (b). */
 static cn_status matmul_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
@@ -244,87 +386,113 @@ static cn_status conv_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     return CN_OK;
 }
 
-/* Layout and indexing ops: each input's gradient. */
-static cn_tensor *layout_formula(ad_node *n, cn_tensor *g, int i) {
-    const ad_input *a = &n->in[i];
-    const int64_t *k = n->ints;
-    switch (n->op) {
-    case CN_OP_CAST: return cn_cast(g, a->dtype);
-    case CN_OP_COPY: return g;
-    case AD_OP_TRANSPOSE: return cn_transpose(g, (int)k[0], (int)k[1]);
-    case AD_OP_PERMUTE: {
-        int inverse[CN_MAX_DIMS];
-        for (int d = 0; d < n->n_ints; d++) inverse[k[d]] = d;
-        return cn_permute(g, inverse);
-    }
-    case AD_OP_VIEW: return cn_reshape(g, a->shape, a->ndim);
-    case AD_OP_EXPAND: return sum_to_input(g, a);
-    case AD_OP_SLICE: {
-        cn_tensor *z = zeros_of(a, g);
-        int dim = (int)k[0];
-        cn_tensor *part = cn_slice(z, dim, k[1], k[1] + k[2] * n->shape[dim], k[2]);
-        if (!part || cn_copy_(part, g) != CN_OK) return NULL;
-        return z;
-    }
-    case AD_OP_CAT: {
-        int64_t at = 0;
-        for (int j = 0; j < i; j++) at += n->in[j].shape[k[0]];
-        return cn_slice(g, (int)k[0], at, at + a->shape[k[0]], 1);
-    }
-    case CN_OP_GATHER:
-        return cn_scatter_add(zeros_of(a, g), (int)k[0], ad_input_value(n, 1), g);
-    case CN_OP_SCATTER_ADD:
-        return i == 0 ? g : cn_gather(g, (int)k[0], ad_input_value(n, 1));
-    case CN_OP_INDEX_SELECT: {
-        int dim = (int)k[0];
-        int64_t shape[CN_MAX_DIMS];
-        for (int d = 0; d < n->ndim; d++) shape[d] = d == dim ? n->shape[d] : 1;
-        cn_tensor *idx = cn_expand(cn_reshape(ad_input_value(n, 1), shape, n->ndim), n->shape,
-                                   n->ndim);
-        return cn_scatter_add(zeros_of(a, g), dim, idx, g);
-    }
-    case CN_OP_MAX_POOL2D: return cn__max_pool2d_backward(g, ad_input_value(n, 0), k);
-    case CN_OP_AVG_POOL2D: return cn__avg_pool2d_backward(g, a->shape, k);
-    case CN_OP_WHERE: {
-        cn_tensor *cond = ad_input_value(n, 0), *zero = scalar_like(g, 0);
-        return sum_to_input(i == 1 ? cn_where(cond, g, zero) : cn_where(cond, zero, g), a);
-    }
-    default: return NULL;
-    }
+/* ---- the table ---------------------------------------------------------------------------- */
+
+/* One of the four forms per differentiable op. */
+typedef struct formula {
+    /* unary: gin = g * derivative(x, y) */
+    cn_tensor *(*derivative)(ad_node *n, cn_tensor *x, cn_tensor *y);
+    /* two broadcast inputs: the gradients at the output's shape, reduced to the inputs' here */
+    void (*binary)(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                   cn_tensor **gb);
+    /* each input that has a node */
+    cn_tensor *(*input)(ad_node *n, cn_tensor *g, int i);
+    /* the whole node */
+    cn_status (*node)(ad_node *n, cn_tensor *g, cn_tensor **gin);
+} formula;
+
+static const formula formulas[CN__OP_ALL] = {
+    [CN_OP_NEG] = {.input = i_neg},
+    [CN_OP_ABS] = {.derivative = d_abs},
+    [CN_OP_RELU] = {.derivative = d_relu},
+    [CN_OP_EXP] = {.derivative = d_exp},
+    [CN_OP_LOG] = {.derivative = d_log},
+    [CN_OP_LOG1P] = {.derivative = d_log1p},
+    [CN_OP_SQRT] = {.derivative = d_sqrt},
+    [CN_OP_RSQRT] = {.derivative = d_rsqrt},
+    [CN_OP_SIN] = {.derivative = d_sin},
+    [CN_OP_COS] = {.derivative = d_cos},
+    [CN_OP_TANH] = {.derivative = d_tanh},
+    [CN_OP_SIGMOID] = {.derivative = d_sigmoid},
+    [CN_OP_SILU] = {.derivative = d_silu},
+    [CN_OP_GELU] = {.derivative = d_gelu},
+    [CN_OP_ERF] = {.derivative = d_erf},
+    [CN_OP_ADD_SCALAR] = {.input = i_identity},
+    [CN_OP_MUL_SCALAR] = {.input = i_mul_scalar},
+    [CN_OP_POW_SCALAR] = {.derivative = d_pow_scalar},
+    [CN_OP_CLAMP] = {.derivative = d_clamp},
+    [CN_OP_ADD] = {.binary = g_add},
+    [CN_OP_SUB] = {.binary = g_sub},
+    [CN_OP_MUL] = {.binary = g_mul},
+    [CN_OP_DIV] = {.binary = g_div},
+    [CN_OP_POW] = {.binary = g_pow},
+    [CN_OP_MAXIMUM] = {.binary = g_maximum},
+    [CN_OP_MINIMUM] = {.binary = g_minimum},
+    [CN_OP_ATAN2] = {.binary = g_atan2},
+    [CN_OP_WHERE] = {.input = i_where},
+    [CN_OP_CAST] = {.input = i_cast},
+    [CN_OP_COPY] = {.input = i_identity},
+    [CN_OP_SUM] = {.input = r_sum},
+    [CN_OP_MEAN] = {.input = r_mean},
+    [CN_OP_MAX] = {.input = r_extreme},
+    [CN_OP_MIN] = {.input = r_extreme},
+    [CN_OP_PROD] = {.input = r_prod},
+    [CN_OP_VAR] = {.input = r_var},
+    [CN_OP_LOGSUMEXP] = {.input = r_logsumexp},
+    [CN_OP_SOFTMAX] = {.input = r_softmax},
+    [CN_OP_LOG_SOFTMAX] = {.input = r_log_softmax},
+    [CN_OP_MATMUL] = {.node = matmul_formula},
+    [CN_OP_GATHER] = {.input = i_gather},
+    [CN_OP_SCATTER_ADD] = {.input = i_scatter_add},
+    [CN_OP_INDEX_SELECT] = {.input = i_index_select},
+    [CN_OP_CONV2D] = {.node = conv_formula},
+    [CN_OP_MAX_POOL2D] = {.input = i_max_pool2d},
+    [CN_OP_AVG_POOL2D] = {.input = i_avg_pool2d},
+    [CN__OP_TRANSPOSE] = {.input = i_transpose},
+    [CN__OP_PERMUTE] = {.input = i_permute},
+    [CN__OP_SLICE] = {.input = i_slice},
+    [CN__OP_VIEW] = {.input = i_view},
+    [CN__OP_EXPAND] = {.input = i_expand},
+    [CN__OP_CAT] = {.input = i_cat},
+};
+
+int ad_has_formula(int op) {
+    if (op < 0 || op >= CN__OP_ALL) return 0;
+    const formula *f = &formulas[op];
+    return f->derivative || f->binary || f->input || f->node;
 }
 
-static cn_status dispatch_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
-    int op = n->op;
-    switch (op) {
-    case CN_OP_ADD: case CN_OP_SUB: case CN_OP_MUL: case CN_OP_DIV: case CN_OP_POW:
-    case CN_OP_MAXIMUM: case CN_OP_MINIMUM:
-        return binary_formula(n, g, gin);
-    case CN_OP_MATMUL: return matmul_formula(n, g, gin);
-    case CN_OP_CONV2D: return conv_formula(n, g, gin);
-    case CN_OP_NEG: gin[0] = cn_retain(cn_neg(g)); break;
-    case CN_OP_ADD_SCALAR: gin[0] = cn_retain((g)); break;
-    case CN_OP_MUL_SCALAR: gin[0] = cn_retain(cn_mul_scalar(g, n->reals[0])); break;
-    case CN_OP_SUM: case CN_OP_MEAN: case CN_OP_MAX: case CN_OP_MIN: case CN_OP_PROD:
-    case CN_OP_VAR: case CN_OP_LOGSUMEXP: case CN_OP_SOFTMAX: case CN_OP_LOG_SOFTMAX:
-        gin[0] = cn_retain(reduction_formula(n, g));
-        break;
-    default:
-        if (op <= CN_OP_CLAMP || op == CN_OP_ERF) { /* unary elementwise */
-            gin[0] = cn_retain(cn_mul(g, unary_derivative(n)));
-            break;
-        }
+static cn_status run_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
+    const formula *f = ad_has_formula(n->op) ? &formulas[n->op] : NULL;
+    if (!f)
+        return cn_set_error(CN_ERR_BACKEND, "backward", "no gradient formula for '%s'; this is "
+                            "a bug in cinder: please report it", ad_op_name(n->op));
+    if (f->node) return f->node(n, g, gin);
+    unsigned saves = ad_op_saves(n->op);
+    cn_tensor *x = (saves & CN__SAVE_IN(0)) ? ad_input_value(n, 0) : NULL;
+    if (f->derivative) {
+        cn_tensor *y = (saves & CN__SAVE_OUT) ? ad_output_value(n) : NULL;
+        cn_tensor *d = (x || y) ? f->derivative(n, x, y) : NULL;
+        gin[0] = cn_retain(cn_mul(g, d));
+    } else if (f->binary) {
+        cn_tensor *y = (saves & CN__SAVE_IN(1)) ? ad_input_value(n, 1) : NULL;
+        cn_tensor *ga = NULL, *gb = NULL;
+        f->binary(n, g, x, y, &ga, &gb);
+        if (n->in[0].node) gin[0] = cn_retain(sum_to_input(ga, &n->in[0]));
+        if (n->in[1].node) gin[1] = cn_retain(sum_to_input(gb, &n->in[1]));
+    } else {
         for (int i = 0; i < n->n_in; i++) {
             if (!n->in[i].node) continue;
-            gin[i] = cn_retain(layout_formula(n, g, i));
+            gin[i] = cn_retain(f->input(n, g, i));
             if (!gin[i]) break;
         }
-        break;
     }
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i].node && !gin[i]) {
             if (cn_last_status() == CN_OK)
-                cn_set_error(CN_ERR_BACKEND, "backward", "no gradient formula for '%s'; this is "
-                             "a bug in cinder: please report it", ad_op_name(op));
+                cn_set_error(CN_ERR_BACKEND, "backward", "the gradient formula of '%s' gave no "
+                             "gradient for input %d; this is a bug in cinder: please report it",
+                             ad_op_name(n->op), i);
             return cn_last_status();
         }
     return CN_OK;
@@ -332,7 +500,7 @@ static cn_status dispatch_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
 
 cn_status ad_backward_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     if (cn_scope_begin() != CN_OK) return cn_last_status();
-    cn_status s = dispatch_formula(n, g, gin);
+    cn_status s = run_formula(n, g, gin);
     cn_scope_end(); /* temporaries die; each gin[i] holds its own reference */
     if (s != CN_OK)
         for (int i = 0; i < n->n_in; i++) {

@@ -16,24 +16,6 @@ void cn_no_grad_end(void) {
 }
 int cn_grad_enabled(void) { return no_grad_depth == 0; }
 
-/* ---- devices ------------------------------------------------------------------------------- */
-
-cn_device cn_autodiff_checkpointed(cn_device inner, cn_checkpoint strategy) {
-    inner.autodiff = 1;
-    inner.checkpoint = (uint8_t)strategy;
-    return inner;
-}
-
-cn_device cn_autodiff(cn_device inner) {
-    return cn_autodiff_checkpointed(inner, CN_CHECKPOINT_NONE);
-}
-
-cn_device cn_inner_device(cn_device device) {
-    device.autodiff = 0;
-    device.checkpoint = 0;
-    return device;
-}
-
 /* ---- nodes --------------------------------------------------------------------------------- */
 
 ad_node *ad_node_retain(ad_node *n) {
@@ -135,9 +117,13 @@ cn_tensor *ad_concrete(cn_tensor *t) {
 }
 
 ad_node *ad_node_new(int op, int n_in, const cn_tensor *out) {
-    /* the core's hook: the same function whichever thread stores it first */
-    if (!atomic_load_explicit(&cn__autograd_free, memory_order_relaxed))
+    /* the hooks of the layers below: core frees a dying tensor's node, the router records ops
+     * on autodiff devices. No tensor is tracked before the first node, so setting them here is
+     * in time; the same functions whichever thread stores them first. */
+    if (!atomic_load_explicit(&cn__autograd_free, memory_order_relaxed)) {
         atomic_store_explicit(&cn__autograd_free, free_tensor_node, memory_order_relaxed);
+        cn__register_record_layer(ad_record);
+    }
     ad_node *n = node_alloc(n_in);
     if (!n) return NULL;
     atomic_store_explicit(&n->refcount, 1, memory_order_relaxed);
@@ -152,8 +138,8 @@ ad_node *ad_node_new(int op, int n_in, const cn_tensor *out) {
     return n;
 }
 
-cn_tensor *cn__ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n_in,
-                         const int64_t *ints, int n_ints, const double *reals, int n_reals) {
+cn_tensor *ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n_in, const int64_t *ints,
+                     int n_ints, const double *reals, int n_reals) {
     if (!out || !out->device.autodiff || no_grad_depth > 0) return out;
     if (cn_dtype_kind(out->dtype) != CN_KIND_FLOAT) return out; /* int/bool: never tracked */
     int tracked = 0;
@@ -166,7 +152,7 @@ cn_tensor *cn__ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n_in,
     for (int i = 0; i < n_ints; i++) n->ints[i] = ints[i];
     n->n_reals = n_reals;
     for (int i = 0; i < n_reals; i++) n->reals[i] = reals[i];
-    unsigned saves = ad_op_saves(op, n_in);
+    unsigned saves = ad_op_saves(op);
     /* checkpointed memory-bound nodes keep nothing they can recompute, but need every input
      * to replay their op */
     int recompute = n->checkpointed && n->memory_bound;
@@ -245,36 +231,6 @@ cn_tensor *cn_retain_grad(cn_tensor *t) {
     }
     ((ad_node *)t->autograd)->retain_grad = 1;
     return t;
-}
-
-static cn_tensor *rewrap(const char *op, cn_tensor *t, cn_device device) {
-    if (!t) {
-        cn__null_arg(op, "t");
-        return NULL;
-    }
-    cn_tensor *v = cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset);
-    if (v) v->device = device;
-    return v;
-}
-
-cn_tensor *cn_detach(cn_tensor *t) { return rewrap("detach", t, t ? t->device : cn_cpu()); }
-
-cn_tensor *cn_inner(cn_tensor *t) {
-    return rewrap("inner", t, t ? cn_inner_device(t->device) : cn_cpu());
-}
-
-cn_tensor *cn_from_inner(cn_tensor *t, cn_device device) {
-    const char *op = "from_inner";
-    char a[128], b[64];
-    if (t && (t->device.autodiff || !device.autodiff ||
-              !cn_device_eq(t->device, cn_inner_device(device)))) {
-        cn_set_error(CN_ERR_AUTODIFF_DEVICE, op, "'t' is %s and the target is %s; from_inner "
-                     "takes a concrete tensor and the autodiff device over its own device, e.g. "
-                     "cn_autodiff(cn_device_of(t))", cn_tensor_str(t, a, sizeof a),
-                     cn_device_str(device, b, sizeof b));
-        return NULL;
-    }
-    return rewrap(op, t, device);
 }
 
 /* ---- in-place ------------------------------------------------------------------------------ */

@@ -4,12 +4,12 @@
 #include <string.h>
 
 #include "cinder/memory.h"
+#include "cinder/ops.h" /* cn_shares_memory */
 #include "core/alloc.h"
 #include "core/counters.h"
 #include "core/error_internal.h"
 #include "core/tensor_impl.h"
 #include "core/thread_exit.h"
-#include "dispatch/registry.h"
 
 _Atomic(cn__autograd_free_fn) cn__autograd_free;
 
@@ -210,7 +210,7 @@ static void storage_free_data(cn_storage *s) {
         s->data = NULL;
         return;
     }
-    const cn_backend *b = cn__backend(s->device.backend);
+    const cn_backend *b = s->backend; /* the allocator's table, kept by storage_new */
     if (b && s->data) b->free(b->ctx, s->device.index, s->data);
     s->data = NULL;
 }
@@ -245,6 +245,7 @@ static cn_storage *storage_new(const char *op, const cn_backend *b, cn_device co
     memset(s, 0, sizeof *s);
     atomic_store_explicit(&s->refcount, 1, memory_order_relaxed);
     s->device = concrete;
+    s->backend = b;
     s->nbytes = nbytes;
     if (b->alloc(b->ctx, concrete.index, nbytes, &s->data) != CN_OK) {
         cache_put(&storage_cache, s);
@@ -274,38 +275,6 @@ static cn_tensor *spare_reuse(const char *op, cn_device concrete, size_t nbytes,
     t->scope_kept = 0;
     t->storage->version = 0;
     return t;
-}
-
-cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_dtype dtype,
-                            cn_device device) {
-    char buf[160];
-    if (ndim < 0 || ndim > CN_MAX_DIMS) {
-        cn_set_error(CN_ERR_INVALID_ARG, op, "ndim = %d; tensors have 0 to %d dims", ndim,
-                     CN_MAX_DIMS);
-        return NULL;
-    }
-    if (ndim > 0 && !shape) {
-        cn__null_arg(op, "shape");
-        return NULL;
-    }
-    if ((unsigned)dtype >= CN_DTYPE_COUNT) {
-        cn_set_error(CN_ERR_DTYPE, op, "dtype value %d is not a cn_dtype; use CN_F32, CN_I64, ...",
-                     (int)dtype);
-        return NULL;
-    }
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0) {
-            cn_set_error(CN_ERR_INVALID_ARG, op, "shape %s has a negative size at dim %d; sizes "
-                         "must be >= 0", cn__shape_str(shape, ndim, buf, sizeof buf), d);
-            return NULL;
-        }
-    }
-    cn_device concrete = device;
-    concrete.autodiff = 0;
-    concrete.checkpoint = 0;
-    const cn_backend *b = cn__backend_for_device(op, concrete);
-    if (!b) return NULL;
-    return cn__tensor_alloc_routed(op, b, shape, ndim, dtype, device);
 }
 
 cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const int64_t *shape,
@@ -379,6 +348,7 @@ cn_tensor *cn__tensor_external(const char *op, void *data, size_t nbytes, const 
         return NULL;
     }
     s->external = 1;
+    s->backend = NULL; /* not `give`, which dies here: the deleter frees external memory */
     s->deleter = deleter;
     s->deleter_ctx = ctx;
     t->storage = s;
@@ -518,6 +488,12 @@ int cn_is_contiguous(const cn_tensor *t) {
         expect *= t->shape[d];
     }
     return 1;
+}
+
+int cn_shares_memory(const cn_tensor *a, const cn_tensor *b) {
+    CN__CHECK_LIVE("shares_memory", a);
+    CN__CHECK_LIVE("shares_memory", b);
+    return a && b && a->storage && a->storage == b->storage;
 }
 
 const char *cn_tensor_str(const cn_tensor *t, char *buf, size_t size) {

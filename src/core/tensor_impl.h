@@ -14,6 +14,10 @@
 typedef struct cn_storage {
     _Atomic int64_t refcount; /* shared across threads: see cn__ref_drop */
     cn_device device;       /* concrete device (autodiff flag clear) */
+    /* The table of the backend that allocated data, which frees it (backend->free): core frees
+     * storage through it without asking the registry. Registered tables never move. NULL for
+     * external storage. */
+    const cn_backend *backend;
     void *data;
     size_t nbytes;
     uint64_t version;       /* bumped by in-place writes (autodiff checks saved tensors with it) */
@@ -90,14 +94,17 @@ static inline void cn__check_live(const char *op, const cn_tensor *t) {
 #define CN__CHECK_LIVE(op, t) ((void)0)
 #endif
 
-/* Allocates an uninitialised contiguous tensor on a concrete device. Checks that the backend and
- * device exist and that the byte size does not overflow. `op` names the caller for errors. */
+/* Allocates an uninitialised contiguous tensor on a concrete device. Checks the shape, the dtype,
+ * that the backend and device exist and that the byte size does not overflow. `op` names the
+ * caller for errors. Defined by dispatch (dispatch/registry.c), which owns the device lookup; it
+ * is declared here beside cn__tensor_alloc_routed for the router's callers. Core never calls
+ * it. */
 cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_dtype dtype,
                             cn_device device);
 
 /* cn__tensor_alloc after its checks: shape (ndim in range, sizes >= 0) and dtype known valid,
  * b the backend of device's concrete device, already looked up (cn__route). Still checks that
- * the byte size does not overflow. */
+ * the byte size does not overflow. The storage keeps b, which frees its memory. */
 cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const int64_t *shape,
                                    int ndim, cn_dtype dtype, cn_device device);
 

@@ -8,6 +8,44 @@
 #include "dispatch/registry.h"
 #include "dispatch/router.h"
 
+/* ---- allocation ----------------------------------------------------------------------------- *
+ * The checks before a new tensor's memory is asked for: shape and dtype, then the device in the
+ * registry. Core makes the tensor (cn__tensor_alloc_routed) once dispatch has found its backend. */
+
+cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_dtype dtype,
+                            cn_device device) {
+    char buf[160];
+    if (ndim < 0 || ndim > CN_MAX_DIMS) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "ndim = %d; tensors have 0 to %d dims", ndim,
+                     CN_MAX_DIMS);
+        return NULL;
+    }
+    if (ndim > 0 && !shape) {
+        cn__null_arg(op, "shape");
+        return NULL;
+    }
+    if ((unsigned)dtype >= CN_DTYPE_COUNT) {
+        cn_set_error(CN_ERR_DTYPE, op, "dtype value %d is not a cn_dtype; use CN_F32, CN_I64, ...",
+                     (int)dtype);
+        return NULL;
+    }
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) {
+            cn_set_error(CN_ERR_INVALID_ARG, op, "shape %s has a negative size at dim %d; sizes "
+                         "must be >= 0", cn__shape_str(shape, ndim, buf, sizeof buf), d);
+            return NULL;
+        }
+    }
+    cn_device concrete = device;
+    concrete.autodiff = 0;
+    concrete.checkpoint = 0;
+    const cn_backend *b = cn__backend_for_device(op, concrete);
+    if (!b) return NULL;
+    return cn__tensor_alloc_routed(op, b, shape, ndim, dtype, device);
+}
+
+/* ---- creation ops --------------------------------------------------------------------------- */
+
 /* Allocates on device and runs one creation kernel (fill / random) over the whole tensor. */
 static cn_tensor *create_with(const char *op, const int64_t *shape, int ndim, cn_dtype dtype,
                               cn_device device, cn_op kernel, const int64_t *ints, int n_ints,

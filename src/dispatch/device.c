@@ -1,4 +1,5 @@
-/* Device values: construction, parsing of names like "cuda:1", and CINDER_DEVICE. */
+/* Device values: construction, parsing of names like "cuda:1", and CINDER_DEVICE. Their names
+ * ("cpu:0") are written by core (core/device_str.c), from the names the registry gives it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,20 +17,6 @@ cn_device cn_cpu(void) {
 int cn_device_eq(cn_device a, cn_device b) {
     return a.backend == b.backend && a.index == b.index && a.autodiff == b.autodiff &&
            a.checkpoint == b.checkpoint;
-}
-
-const char *cn_device_str(cn_device d, char *buf, size_t size) {
-    const cn_backend *b = cn__backend(d.backend);
-    const char *name = b ? b->name : "invalid";
-    if (d.autodiff && d.checkpoint)
-        snprintf(buf, size, "autodiff(%s:%d, balanced)", name, d.index);
-    else if (d.autodiff)
-        snprintf(buf, size, "autodiff(%s:%d)", name, d.index);
-    else if (d.checkpoint)
-        snprintf(buf, size, "%s:%d (checkpoint set without autodiff)", name, d.index);
-    else
-        snprintf(buf, size, "%s:%d", name, d.index);
-    return buf;
 }
 
 cn_status cn_device_parse(const char *name, cn_device *out) {

@@ -1,4 +1,6 @@
-/* Front-ends of conv2d and pooling: parameter defaults, shape checks, output size. */
+/* Front-ends of conv2d and pooling: parameter defaults, shape checks, output size, and the
+ * geometry (cn_conv_geometry) the kernels read: computed and checked here once, for the forward
+ * ops and the four backward kernels, so no kernel derives or re-checks it. */
 #include "cinder/ops.h"
 #include "core/error_internal.h"
 #include "dispatch/backward_ops.h"
@@ -92,11 +94,25 @@ cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_p
     for (int i = 0; i < n; i++) cn__tensor_as_view(in[i], &views[i]);
     int64_t ints[7] = {d.stride[0],   d.stride[1],   d.padding[0], d.padding[1],
                        d.dilation[0], d.dilation[1], d.groups};
-    if (cn__launch(be, dev, CN_OP_CONV2D, views, n, &out, 1, ints, 7, NULL, 0) != CN_OK) {
+    cn_conv_geometry g = {.n = N, .c = C, .h = x->shape[2], .w = x->shape[3], .o = O, .oh = oh,
+                          .ow = ow, .kh = w->shape[2], .kw = w->shape[3], .sh = d.stride[0],
+                          .sw = d.stride[1], .ph = d.padding[0], .pw = d.padding[1],
+                          .dh = d.dilation[0], .dw = d.dilation[1], .groups = d.groups};
+    if (cn__launch_geom(be, dev, CN_OP_CONV2D, views, n, &out, 1, ints, 7, &g) != CN_OK) {
         cn_release(out);
         return NULL;
     }
     return cn__record(CN_OP_CONV2D, out, in, n, ints, 7, NULL, 0);
+}
+
+/* The geometry of pooling x [N, C, H, W] with ints (kernel h, w, stride h, w, padding h, w; as
+ * checked by pool2d) to [N, C, oh, ow]: a window op with o = c, groups 1 and dilation 1. */
+static void pool_geometry(const int64_t *x_shape, const int64_t *ints, int64_t oh, int64_t ow,
+                          cn_conv_geometry *g) {
+    *g = (cn_conv_geometry){.n = x_shape[0], .c = x_shape[1], .h = x_shape[2], .w = x_shape[3],
+                            .o = x_shape[1], .oh = oh, .ow = ow, .kh = ints[0], .kw = ints[1],
+                            .sh = ints[2], .sw = ints[3], .ph = ints[4], .pw = ints[5], .dh = 1,
+                            .dw = 1, .groups = 1};
 }
 
 static cn_tensor *pool2d(cn_op kind, cn_tensor *x, const cn_pool2d_params *p) {
@@ -145,7 +161,9 @@ static cn_tensor *pool2d(cn_op kind, cn_tensor *x, const cn_pool2d_params *p) {
     cn__tensor_as_view(x, &v);
     int64_t ints[6] = {d.kernel[0], d.kernel[1], d.stride[0], d.stride[1], d.padding[0],
                        d.padding[1]};
-    if (cn__launch(be, dev, kind, &v, 1, &out, 1, ints, 6, NULL, 0) != CN_OK) {
+    cn_conv_geometry g;
+    pool_geometry(x->shape, ints, o[0], o[1], &g);
+    if (cn__launch_geom(be, dev, kind, &v, 1, &out, 1, ints, 6, &g) != CN_OK) {
         cn_release(out);
         return NULL;
     }
@@ -159,9 +177,74 @@ cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p) {
     return pool2d(CN_OP_AVG_POOL2D, x, p);
 }
 
-/* ---- backward entries (for the autodiff layer) --------------------------------------------- */
+/* ---- backward entries (for the autodiff layer) --------------------------------------------- *
+ * The autodiff layer passes the forward's shapes and ints; the geometry is computed from them
+ * here and checked against the gradient's shape, so the kernels get it as the forward did. */
 
-/* Runs one backward kernel: inputs as they are, output of `shape` in g's dtype and device. */
+/* The geometry of conv2d over x_shape and w_shape with the forward's normalised ints, checked
+ * against the output gradient's shape g_shape; CN_ERR_SHAPE when they do not describe one
+ * convolution. */
+static cn_status conv_geometry(const char *op, const int64_t *x_shape, const int64_t *w_shape,
+                               const int64_t *g_shape, const int64_t *ints, cn_conv_geometry *g) {
+    *g = (cn_conv_geometry){.n = x_shape[0], .c = x_shape[1], .h = x_shape[2], .w = x_shape[3],
+                            .o = w_shape[0], .oh = g_shape[2], .ow = g_shape[3],
+                            .kh = w_shape[2], .kw = w_shape[3], .sh = ints[0], .sw = ints[1],
+                            .ph = ints[2], .pw = ints[3], .dh = ints[4], .dw = ints[5],
+                            .groups = ints[6]};
+    if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->groups < 1 || g->ph < 0 ||
+        g->pw < 0)
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "stride (%lld, %lld), padding (%lld, %lld), "
+                            "dilation (%lld, %lld), groups %lld: pass the forward's normalised "
+                            "values (stride, dilation, groups >= 1, padding >= 0)",
+                            (long long)g->sh, (long long)g->sw, (long long)g->ph,
+                            (long long)g->pw, (long long)g->dh, (long long)g->dw,
+                            (long long)g->groups);
+    int64_t cw;
+    int ok = !__builtin_mul_overflow(w_shape[1], g->groups, &cw) &&
+             cw == g->c && g->o % g->groups == 0 && g_shape[0] == g->n && g_shape[1] == g->o &&
+             g->oh == out_size(g->h, g->kh, g->sh, g->ph, g->dh) &&
+             g->ow == out_size(g->w, g->kw, g->sw, g->pw, g->dw);
+    if (ok) return CN_OK;
+    return cn_set_error(CN_ERR_SHAPE, op, "input [%lld, %lld, %lld, %lld], weight [%lld, %lld, "
+                        "%lld, %lld] and gradient [%lld, %lld, %lld, %lld] with stride (%lld, "
+                        "%lld), padding (%lld, %lld), dilation (%lld, %lld), groups %lld do not "
+                        "describe one convolution", (long long)g->n, (long long)g->c,
+                        (long long)g->h, (long long)g->w, (long long)g->o,
+                        (long long)w_shape[1], (long long)g->kh, (long long)g->kw,
+                        (long long)g_shape[0], (long long)g_shape[1], (long long)g->oh,
+                        (long long)g->ow, (long long)g->sh, (long long)g->sw, (long long)g->ph,
+                        (long long)g->pw, (long long)g->dh, (long long)g->dw,
+                        (long long)g->groups);
+}
+
+/* The geometry of pooling x_shape with the forward's ints, checked against the output
+ * gradient's shape g_shape (CN_ERR_SHAPE otherwise). */
+static cn_status pool_geometry_checked(const char *op, const int64_t *x_shape,
+                                       const int64_t *g_shape, const int64_t *ints,
+                                       cn_conv_geometry *g) {
+    pool_geometry(x_shape, ints, g_shape[2], g_shape[3], g);
+    if (g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->ph < 0 || g->pw < 0 ||
+        g->ph > g->kh / 2 || g->pw > g->kw / 2)
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "kernel (%lld, %lld), stride (%lld, %lld), "
+                            "padding (%lld, %lld): pass the forward's normalised values (kernel, "
+                            "stride >= 1, padding at most half the kernel)", (long long)g->kh,
+                            (long long)g->kw, (long long)g->sh, (long long)g->sw,
+                            (long long)g->ph, (long long)g->pw);
+    int ok = g_shape[0] == g->n &&
+             g_shape[1] == g->c && g->oh == out_size(g->h, g->kh, g->sh, g->ph, 1) &&
+             g->ow == out_size(g->w, g->kw, g->sw, g->pw, 1);
+    if (ok) return CN_OK;
+    return cn_set_error(CN_ERR_SHAPE, op, "gradient [%lld, %lld, %lld, %lld] does not match "
+                        "input [%lld, %lld, %lld, %lld] pooled with kernel (%lld, %lld), stride "
+                        "(%lld, %lld), padding (%lld, %lld)", (long long)g_shape[0],
+                        (long long)g_shape[1], (long long)g->oh, (long long)g->ow,
+                        (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
+                        (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw,
+                        (long long)g->ph, (long long)g->pw);
+}
+
+/* Runs one backward kernel: inputs as they are (a the output gradient), output of `shape` in
+ * a's dtype and device, with the geometry of the forward that `ints` describe. */
 static cn_tensor *backward_kernel(cn_op kind, cn_tensor *a, cn_tensor *b, const int64_t *shape,
                                   const int64_t *ints, int n_ints) {
     const char *op = cn_op_name(kind);
@@ -171,11 +254,32 @@ static cn_tensor *backward_kernel(cn_op kind, cn_tensor *a, cn_tensor *b, const 
     cn_device dev;
     const cn_backend *be = cn__route(op, in, names, n, &dev);
     if (!be) return NULL;
+    if (a->ndim != 4 || (b && b->ndim != 4)) {
+        cn_set_error(CN_ERR_SHAPE, op, "the gradient and the saved tensor must be 4-D");
+        return NULL;
+    }
+    if (b && cn__check_same_dtype(op, "g", a, "saved", b) != CN_OK) return NULL;
+    cn_conv_geometry g;
+    cn_status s;
+    switch (kind) {
+    case CN_OP_CONV2D_BACKWARD_INPUT: /* b: the weight; shape: the input's */
+        s = conv_geometry(op, shape, b->shape, a->shape, ints, &g);
+        break;
+    case CN_OP_CONV2D_BACKWARD_WEIGHT: /* b: the input; shape: the weight's */
+        s = conv_geometry(op, b->shape, shape, a->shape, ints, &g);
+        break;
+    case CN_OP_MAX_POOL2D_BACKWARD: /* b: the input */
+    case CN_OP_AVG_POOL2D_BACKWARD: s = pool_geometry_checked(op, shape, a->shape, ints, &g); break;
+    default:
+        cn_set_error(CN_ERR_NO_KERNEL, op, "not a backward kernel of a window op");
+        return NULL;
+    }
+    if (s != CN_OK) return NULL;
     cn_tensor *out = cn__tensor_alloc(op, shape, 4, a->dtype, dev);
     if (!out) return NULL;
     cn_view views[2];
     for (int i = 0; i < n; i++) cn__tensor_as_view(in[i], &views[i]);
-    if (cn__launch(be, dev, kind, views, n, &out, 1, ints, n_ints, NULL, 0) != CN_OK) {
+    if (cn__launch_geom(be, dev, kind, views, n, &out, 1, ints, n_ints, &g) != CN_OK) {
         cn_release(out);
         return NULL;
     }
@@ -193,7 +297,7 @@ cn_tensor *cn__conv2d_backward_weight(cn_tensor *g, cn_tensor *x, const int64_t 
 }
 
 cn_tensor *cn__max_pool2d_backward(cn_tensor *g, cn_tensor *x, const int64_t *ints) {
-    return backward_kernel(CN_OP_MAX_POOL2D_BACKWARD, g, x, x->shape, ints, 6);
+    return backward_kernel(CN_OP_MAX_POOL2D_BACKWARD, g, x, x ? x->shape : NULL, ints, 6);
 }
 
 cn_tensor *cn__avg_pool2d_backward(cn_tensor *g, const int64_t *x_shape, const int64_t *ints) {

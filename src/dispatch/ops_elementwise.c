@@ -6,22 +6,7 @@
 #include "dispatch/backward_ops.h"
 #include "dispatch/router.h"
 
-/* One elementwise call: up to three inputs broadcast together. value_from is the first input
- * whose dtype the value inputs share (where's cond is not a value input). */
-typedef struct ew_call {
-    cn_op op;
-    int n;
-    cn_tensor *in[3];
-    const char *const *names; /* one per input, for messages */
-    unsigned kinds[3];
-    int value_from;          /* inputs value_from..n-1 must share a dtype */
-    int out_dtype;           /* -1: the value inputs' dtype */
-    int64_t ints[1];
-    int n_ints;
-    double reals[2];
-    int n_reals;
-} ew_call;
-
+/* Input names for messages, by the number of inputs of the op's family. */
 static const char *const x_name[1] = {"x"};
 static const char *const ab_names[2] = {"a", "b"};
 static const char *const where_names[3] = {"cond", "a", "b"};
@@ -57,96 +42,96 @@ static int same_shape(const cn_tensor *a, const cn_tensor *b) {
     return 1;
 }
 
-static cn_tensor *elementwise(const ew_call *c) {
-    const char *op = cn_op_name(c->op);
+/* The one front-end of every elementwise op: the op table's row says how many inputs, their
+ * kinds, which share a dtype, the output dtype and the attributes. target: the output dtype of a
+ * CN__OUT_TARGET op (cast). */
+cn_tensor *cn__elementwise(cn_op op, cn_tensor *const *in, const int64_t *ints,
+                           const double *reals, cn_dtype target) {
+    const cn__op_decl *d = cn__op_decl_of((int)op);
+    const char *name = d->name;
+    int n = d->n_in, vf = d->value_from;
+    const char *const *names = n == 1 ? x_name : n == 2 ? ab_names : where_names;
     cn_device dev;
-    const cn_backend *b = cn__route(op, c->in, c->names, c->n, &dev);
+    const cn_backend *b = cn__route(name, in, names, n, &dev);
     if (!b) return NULL;
-    for (int i = 0; i < c->n; i++)
-        if (cn__check_kind(op, c->names[i], c->in[i], c->kinds[i]) != CN_OK) return NULL;
-    for (int i = c->value_from + 1; i < c->n; i++)
-        if (c->in[i]->dtype != c->in[c->value_from]->dtype &&
-            cn__check_same_dtype(op, c->names[c->value_from], c->in[c->value_from], c->names[i],
-                                 c->in[i]) != CN_OK)
+    for (int i = 0; i < n; i++)
+        if (cn__check_kind(name, names[i], in[i], d->kinds[i]) != CN_OK) return NULL;
+    for (int i = vf + 1; i < n; i++)
+        if (in[i]->dtype != in[vf]->dtype &&
+            cn__check_same_dtype(name, names[vf], in[vf], names[i], in[i]) != CN_OK)
             return NULL;
 
     /* the usual case, inputs of one shape, takes that shape as it is; the rest broadcasts */
-    const int64_t *shape = c->in[0]->shape;
-    int ndim = c->in[0]->ndim, broadcast = 0;
+    const int64_t *shape = in[0]->shape;
+    int ndim = in[0]->ndim, broadcast = 0;
     int64_t joint[CN_MAX_DIMS];
-    for (int i = 1; i < c->n && !broadcast; i++) broadcast = !same_shape(c->in[0], c->in[i]);
+    for (int i = 1; i < n && !broadcast; i++) broadcast = !same_shape(in[0], in[i]);
     if (broadcast) {
         memcpy(joint, shape, sizeof(int64_t) * (size_t)ndim);
         shape = joint;
-        if (c->n == 2) {
-            if (cn__broadcast_shapes(op, c->names[0], c->in[0], c->names[1], c->in[1], joint,
-                                     &ndim) != CN_OK)
+        if (n == 2) {
+            if (cn__broadcast_shapes(name, names[0], in[0], names[1], in[1], joint, &ndim) !=
+                CN_OK)
                 return NULL;
         } else {
-            for (int i = 1; i < c->n; i++)
-                if (fold_shape(op, joint, &ndim, c->in[i], c->names[i]) != CN_OK) return NULL;
+            for (int i = 1; i < n; i++)
+                if (fold_shape(name, joint, &ndim, in[i], names[i]) != CN_OK) return NULL;
         }
     }
 
-    cn_dtype out_dtype = c->out_dtype >= 0 ? (cn_dtype)c->out_dtype
-                                           : c->in[c->value_from]->dtype;
-    cn_tensor *out = cn__tensor_alloc_routed(op, b, shape, ndim, out_dtype, dev);
+    cn_dtype out_dtype = d->out == CN__OUT_BOOL ? CN_BOOL
+                         : d->out == CN__OUT_TARGET ? target : in[vf]->dtype;
+    cn_tensor *out = cn__tensor_alloc_routed(name, b, shape, ndim, out_dtype, dev);
     if (!out) return NULL;
     cn_view views[3];
-    for (int i = 0; i < c->n; i++) {
+    for (int i = 0; i < n; i++) {
         if (broadcast)
-            cn__broadcast_view(c->in[i], shape, ndim, &views[i]);
+            cn__broadcast_view(in[i], shape, ndim, &views[i]);
         else
-            cn__tensor_as_view(c->in[i], &views[i]);
+            cn__tensor_as_view(in[i], &views[i]);
     }
-    if (cn__launch(b, dev, c->op, views, c->n, &out, 1, c->ints, c->n_ints, c->reals,
-                   c->n_reals) != CN_OK) {
+    if (cn__launch(b, dev, op, views, n, &out, 1, ints, d->n_ints, reals, d->n_reals) != CN_OK) {
         cn_release(out);
         return NULL;
     }
-    return cn__record(c->op, out, c->in, c->n, c->ints, c->n_ints, c->reals, c->n_reals);
+    return cn__record(op, out, in, n, ints, d->n_ints, reals, d->n_reals);
 }
 
-static cn_tensor *unary(cn_op op, cn_tensor *x, unsigned kinds) {
-    ew_call c = {.op = op, .n = 1, .in = {x}, .names = x_name, .kinds = {kinds}, .out_dtype = -1};
-    return elementwise(&c);
+static cn_tensor *unary(cn_op op, cn_tensor *x) { return cn__elementwise(op, &x, NULL, NULL, 0); }
+
+static cn_tensor *binary(cn_op op, cn_tensor *a, cn_tensor *b) {
+    cn_tensor *in[2] = {a, b};
+    return cn__elementwise(op, in, NULL, NULL, 0);
 }
 
-static cn_tensor *binary(cn_op op, cn_tensor *a, cn_tensor *b, unsigned kinds, int out_dtype) {
-    ew_call c = {.op = op, .n = 2, .in = {a, b}, .names = ab_names, .kinds = {kinds, kinds},
-                 .out_dtype = out_dtype};
-    return elementwise(&c);
+static cn_tensor *with_scalars(cn_op op, cn_tensor *x, double r0, double r1) {
+    double reals[2] = {r0, r1};
+    return cn__elementwise(op, &x, NULL, reals, 0);
 }
 
-static cn_tensor *with_scalars(cn_op op, cn_tensor *x, unsigned kinds, double r0, double r1,
-                               int n_reals) {
-    ew_call c = {.op = op, .n = 1, .in = {x}, .names = x_name, .kinds = {kinds}, .out_dtype = -1,
-                 .reals = {r0, r1}, .n_reals = n_reals};
-    return elementwise(&c);
-}
+cn_tensor *cn_add(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_ADD, a, b); }
+cn_tensor *cn_sub(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_SUB, a, b); }
+cn_tensor *cn_mul(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_MUL, a, b); }
+cn_tensor *cn_div(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_DIV, a, b); }
+cn_tensor *cn_pow(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_POW, a, b); }
+cn_tensor *cn_maximum(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_MAXIMUM, a, b); }
+cn_tensor *cn_minimum(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_MINIMUM, a, b); }
+cn_tensor *cn_atan2(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_ATAN2, a, b); }
 
-cn_tensor *cn_add(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_ADD, a, b, CN_KINDS_NUMERIC, -1); }
-cn_tensor *cn_sub(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_SUB, a, b, CN_KINDS_NUMERIC, -1); }
-cn_tensor *cn_mul(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_MUL, a, b, CN_KINDS_NUMERIC, -1); }
-cn_tensor *cn_div(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_DIV, a, b, CN_KINDS_NUMERIC, -1); }
-cn_tensor *cn_pow(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_POW, a, b, CN_KINDS_FLOAT, -1); }
-cn_tensor *cn_maximum(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_MAXIMUM, a, b, CN_KINDS_NUMERIC, -1); }
-cn_tensor *cn_minimum(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_MINIMUM, a, b, CN_KINDS_NUMERIC, -1); }
-
-cn_tensor *cn_neg(cn_tensor *x) { return unary(CN_OP_NEG, x, CN_KINDS_NUMERIC); }
-cn_tensor *cn_abs(cn_tensor *x) { return unary(CN_OP_ABS, x, CN_KINDS_NUMERIC); }
-cn_tensor *cn_relu(cn_tensor *x) { return unary(CN_OP_RELU, x, CN_KINDS_NUMERIC); }
-cn_tensor *cn_exp(cn_tensor *x) { return unary(CN_OP_EXP, x, CN_KINDS_FLOAT); }
-cn_tensor *cn_log(cn_tensor *x) { return unary(CN_OP_LOG, x, CN_KINDS_FLOAT); }
-cn_tensor *cn_log1p(cn_tensor *x) { return unary(CN_OP_LOG1P, x, CN_KINDS_FLOAT); }
-cn_tensor *cn_sqrt(cn_tensor *x) { return unary(CN_OP_SQRT, x, CN_KINDS_FLOAT); }
-cn_tensor *cn_rsqrt(cn_tensor *x) { return unary(CN_OP_RSQRT, x, CN_KINDS_FLOAT); }
-cn_tensor *cn_sin(cn_tensor *x) { return unary(CN_OP_SIN, x, CN_KINDS_FLOAT); }
-cn_tensor *cn_cos(cn_tensor *x) { return unary(CN_OP_COS, x, CN_KINDS_FLOAT); }
-cn_tensor *cn_tanh(cn_tensor *x) { return unary(CN_OP_TANH, x, CN_KINDS_FLOAT); }
-cn_tensor *cn_sigmoid(cn_tensor *x) { return unary(CN_OP_SIGMOID, x, CN_KINDS_FLOAT); }
-cn_tensor *cn_silu(cn_tensor *x) { return unary(CN_OP_SILU, x, CN_KINDS_FLOAT); }
-cn_tensor *cn__erf(cn_tensor *x) { return unary(CN_OP_ERF, x, CN_KINDS_FLOAT); }
+cn_tensor *cn_neg(cn_tensor *x) { return unary(CN_OP_NEG, x); }
+cn_tensor *cn_abs(cn_tensor *x) { return unary(CN_OP_ABS, x); }
+cn_tensor *cn_relu(cn_tensor *x) { return unary(CN_OP_RELU, x); }
+cn_tensor *cn_exp(cn_tensor *x) { return unary(CN_OP_EXP, x); }
+cn_tensor *cn_log(cn_tensor *x) { return unary(CN_OP_LOG, x); }
+cn_tensor *cn_log1p(cn_tensor *x) { return unary(CN_OP_LOG1P, x); }
+cn_tensor *cn_sqrt(cn_tensor *x) { return unary(CN_OP_SQRT, x); }
+cn_tensor *cn_rsqrt(cn_tensor *x) { return unary(CN_OP_RSQRT, x); }
+cn_tensor *cn_sin(cn_tensor *x) { return unary(CN_OP_SIN, x); }
+cn_tensor *cn_cos(cn_tensor *x) { return unary(CN_OP_COS, x); }
+cn_tensor *cn_tanh(cn_tensor *x) { return unary(CN_OP_TANH, x); }
+cn_tensor *cn_sigmoid(cn_tensor *x) { return unary(CN_OP_SIGMOID, x); }
+cn_tensor *cn_silu(cn_tensor *x) { return unary(CN_OP_SILU, x); }
+cn_tensor *cn__erf(cn_tensor *x) { return unary(CN_OP_ERF, x); }
 
 cn_tensor *cn_gelu(cn_tensor *x, cn_gelu_approx approx) {
     if (approx != CN_GELU_ERF && approx != CN_GELU_TANH) {
@@ -158,23 +143,22 @@ cn_tensor *cn_gelu(cn_tensor *x, cn_gelu_approx approx) {
                      (int)approx);
         return NULL;
     }
-    ew_call c = {.op = CN_OP_GELU, .n = 1, .in = {x}, .names = x_name, .kinds = {CN_KINDS_FLOAT},
-                 .out_dtype = -1, .ints = {approx}, .n_ints = 1};
-    return elementwise(&c);
+    int64_t ints[1] = {approx};
+    return cn__elementwise(CN_OP_GELU, &x, ints, NULL, 0);
 }
 
 cn_tensor *cn_add_scalar(cn_tensor *x, double s) {
     CN__CHECK_LIVE("add_scalar", x);
     if (x && cn__check_int_scalar("add_scalar", "s", s, x->dtype) != CN_OK) return NULL;
-    return with_scalars(CN_OP_ADD_SCALAR, x, CN_KINDS_NUMERIC, s, 0, 1);
+    return with_scalars(CN_OP_ADD_SCALAR, x, s, 0);
 }
 cn_tensor *cn_mul_scalar(cn_tensor *x, double s) {
     CN__CHECK_LIVE("mul_scalar", x);
     if (x && cn__check_int_scalar("mul_scalar", "s", s, x->dtype) != CN_OK) return NULL;
-    return with_scalars(CN_OP_MUL_SCALAR, x, CN_KINDS_NUMERIC, s, 0, 1);
+    return with_scalars(CN_OP_MUL_SCALAR, x, s, 0);
 }
 cn_tensor *cn_pow_scalar(cn_tensor *x, double p) {
-    return with_scalars(CN_OP_POW_SCALAR, x, CN_KINDS_FLOAT, p, 0, 1);
+    return with_scalars(CN_OP_POW_SCALAR, x, p, 0);
 }
 
 cn_tensor *cn_clamp(cn_tensor *x, double lo, double hi) {
@@ -182,14 +166,12 @@ cn_tensor *cn_clamp(cn_tensor *x, double lo, double hi) {
         cn_set_error(CN_ERR_INVALID_ARG, "clamp", "lo = %g is not <= hi = %g; swap them", lo, hi);
         return NULL;
     }
-    return with_scalars(CN_OP_CLAMP, x, CN_KINDS_NUMERIC, lo, hi, 2);
+    return with_scalars(CN_OP_CLAMP, x, lo, hi);
 }
 
 cn_tensor *cn_where(cn_tensor *cond, cn_tensor *a, cn_tensor *b) {
-    ew_call c = {.op = CN_OP_WHERE, .n = 3, .in = {cond, a, b}, .names = where_names,
-                 .kinds = {CN_KINDS_BOOL, CN_KINDS_ALL, CN_KINDS_ALL}, .value_from = 1,
-                 .out_dtype = -1};
-    return elementwise(&c);
+    cn_tensor *in[3] = {cond, a, b};
+    return cn__elementwise(CN_OP_WHERE, in, NULL, NULL, 0);
 }
 
 cn_tensor *cn_cast(cn_tensor *x, cn_dtype dtype) {
@@ -198,22 +180,20 @@ cn_tensor *cn_cast(cn_tensor *x, cn_dtype dtype) {
                      "CN_I64, ...", (int)dtype);
         return NULL;
     }
-    ew_call c = {.op = CN_OP_CAST, .n = 1, .in = {x}, .names = x_name, .kinds = {CN_KINDS_ALL},
-                 .out_dtype = dtype};
-    return elementwise(&c);
+    return cn__elementwise(CN_OP_CAST, &x, NULL, NULL, dtype);
 }
 
-cn_tensor *cn_eq(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_EQ, a, b, CN_KINDS_ALL, CN_BOOL); }
-cn_tensor *cn_ne(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_NE, a, b, CN_KINDS_ALL, CN_BOOL); }
-cn_tensor *cn_lt(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_LT, a, b, CN_KINDS_ALL, CN_BOOL); }
-cn_tensor *cn_le(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_LE, a, b, CN_KINDS_ALL, CN_BOOL); }
-cn_tensor *cn_gt(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_GT, a, b, CN_KINDS_ALL, CN_BOOL); }
-cn_tensor *cn_ge(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_GE, a, b, CN_KINDS_ALL, CN_BOOL); }
+cn_tensor *cn_eq(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_EQ, a, b); }
+cn_tensor *cn_ne(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_NE, a, b); }
+cn_tensor *cn_lt(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_LT, a, b); }
+cn_tensor *cn_le(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_LE, a, b); }
+cn_tensor *cn_gt(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_GT, a, b); }
+cn_tensor *cn_ge(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_GE, a, b); }
 
 cn_tensor *cn_logical_and(cn_tensor *a, cn_tensor *b) {
-    return binary(CN_OP_LOGICAL_AND, a, b, CN_KINDS_BOOL, CN_BOOL);
+    return binary(CN_OP_LOGICAL_AND, a, b);
 }
 cn_tensor *cn_logical_or(cn_tensor *a, cn_tensor *b) {
-    return binary(CN_OP_LOGICAL_OR, a, b, CN_KINDS_BOOL, CN_BOOL);
+    return binary(CN_OP_LOGICAL_OR, a, b);
 }
-cn_tensor *cn_logical_not(cn_tensor *x) { return unary(CN_OP_LOGICAL_NOT, x, CN_KINDS_BOOL); }
+cn_tensor *cn_logical_not(cn_tensor *x) { return unary(CN_OP_LOGICAL_NOT, x); }

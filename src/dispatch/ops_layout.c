@@ -4,7 +4,6 @@
 #include "cinder/ops.h"
 #include "core/alloc.h"
 #include "core/error_internal.h"
-#include "autodiff/autodiff_internal.h"
 #include "dispatch/router.h"
 
 /* ---- reshape and contiguous ---------------------------------------------------------------- */
@@ -30,7 +29,7 @@ cn_tensor *cn_contiguous(cn_tensor *t) {
     CN__CHECK_LIVE("contiguous", t);
     /* already dense: a new header (every result is a new reference its scope can own) */
     if (t && cn_is_contiguous(t))
-        return cn__record(AD_OP_VIEW, cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset),
+        return cn__record(CN__OP_VIEW, cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset),
                           &t, 1, NULL, 0, NULL, 0);
     return dense_copy("contiguous", t);
 }
@@ -129,13 +128,13 @@ cn_tensor *cn_reshape(cn_tensor *t, const int64_t *shape_in, int ndim) {
     }
     int64_t strides[CN_MAX_DIMS];
     if (view_strides(t, shape, ndim, strides))
-        return cn__record(AD_OP_VIEW, cn__tensor_view(t, shape, strides, ndim, t->offset), &t, 1,
+        return cn__record(CN__OP_VIEW, cn__tensor_view(t, shape, strides, ndim, t->offset), &t, 1,
                           NULL, 0, NULL, 0);
     cn_tensor *dense = cn_contiguous(t);
     if (!dense) return NULL;
     int64_t numel;
     cn__contiguous_strides(shape, ndim, strides, &numel);
-    cn_tensor *out = cn__record(AD_OP_VIEW,
+    cn_tensor *out = cn__record(CN__OP_VIEW,
                                 cn__tensor_view(dense, shape, strides, ndim, dense->offset),
                                 &dense, 1, NULL, 0, NULL, 0);
     cn_release(dense);
@@ -221,7 +220,7 @@ cn_tensor *cn_cat(cn_tensor *const *ts, int n, int dim) {
         }
     }
     int64_t ints[1] = {d};
-    return cn__record(AD_OP_CAT, out, ts, n, ints, 1, NULL, 0);
+    return cn__record(CN__OP_CAT, out, ts, n, ints, 1, NULL, 0);
 }
 
 cn_tensor *cn_stack(cn_tensor *const *ts, int n, int dim) {

@@ -1,17 +1,13 @@
-/* The front end of the fused optimizer kernels (optim_ops.h): the router's checks for an in-place
- * update of several tensors, then one kernel call. */
+/* The front end of the fused optimizer kernels (cinder/ops.h, "fused optimizer updates"): the
+ * router's checks for an in-place update of several tensors, then one kernel call. */
 #include <string.h>
 
+#include "cinder/ops.h"
 #include "core/error_internal.h"
-#include "dispatch/optim_ops.h"
 #include "dispatch/router.h"
 
-int cn__shares_memory(const cn_tensor *a, const cn_tensor *b) {
-    return a && b && a->storage && a->storage == b->storage;
-}
-
-/* Every check of cn__sgd_step_check; on CN_OK, *backend and *device are where to launch. */
-static cn_status sgd_check(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn__sgd_hyper *h,
+/* Every check of cn_sgd_step_check; on CN_OK, *backend and *device are where to launch. */
+static cn_status sgd_check(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn_sgd_hyper *h,
                            const cn_backend **backend, cn_device *device) {
     const char *op = "sgd_step";
     if (!h) return cn_set_error(CN_ERR_NULL_ARG, op, "'h' is NULL; pass the hyperparameters");
@@ -53,24 +49,24 @@ static cn_status sgd_check(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn_
                                 names[i], cn_tensor_str(in[i], x, sizeof x));
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++)
-            if (cn__shares_memory(in[i], in[j]))
+            if (cn_shares_memory(in[i], in[j]))
                 return cn_set_error(CN_ERR_INVALID_ARG, op,
                                     "'%s' and '%s' share memory; the update would read one while "
                                     "writing the other: pass a copy of one (cn_clone)",
                                     names[i], names[j]);
     if ((p->dtype != CN_F32 && p->dtype != CN_F64) || !b->kernels[CN_OP_SGD_STEP])
-        return CN__UNFUSED;
+        return CN_SGD_UNFUSED;
     *backend = b;
     return CN_OK;
 }
 
-cn_status cn__sgd_step_check(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn__sgd_hyper *h) {
+cn_status cn_sgd_step_check(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn_sgd_hyper *h) {
     const cn_backend *b;
     cn_device dev;
     return sgd_check(p, g, buf, h, &b, &dev);
 }
 
-cn_status cn__sgd_step(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn__sgd_hyper *h,
+cn_status cn_sgd_step_(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn_sgd_hyper *h,
                        int first) {
     const cn_backend *b;
     cn_device dev;

@@ -1,5 +1,6 @@
 /* The backend registry: a fixed table of vtables, indexed by backend id. The CPU registers itself
- * first (id 0); modules (modules.c) and programs add theirs at run time.
+ * first (id 0); modules (modules.c) and programs add theirs at run time. Each backend's name is
+ * also given to core (core/device_str.h), which names devices without calling up here.
  *
  * Threads: registration is serialised by a lock; readers take no lock. A table is written before
  * the count that makes it visible is published (release), and readers load the count with
@@ -27,6 +28,7 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void register_builtins(void) {
     cn__cpu_backend_fill(&backends[CN_BACKEND_CPU]);
+    cn__backend_name_set(CN_BACKEND_CPU, backends[CN_BACKEND_CPU].name);
     atomic_store_explicit(&backend_count, 1, memory_order_release);
 }
 
@@ -84,6 +86,7 @@ int cn__backend_register(const char *op, const cn_backend *b, const cn__backend_
         id = n;
         backends[id] = *b;
         if (extra) extras[id] = *extra;
+        cn__backend_name_set(id, b->name);
         atomic_store_explicit(&backend_count, n + 1, memory_order_release);
     }
     pthread_mutex_unlock(&registry_lock);

@@ -3,8 +3,9 @@
 #define CINDER_DISPATCH_REGISTRY_H
 
 #include "cinder/backend.h"
+#include "core/device_str.h"
 
-#define CN_MAX_BACKENDS 16
+#define CN_MAX_BACKENDS CN__MAX_BACKENDS /* core keeps a name per id (core/device_str.h) */
 
 /* The table of a backend id, or NULL (registers the built-in backends on first use). */
 const cn_backend *cn__backend(int id);

@@ -1,9 +1,16 @@
 /* The router's shared checks and the launch into a backend kernel. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error_internal.h"
 #include "dispatch/registry.h"
 #include "dispatch/router.h"
+
+_Atomic(cn__record_fn) cn__record_layer;
+
+void cn__register_record_layer(cn__record_fn fn) {
+    atomic_store_explicit(&cn__record_layer, fn, memory_order_release);
+}
 
 static const char *const kind_names[CN_KIND_COUNT] = {"float", "int", "bool", "quantized"};
 
@@ -149,16 +156,45 @@ cn_status cn__no_kernel(const cn_backend *b, cn_op op) {
                         cn_op_name(op));
 }
 
-cn_status cn__launch(const cn_backend *b, cn_device device, cn_op op, const cn_view *in, int n_in,
-                     cn_tensor *const *out, int n_out, const int64_t *ints, int n_ints,
-                     const double *reals, int n_reals) {
+cn_status cn__dtype_unsupported(const cn_backend *b, cn_op op, cn_dtype dtype) {
+    char have[96] = "";
+    size_t used = 0;
+    for (int dt = 0; dt < CN_DTYPE_COUNT && used + 8 < sizeof have; dt++)
+        if ((b->dtypes[op] >> dt) & 1u)
+            used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "",
+                                     cn_dtype_name((cn_dtype)dt));
+    return cn_set_error(CN_ERR_DTYPE, cn_op_name(op), "backend '%s' has no %s kernel for '%s' "
+                        "(it takes %s); cast the inputs (cn_cast) or move them to a backend "
+                        "that has one (cn_to_device, e.g. to cn_cpu())", b->name,
+                        cn_dtype_name(dtype), cn_op_name(op), have);
+}
+
+/* Allocated outputs: views of them, the launch, and their versions bumped on success. */
+static cn_status launch_into(const cn_backend *b, cn_device device, cn_op op, const cn_view *in,
+                             int n_in, cn_tensor *const *out, int n_out, const int64_t *ints,
+                             int n_ints, const double *reals, int n_reals,
+                             const cn_conv_geometry *conv) {
     cn_view views[4]; /* kernels read dims below ndim only */
     for (int i = 0; i < n_out; i++) cn__tensor_as_view(out[i], &views[i]);
-    cn_status s = cn__launch_views(b, device, op, in, n_in, views, n_out, ints, n_ints, reals,
-                                   n_reals);
+    cn_kernel_fn k = cn__kernel_for(b, op, in, n_in, views);
+    if (!k) return cn_last_status();
+    cn_status s = cn__launch_kernel(NULL, k, b, device, op, in, n_in, views, n_out, ints, n_ints,
+                                    reals, n_reals, conv);
     if (s == CN_OK)
         for (int i = 0; i < n_out; i++) out[i]->storage->version++;
     return s;
+}
+
+cn_status cn__launch(const cn_backend *b, cn_device device, cn_op op, const cn_view *in, int n_in,
+                     cn_tensor *const *out, int n_out, const int64_t *ints, int n_ints,
+                     const double *reals, int n_reals) {
+    return launch_into(b, device, op, in, n_in, out, n_out, ints, n_ints, reals, n_reals, NULL);
+}
+
+cn_status cn__launch_geom(const cn_backend *b, cn_device device, cn_op op, const cn_view *in,
+                          int n_in, cn_tensor *const *out, int n_out, const int64_t *ints,
+                          int n_ints, const cn_conv_geometry *conv) {
+    return launch_into(b, device, op, in, n_in, out, n_out, ints, n_ints, NULL, 0, conv);
 }
 
 cn_status cn__copy_into(cn_tensor *dst, const cn_view *dst_view, cn_tensor *src) {
@@ -285,4 +321,32 @@ cn_status cn__check_int_scalar(const char *op, const char *arg, double v, cn_dty
                         "range, or use a float dtype (cn_cast(x, CN_F64))",
                         arg, v, cn_dtype_name(dtype), v != v ? "NaN has no integer value"
                                                               : "out of range", range);
+}
+
+/* ---- the launch ---------------------------------------------------------------------------- */
+
+cn_status cn__launch_kernel(const char *name, cn_kernel_fn k, const cn_backend *b,
+                            cn_device device, cn_op op, const cn_view *in, int n_in,
+                            const cn_view *out, int n_out, const int64_t *ints, int n_ints,
+                            const double *reals, int n_reals, const cn_conv_geometry *conv) {
+    /* Outputs without elements: nothing to compute. Kernels never see them, so their index
+     * math need not guard against the huge sizes an empty shape may have ([2^62, 0]). */
+    int empty = n_out > 0;
+    for (int i = 0; i < n_out && empty; i++) {
+        int zero = 0;
+        for (int d = 0; d < out[i].ndim; d++) zero |= out[i].shape[d] == 0;
+        empty = zero;
+    }
+    if (empty) return CN_OK;
+    cn_kernel_args args = {.op = op, .device = device.index, .n_in = n_in, .in = in,
+                           .n_out = n_out, .out = out, .n_ints = n_ints, .ints = ints,
+                           .n_reals = n_reals, .reals = reals, .ctx = b->ctx, .conv = conv};
+    cn_status s = k(&args);
+    if (s != CN_OK && cn_last_status() == CN_OK) {
+        if (!name) name = cn_op_name(op);
+        cn_set_error(s, name, "the kernel of '%s' for backend '%s' failed without a message; "
+                     "a kernel reports its failure with cn_set_error (or the error function "
+                     "its module was handed)", name, b->name);
+    }
+    return s;
 }

@@ -3,15 +3,11 @@
 #ifndef CINDER_DISPATCH_ROUTER_H
 #define CINDER_DISPATCH_ROUTER_H
 
-#include "cinder/backend.h"
-#include "core/tensor_impl.h"
+#include <stdatomic.h>
 
-/* Kinds an op accepts, as a mask of (1 << cn_kind). */
-#define CN_KINDS_FLOAT (1u << CN_KIND_FLOAT)
-#define CN_KINDS_INT (1u << CN_KIND_INT)
-#define CN_KINDS_BOOL (1u << CN_KIND_BOOL)
-#define CN_KINDS_NUMERIC (CN_KINDS_FLOAT | CN_KINDS_INT)
-#define CN_KINDS_ALL (CN_KINDS_FLOAT | CN_KINDS_INT | CN_KINDS_BOOL)
+#include "cinder/backend.h"
+#include "core/op_table.h"
+#include "core/tensor_impl.h"
 
 /* Checks the n inputs are non-NULL and share one device; writes it to *device. Returns the
  * device's backend, or NULL with the error set (NULL inputs keep the earlier error). names[i]
@@ -48,39 +44,81 @@ cn_status cn__launch(const cn_backend *b, cn_device device, cn_op op, const cn_v
                      cn_tensor *const *out, int n_out, const int64_t *ints, int n_ints,
                      const double *reals, int n_reals);
 
-/* Same, writing into explicit output views (copy into a slice). */
+/* The one call into a kernel, for built-in ops (cn__launch_views) and extension ops
+ * (cn_ext_call) alike: runs k, of backend b, for op (CN_OP_COUNT for an extension op) on device's
+ * index with the given views, attributes and, for a window op, its geometry (else NULL). Outputs
+ * that are all empty skip the kernel. A kernel that fails without setting an error gets one
+ * naming the op (`name`; NULL for a built-in op: cn_op_name(op)) and the backend. Does not bump
+ * the outputs' versions (the caller owns the tensors). */
+cn_status cn__launch_kernel(const char *name, cn_kernel_fn k, const cn_backend *b,
+                            cn_device device, cn_op op, const cn_view *in, int n_in,
+                            const cn_view *out, int n_out, const int64_t *ints, int n_ints,
+                            const double *reals, int n_reals, const cn_conv_geometry *conv);
+
+/* What the router refuses before any kernel of a built-in op runs: an op the backend has no
+ * kernel for (CN_ERR_NO_KERNEL) and a dtype its kernel does not take (CN_ERR_DTYPE, from
+ * b->dtypes[op]), each naming op, dtype and backend. Returns the kernel, or NULL (error set). */
 cn_status cn__no_kernel(const cn_backend *b, cn_op op);
+cn_status cn__dtype_unsupported(const cn_backend *b, cn_op op, cn_dtype dtype);
+static inline cn_kernel_fn cn__kernel_for(const cn_backend *b, cn_op op, const cn_view *in,
+                                          int n_in, const cn_view *out) {
+    cn_kernel_fn k = b->kernels[op];
+    if (!k) {
+        cn__no_kernel(b, op);
+        return NULL;
+    }
+    uint32_t dtypes = b->dtypes[op];
+    if (dtypes) {
+        /* the first value input's dtype; the output's for the ops without inputs */
+        int v = cn__op_decl_of((int)op)->value_from;
+        cn_dtype dt = n_in == 0 ? out[0].dtype : in[v < n_in ? v : 0].dtype;
+        if (!((dtypes >> dt) & 1u)) {
+            cn__dtype_unsupported(b, op, dt);
+            return NULL;
+        }
+    }
+    return k;
+}
+
+/* cn__launch, writing into explicit output views (copy into a slice). */
 static inline cn_status cn__launch_views(const cn_backend *b, cn_device device, cn_op op,
                                          const cn_view *in, int n_in, const cn_view *out,
                                          int n_out, const int64_t *ints, int n_ints,
                                          const double *reals, int n_reals) {
-    cn_kernel_fn k = b->kernels[op];
-    if (!k) return cn__no_kernel(b, op);
-    /* Outputs without elements: nothing to compute. Kernels never see them, so their index
-     * math need not guard against the huge sizes an empty shape may have ([2^62, 0]). */
-    int empty = n_out > 0;
-    for (int i = 0; i < n_out && empty; i++) {
-        int zero = 0;
-        for (int d = 0; d < out[i].ndim; d++) zero |= out[i].shape[d] == 0;
-        empty = zero;
-    }
-    if (empty) return CN_OK;
-    cn_kernel_args args = {op,   device.index, n_in,  in,    n_out, out,
-                           n_ints, ints,       n_reals, reals, b->ctx};
-    return k(&args);
+    cn_kernel_fn k = cn__kernel_for(b, op, in, n_in, out);
+    if (!k) return cn_last_status();
+    return cn__launch_kernel(NULL, k, b, device, op, in, n_in, out, n_out, ints, n_ints, reals,
+                             n_reals, NULL);
 }
 
-/* The autodiff route: records out = op(in...) in the graph when out lives on an autodiff device
- * and an input is tracked (autodiff/graph.c). Returns out, or NULL (out released) on failure. */
-cn_tensor *cn__ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n, const int64_t *ints,
-                         int n_ints, const double *reals, int n_reals);
+/* ---- the layer above: autodiff ------------------------------------------------------------ *
+ * The router knows nothing of gradients. After a front-end has computed an op's output on an
+ * autodiff device, it hands the output to whatever recording layer has registered itself (as
+ * PyTorch's autograd registers for its dispatch key): the autodiff layer does, when it makes its
+ * first graph node. Before that no tensor is tracked, so there is nothing to record. */
+typedef cn_tensor *(*cn__record_fn)(int op, cn_tensor *out, cn_tensor *const *in, int n,
+                                    const int64_t *ints, int n_ints, const double *reals,
+                                    int n_reals);
+extern _Atomic(cn__record_fn) cn__record_layer;
 
+/* Registers the recording layer (any thread; the same function each time). */
+void cn__register_record_layer(cn__record_fn fn);
+
+/* Records out = op(in...) when out lives on an autodiff device (op: a row of core/op_table.h).
+ * Returns out, or NULL (out released, error set) when recording fails. */
 static inline cn_tensor *cn__record(int op, cn_tensor *out, cn_tensor *const *in, int n,
                                     const int64_t *ints, int n_ints, const double *reals,
                                     int n_reals) {
     if (!out || !out->device.autodiff) return out; /* the concrete route records nothing */
-    return cn__ad_record(op, out, in, n, ints, n_ints, reals, n_reals);
+    cn__record_fn record = atomic_load_explicit(&cn__record_layer, memory_order_acquire);
+    return record ? record(op, out, in, n, ints, n_ints, reals, n_reals) : out;
 }
+
+/* Runs elementwise op `op` (a row of the op table of an elementwise family) on in[0..n_in) with
+ * its attributes (ints, reals: as many as its row says); target is the output dtype of cast.
+ * Every elementwise front-end, and the autodiff layer's replay, come through here. */
+cn_tensor *cn__elementwise(cn_op op, cn_tensor *const *in, const int64_t *ints,
+                           const double *reals, cn_dtype target);
 
 /* Copies src into the (same-shaped) view dst of another tensor, converting dtype. */
 cn_status cn__copy_into(cn_tensor *dst, const cn_view *dst_view, cn_tensor *src);
@@ -99,5 +137,11 @@ cn_status cn__copy_inplace(const char *op, cn_tensor *dst, cn_tensor *src);
  * truncation toward zero it must lie in the dtype's range, and not be NaN (CN_ERR_INVALID_ARG
  * otherwise). Float and bool dtypes accept any value. */
 cn_status cn__check_int_scalar(const char *op, const char *arg, double v, cn_dtype dtype);
+
+/* cn__launch for a window op (conv2d, the pools, their backward kernels): the kernel reads the
+ * geometry, computed and checked once by the front-end, as args->conv. */
+cn_status cn__launch_geom(const cn_backend *b, cn_device device, cn_op op, const cn_view *in,
+                          int n_in, cn_tensor *const *out, int n_out, const int64_t *ints,
+                          int n_ints, const cn_conv_geometry *conv);
 
 #endif

@@ -5,7 +5,6 @@
 #include "core/alloc.h"
 #include "core/error_internal.h"
 #include "dispatch/registry.h"
-#include "autodiff/autodiff_internal.h"
 #include "dispatch/router.h"
 
 cn_status cn_read(const cn_tensor *t, void *dst, size_t nbytes) {
@@ -45,7 +44,7 @@ cn_tensor *cn_to_device(cn_tensor *t, cn_device device) {
     }
     cn_tensor *same = NULL;
     if (cn_device_eq(t->device, device)) /* a new header: the result is a reference of its own */
-        return cn__record(AD_OP_VIEW, cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset),
+        return cn__record(CN__OP_VIEW, cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset),
                           &t, 1, NULL, 0, NULL, 0);
     if (t->device.backend == device.backend && t->device.index == device.index) {
         /* the same memory seen through (or without) the autodiff layer: share it, untracked */

@@ -1,6 +1,9 @@
-/* cn_ext_call: the router for extension ops. It checks the routing invariants, unwraps inputs to
- * the concrete views a kernel expects, runs the kernel of the representative's backend, and
- * re-wraps the outputs (tracked on the autodiff route, via the autodiff layer). */
+/* cn_ext_call: extension ops through the one router. It checks what only the schema says (union
+ * tags, presence, declared kinds, tracking), leaves device choice and the context and device
+ * checks to cn__route as every built-in op does, unwraps the inputs to the concrete views a kernel
+ * expects, runs the kernel through cn__launch_kernel, and re-wraps the outputs (tracked on the
+ * autodiff route: the autodiff layer records a node with the op's schema, its backward and a
+ * replay of the concrete kernel). */
 #include <string.h>
 
 #include "autodiff/autodiff_internal.h"
@@ -10,7 +13,9 @@
 #include "dispatch/router.h"
 #include "extension/extension_internal.h"
 
-/* Checks presence, kinds and well-formedness of each input against the schema. */
+/* Checks what only the schema knows: union tags, presence (a member of an inactive variant must
+ * be NULL, a required input must not), and that no input declared int or bool carries an autodiff
+ * primitive (the message names the declared kind, not just the dtype the router would see). */
 static cn_status check_inputs(const cn_ext_op *op, cn_tensor *const *t, const int *tags) {
     const cn_ext_schema *s = &op->schema;
     const char *name = s->name;
@@ -46,57 +51,56 @@ static cn_status check_inputs(const cn_ext_op *op, cn_tensor *const *t, const in
                                 a->kind == CN_KIND_INT ? "int" : "bool",
                                 cn_tensor_str(t[i], buf, sizeof buf),
                                 a->kind == CN_KIND_INT ? "int" : "bool");
-        if (cn__check_context(name, a->name, t[i]) != CN_OK) return cn_last_status();
-        if (cn__check_kind(name, a->name, t[i], 1u << a->kind) != CN_OK) return cn_last_status();
     }
     return CN_OK;
 }
 
-/* The representative: the first float input, else the first tensor; -1 if none. */
-static int representative(const cn_ext_op *op, cn_tensor *const *t) {
-    int first = -1;
-    for (int i = 0; i < op->schema.n_tensors; i++) {
-        if (!t[i]) continue;
-        if (cn_dtype_kind(t[i]->dtype) == CN_KIND_FLOAT) return i;
-        if (first < 0) first = i;
-    }
-    return first;
-}
-
-/* Same backend and device for all; one checkpointing strategy among autodiff inputs. Writes the
- * result device: the first autodiff input's, else the representative's. */
-static cn_status check_devices(const cn_ext_op *op, cn_tensor *const *t, int rep,
-                               cn_device *device) {
-    const cn_ext_schema *s = &op->schema;
-    int lead = rep;
-    for (int i = 0; i < s->n_tensors; i++)
-        if (t[i] && t[i]->device.autodiff) {
-            lead = i;
-            break;
-        }
-    char a[128], b[128];
+/* Checks each present input's kind against the schema (after routing, as built-in ops do). */
+static cn_status check_kinds(const cn_ext_schema *s, cn_tensor *const *t) {
     for (int i = 0; i < s->n_tensors; i++) {
-        if (!t[i]) continue;
-        cn_device d = t[i]->device, l = t[lead]->device;
-        if (d.backend != l.backend || d.index != l.index)
-            return cn_set_error(CN_ERR_DEVICE_MISMATCH, s->name, "'%s' is %s but '%s' is %s; "
-                                "move one with cn_to_device so all inputs share one device",
-                                s->tensors[lead].name, cn_tensor_str(t[lead], a, sizeof a),
-                                s->tensors[i].name, cn_tensor_str(t[i], b, sizeof b));
-        if (d.autodiff && l.autodiff && d.checkpoint != l.checkpoint)
-            return cn_set_error(CN_ERR_CHECKPOINT_MISMATCH, s->name, "'%s' is %s but '%s' is "
-                                "%s; create both on one autodiff device",
-                                s->tensors[lead].name, cn_tensor_str(t[lead], a, sizeof a),
-                                s->tensors[i].name, cn_tensor_str(t[i], b, sizeof b));
+        const cn_ext_tensor_arg *a = &s->tensors[i];
+        if (t[i] && cn__check_kind(s->name, a->name, t[i], 1u << a->kind) != CN_OK)
+            return cn_last_status();
     }
-    *device = t[lead]->device;
     return CN_OK;
+}
+
+/* Routes the present inputs (absent ones are NULL: left out, as the router takes tensors only)
+ * through cn__route: the device (the first autodiff input's, else the first input's), the context
+ * checks and the device checks, as for any built-in op. Returns the backend, or NULL with the
+ * error set; CN_ERR_EXT_NO_TENSOR when every input is absent. */
+static const cn_backend *route_inputs(const cn_ext_schema *s, cn_tensor *const *t, cn_device *device) {
+    cn_tensor *small_t[8];
+    const char *small_names[8];
+    int big = s->n_tensors > 8;
+    cn_tensor **present = big ? cn__calloc(s->name, (size_t)s->n_tensors, sizeof *present)
+                              : small_t;
+    const char **names = big ? cn__calloc(s->name, (size_t)s->n_tensors, sizeof *names)
+                             : small_names;
+    const cn_backend *b = NULL;
+    int n = 0;
+    if (present && names)
+        for (int i = 0; i < s->n_tensors; i++)
+            if (t[i]) {
+                present[n] = t[i];
+                names[n++] = s->tensors[i].name;
+            }
+    if (present && names && n == 0)
+        cn_set_error(CN_ERR_EXT_NO_TENSOR, s->name, "every tensor input of '%s' is absent (NULL "
+                     "optionals, tensor-less union variants), so there is no device to run on; "
+                     "pass at least one tensor", s->name);
+    else if (present && names)
+        b = cn__route(s->name, present, names, n, device);
+    if (big) {
+        cn__free(present);
+        cn__free((void *)names);
+    }
+    return b;
 }
 
 /* The autodiff invariants: a tracked float never reaches a concrete kernel silently. */
-static cn_status check_tracking(const cn_ext_op *op, cn_ext_route route, cn_tensor *const *t,
-                                int *tracked_out) {
-    const cn_ext_schema *s = &op->schema;
+static cn_status check_tracking(const cn_ext_schema *s, cn_ext_backward_fn backward,
+                                cn_ext_route route, cn_tensor *const *t, int *tracked_out) {
     int tracked = -1, plain = -1;
     for (int i = 0; i < s->n_tensors; i++) {
         if (!t[i] || cn_dtype_kind(t[i]->dtype) != CN_KIND_FLOAT) continue;
@@ -113,7 +117,7 @@ static cn_status check_tracking(const cn_ext_op *op, cn_ext_route route, cn_tens
                             "tracked but the call is routed to the concrete kernel; detach it "
                             "with cn_inner(%s), call on the autodiff route, or keep "
                             "differentiating tensors inside tracked code", in, buf, in);
-    if (!op->backward && !(s->flags & CN_EXT_NON_DIFFERENTIABLE))
+    if (!backward && !(s->flags & CN_EXT_NON_DIFFERENTIABLE))
         return cn_set_error(CN_ERR_AUTODIFF_REACHED_CONCRETE, s->name, "input '%s' (%s) is "
                             "tracked but '%s' has no backward, so only its concrete kernel could "
                             "run and the gradient would be lost; detach the input with "
@@ -132,11 +136,11 @@ static cn_status check_tracking(const cn_ext_op *op, cn_ext_route route, cn_tens
     return CN_OK;
 }
 
-/* Runs the kernel on concrete views and allocates outputs on `device`. */
-static cn_status run_kernel(const cn_ext_op *op, cn_kernel_fn kernel, cn_device device,
-                            cn_tensor *const *t, const int64_t *ints, const double *reals,
-                            cn_tensor **outputs) {
-    const cn_ext_schema *s = &op->schema;
+/* Allocates the outputs on `device` from the shape function and runs the kernel of backend b on
+ * concrete views through the router's launch. */
+static cn_status run_kernel(const cn_ext_schema *s, cn_kernel_fn kernel, const cn_backend *b,
+                            cn_device device, cn_tensor *const *t, const int64_t *ints,
+                            const double *reals, cn_tensor **outputs) {
     const char *name = s->name;
     cn_view small_in[8], small_out[4];
     cn_view *in = s->n_tensors <= 8 ? small_in : cn__calloc(name, (size_t)s->n_tensors, sizeof *in);
@@ -163,14 +167,9 @@ static cn_status run_kernel(const cn_ext_op *op, cn_kernel_fn kernel, cn_device 
     }
     for (int i = 0; st == CN_OK && i < s->n_tensors; i++)
         if (t[i]) cn__tensor_as_view(t[i], &in[i]);
-    if (st == CN_OK) {
-        cn_kernel_args args = {CN_OP_COUNT, device.index, s->n_tensors, in,
-                               s->n_outputs, out, s->n_ints, ints,
-                               s->n_reals, reals, cn__backend(device.backend)->ctx};
-        st = kernel(&args);
-        if (st != CN_OK && cn_last_status() == CN_OK)
-            cn_set_error(st, name, "the kernel of '%s' failed without a message", name);
-    }
+    if (st == CN_OK)
+        st = cn__launch_kernel(name, kernel, b, device, CN_OP_COUNT, in, s->n_tensors, out,
+                               s->n_outputs, ints, s->n_ints, reals, s->n_reals, NULL);
     for (int i = 0; st == CN_OK && i < s->n_outputs; i++) outputs[i]->storage->version++;
     if (st != CN_OK)
         for (int i = 0; i < s->n_outputs; i++) {
@@ -198,8 +197,15 @@ static cn_status call_without_tensors(const cn_ext_op *op, const int64_t *ints,
                             "for %d backends, so there is no way to choose one; give it a tensor "
                             "input, or register its kernel for exactly one backend", name, count);
     cn_device device = {(int16_t)found, 0, 0, 0};
-    if (!cn__backend_for_device(name, device)) return cn_last_status();
-    return run_kernel(op, op->kernels[found], device, NULL, ints, reals, outputs);
+    const cn_backend *b = cn__backend_for_device(name, device);
+    if (!b) return cn_last_status();
+    return run_kernel(&op->schema, op->kernels[found], b, device, NULL, ints, reals, outputs);
+}
+
+/* The replay a checkpointed extension node runs in backward: the op on the concrete route. */
+static cn_status replay_concrete(const cn_ext_op *op, cn_tensor *const *in, const int *tags,
+                                 const int64_t *ints, const double *reals, cn_tensor **outputs) {
+    return cn_ext_call(op, CN_EXT_ROUTE_CONCRETE, in, tags, ints, reals, outputs);
 }
 
 cn_status cn_ext_call(const cn_ext_op *op, cn_ext_route route, cn_tensor *const *tensors,
@@ -219,28 +225,25 @@ cn_status cn_ext_call(const cn_ext_op *op, cn_ext_route route, cn_tensor *const 
     for (int i = 0; i < s->n_tensors; i++) CN__CHECK_LIVE(s->name, tensors[i]);
 #endif
     if (check_inputs(op, tensors, tags) != CN_OK) return cn_last_status();
-    int rep = representative(op, tensors);
     if (s->n_tensors == 0) return call_without_tensors(op, ints, reals, outputs);
-    if (rep < 0)
-        return cn_set_error(CN_ERR_EXT_NO_TENSOR, s->name, "every tensor input of '%s' is absent "
-                            "(NULL optionals, tensor-less union variants), so there is no "
-                            "device to run on; pass at least one tensor", s->name);
     cn_device device;
+    const cn_backend *b = route_inputs(s, tensors, &device);
+    if (!b) return cn_last_status();
+    /* read once: a backward registered while this call runs is used by both or by neither */
+    cn_ext_backward_fn backward = op->backward;
     int tracked;
-    if (check_devices(op, tensors, rep, &device) != CN_OK ||
-        check_tracking(op, route, tensors, &tracked) != CN_OK)
+    if (check_kinds(s, tensors) != CN_OK ||
+        check_tracking(s, backward, route, tensors, &tracked) != CN_OK)
         return cn_last_status();
     if (route == CN_EXT_ROUTE_CONCRETE) device = cn_inner_device(device);
-    const cn_backend *b = cn__backend_for_device(s->name, cn_inner_device(device));
-    if (!b) return cn_last_status();
     cn_kernel_fn kernel = op->kernels[device.backend];
     if (!kernel)
         return cn_set_error(CN_ERR_NO_KERNEL, s->name, "extension op '%s' has no kernel for "
                             "backend '%s'; register one with cn_ext_register_kernel (or list the "
                             "backend in the op's declaration), or move the inputs to a backend "
                             "that has one", s->name, b->name);
-    cn_status st = run_kernel(op, kernel, device, tensors, ints, reals, outputs);
+    cn_status st = run_kernel(s, kernel, b, device, tensors, ints, reals, outputs);
     if (st == CN_OK && tracked && device.autodiff && !(s->flags & CN_EXT_NON_DIFFERENTIABLE))
-        st = ad_ext_record(op, tensors, tags, ints, reals, outputs);
+        st = ad_ext_record(op, s, backward, replay_concrete, tensors, tags, ints, reals, outputs);
     return st;
 }

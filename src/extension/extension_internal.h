@@ -1,4 +1,6 @@
-/* The extension registry, as the router and the autodiff layer see it. */
+/* An extension op as the extension layer keeps it (registry.c defines ops, call.c calls them).
+ * Only this layer reads it: the autodiff layer gets what a graph node needs of an op (its schema,
+ * backward and a replay) handed in by call.c when it records a call. */
 #ifndef CINDER_EXTENSION_INTERNAL_H
 #define CINDER_EXTENSION_INTERNAL_H
 

@@ -1,10 +1,10 @@
 /* Optimizers: SGD (momentum, Nesterov, weight decay) and AdamW, with PyTorch's update rules.
  * Every step works on the concrete tensors under the parameters, under no-grad mode, and checks
  * and prepares everything before it writes the first parameter:
- * - SGD runs the backend's fused sgd_step kernel (dispatch/optim_ops.h): one pass per parameter
- *   that updates the parameter and its momentum buffer in place. A backend without that kernel
- *   (a program's own) gets the composed rule below instead, computed first and then written
- *   with cn_copy_.
+ * - SGD runs the backend's fused sgd_step kernel (cn_sgd_step_, cinder/ops.h): one pass per
+ *   parameter that updates the parameter and its momentum buffer in place. A backend without that
+ *   kernel (a program's own) gets the composed rule below instead, computed first and then
+ *   written with cn_copy_.
  * - AdamW computes every new value with composed ops, then writes them with cn_copy_.
  * State tensors (momentum buffers, Adam's moments) are concrete and owned by no scope: only the
  * optimizer frees them. */
@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cinder/ops.h"
 #include "core/alloc.h"
 #include "core/error_internal.h"
-#include "dispatch/optim_ops.h"
 #include "nn/nn_internal.h"
 
 typedef enum opt_kind { OPT_SGD, OPT_ADAMW } opt_kind;
@@ -251,7 +251,7 @@ static cn_status prepare_sgd(cn_optimizer *o, int i, pending *todo) {
     /* parameters are written one after another: a gradient that shares memory with any of them
      * (an extension's backward may hand back an input) is read from a copy */
     for (int k = 0; k < o->n; k++)
-        if (todo[k].given && cn__shares_memory(g, todo[k].inner)) {
+        if (todo[k].given && cn_shares_memory(g, todo[k].inner)) {
             if (!(g = cn_clone(g))) return cn_last_status();
             break;
         }
@@ -261,9 +261,9 @@ static cn_status prepare_sgd(cn_optimizer *o, int i, pending *todo) {
         if (!buf && !(buf = cn_empty(cn_shape(p), cn_ndim(p), cn_dtype_of(p), cn_device_of(p))))
             return cn_last_status(); /* the kernel writes it: first = 1 */
     }
-    const cn__sgd_hyper h = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov};
-    cn_status s = cn__sgd_step_check(p, g, buf, &h);
-    if (s == CN__UNFUSED) return CN_OK;
+    const cn_sgd_hyper h = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov};
+    cn_status s = cn_sgd_step_check(p, g, buf, &h);
+    if (s == CN_SGD_UNFUSED) return CN_OK;
     if (s != CN_OK) return s;
     out->fused = 1;
     out->grad = g;
@@ -305,8 +305,8 @@ static cn_status prepare(cn_optimizer *o, const char *op, const cn_grads *grads,
  * steps in turn and finds the parameters and the state untouched every time. */
 static cn_status apply(cn_optimizer *o, int i, const pending *t) {
     if (t->fused) {
-        const cn__sgd_hyper h = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov};
-        cn_status s = cn__sgd_step(t->inner, t->grad, t->buf, &h, o->state1[i] == NULL);
+        const cn_sgd_hyper h = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov};
+        cn_status s = cn_sgd_step_(t->inner, t->grad, t->buf, &h, o->state1[i] == NULL);
         if (s != CN_OK) return s;
         replace_state(&o->state1[i], t->buf); /* a new buffer on the first step */
     } else {

@@ -177,6 +177,8 @@ static cn_status cpu_copy_bytes(void *ctx, int device, void *dst, const void *sr
     return CN_OK;
 }
 
+#define DT(d) (1u << (d))
+
 /* Called once by the registry, which gives the CPU id 0. */
 void cn__cpu_backend_fill(cn_backend *b) {
     memset(b, 0, sizeof *b);
@@ -194,7 +196,7 @@ void cn__cpu_backend_fill(cn_backend *b) {
     for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) k[unary[i]] = cpu_unary;
     k[CN_OP_ADD_SCALAR] = k[CN_OP_MUL_SCALAR] = k[CN_OP_POW_SCALAR] = k[CN_OP_CLAMP] = cpu_scalar;
     k[CN_OP_ADD] = k[CN_OP_SUB] = k[CN_OP_MUL] = k[CN_OP_DIV] = cpu_binary;
-    k[CN_OP_POW] = k[CN_OP_MAXIMUM] = k[CN_OP_MINIMUM] = cpu_binary;
+    k[CN_OP_POW] = k[CN_OP_MAXIMUM] = k[CN_OP_MINIMUM] = k[CN_OP_ATAN2] = cpu_binary;
     k[CN_OP_EQ] = k[CN_OP_NE] = k[CN_OP_LT] = k[CN_OP_LE] = k[CN_OP_GT] = k[CN_OP_GE] = cpu_compare;
     k[CN_OP_LOGICAL_AND] = k[CN_OP_LOGICAL_OR] = k[CN_OP_LOGICAL_NOT] = cpu_logical;
     k[CN_OP_WHERE] = cpu_where;
@@ -219,4 +221,31 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cpu_conv2d_backward_weight;
     k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cpu_pool2d_backward;
     k[CN_OP_SGD_STEP] = cpu_sgd_step;
+
+    /* The dtypes each kernel computes (0: every dtype the op accepts): the router refuses the
+     * rest before launching, so the kernels do not check them. */
+    uint32_t *dt = b->dtypes;
+    const uint32_t F = DT(CN_F32) | DT(CN_F64), I = DT(CN_I32) | DT(CN_I64), FI = F | I;
+    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) dt[unary[i]] = F;
+    dt[CN_OP_ERF] = F;
+    dt[CN_OP_NEG] = dt[CN_OP_ABS] = dt[CN_OP_RELU] = FI;
+    dt[CN_OP_ADD_SCALAR] = dt[CN_OP_MUL_SCALAR] = dt[CN_OP_CLAMP] = FI;
+    dt[CN_OP_POW_SCALAR] = F;
+    dt[CN_OP_ADD] = dt[CN_OP_SUB] = dt[CN_OP_MUL] = dt[CN_OP_DIV] = FI;
+    dt[CN_OP_MAXIMUM] = dt[CN_OP_MINIMUM] = FI;
+    dt[CN_OP_POW] = dt[CN_OP_ATAN2] = F;
+    dt[CN_OP_EQ] = dt[CN_OP_NE] = dt[CN_OP_LT] = dt[CN_OP_LE] = dt[CN_OP_GT] = dt[CN_OP_GE] =
+        FI | DT(CN_U8) | DT(CN_BOOL);
+    /* logical ops, where, cast, copy, fill, the random ops: every dtype they accept */
+    dt[CN_OP_SUM] = dt[CN_OP_PROD] = FI | DT(CN_U8);
+    dt[CN_OP_MAX] = dt[CN_OP_MIN] = dt[CN_OP_ARGMAX] = dt[CN_OP_ARGMIN] =
+        FI | DT(CN_U8) | DT(CN_BOOL);
+    dt[CN_OP_MEAN] = dt[CN_OP_VAR] = dt[CN_OP_LOGSUMEXP] = F;
+    dt[CN_OP_SOFTMAX] = dt[CN_OP_LOG_SOFTMAX] = dt[CN_OP_MATMUL] = F;
+    dt[CN_OP_SCATTER_ADD] = FI;
+    /* gather, index_select (by element size), one_hot (an index of any int dtype): all */
+    dt[CN_OP_CONV2D] = dt[CN_OP_MAX_POOL2D] = dt[CN_OP_AVG_POOL2D] = F;
+    dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
+    dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
+    dt[CN_OP_SGD_STEP] = F;
 }

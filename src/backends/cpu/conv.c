@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/im2col.h"
+#include "core/backend_common.h"
 #include "core/alloc.h"
 
 /* A GEMM with at most this many multiply-adds is one call (cpu_gemm splits bigger ones over the
@@ -84,13 +85,11 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
     const cn_view *xv = &args->in[0], *wv = &args->in[1], *ov = &args->out[0];
     const cn_view *bv = args->n_in > 2 ? &args->in[2] : NULL;
     cn_dtype dt = ov->dtype;
+    if (dt != CN_F32 && dt != CN_F64) /* unreachable through the router: dtypes[op] (backend.c) */
+        return cn__kernel_dtype_error("cpu", args->op, dt);
     size_t es = cn_dtype_size(dt);
-    if (dt != CN_F32 && dt != CN_F64)
-        return cn_set_error(CN_ERR_DTYPE, "conv2d", "the CPU kernel takes f32 or f64, not %s",
-                            cn_dtype_name(dt));
-
     cpu_conv_geom g;
-    cn_status st = cpu_conv_geom_init(&g, "conv2d", xv->shape, wv->shape, ov->shape, args->ints);
+    cn_status st = cpu_conv_geom_init(&g, args);
     if (st != CN_OK) return st;
     int64_t tasks = g.N * g.groups;
     if (tasks == 0 || g.Og == 0 || g.P == 0) return CN_OK;

@@ -23,18 +23,6 @@
 
 /* ---- shared pieces -------------------------------------------------------------------------- */
 
-static cn_status check_dtypes(const char *op, const cn_kernel_args *a) {
-    cn_dtype dt = a->out[0].dtype;
-    if (dt != CN_F32 && dt != CN_F64)
-        return cn_set_error(CN_ERR_DTYPE, op, "the CPU kernel takes f32 or f64, not %s",
-                            cn_dtype_name(dt));
-    for (int i = 0; i < a->n_in; i++)
-        if (a->in[i].dtype != dt)
-            return cn_set_error(CN_ERR_DTYPE, op, "input %d is %s but the gradient is %s", i,
-                                cn_dtype_name(a->in[i].dtype), cn_dtype_name(dt));
-    return CN_OK;
-}
-
 /* Chunks of (image, group) tasks: small GEMMs run side by side, a range of tasks per chunk;
  * big ones one after another (1 chunk), each split over the threads by cpu_gemm. */
 static int64_t task_chunks(int64_t tasks, double mnk) {
@@ -131,10 +119,8 @@ static void input_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
 cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
     const char *op = "conv2d_backward_input";
     const cn_view *gv = &args->in[0], *wv = &args->in[1], *ov = &args->out[0];
-    cn_status s = check_dtypes(op, args);
-    if (s != CN_OK) return s;
     cpu_conv_geom g;
-    s = cpu_conv_geom_init(&g, op, ov->shape, wv->shape, gv->shape, args->ints);
+    cn_status s = cpu_conv_geom_init(&g, args); /* dtypes: f32 or f64 (backend.c), all alike */
     if (s != CN_OK) return s;
     cn_dtype dt = ov->dtype;
     size_t es = cn_dtype_size(dt);
@@ -238,10 +224,8 @@ static void weight_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
 cn_status cpu_conv2d_backward_weight(const cn_kernel_args *args) {
     const char *op = "conv2d_backward_weight";
     const cn_view *gv = &args->in[0], *xv = &args->in[1], *ov = &args->out[0];
-    cn_status s = check_dtypes(op, args);
-    if (s != CN_OK) return s;
     cpu_conv_geom g;
-    s = cpu_conv_geom_init(&g, op, xv->shape, ov->shape, gv->shape, args->ints);
+    cn_status s = cpu_conv_geom_init(&g, args); /* dtypes: f32 or f64 (backend.c), all alike */
     if (s != CN_OK) return s;
     cn_dtype dt = ov->dtype;
     size_t es = cn_dtype_size(dt);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/backend_common.h"
 #include "core/philox.h"
 
 /* ---- f16 and bf16 ---------------------------------------------------------------------------- */
@@ -210,11 +211,9 @@ static int valid_dtype(cn_dtype dt) {
     return (int)dt >= 0 && dt < CN_DTYPE_COUNT;
 }
 
+/* A dtype outside the enum: a guard against a direct call (the router passes valid ones). */
 static cn_status bad_dtype(const cn_kernel_args *a, cn_dtype dt) {
-    return cn_set_error(CN_ERR_DTYPE, cn_op_name(a->op),
-                        "the cpu kernel got dtype %s, which it cannot produce or read; pass one "
-                        "of f32, f64, f16, bf16, i32, i64, u8, bool",
-                        cn_dtype_name(dt));
+    return cn__kernel_dtype_error("cpu", a->op, dt);
 }
 
 /* in[0] (src dtype, any strides) -> out[0] (dst dtype, any strides). Serves cast and copy. */
@@ -358,11 +357,7 @@ static void rand_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
  * numbers. */
 cn_status cpu_rand(const cn_kernel_args *a) {
     const cn_view *out = &a->out[0];
-    if (!is_float_dtype(out->dtype))
-        return cn_set_error(CN_ERR_DTYPE, cn_op_name(a->op),
-                            "random tensors must have a float dtype, got %s; generate f32 and "
-                            "cast with cn_cast",
-                            cn_dtype_name(out->dtype));
+    /* dtype: a float one (the op's kinds; the router checks) */
     if (a->n_ints < 2 || a->n_reals < 2)
         return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
                             "the kernel needs ints = (seed, offset) and two reals; call "

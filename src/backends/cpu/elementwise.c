@@ -1,9 +1,12 @@
 /* CPU elementwise kernels: unary, scalar, binary, comparison, logic and where.
  *
- * Each kernel checks the dtype, picks a row function for it and hands that to the strided
- * iterator (strided.c), which calls it on runs of elements (operand 0 is the output). A row
- * function switches on the op once per run, outside the element loop, and each loop has a dense
- * path over restrict pointers that the compiler can vectorise.
+ * Each kernel picks a row function for the dtype (the router has refused dtypes the backend does
+ * not declare for the op: backend.c) and hands it to the strided iterator (strided.c), which calls
+ * it on runs of elements (operand 0 is the output). A row function switches on the op once per
+ * run, outside the element loop, and each loop has a dense path over restrict pointers that the
+ * compiler can vectorise. The switch is the one place that knows an op: adding an elementwise op
+ * is its case there (and its row in backend.c). An op without a case is an error naming op and
+ * backend, found before anything is written (see run below), never another op's result.
  *
  * Integer arithmetic wraps (it is done in the unsigned type) rather than being undefined on
  * overflow. Float maximum/minimum propagate NaN. */
@@ -21,6 +24,7 @@
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_math.h"
 #include "cinder/ops.h" /* cn_gelu_approx */
+#include "core/backend_common.h"
 
 /* What a row function needs besides the data. */
 typedef struct ew_ctx {
@@ -29,7 +33,11 @@ typedef struct ew_ctx {
     double s0, s1;          /* the scalar (add/mul/pow_scalar) or lo, hi (clamp), for floats */
     int64_t i0, i1;         /* the same for integers, already saturated to the dtype's range */
     atomic_int *found_zero; /* integer div: set when a divisor is zero */
+    int *unknown;           /* set by a row function whose switch has no case for op */
 } ew_ctx;
+
+/* The default of every switch over ops below: no case for this op (run reports it). */
+#define UNKNOWN_OP(c) (*(c)->unknown = 1)
 
 /* ---- run loops -------------------------------------------------------------------------------- *
  * Used inside row functions, whose parameters are (char **ptrs, const int64_t *step, int64_t n,
@@ -139,18 +147,23 @@ static void int_range(cn_dtype dt, int64_t *lo, int64_t *hi) {
     }
 }
 
-static cn_status unsupported(const cn_kernel_args *a, cn_dtype dt) {
-    return cn_set_error(CN_ERR_DTYPE, cn_op_name(a->op),
-                        "the cpu kernel does not support dtype %s for this op; cast the input "
-                        "with cn_cast to a supported dtype (f32, f64, or i32/i64 where allowed)",
-                        cn_dtype_name(dt));
+static cn_status bad_dtype(const cn_kernel_args *a, cn_dtype dt) {
+    return cn__kernel_dtype_error("cpu", a->op, dt);
 }
 
-/* The kernel table pointed an op at a kernel that does not implement it. */
-static cn_status wrong_op(const cn_kernel_args *a, const char *kernel) {
-    return cn_set_error(CN_ERR_NO_KERNEL, cn_op_name(a->op),
-                        "%s does not implement this op; fix the cpu backend's kernel table",
-                        kernel);
+/* Runs fn over views (views[0] the output) with c, once fn has shown that it knows c->op: a call
+ * on no elements (null pointers, zero steps: no load, no store) reaches the op's case, or the
+ * switch's default, which marks the op unknown. */
+static cn_status run(const cn_kernel_args *a, const char *kernel, int nops,
+                     const cn_view *const *views, cpu_row_fn fn, ew_ctx *c) {
+    int unknown = 0;
+    char *none[CPU_ITER_MAX_OPS] = {0};
+    const int64_t zero[CPU_ITER_MAX_OPS] = {0};
+    c->unknown = &unknown;
+    fn(none, zero, 0, c);
+    if (unknown) return cn__kernel_op_error("cpu", kernel, a->op);
+    cpu_map(nops, views, fn, c);
+    return CN_OK;
 }
 
 /* ---- unary ----------------------------------------------------------------------------------- */
@@ -179,7 +192,7 @@ static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_SILU: MAP1(float, float, x * sigmoid_f32(x)); break;
     case CN_OP_GELU: MAP1(float, float, gelu_f32(x, c->gelu_tanh)); break;
     case CN_OP_ERF: MAP1(float, float, erff(x)); break;
-    default: break;
+    default: UNKNOWN_OP(c); break;
     }
 }
 
@@ -201,7 +214,7 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_SILU: MAP1(double, double, x * sigmoid_f64(x)); break;
     case CN_OP_GELU: MAP1(double, double, gelu_f64(x, c->gelu_tanh)); break;
     case CN_OP_ERF: MAP1(double, double, erf(x)); break;
-    default: break;
+    default: UNKNOWN_OP(c); break;
     }
 }
 
@@ -213,40 +226,27 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
         case CN_OP_NEG: MAP1(T, T, (T)((U)0 - (U)x)); break;                                   \
         case CN_OP_ABS: MAP1(T, T, x < 0 ? (T)((U)0 - (U)x) : x); break;                       \
         case CN_OP_RELU: MAP1(T, T, x < 0 ? (T)0 : x); break;                                  \
-        default: break;                                                                        \
+        default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
 DEFINE_UNARY_INT(unary_i32, int32_t, uint32_t)
 DEFINE_UNARY_INT(unary_i64, int64_t, uint64_t)
 
-static int is_int_unary(cn_op op) {
-    return op == CN_OP_NEG || op == CN_OP_ABS || op == CN_OP_RELU;
-}
-
-static int is_float_unary(cn_op op) {
-    return (op >= CN_OP_NEG && op <= CN_OP_GELU) || op == CN_OP_ERF;
-}
-
-/* in[0] -> out[0], same dtype. ints[0] = cn_gelu_approx for gelu. */
+/* in[0] -> out[0], same dtype. ints[0] = cn_gelu_approx for gelu. Integers: neg, abs, relu. */
 cn_status cpu_unary(const cn_kernel_args *a) {
-    if (!is_float_unary(a->op)) return wrong_op(a, "cpu_unary");
-    cn_dtype dt = a->in[0].dtype;
-    cpu_row_fn fn = NULL;
-    switch (dt) {
+    cpu_row_fn fn;
+    switch (a->in[0].dtype) {
     case CN_F32: fn = unary_f32; break;
     case CN_F64: fn = unary_f64; break;
-    case CN_I32: fn = is_int_unary(a->op) ? unary_i32 : NULL; break;
-    case CN_I64: fn = is_int_unary(a->op) ? unary_i64 : NULL; break;
-    default: break;
+    case CN_I32: fn = unary_i32; break;
+    case CN_I64: fn = unary_i64; break;
+    default: return bad_dtype(a, a->in[0].dtype);
     }
-    if (!fn || a->out[0].dtype != dt) return unsupported(a, dt);
-
     ew_ctx c = {.op = a->op};
     if (a->op == CN_OP_GELU) c.gelu_tanh = a->n_ints > 0 && a->ints[0] == CN_GELU_TANH;
     const cn_view *views[2] = {&a->out[0], &a->in[0]};
-    cpu_map(2, views, fn, &c);
-    return CN_OK;
+    return run(a, "cpu_unary", 2, views, fn, &c);
 }
 
 /* ---- with scalars ---------------------------------------------------------------------------- */
@@ -261,7 +261,7 @@ cn_status cpu_unary(const cn_kernel_args *a) {
         case CN_OP_MUL_SCALAR: MAP1(T, T, x * s); break;                                       \
         case CN_OP_POW_SCALAR: MAP1(T, T, POW(x, s)); break;                                   \
         case CN_OP_CLAMP: MAP1(T, T, x < lo ? lo : (x > hi ? hi : x)); break;                  \
-        default: break;                                                                        \
+        default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
@@ -277,7 +277,7 @@ DEFINE_SCALAR_FLOAT(scalar_f64, double, pow)
         case CN_OP_ADD_SCALAR: MAP1(T, T, (T)((U)x + (U)s)); break;                            \
         case CN_OP_MUL_SCALAR: MAP1(T, T, (T)((U)x * (U)s)); break;                            \
         case CN_OP_CLAMP: MAP1(T, T, x < lo ? lo : (x > hi ? hi : x)); break;                  \
-        default: break;                                                                        \
+        default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
@@ -288,13 +288,16 @@ DEFINE_SCALAR_INT(scalar_i64, int64_t, uint64_t)
  * Integers: the scalar is truncated toward zero; clamp keeps x within [ceil(lo), floor(hi)]
  * (the integers inside [lo, hi]); both saturate to the dtype's range. lo > hi gives hi. */
 cn_status cpu_scalar(const cn_kernel_args *a) {
-    if (a->op < CN_OP_ADD_SCALAR || a->op > CN_OP_CLAMP) return wrong_op(a, "cpu_scalar");
     cn_dtype dt = a->in[0].dtype;
-    int is_float = dt == CN_F32 || dt == CN_F64;
-    int is_int = dt == CN_I32 || dt == CN_I64;
+    cpu_row_fn fn;
+    switch (dt) {
+    case CN_F32: fn = scalar_f32; break;
+    case CN_F64: fn = scalar_f64; break;
+    case CN_I32: fn = scalar_i32; break;
+    case CN_I64: fn = scalar_i64; break;
+    default: return bad_dtype(a, dt);
+    }
     int need = a->op == CN_OP_CLAMP ? 2 : 1;
-    if (!(is_float || (is_int && a->op != CN_OP_POW_SCALAR)) || a->out[0].dtype != dt)
-        return unsupported(a, dt);
     if (a->n_reals < need)
         return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
                             "the kernel needs %d scalar argument(s) but got %d; call the op "
@@ -302,7 +305,7 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
                             need, a->n_reals);
 
     ew_ctx c = {.op = a->op, .s0 = a->reals[0], .s1 = need > 1 ? a->reals[1] : 0.0};
-    if (is_int) {
+    if (dt == CN_I32 || dt == CN_I64) {
         int64_t lo, hi;
         int_range(dt, &lo, &hi);
         if (a->op == CN_OP_CLAMP) {
@@ -312,19 +315,14 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
             c.i0 = to_int_sat(c.s0, lo, hi);
         }
     }
-    cpu_row_fn fn = dt == CN_F32   ? scalar_f32
-                    : dt == CN_F64 ? scalar_f64
-                    : dt == CN_I32 ? scalar_i32
-                                   : scalar_i64;
     const cn_view *views[2] = {&a->out[0], &a->in[0]};
-    cpu_map(2, views, fn, &c);
-    return CN_OK;
+    return run(a, "cpu_scalar", 2, views, fn, &c);
 }
 
 /* ---- binary ---------------------------------------------------------------------------------- */
 
-/* add sub mul div pow maximum minimum on a float type T; POW is powf or pow. */
-#define DEFINE_BINARY_FLOAT(NAME, T, POW)                                                      \
+/* The float binary ops on a float type T; POW is powf or pow, ATAN2 atan2f or atan2. */
+#define DEFINE_BINARY_FLOAT(NAME, T, POW, ATAN2)                                               \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
         switch (c->op) {                                                                       \
@@ -335,12 +333,13 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
         case CN_OP_POW: MAP2(T, T, T, POW(x, y)); break;                                       \
         case CN_OP_MAXIMUM: MAP2(T, T, T, (x != x || x > y) ? x : y); break;                   \
         case CN_OP_MINIMUM: MAP2(T, T, T, (x != x || x < y) ? x : y); break;                   \
-        default: break;                                                                        \
+        case CN_OP_ATAN2: MAP2(T, T, T, ATAN2(x, y)); break;                                   \
+        default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
-DEFINE_BINARY_FLOAT(binary_f32, float, powf)
-DEFINE_BINARY_FLOAT(binary_f64, double, pow)
+DEFINE_BINARY_FLOAT(binary_f32, float, powf, atan2f)
+DEFINE_BINARY_FLOAT(binary_f64, double, pow, atan2)
 
 /* add sub mul div maximum minimum on a signed integer type T with unsigned twin U. Division
  * truncates; the caller has checked for zero divisors; MIN / -1 wraps to MIN. */
@@ -354,7 +353,7 @@ DEFINE_BINARY_FLOAT(binary_f64, double, pow)
         case CN_OP_DIV: MAP2(T, T, T, y == -1 ? (T)((U)0 - (U)x) : (T)(x / y)); break;         \
         case CN_OP_MAXIMUM: MAP2(T, T, T, x > y ? x : y); break;                               \
         case CN_OP_MINIMUM: MAP2(T, T, T, x < y ? x : y); break;                               \
-        default: break;                                                                        \
+        default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
@@ -376,18 +375,15 @@ DEFINE_FIND_ZERO(find_zero_i64, int64_t)
 /* in[0] op in[1] -> out[0], all one dtype. Integer division checks every divisor before writing
  * anything, so a division by zero fails cleanly. */
 cn_status cpu_binary(const cn_kernel_args *a) {
-    if (a->op < CN_OP_ADD || a->op > CN_OP_MINIMUM) return wrong_op(a, "cpu_binary");
     cn_dtype dt = a->in[0].dtype;
-    if (a->in[1].dtype != dt || a->out[0].dtype != dt) return unsupported(a, a->in[1].dtype);
-    cpu_row_fn fn = NULL;
+    cpu_row_fn fn;
     switch (dt) {
     case CN_F32: fn = binary_f32; break;
     case CN_F64: fn = binary_f64; break;
-    case CN_I32: fn = a->op != CN_OP_POW ? binary_i32 : NULL; break;
-    case CN_I64: fn = a->op != CN_OP_POW ? binary_i64 : NULL; break;
-    default: break;
+    case CN_I32: fn = binary_i32; break;
+    case CN_I64: fn = binary_i64; break;
+    default: return bad_dtype(a, dt);
     }
-    if (!fn) return unsupported(a, dt);
 
     atomic_int found_zero = 0;
     ew_ctx c = {.op = a->op, .found_zero = &found_zero};
@@ -404,8 +400,7 @@ cn_status cpu_binary(const cn_kernel_args *a) {
                                 cn_dtype_name(dt));
     }
     const cn_view *views[3] = {&a->out[0], &a->in[0], &a->in[1]};
-    cpu_map(3, views, fn, &c);
-    return CN_OK;
+    return run(a, "cpu_binary", 3, views, fn, &c);
 }
 
 /* ---- comparisons and logic ------------------------------------------------------------------- */
@@ -421,7 +416,7 @@ cn_status cpu_binary(const cn_kernel_args *a) {
         case CN_OP_LE: MAP2(uint8_t, T, T, x <= y); break;                                     \
         case CN_OP_GT: MAP2(uint8_t, T, T, x > y); break;                                      \
         case CN_OP_GE: MAP2(uint8_t, T, T, x >= y); break;                                     \
-        default: break;                                                                        \
+        default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
@@ -433,9 +428,8 @@ DEFINE_COMPARE(compare_u8, uint8_t) /* u8 and bool */
 
 /* in[0] op in[1] -> out[0] bool; the inputs share a dtype. */
 cn_status cpu_compare(const cn_kernel_args *a) {
-    if (a->op < CN_OP_EQ || a->op > CN_OP_GE) return wrong_op(a, "cpu_compare");
     cn_dtype dt = a->in[0].dtype;
-    cpu_row_fn fn = NULL;
+    cpu_row_fn fn;
     switch (dt) {
     case CN_F32: fn = compare_f32; break;
     case CN_F64: fn = compare_f64; break;
@@ -443,41 +437,29 @@ cn_status cpu_compare(const cn_kernel_args *a) {
     case CN_I64: fn = compare_i64; break;
     case CN_U8:
     case CN_BOOL: fn = compare_u8; break;
-    default: break;
+    default: return bad_dtype(a, dt);
     }
-    if (!fn || a->in[1].dtype != dt || a->out[0].dtype != CN_BOOL) return unsupported(a, dt);
-
     ew_ctx c = {.op = a->op};
     const cn_view *views[3] = {&a->out[0], &a->in[0], &a->in[1]};
-    cpu_map(3, views, fn, &c);
-    return CN_OK;
+    return run(a, "cpu_compare", 3, views, fn, &c);
 }
 
-static void logical_binary(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
+static void logical_row(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
     const ew_ctx *c = ctx;
-    if (c->op == CN_OP_LOGICAL_AND)
-        MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) & (y != 0)));
-    else
-        MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) | (y != 0)));
-}
-
-static void logical_not(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
-    (void)ctx;
-    MAP1(uint8_t, uint8_t, (uint8_t)(x == 0));
+    switch (c->op) {
+    case CN_OP_LOGICAL_AND: MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) & (y != 0))); break;
+    case CN_OP_LOGICAL_OR: MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) | (y != 0))); break;
+    case CN_OP_LOGICAL_NOT: MAP1(uint8_t, uint8_t, (uint8_t)(x == 0)); break;
+    default: UNKNOWN_OP(c); break;
+    }
 }
 
 /* logical_and / logical_or: in[0], in[1] bool -> out[0] bool; logical_not: in[0] -> out[0]. */
 cn_status cpu_logical(const cn_kernel_args *a) {
-    if (a->op < CN_OP_LOGICAL_AND || a->op > CN_OP_LOGICAL_NOT) return wrong_op(a, "cpu_logical");
     int unary = a->op == CN_OP_LOGICAL_NOT;
-    for (int k = 0; k < (unary ? 1 : 2); k++)
-        if (a->in[k].dtype != CN_BOOL) return unsupported(a, a->in[k].dtype);
-    if (a->out[0].dtype != CN_BOOL) return unsupported(a, a->out[0].dtype);
-
     ew_ctx c = {.op = a->op};
     const cn_view *views[3] = {&a->out[0], &a->in[0], unary ? NULL : &a->in[1]};
-    cpu_map(unary ? 2 : 3, views, unary ? logical_not : logical_binary, &c);
-    return CN_OK;
+    return run(a, "cpu_logical", unary ? 2 : 3, views, logical_row, &c);
 }
 
 /* ---- where ----------------------------------------------------------------------------------- */
@@ -517,15 +499,13 @@ DEFINE_WHERE(where_64, uint64_t)
 /* in = (cond bool, a, b) -> out[0] of a's dtype. */
 cn_status cpu_where(const cn_kernel_args *a) {
     cn_dtype dt = a->in[1].dtype;
-    if (a->in[0].dtype != CN_BOOL) return unsupported(a, a->in[0].dtype);
-    if (a->in[2].dtype != dt || a->out[0].dtype != dt) return unsupported(a, a->in[2].dtype);
-    cpu_row_fn fn = NULL;
+    cpu_row_fn fn;
     switch (cn_dtype_size(dt)) {
     case 1: fn = where_8; break;
     case 2: fn = where_16; break;
     case 4: fn = where_32; break;
     case 8: fn = where_64; break;
-    default: return unsupported(a, dt);
+    default: return bad_dtype(a, dt);
     }
     const cn_view *views[4] = {&a->out[0], &a->in[0], &a->in[1], &a->in[2]};
     cpu_map(4, views, fn, NULL);

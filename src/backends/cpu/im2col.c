@@ -1,61 +1,32 @@
 /* im2col, col2im and weight packing for the CPU convolution kernels (see im2col.h). */
 #include "backends/cpu/im2col.h"
 
+#include "core/backend_common.h"
+
 #include <limits.h>
 #include <string.h>
 
 /* ---- geometry ------------------------------------------------------------------------------- */
 
-/* Output size along one spatial dim, as conv2d's router computes it; -1 when the window does not
- * fit. */
-static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
-    int64_t span, padded; /* checked sums: the geometry comes from the caller */
-    if (__builtin_mul_overflow(dil, k - 1, &span) || __builtin_add_overflow(span, 1, &span) ||
-        __builtin_mul_overflow(pad, 2, &padded) || __builtin_add_overflow(padded, in, &padded))
-        return -2;
-    if (padded < span) return -1;
-    return (padded - span) / stride + 1;
-}
-
-cn_status cpu_conv_geom_init(cpu_conv_geom *g, const char *op, const int64_t *x_shape,
-                             const int64_t *w_shape, const int64_t *out_shape,
-                             const int64_t *ints) {
+cn_status cpu_conv_geom_init(cpu_conv_geom *g, const cn_kernel_args *args) {
+    const cn_conv_geometry *c = cn__kernel_geometry("cpu", args);
+    if (!c) return CN_ERR_INVALID_ARG;
+    cn_dtype dt = args->out[0].dtype;
+    if (dt != CN_F32 && dt != CN_F64) /* unreachable through the router: dtypes[op] (backend.c) */
+        return cn__kernel_dtype_error("cpu", args->op, dt);
     *g = (cpu_conv_geom){
-        .N = x_shape[0], .C = x_shape[1], .H = x_shape[2], .W = x_shape[3],
-        .O = w_shape[0], .KH = w_shape[2], .KW = w_shape[3],
-        .OH = out_shape[2], .OW = out_shape[3],
-        .sh = ints[0], .sw = ints[1], .ph = ints[2], .pw = ints[3],
-        .dh = ints[4], .dw = ints[5], .groups = ints[6],
+        .N = c->n, .C = c->c, .H = c->h, .W = c->w,
+        .O = c->o, .KH = c->kh, .KW = c->kw,
+        .OH = c->oh, .OW = c->ow,
+        .sh = c->sh, .sw = c->sw, .ph = c->ph, .pw = c->pw,
+        .dh = c->dh, .dw = c->dw, .groups = c->groups,
+        .Cg = c->c / c->groups, .Og = c->o / c->groups,
     };
-    if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->groups < 1 || g->ph < 0 ||
-        g->pw < 0)
-        return cn_set_error(CN_ERR_INVALID_ARG, op,
-                            "stride (%lld, %lld), padding (%lld, %lld), dilation (%lld, %lld), "
-                            "groups %lld: the router must pass normalised values (stride, "
-                            "dilation, groups >= 1, padding >= 0)",
-                            (long long)g->sh, (long long)g->sw, (long long)g->ph,
-                            (long long)g->pw, (long long)g->dh, (long long)g->dw,
-                            (long long)g->groups);
-    g->Cg = w_shape[1];
-    g->Og = g->O / g->groups;
-    int64_t cg_groups = 0;
     /* sizes of empty tensors may be huge: the products saturate, and are then never used (the
-     * router runs no kernel for an empty output) or fail the checks below */
+     * router runs no kernel for an empty output, and the kernels stop at an empty operand) */
     if (__builtin_mul_overflow(g->Cg, g->KH, &g->K) || __builtin_mul_overflow(g->K, g->KW, &g->K))
         g->K = INT64_MAX;
     if (__builtin_mul_overflow(g->OH, g->OW, &g->P)) g->P = INT64_MAX;
-    if (__builtin_mul_overflow(g->Cg, g->groups, &cg_groups) || cg_groups != g->C ||
-        g->O % g->groups || out_shape[0] != g->N ||
-        out_shape[1] != g->O || g->OH != out_size(g->H, g->KH, g->sh, g->ph, g->dh) ||
-        g->OW != out_size(g->W, g->KW, g->sw, g->pw, g->dw))
-        return cn_set_error(CN_ERR_SHAPE, op,
-                            "input [%lld, %lld, %lld, %lld], weight [%lld, %lld, %lld, %lld] and "
-                            "output [%lld, %lld, %lld, %lld] with groups %lld do not describe one "
-                            "convolution",
-                            (long long)g->N, (long long)g->C, (long long)g->H, (long long)g->W,
-                            (long long)g->O, (long long)g->Cg, (long long)g->KH,
-                            (long long)g->KW, (long long)out_shape[0], (long long)out_shape[1],
-                            (long long)g->OH, (long long)g->OW, (long long)g->groups);
     return CN_OK;
 }
 

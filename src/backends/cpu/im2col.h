@@ -21,12 +21,10 @@ typedef struct cpu_conv_geom {
     int64_t Cg, Og, K;          /* per group: in channels, out channels, K = Cg*KH*KW */
 } cpu_conv_geom;
 
-/* Fills g from the input [N,C,H,W], weight [O,Cg,KH,KW] and output [N,O,OH,OW] shapes and
- * conv2d's 7 ints. Returns CN_ERR_INVALID_ARG / CN_ERR_SHAPE (error set, naming op) when the
- * ints or shapes do not describe one convolution, so that a kernel never indexes out of range. */
-cn_status cpu_conv_geom_init(cpu_conv_geom *g, const char *op, const int64_t *x_shape,
-                             const int64_t *w_shape, const int64_t *out_shape,
-                             const int64_t *ints);
+/* Fills g from the call's geometry (args->conv, computed and checked by the router) and the
+ * per-group sizes it implies. A call without one is CN_ERR_INVALID_ARG, an output dtype other
+ * than f32 or f64 CN_ERR_DTYPE (error set; both unreachable through the router). */
+cn_status cpu_conv_geom_init(cpu_conv_geom *g, const cn_kernel_args *args);
 
 /* col = im2col of one group of one image. x points at the group's channel 0; xs = the element
  * strides of x along C, H, W (any). col: dense [K, P]. */

@@ -10,29 +10,9 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/backend_common.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
-
-/* v itself, or for a 0-d view an equivalent [1] view, so loops always have an innermost dim. */
-static cn_view at_least_1d(const cn_view *v) {
-    cn_view r = *v;
-    if (r.ndim == 0) {
-        r.ndim = 1;
-        r.shape[0] = 1;
-        r.strides[0] = 0;
-    }
-    return r;
-}
-
-/* The element count; 0 as soon as any dim is 0 (the product of the other dims may not fit). */
-static int64_t view_numel(const cn_view *v) {
-    for (int d = 0; d < v->ndim; d++)
-        if (v->shape[d] == 0) return 0;
-    int64_t n = 1;
-    for (int d = 0; d < v->ndim; d++)
-        n *= v->shape[d];
-    return n;
-}
 
 static int is_int_dtype(cn_dtype dt) { return dt == CN_I64 || dt == CN_I32 || dt == CN_U8; }
 
@@ -92,9 +72,9 @@ static void find_bad_rows(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
 
 /* The row-major position of the first value of the int view idx outside [0, limit), or -1. */
 static int64_t first_bad_index(const cn_view *idx0, int64_t limit) {
-    cn_view v = at_least_1d(idx0);
+    cn_view v = cn__view_at_least_1d(idx0);
     int last = v.ndim - 1;
-    int64_t inner = v.shape[last], n = view_numel(&v);
+    int64_t inner = v.shape[last], n = cn__view_numel(&v);
     if (n == 0) return -1;
     bad_job j = {.v = &v, .limit = limit, .inner = inner, .step = v.strides[last]};
     atomic_init(&j.bad, INT64_MAX);
@@ -209,7 +189,7 @@ static void gather_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
 static void gather_rows(const cn_view *out, const cn_view *x, int dim, const int64_t *ip,
                         const int64_t *istr) {
     int nd = out->ndim, last = nd - 1;
-    int64_t inner = out->shape[last], n = view_numel(out);
+    int64_t inner = out->shape[last], n = cn__view_numel(out);
     if (n == 0) return;
     int64_t rows = n / inner;
     int64_t xs[CN_MAX_DIMS]; /* x's strides with dim removed: its coordinate comes from ip */
@@ -229,8 +209,8 @@ static void gather_rows(const cn_view *out, const cn_view *x, int dim, const int
 /* in = (x, index i64), ints[0] = dim; out has index's shape (sizes <= x's off dim):
  * out[i][j][k] = x[i][index[i][j][k]][k] for dim = 1. */
 cn_status cpu_gather(const cn_kernel_args *a) {
-    cn_view x = at_least_1d(&a->in[0]), idx = at_least_1d(&a->in[1]);
-    cn_view out = at_least_1d(&a->out[0]);
+    cn_view x = cn__view_at_least_1d(&a->in[0]), idx = cn__view_at_least_1d(&a->in[1]);
+    cn_view out = cn__view_at_least_1d(&a->out[0]);
     int dim = (int)a->ints[0];
     cn_status s = require_i64_index("gather", &idx);
     if (s) return s;
@@ -252,8 +232,8 @@ cn_status cpu_gather(const cn_kernel_args *a) {
 /* in = (x, index 1-D i64), ints[0] = dim; out = x's shape with dim of len(index):
  * out[..., i, ...] = x[..., index[i], ...]. */
 cn_status cpu_index_select(const cn_kernel_args *a) {
-    cn_view x = at_least_1d(&a->in[0]), idx = at_least_1d(&a->in[1]);
-    cn_view out = at_least_1d(&a->out[0]);
+    cn_view x = cn__view_at_least_1d(&a->in[0]), idx = cn__view_at_least_1d(&a->in[1]);
+    cn_view out = cn__view_at_least_1d(&a->out[0]);
     int dim = (int)a->ints[0];
     cn_status s = require_i64_index("index_select", &idx);
     if (s) return s;
@@ -341,17 +321,15 @@ static void scatter_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
  * src[p] added at p with coordinate dim replaced by index[p], for every position p of index. */
 cn_status cpu_scatter_add(const cn_kernel_args *a) {
     const cn_view *x0 = &a->in[0], *idx0 = &a->in[1];
-    cn_view x = at_least_1d(x0), idx = at_least_1d(idx0), src = at_least_1d(&a->in[2]);
-    cn_view out = at_least_1d(&a->out[0]);
+    cn_view x = cn__view_at_least_1d(x0), idx = cn__view_at_least_1d(idx0);
+    cn_view src = cn__view_at_least_1d(&a->in[2]);
+    cn_view out = cn__view_at_least_1d(&a->out[0]);
     int dim = (int)a->ints[0];
     cn_status s = require_i64_index("scatter_add", &idx);
     if (s) return s;
     cn_dtype dt = out.dtype;
-    if (dt != CN_F32 && dt != CN_F64 && dt != CN_I32 && dt != CN_I64)
-        return cn_set_error(CN_ERR_DTYPE, "scatter_add",
-                            "x has dtype %s; scatter_add supports f32, f64, i32 and i64: cast "
-                            "x and src with cn_cast",
-                            cn_dtype_name(dt));
+    if (dt != CN_F32 && dt != CN_F64 && dt != CN_I32 && dt != CN_I64) /* unreachable: dtypes */
+        return cn__kernel_dtype_error("cpu", a->op, dt);
     if (idx.ndim != x.ndim || src.ndim != x.ndim || out.ndim != x.ndim || dim < 0 || dim >= x.ndim)
         return cn_set_error(CN_ERR_SHAPE, "scatter_add",
                             "x, index and src must have the same number of dims");
@@ -373,7 +351,7 @@ cn_status cpu_scatter_add(const cn_kernel_args *a) {
 
     /* Positions that differ off dim write disjoint parts of out, so the outer loop runs in
      * parallel without races, and each inner loop adds in index order (deterministic). */
-    int64_t n = view_numel(&idx), len = idx.shape[dim];
+    int64_t n = cn__view_numel(&idx), len = idx.shape[dim];
     if (n == 0) return CN_OK;
     int64_t outer = n / len;
     int64_t os[CN_MAX_DIMS];
@@ -489,7 +467,7 @@ cn_status cpu_one_hot(const cn_kernel_args *a) {
     unsigned char one[8];
     one_bytes(out->dtype, one);
     const size_t es = cn_dtype_size(out->dtype);
-    const int64_t n = view_numel(idx), cs = out->strides[nd];
+    const int64_t n = cn__view_numel(idx), cs = out->strides[nd];
     const int64_t *st[2] = {idx->strides, out->strides};
     char *obase = (char *)out->data;
     one_hot_job j = {.nd = nd, .shape = idx->shape, .st = st, .cs = cs, .classes = classes,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/backend_common.h"
 #include "core/alloc.h"
 
 /* A product with at most this many multiply-adds is one GEMM call (cpu_gemm splits bigger ones
@@ -269,9 +270,7 @@ cn_status cpu_matmul(const cn_kernel_args *args) {
     const cn_view *av = &args->in[0], *bv = &args->in[1], *cv = &args->out[0];
     cn_dtype dt = cv->dtype;
     int nd = cv->ndim;
-    if (dt != CN_F32 && dt != CN_F64)
-        return cn_set_error(CN_ERR_DTYPE, "matmul", "the CPU kernel takes f32 or f64, not %s",
-                            cn_dtype_name(dt));
+    if (dt != CN_F32 && dt != CN_F64) return cn__kernel_dtype_error("cpu", args->op, dt);
     /* The router checked the shapes; a wrong call must still not index out of range. */
     int ok = nd >= 2 && av->ndim == nd && bv->ndim == nd && av->dtype == dt && bv->dtype == dt;
     for (int d = 0; ok && d < nd; d++) {

@@ -14,6 +14,7 @@
 #endif
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/backend_common.h"
 
 typedef struct sgd_ctx {
     double lr, momentum, dampening, weight_decay;
@@ -121,16 +122,11 @@ static void sgd_row_f64(char **ptrs, const int64_t *step, int64_t n, const void 
 /* ---- the kernel ------------------------------------------------------------------------------ */
 
 cn_status cpu_sgd_step(const cn_kernel_args *a) {
-    const char *op = cn_op_name(a->op);
     int has_buf = a->n_in == 3;
     /* the arity, the attributes and the in-place outputs are the router's (dispatch/ops_optim.c) */
-    cn_dtype dt = a->in[0].dtype;
-    for (int k = 0; k < a->n_in; k++)
-        if (a->in[k].dtype != dt || (dt != CN_F32 && dt != CN_F64))
-            return cn_set_error(CN_ERR_DTYPE, op,
-                                "the cpu kernel takes p, g and buf of one dtype, f32 or f64, but "
-                                "operand %d is %s; cast the parameter with cn_cast",
-                                k, cn_dtype_name(a->in[k].dtype));
+    cn_dtype dt = a->in[0].dtype; /* one for all operands (the router's) */
+    if (dt != CN_F32 && dt != CN_F64) /* unreachable through the router: dtypes[op] (backend.c) */
+        return cn__kernel_dtype_error("cpu", a->op, dt);
     sgd_ctx c = {.lr = a->reals[0],
                  .momentum = a->reals[1],
                  .dampening = a->reals[2],

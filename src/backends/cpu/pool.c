@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/backend_common.h"
 
 typedef struct pool_geom {
     int64_t H, W, OH, OW;
@@ -22,11 +23,6 @@ static void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64
     int64_t start = o * stride - pad, end = start + k;
     *lo = start < 0 ? 0 : start;
     *hi = end > size ? size : end;
-}
-
-/* Output size along one dim (floor mode); -1 when the window does not fit. */
-static int64_t pool_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
-    return in + 2 * pad < k ? -1 : (in + 2 * pad - k) / stride + 1;
 }
 
 #define DEFINE_POOL_PLANE(T, name)                                                              \
@@ -86,32 +82,17 @@ static void pool_planes(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
 cn_status cpu_pool2d(const cn_kernel_args *args) {
     const cn_view *xv = &args->in[0], *ov = &args->out[0];
     cn_dtype dt = ov->dtype;
-    const char *op = args->op == CN_OP_MAX_POOL2D ? "max_pool2d" : "avg_pool2d";
-    if (dt != CN_F32 && dt != CN_F64)
-        return cn_set_error(CN_ERR_DTYPE, op, "the CPU kernel takes f32 or f64, not %s",
-                            cn_dtype_name(dt));
+    const cn_conv_geometry *cg = cn__kernel_geometry("cpu", args);
+    if (!cg) return CN_ERR_INVALID_ARG;
+    if (ov->dtype != CN_F32 && ov->dtype != CN_F64) /* unreachable through the router (dtypes) */
+        return cn__kernel_dtype_error("cpu", args->op, ov->dtype);
     pool_geom g = {
-        .H = xv->shape[2], .W = xv->shape[3], .OH = ov->shape[2], .OW = ov->shape[3],
-        .KH = args->ints[0], .KW = args->ints[1], .sh = args->ints[2], .sw = args->ints[3],
-        .ph = args->ints[4], .pw = args->ints[5],
+        .H = cg->h, .W = cg->w, .OH = cg->oh, .OW = cg->ow,
+        .KH = cg->kh, .KW = cg->kw, .sh = cg->sh, .sw = cg->sw, .ph = cg->ph, .pw = cg->pw,
         .xs_h = xv->strides[2], .xs_w = xv->strides[3],
         .is_max = args->op == CN_OP_MAX_POOL2D,
     };
-    /* The router checked these; a wrong call must still not index out of range. */
-    if (g.KH < 1 || g.KW < 1 || g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 ||
-        g.ph > g.KH / 2 || g.pw > g.KW / 2 || ov->shape[0] != xv->shape[0] ||
-        ov->shape[1] != xv->shape[1] || g.OH != pool_out_size(g.H, g.KH, g.sh, g.ph) ||
-        g.OW != pool_out_size(g.W, g.KW, g.sw, g.pw))
-        return cn_set_error(CN_ERR_INVALID_ARG, op,
-                            "kernel (%lld, %lld), stride (%lld, %lld), padding (%lld, %lld) do "
-                            "not take input [%lld, %lld, %lld, %lld] to output [%lld, %lld, %lld, "
-                            "%lld]",
-                            (long long)g.KH, (long long)g.KW, (long long)g.sh, (long long)g.sw,
-                            (long long)g.ph, (long long)g.pw, (long long)xv->shape[0],
-                            (long long)xv->shape[1], (long long)g.H, (long long)g.W,
-                            (long long)ov->shape[0], (long long)ov->shape[1], (long long)g.OH,
-                            (long long)g.OW);
-    int64_t C = xv->shape[1], planes = xv->shape[0] * C, plane = g.OH * g.OW;
+    int64_t C = cg->c, planes = cg->n * C, plane = g.OH * g.OW;
     size_t es = cn_dtype_size(dt);
     double work = (double)planes * (double)plane * (double)(g.KH * g.KW);
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/backend_common.h"
 
 typedef struct pool_geom {
     int64_t H, W, OH, OW;
@@ -96,46 +97,6 @@ DEFINE_AVG_PLANE(float, avg_plane_f32)
 DEFINE_AVG_PLANE(double, avg_plane_f64)
 #undef DEFINE_AVG_PLANE
 
-/* Output size along one dim, as the pool's router computes it; -1 when the window does not fit. */
-static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
-    if (in + 2 * pad < k) return -1;
-    return (in + 2 * pad - k) / stride + 1;
-}
-
-/* The router's backward entries check nothing, so the kernel makes sure that the ints and shapes
- * describe one pooling before it indexes anything. */
-static cn_status check_args(const char *op, const cn_kernel_args *a, const pool_geom *p) {
-    const cn_view *gv = &a->in[0], *ov = &a->out[0];
-    cn_dtype dt = ov->dtype;
-    if (dt != CN_F32 && dt != CN_F64)
-        return cn_set_error(CN_ERR_DTYPE, op, "the CPU kernel takes f32 or f64, not %s",
-                            cn_dtype_name(dt));
-    for (int i = 0; i < a->n_in; i++)
-        if (a->in[i].dtype != dt)
-            return cn_set_error(CN_ERR_DTYPE, op, "input %d is %s but the gradient is %s", i,
-                                cn_dtype_name(a->in[i].dtype), cn_dtype_name(dt));
-    if (p->KH < 1 || p->KW < 1 || p->sh < 1 || p->sw < 1 || p->ph < 0 || p->pw < 0)
-        return cn_set_error(CN_ERR_INVALID_ARG, op,
-                            "kernel (%lld, %lld), stride (%lld, %lld), padding (%lld, %lld): the "
-                            "router must pass normalised values (kernel, stride >= 1)",
-                            (long long)p->KH, (long long)p->KW, (long long)p->sh,
-                            (long long)p->sw, (long long)p->ph, (long long)p->pw);
-    int same_x = a->n_in < 2 || memcmp(a->in[1].shape, ov->shape, 4 * sizeof(int64_t)) == 0;
-    if (gv->shape[0] != ov->shape[0] || gv->shape[1] != ov->shape[1] || !same_x ||
-        p->OH != out_size(p->H, p->KH, p->sh, p->ph) ||
-        p->OW != out_size(p->W, p->KW, p->sw, p->pw))
-        return cn_set_error(CN_ERR_SHAPE, op,
-                            "gradient [%lld, %lld, %lld, %lld] does not match input [%lld, %lld, "
-                            "%lld, %lld] pooled with kernel (%lld, %lld), stride (%lld, %lld), "
-                            "padding (%lld, %lld)",
-                            (long long)gv->shape[0], (long long)gv->shape[1], (long long)p->OH,
-                            (long long)p->OW, (long long)ov->shape[0], (long long)ov->shape[1],
-                            (long long)p->H, (long long)p->W, (long long)p->KH, (long long)p->KW,
-                            (long long)p->sh, (long long)p->sw, (long long)p->ph,
-                            (long long)p->pw);
-    return CN_OK;
-}
-
 typedef struct pool_back_job {
     const pool_geom *p;
     const cn_view *gv, *xv, *ov;
@@ -174,20 +135,20 @@ static void pool_back_planes(void *ctx, int64_t chunk, int64_t begin, int64_t en
 
 cn_status cpu_pool2d_backward(const cn_kernel_args *args) {
     int is_max = args->op == CN_OP_MAX_POOL2D_BACKWARD;
-    const char *op = is_max ? "max_pool2d_backward" : "avg_pool2d_backward";
     const cn_view *gv = &args->in[0], *xv = is_max ? &args->in[1] : NULL, *ov = &args->out[0];
+    const cn_conv_geometry *cg = cn__kernel_geometry("cpu", args);
+    if (!cg) return CN_ERR_INVALID_ARG;
+    if (ov->dtype != CN_F32 && ov->dtype != CN_F64) /* unreachable through the router (dtypes) */
+        return cn__kernel_dtype_error("cpu", args->op, ov->dtype);
     pool_geom p = {
-        .H = ov->shape[2], .W = ov->shape[3], .OH = gv->shape[2], .OW = gv->shape[3],
-        .KH = args->ints[0], .KW = args->ints[1], .sh = args->ints[2], .sw = args->ints[3],
-        .ph = args->ints[4], .pw = args->ints[5],
+        .H = cg->h, .W = cg->w, .OH = cg->oh, .OW = cg->ow,
+        .KH = cg->kh, .KW = cg->kw, .sh = cg->sh, .sw = cg->sw, .ph = cg->ph, .pw = cg->pw,
         .gs_h = gv->strides[2], .gs_w = gv->strides[3],
         .xs_h = xv ? xv->strides[2] : 0, .xs_w = xv ? xv->strides[3] : 0,
     };
-    cn_status s = check_args(op, args, &p);
-    if (s != CN_OK) return s;
     cn_dtype dt = ov->dtype;
     size_t es = cn_dtype_size(dt);
-    int64_t C = ov->shape[1], planes = ov->shape[0] * C, plane = p.H * p.W;
+    int64_t C = cg->c, planes = cg->n * C, plane = p.H * p.W;
     if (planes == 0 || plane == 0) return CN_OK;
     double work = (double)planes * (double)(p.OH * p.OW) * (double)(p.KH * p.KW);
 

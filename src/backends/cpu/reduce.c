@@ -38,6 +38,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_math.h"
+#include "core/backend_common.h"
 
 #define MAX_TILE 512   /* outputs per item */
 #define SPLIT_TILE 32  /* outputs per item when the reduced dim is split across threads */
@@ -513,15 +514,7 @@ typedef struct dims {
 /* Appends a dim, dropping size 1 and merging it into the previous dim when one stride steps
  * through both (the previous dim's stride is this one's times its size). */
 static void dims_push(dims *d, int64_t size, int64_t stride) {
-    if (size == 1) return;
-    if (d->nd > 0 && d->stride[d->nd - 1] == stride * size) {
-        d->shape[d->nd - 1] *= size;
-        d->stride[d->nd - 1] = stride;
-        return;
-    }
-    d->shape[d->nd] = size;
-    d->stride[d->nd] = stride;
-    d->nd++;
+    cn__dims_push(&d->nd, d->shape, d->stride, size, stride);
 }
 
 /* Removes the innermost dim into (*size, *stride): (1, 0) when there is none. */
@@ -609,7 +602,8 @@ static int is_extreme(cn_op op) {
     return op == CN_OP_MAX || op == CN_OP_MIN || op == CN_OP_ARGMAX || op == CN_OP_ARGMIN;
 }
 
-/* The op's passes and item function for dtype dt; NULL when the pair is not supported. */
+/* The op's passes and item function for dtype dt; NULL when the pair is not supported (r->p1
+ * stays P_NONE for an op without a case). */
 static item_fn reduce_setup(rctx *r, cn_dtype dt) {
     switch (r->op) {
     case CN_OP_SUM: r->p1 = P_SUM; break;
@@ -646,14 +640,9 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
     r->op = a->op;
     r->correction = a->op == CN_OP_VAR && a->n_ints > 1 ? a->ints[1] : 0;
     pl.fn = reduce_setup(r, x->dtype);
-    if (!pl.fn)
-        return cn_set_error(CN_ERR_DTYPE, name, "the CPU backend has no %s kernel for %s; cast "
-                            "the input to f32 or f64", name, cn_dtype_name(x->dtype));
-    int arg = a->op == CN_OP_ARGMAX || a->op == CN_OP_ARGMIN;
-    cn_dtype want = arg ? CN_I64 : x->dtype;
-    if (y->dtype != want)
-        return cn_set_error(CN_ERR_DTYPE, name, "output dtype is %s, expected %s",
-                            cn_dtype_name(y->dtype), cn_dtype_name(want));
+    if (!pl.fn) /* an op without a case, or a dtype outside the backend's dtypes[op] */
+        return r->p1 == P_NONE ? cn__kernel_op_error("cpu", "cpu_reduce", a->op)
+                               : cn__kernel_dtype_error("cpu", a->op, x->dtype);
     int dim = a->n_ints > 0 ? (int)a->ints[0] : 0;
     if (x->ndim > 0 && (dim < 0 || dim >= x->ndim))
         return cn_set_error(CN_ERR_INVALID_ARG, name, "dim %d is out of range for %d dims", dim,
@@ -861,9 +850,8 @@ static void softmax_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
 cn_status cpu_softmax(const cn_kernel_args *a) {
     const cn_view *x = &a->in[0], *y = &a->out[0];
     const char *name = cn_op_name(a->op);
-    if ((x->dtype != CN_F32 && x->dtype != CN_F64) || y->dtype != x->dtype)
-        return cn_set_error(CN_ERR_DTYPE, name, "the CPU backend has no %s kernel for %s; cast "
-                            "the input to f32 or f64", name, cn_dtype_name(x->dtype));
+    if (x->dtype != CN_F32 && x->dtype != CN_F64) /* unreachable through the router (dtypes) */
+        return cn__kernel_dtype_error("cpu", a->op, x->dtype);
     int dim = a->n_ints > 0 ? (int)a->ints[0] : 0;
     if (x->ndim > 0 && (dim < 0 || dim >= x->ndim))
         return cn_set_error(CN_ERR_INVALID_ARG, name, "dim %d is out of range for %d dims", dim,

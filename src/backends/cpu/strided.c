@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/backend_common.h"
 #include "core/dtype.h"
 
 /* The element count of the output's shape; *dense tells whether every operand is dense in
@@ -24,9 +25,7 @@ static int64_t count_dense(int nops, const cn_view *const *views, int *dense) {
 void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views) {
     const cn_view *out = views[0];
     it->nops = nops;
-    it->numel = 1;
-    for (int d = 0; d < out->ndim; d++) it->numel = out->shape[d] == 0 ? 0 : it->numel;
-    for (int d = 0; it->numel && d < out->ndim; d++) it->numel *= out->shape[d];
+    it->numel = cn__view_numel(out);
     for (int k = 0; k < nops; k++) it->base[k] = (char *)views[k]->data;
     if (it->numel == 0) { /* nothing to visit; other sizes may be huge, so do not merge them */
         it->ndim = 1;
@@ -45,29 +44,8 @@ void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views) {
         for (int k = 0; k < nops; k++) it->strides[k][0] = es[k];
         return;
     }
-    /* Drop size-1 dims, then merge dim d into d+1 when every operand steps through them as one. */
-    int nd = 0;
-    for (int d = 0; d < out->ndim; d++) {
-        if (out->shape[d] == 1) continue;
-        it->shape[nd] = out->shape[d];
-        for (int k = 0; k < nops; k++) it->strides[k][nd] = views[k]->strides[d] * es[k];
-        if (nd > 0) {
-            int mergeable = 1;
-            for (int k = 0; k < nops; k++)
-                if (it->strides[k][nd - 1] != it->strides[k][nd] * it->shape[nd]) mergeable = 0;
-            if (mergeable) {
-                it->shape[nd - 1] *= it->shape[nd];
-                for (int k = 0; k < nops; k++) it->strides[k][nd - 1] = it->strides[k][nd];
-                continue;
-            }
-        }
-        nd++;
-    }
-    if (nd == 0) { /* a scalar, or all dims of size 1 */
-        it->shape[0] = 1;
-        for (int k = 0; k < nops; k++) it->strides[k][0] = 0;
-        nd = 1;
-    }
+    /* drop size-1 dims and merge the dims every operand steps through as one */
+    int nd = cn__merge_dims(nops, views, es, it->shape, it->strides);
     it->ndim = nd;
 }
 

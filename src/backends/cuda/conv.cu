@@ -13,52 +13,28 @@
 #include <string.h>
 
 #include "backends/cuda/common.cuh"
+#include "core/backend_common.h"
 
 /* Scratch for the column matrices of one chunk of images. */
 #define CONV_COL_BUDGET ((size_t)256 << 20)
 
 /* ---- geometry ----------------------------------------------------------------------------------- */
 
-static int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
-    int64_t span = dil * (k - 1) + 1;
-    if (in + 2 * pad < span) return -1;
-    return (in + 2 * pad - span) / stride + 1;
-}
-
-extern "C" cn_status cu_conv_geom_init(cu_conv_geom *g, const char *op, const int64_t *x_shape,
-                                       const int64_t *w_shape, const int64_t *out_shape,
-                                       const int64_t *ints, int n_ints) {
+extern "C" cn_status cu_conv_geom_init(cu_conv_geom *g, const cn_kernel_args *a) {
     memset(g, 0, sizeof *g);
-    if (n_ints < 7)
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "the kernel needs conv2d's 7 ints (stride, "
-                            "padding, dilation, groups); call the op through cn_conv2d");
-    g->N = x_shape[0], g->C = x_shape[1], g->H = x_shape[2], g->W = x_shape[3];
-    g->O = w_shape[0], g->KH = w_shape[2], g->KW = w_shape[3];
-    g->OH = out_shape[2], g->OW = out_shape[3];
-    g->sh = ints[0], g->sw = ints[1], g->ph = ints[2], g->pw = ints[3];
-    g->dh = ints[4], g->dw = ints[5], g->groups = ints[6];
-    if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->groups < 1 || g->ph < 0 ||
-        g->pw < 0)
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "stride (%lld, %lld), padding (%lld, %lld), "
-                            "dilation (%lld, %lld), groups %lld: the router must pass normalised "
-                            "values (stride, dilation, groups >= 1, padding >= 0)",
-                            (long long)g->sh, (long long)g->sw, (long long)g->ph,
-                            (long long)g->pw, (long long)g->dh, (long long)g->dw,
-                            (long long)g->groups);
-    g->Cg = w_shape[1];
-    g->Og = g->O / g->groups;
-    g->K = g->Cg * g->KH * g->KW;
-    g->P = g->OH * g->OW;
-    if (g->Cg * g->groups != g->C || g->O % g->groups || out_shape[0] != g->N ||
-        out_shape[1] != g->O || g->OH != conv_out_size(g->H, g->KH, g->sh, g->ph, g->dh) ||
-        g->OW != conv_out_size(g->W, g->KW, g->sw, g->pw, g->dw))
-        return cn_set_error(CN_ERR_SHAPE, op, "input [%lld, %lld, %lld, %lld], weight [%lld, "
-                            "%lld, %lld, %lld] and output [%lld, %lld, %lld, %lld] with groups "
-                            "%lld do not describe one convolution",
-                            (long long)g->N, (long long)g->C, (long long)g->H, (long long)g->W,
-                            (long long)g->O, (long long)g->Cg, (long long)g->KH,
-                            (long long)g->KW, (long long)out_shape[0], (long long)out_shape[1],
-                            (long long)g->OH, (long long)g->OW, (long long)g->groups);
+    const cn_conv_geometry *c = cn__kernel_geometry("cuda", a);
+    if (!c) return CN_ERR_INVALID_ARG;
+    g->N = c->n, g->C = c->c, g->H = c->h, g->W = c->w;
+    g->O = c->o, g->KH = c->kh, g->KW = c->kw;
+    g->OH = c->oh, g->OW = c->ow;
+    g->sh = c->sh, g->sw = c->sw, g->ph = c->ph, g->pw = c->pw;
+    g->dh = c->dh, g->dw = c->dw, g->groups = c->groups;
+    g->Cg = c->c / c->groups;
+    g->Og = c->o / c->groups;
+    /* sizes of empty tensors may be huge: saturate (such products are never used) */
+    if (__builtin_mul_overflow(g->Cg, g->KH, &g->K) || __builtin_mul_overflow(g->K, g->KW, &g->K))
+        g->K = INT64_MAX;
+    if (__builtin_mul_overflow(g->OH, g->OW, &g->P)) g->P = INT64_MAX;
     return CN_OK;
 }
 
@@ -134,21 +110,6 @@ __global__ void bias_kernel(char *out, int64_t N, int64_t O, int64_t P, const ch
 
 /* ---- host helpers ------------------------------------------------------------------------------- */
 
-static int is_float_dt(cn_dtype dt) {
-    return dt == CN_F32 || dt == CN_F64 || dt == CN_F16 || dt == CN_BF16;
-}
-
-static cn_status check_dtypes(const char *op, const cn_kernel_args *a) {
-    cn_dtype dt = a->out[0].dtype;
-    if (!is_float_dt(dt))
-        return cn_set_error(CN_ERR_DTYPE, op, "the cuda kernel takes f32, f64, f16 or bf16, not "
-                            "%s", cn_dtype_name(dt));
-    for (int i = 0; i < a->n_in; i++)
-        if (a->in[i].dtype != dt)
-            return cn_set_error(CN_ERR_DTYPE, op, "input %d is %s but the output is %s", i,
-                                cn_dtype_name(a->in[i].dtype), cn_dtype_name(dt));
-    return CN_OK;
-}
 
 /* Non-zero when v is dense row-major (size-1 dims ignored). */
 static int is_dense(const cn_view *v) {
@@ -237,10 +198,8 @@ extern "C" cn_status cuda_conv2d(const cn_kernel_args *a) {
     const char *op = "conv2d";
     const cn_view *xv = &a->in[0], *wv = &a->in[1], *ov = &a->out[0];
     const cn_view *bv = a->n_in > 2 ? &a->in[2] : NULL;
-    cn_status s = check_dtypes(op, a);
-    if (s != CN_OK) return s;
-    cu_conv_geom g;
-    s = cu_conv_geom_init(&g, op, xv->shape, wv->shape, ov->shape, a->ints, a->n_ints);
+    cu_conv_geom g; /* dtypes: f32, f64, f16 or bf16 (backend.c), all alike */
+    cn_status s = cu_conv_geom_init(&g, a);
     if (s != CN_OK) return s;
     if (g.N * g.groups == 0 || g.Og == 0 || g.P == 0) return CN_OK;
     cu_dev *d = cu_device(op, a->device);
@@ -292,10 +251,8 @@ extern "C" cn_status cuda_conv2d(const cn_kernel_args *a) {
 extern "C" cn_status cuda_conv2d_backward_input(const cn_kernel_args *a) {
     const char *op = "conv2d_backward_input";
     const cn_view *gv = &a->in[0], *wv = &a->in[1], *ov = &a->out[0];
-    cn_status s = check_dtypes(op, a);
-    if (s != CN_OK) return s;
-    cu_conv_geom g;
-    s = cu_conv_geom_init(&g, op, ov->shape, wv->shape, gv->shape, a->ints, a->n_ints);
+    cu_conv_geom g; /* dtypes: f32, f64, f16 or bf16 (backend.c), all alike */
+    cn_status s = cu_conv_geom_init(&g, a);
     if (s != CN_OK) return s;
     int64_t plane = g.Cg * g.H * g.W;
     if (g.N * g.groups == 0 || plane == 0) return CN_OK;
@@ -357,10 +314,8 @@ extern "C" cn_status cuda_conv2d_backward_input(const cn_kernel_args *a) {
 extern "C" cn_status cuda_conv2d_backward_weight(const cn_kernel_args *a) {
     const char *op = "conv2d_backward_weight";
     const cn_view *gv = &a->in[0], *xv = &a->in[1], *ov = &a->out[0];
-    cn_status s = check_dtypes(op, a);
-    if (s != CN_OK) return s;
-    cu_conv_geom g;
-    s = cu_conv_geom_init(&g, op, xv->shape, ov->shape, gv->shape, a->ints, a->n_ints);
+    cu_conv_geom g; /* dtypes: f32, f64, f16 or bf16 (backend.c), all alike */
+    cn_status s = cu_conv_geom_init(&g, a);
     if (s != CN_OK) return s;
     int64_t numel = g.O * g.K;
     if (numel == 0) return CN_OK;

@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "backends/cuda/common.cuh"
+#include "core/backend_common.h"
 
 /* philox.h calls nextafter(double, -INFINITY), a float second argument. In C++ that picks
  * libstdc++'s host-only template nextafter<double, float> over the device function; this exact
@@ -108,11 +109,9 @@ extern "C" cn_status cu_copy_view(cu_dev *d, const char *op, const cn_view *dst,
 
 static int valid_dtype(cn_dtype dt) { return (int)dt >= 0 && dt < CN_DTYPE_COUNT; }
 
+/* A dtype outside the enum: a guard against a direct call (the router passes valid ones). */
 static cn_status bad_dtype(const cn_kernel_args *a, cn_dtype dt) {
-    return cn_set_error(CN_ERR_DTYPE, cn_op_name(a->op),
-                        "the cuda kernel got dtype %s, which it cannot produce or read; pass one "
-                        "of f32, f64, f16, bf16, i32, i64, u8, bool",
-                        cn_dtype_name(dt));
+    return cn__kernel_dtype_error("cuda", a->op, dt);
 }
 
 /* in[0] (src dtype, any strides) -> out[0] (dst dtype, any strides). Serves cast and copy. */

@@ -145,7 +145,8 @@ typedef struct cu_gemm_args {
 
 cn_status cu_gemm(cu_dev *d, const char *op, const cu_gemm_args *g);
 
-/* conv.cu: checks conv2d's ints and shapes like the CPU kernels do, and fills the geometry. */
+/* conv.cu: the geometry of a convolution call, from the router's (args->conv) and the per-group
+ * sizes it implies. */
 typedef struct cu_conv_geom {
     int64_t N, C, H, W;
     int64_t O, KH, KW;
@@ -154,9 +155,7 @@ typedef struct cu_conv_geom {
     int64_t Cg, Og, K;
 } cu_conv_geom;
 
-cn_status cu_conv_geom_init(cu_conv_geom *g, const char *op, const int64_t *x_shape,
-                            const int64_t *w_shape, const int64_t *out_shape,
-                            const int64_t *ints, int n_ints);
+cn_status cu_conv_geom_init(cu_conv_geom *g, const cn_kernel_args *a);
 
 /* conv.cu: out [N, O, OH, OW] (contiguous) += b[o] (b: [O], any stride). */
 cn_status cu_conv_add_bias(cu_dev *d, const char *op, const cu_conv_geom *g, const cn_view *out,

@@ -10,27 +10,9 @@
 #include <string.h>
 
 #include "backends/cuda/common.cuh"
+#include "core/backend_common.h"
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
-
-/* v itself, or for a 0-d view an equivalent [1] view. */
-static cn_view at_least_1d(const cn_view *v) {
-    cn_view r = *v;
-    if (r.ndim == 0) {
-        r.ndim = 1;
-        r.shape[0] = 1;
-        r.strides[0] = 0;
-    }
-    return r;
-}
-
-static int64_t view_numel(const cn_view *v) {
-    for (int d = 0; d < v->ndim; d++)
-        if (v->shape[d] == 0) return 0;
-    int64_t n = 1;
-    for (int d = 0; d < v->ndim; d++) n *= v->shape[d];
-    return n;
-}
 
 /* Records in *flag (as INT64_MAX - p, so that atomicMax keeps the lowest p) every position p of
  * the int view whose value lies outside [0, limit). */
@@ -47,8 +29,8 @@ __global__ void find_bad_index_kernel(const __grid_constant__ cu_nd v, const cha
 static cn_status first_bad_index(cu_dev *d, const char *op, const cn_view *idx0, int64_t limit,
                                  int64_t *bad) {
     *bad = -1;
-    cn_view v = at_least_1d(idx0);
-    int64_t n = view_numel(&v);
+    cn_view v = cn__view_at_least_1d(idx0);
+    int64_t n = cn__view_numel(&v);
     if (n == 0) return CN_OK;
     int64_t *flag;
     cn_status s = cu_scratch(d, op, sizeof *flag, (void **)&flag);
@@ -165,7 +147,7 @@ static cn_status launch_gather(cu_dev *d, const char *op, const cn_view *out, co
                                int dim, const cn_view *idx, const int64_t *istr) {
     gather_geom g;
     memset(&g, 0, sizeof g);
-    g.n = view_numel(out);
+    g.n = cn__view_numel(out);
     if (g.n == 0) return CN_OK;
     g.nd = out->ndim;
     g.dim = dim;
@@ -187,8 +169,8 @@ static cn_status launch_gather(cu_dev *d, const char *op, const cn_view *out, co
 /* in = (x, index i64), ints[0] = dim; out has index's shape. */
 extern "C" cn_status cuda_gather(const cn_kernel_args *a) {
     const char *op = "gather";
-    cn_view x = at_least_1d(&a->in[0]), idx = at_least_1d(&a->in[1]);
-    cn_view out = at_least_1d(&a->out[0]);
+    cn_view x = cn__view_at_least_1d(&a->in[0]), idx = cn__view_at_least_1d(&a->in[1]);
+    cn_view out = cn__view_at_least_1d(&a->out[0]);
     int dim = (int)a->ints[0];
     cn_status s = require_i64_index(op, &idx);
     if (s) return s;
@@ -210,8 +192,8 @@ extern "C" cn_status cuda_gather(const cn_kernel_args *a) {
 /* in = (x, index 1-D i64), ints[0] = dim: out[..., i, ...] = x[..., index[i], ...]. */
 extern "C" cn_status cuda_index_select(const cn_kernel_args *a) {
     const char *op = "index_select";
-    cn_view x = at_least_1d(&a->in[0]), idx = at_least_1d(&a->in[1]);
-    cn_view out = at_least_1d(&a->out[0]);
+    cn_view x = cn__view_at_least_1d(&a->in[0]), idx = cn__view_at_least_1d(&a->in[1]);
+    cn_view out = cn__view_at_least_1d(&a->out[0]);
     int dim = (int)a->ints[0];
     cn_status s = require_i64_index(op, &idx);
     if (s) return s;
@@ -279,8 +261,9 @@ __global__ void scatter_add_kernel(const __grid_constant__ scatter_geom g) {
 /* in = (x, index i64, src), ints[0] = dim; out = x with src added at the indexed positions. */
 extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
     const char *op = "scatter_add";
-    cn_view x = at_least_1d(&a->in[0]), idx = at_least_1d(&a->in[1]), src = at_least_1d(&a->in[2]);
-    cn_view out = at_least_1d(&a->out[0]);
+    cn_view x = cn__view_at_least_1d(&a->in[0]), idx = cn__view_at_least_1d(&a->in[1]);
+    cn_view src = cn__view_at_least_1d(&a->in[2]);
+    cn_view out = cn__view_at_least_1d(&a->out[0]);
     int dim = (int)a->ints[0];
     cn_status s = require_i64_index(op, &idx);
     if (s) return s;
@@ -309,7 +292,7 @@ extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
     s = cu_copy_view(d, op, &out, &x);
     if (s) return s;
 
-    int64_t n = view_numel(&idx);
+    int64_t n = cn__view_numel(&idx);
     if (n == 0) return CN_OK;
     scatter_geom g;
     memset(&g, 0, sizeof g);
@@ -399,15 +382,15 @@ extern "C" cn_status cuda_one_hot(const cn_kernel_args *a) {
         snprintf(bound, sizeof bound, "num_classes %lld", (long long)classes);
         return index_error(d, op, idx, bad, bound, classes, "raise num_classes or fix the labels");
     }
-    cn_view iv = at_least_1d(idx);
-    int64_t n = view_numel(&iv);
+    cn_view iv = cn__view_at_least_1d(idx);
+    int64_t n = cn__view_numel(&iv);
     if (n == 0 || classes == 0) return CN_OK;
     one_hot_geom g;
     memset(&g, 0, sizeof g);
     g.idx = cu_nd_of(&iv);
     cn_view ov = *out; /* its first nd dims (for a 0-d index, one dim of size 1) */
     ov.ndim = nd;
-    cn_view ov1 = at_least_1d(&ov);
+    cn_view ov1 = cn__view_at_least_1d(&ov);
     g.out = cu_nd_of(&ov1);
     g.classes = classes;
     g.cs = out->strides[nd];

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "backends/cuda/common.cuh"
+#include "core/backend_common.h"
 
 typedef struct pool_geom {
     int64_t N, C, H, W, OH, OW;
@@ -128,55 +129,14 @@ template <typename T> __global__ void pool_backward_kernel(const __grid_constant
 
 /* ---- host ------------------------------------------------------------------------------------- */
 
-static int is_float_dt(cn_dtype dt) {
-    return dt == CN_F32 || dt == CN_F64 || dt == CN_F16 || dt == CN_BF16;
-}
-
-static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
-    if (in + 2 * pad < k) return -1;
-    return (in + 2 * pad - k) / stride + 1;
-}
-
-/* The router's backward entries check nothing, so the ints and shapes are checked here before
- * anything is indexed (as the CPU kernel does). */
-static cn_status check_pool(const char *op, const cn_kernel_args *a, const pool_geom *p,
-                            const cn_view *big, const cn_view *small) {
-    cn_dtype dt = a->out[0].dtype;
-    if (!is_float_dt(dt))
-        return cn_set_error(CN_ERR_DTYPE, op, "the cuda kernel takes f32, f64, f16 or bf16, not "
-                            "%s", cn_dtype_name(dt));
-    for (int i = 0; i < a->n_in; i++)
-        if (a->in[i].dtype != dt)
-            return cn_set_error(CN_ERR_DTYPE, op, "input %d is %s but the output is %s", i,
-                                cn_dtype_name(a->in[i].dtype), cn_dtype_name(dt));
-    if (a->n_ints < 6 || p->KH < 1 || p->KW < 1 || p->sh < 1 || p->sw < 1 || p->ph < 0 ||
-        p->pw < 0)
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "kernel (%lld, %lld), stride (%lld, %lld), "
-                            "padding (%lld, %lld): the router must pass normalised values "
-                            "(kernel, stride >= 1)", (long long)p->KH, (long long)p->KW,
-                            (long long)p->sh, (long long)p->sw, (long long)p->ph,
-                            (long long)p->pw);
-    if (big->ndim != 4 || small->ndim != 4 || small->shape[0] != big->shape[0] ||
-        small->shape[1] != big->shape[1] || p->OH != out_size(p->H, p->KH, p->sh, p->ph) ||
-        p->OW != out_size(p->W, p->KW, p->sw, p->pw))
-        return cn_set_error(CN_ERR_SHAPE, op, "pooled [%lld, %lld, %lld, %lld] does not match "
-                            "input [%lld, %lld, %lld, %lld] with kernel (%lld, %lld), stride "
-                            "(%lld, %lld), padding (%lld, %lld)", (long long)small->shape[0],
-                            (long long)small->shape[1], (long long)p->OH, (long long)p->OW,
-                            (long long)big->shape[0], (long long)big->shape[1], (long long)p->H,
-                            (long long)p->W, (long long)p->KH, (long long)p->KW,
-                            (long long)p->sh, (long long)p->sw, (long long)p->ph,
-                            (long long)p->pw);
+/* The geometry of the call (the router's, args->conv) into p; CN_ERR_INVALID_ARG without one. */
+static cn_status geom_from(pool_geom *p, const cn_kernel_args *a) {
+    memset(p, 0, sizeof *p);
+    const cn_conv_geometry *c = cn__kernel_geometry("cuda", a);
+    if (!c) return CN_ERR_INVALID_ARG;
+    p->N = c->n, p->C = c->c, p->H = c->h, p->W = c->w, p->OH = c->oh, p->OW = c->ow;
+    p->KH = c->kh, p->KW = c->kw, p->sh = c->sh, p->sw = c->sw, p->ph = c->ph, p->pw = c->pw;
     return CN_OK;
-}
-
-static void geom_ints(pool_geom *p, const cn_kernel_args *a) {
-    p->KH = a->ints[0];
-    p->KW = a->ints[1];
-    p->sh = a->ints[2];
-    p->sw = a->ints[3];
-    p->ph = a->ints[4];
-    p->pw = a->ints[5];
 }
 
 #define LAUNCH_T(KERNEL, dt, n, p)                                                              \
@@ -187,16 +147,12 @@ static void geom_ints(pool_geom *p, const cn_kernel_args *a) {
             KERNEL<float><<<cu_blocks(n), CU_THREADS, 0, d->stream>>>(p);                       \
     } while (0)
 
-/* in = (x [N,C,H,W]); ints = kernel h, w, stride h, w, padding h, w; out [N,C,OH,OW]. */
+/* in = (x [N,C,H,W]); the geometry in args->conv; out [N,C,OH,OW]. */
 extern "C" cn_status cuda_pool2d(const cn_kernel_args *a) {
     const char *op = a->op == CN_OP_MAX_POOL2D ? "max_pool2d" : "avg_pool2d";
     const cn_view *xv = &a->in[0], *ov = &a->out[0];
-    pool_geom p;
-    memset(&p, 0, sizeof p);
-    if (a->n_ints >= 6) geom_ints(&p, a);
-    p.N = xv->shape[0], p.C = xv->shape[1], p.H = xv->shape[2], p.W = xv->shape[3];
-    p.OH = ov->shape[2], p.OW = ov->shape[3];
-    cn_status s = check_pool(op, a, &p, xv, ov);
+    pool_geom p; /* dtypes: f32, f64, f16 or bf16 (backend.c), all alike */
+    cn_status s = geom_from(&p, a);
     if (s != CN_OK) return s;
     int64_t total = p.N * p.C * p.OH * p.OW;
     if (total == 0) return CN_OK;
@@ -212,7 +168,8 @@ extern "C" cn_status cuda_pool2d(const cn_kernel_args *a) {
     return cu_check_launch(op, "pool_forward_kernel");
 }
 
-/* max: in = (g [N,C,OH,OW], x [N,C,H,W]); avg: in = (g); the pool's ints; out = x's gradient. */
+/* max: in = (g [N,C,OH,OW], x [N,C,H,W]); avg: in = (g); the geometry in args->conv; out = x's
+ * gradient. */
 extern "C" cn_status cuda_pool2d_backward(const cn_kernel_args *a) {
     int is_max = a->op == CN_OP_MAX_POOL2D_BACKWARD;
     const char *op = is_max ? "max_pool2d_backward" : "avg_pool2d_backward";
@@ -220,16 +177,9 @@ extern "C" cn_status cuda_pool2d_backward(const cn_kernel_args *a) {
     if (is_max && a->n_in < 2)
         return cn_set_error(CN_ERR_INVALID_ARG, op, "needs the gradient and the pooled input");
     const cn_view *xv = is_max ? &a->in[1] : NULL;
-    pool_geom p;
-    memset(&p, 0, sizeof p);
-    if (a->n_ints >= 6) geom_ints(&p, a);
-    p.N = ov->shape[0], p.C = ov->shape[1], p.H = ov->shape[2], p.W = ov->shape[3];
-    p.OH = gv->shape[2], p.OW = gv->shape[3];
-    cn_status s = check_pool(op, a, &p, ov, gv);
+    pool_geom p; /* dtypes: f32, f64, f16 or bf16 (backend.c), all alike */
+    cn_status s = geom_from(&p, a);
     if (s != CN_OK) return s;
-    if (xv && memcmp(xv->shape, ov->shape, 4 * sizeof(int64_t)) != 0)
-        return cn_set_error(CN_ERR_SHAPE, op, "the pooled input's shape differs from the "
-                            "gradient's output shape");
     int64_t total = p.N * p.C * p.H * p.W;
     if (total == 0) return CN_OK;
     for (int k = 0; k < 4; k++) {

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backends/cuda/common.cuh"
+#include "core/backend_common.h"
 
 /* ---- the accumulator algebra ------------------------------------------------------------------ */
 
@@ -263,15 +264,7 @@ __global__ void softmax_block_kernel(const __grid_constant__ red_geom g) {
 /* Appends a kept dim, dropping size 1 and merging it into the previous one when one stride steps
  * through both. */
 static void push_dim(red_geom *g, int64_t size, int64_t stride) {
-    if (size == 1) return;
-    if (g->nd > 0 && g->stride[g->nd - 1] == stride * size) {
-        g->shape[g->nd - 1] *= size;
-        g->stride[g->nd - 1] = stride;
-        return;
-    }
-    g->shape[g->nd] = size;
-    g->stride[g->nd] = stride;
-    g->nd++;
+    cn__dims_push(&g->nd, g->shape, g->stride, size, stride);
 }
 
 /* Fills the geometry of reducing x along dim; returns the element count of x. */
@@ -309,9 +302,9 @@ static int is_float_dt(cn_dtype dt) {
     return dt == CN_F32 || dt == CN_F64 || dt == CN_F16 || dt == CN_BF16;
 }
 
-static cn_status no_kernel(const char *name, cn_dtype dt) {
-    return cn_set_error(CN_ERR_DTYPE, name, "the cuda backend has no %s kernel for %s; cast the "
-                        "input to f32 or f64", name, cn_dtype_name(dt));
+/* A dtype outside the backend's dtypes[op] (backend.c): a guard against a direct call. */
+static cn_status no_kernel(cn_op op, cn_dtype dt) {
+    return cn__kernel_dtype_error("cuda", op, dt);
 }
 
 /* in[0]: any strides; ints[0] = dim, ints[1] = correction (var); out[0]: contiguous, the input's
@@ -330,16 +323,14 @@ extern "C" cn_status cuda_reduce(const cn_kernel_args *a) {
     case CN_OP_ARGMIN: p1 = P_ARGMIN; break;
     case CN_OP_VAR: p1 = P_SUM, p2 = P_SUMSQ; break;
     case CN_OP_LOGSUMEXP: p1 = P_MAX, p2 = P_SUMEXP; break;
-    default:
-        return cn_set_error(CN_ERR_NO_KERNEL, name, "cuda_reduce does not implement this op; "
-                            "fix the cuda backend's kernel table");
+    default: return cn__kernel_op_error("cuda", "cuda_reduce", a->op);
     }
     cn_dtype dt = x->dtype;
     int float_only = a->op == CN_OP_MEAN || a->op == CN_OP_VAR || a->op == CN_OP_LOGSUMEXP;
     int extreme = p1 == P_MAX || p1 == P_MIN || p1 == P_ARGMAX || p1 == P_ARGMIN;
     int is_int = dt == CN_I32 || dt == CN_I64 || dt == CN_U8;
     if (!(is_float_dt(dt) || (is_int && !float_only) || (dt == CN_BOOL && extreme && !p2)))
-        return no_kernel(name, dt);
+        return no_kernel(a->op, dt);
     int arg = a->op == CN_OP_ARGMAX || a->op == CN_OP_ARGMIN;
     cn_dtype want = arg ? CN_I64 : dt;
     if (y->dtype != want)
@@ -384,8 +375,7 @@ extern "C" cn_status cuda_softmax(const cn_kernel_args *a) {
     const cn_view *x = &a->in[0], *y = &a->out[0];
     const char *name = cn_op_name(a->op);
     if (a->op != CN_OP_SOFTMAX && a->op != CN_OP_LOG_SOFTMAX)
-        return cn_set_error(CN_ERR_NO_KERNEL, name, "cuda_softmax does not implement this op; "
-                            "fix the cuda backend's kernel table");
+        return cn__kernel_op_error("cuda", "cuda_softmax", a->op);
     if (!is_float_dt(x->dtype) || y->dtype != x->dtype)
         return cn_set_error(CN_ERR_DTYPE, name, "the cuda backend has no %s kernel for %s; cast "
                             "the input to a float dtype", name, cn_dtype_name(x->dtype));

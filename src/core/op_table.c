@@ -1,0 +1,181 @@
+/* The op table (op_table.h): one row per op. Read top to bottom it is the list of everything
+ * cinder computes; each row is all the router and the autodiff layer know of the op. */
+#include "core/op_table.h"
+
+#include "core/dtype.h"
+
+#define F CN_KINDS_FLOAT
+#define N CN_KINDS_NUMERIC
+#define B CN_KINDS_BOOL
+#define A CN_KINDS_ALL
+#define I CN_KINDS_INT
+#define IN0 CN__SAVE_IN(0)
+#define IN1 CN__SAVE_IN(1)
+#define OUT CN__SAVE_OUT
+
+/* Elementwise rows: memory-bound, so checkpointing recomputes instead of keeping them. */
+#define UNARY(nm, k, sv) {.name = nm, .family = CN__FAMILY_UNARY, .n_in = 1, .kinds = {k}, \
+                          .out = CN__OUT_INPUT, .saves = (sv), .differentiable = 1,          \
+                          .memory_bound = 1}
+#define BINARY(nm, k, sv) {.name = nm, .family = CN__FAMILY_BINARY, .n_in = 2, .kinds = {k, k}, \
+                           .out = CN__OUT_INPUT, .saves = (sv), .differentiable = 1,             \
+                           .memory_bound = 1}
+#define COMPARE(nm) {.name = nm, .family = CN__FAMILY_COMPARE, .n_in = 2, .kinds = {A, A}, \
+                     .out = CN__OUT_BOOL}
+#define REDUCE(nm, k, sv) {.name = nm, .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {k}, \
+                           .out = CN__OUT_INPUT, .n_ints = 1, .saves = (sv), .differentiable = 1}
+
+static const cn__op_decl table[CN__OP_ALL] = {
+    /* elementwise unary */
+    [CN_OP_NEG] = UNARY("neg", N, 0),
+    [CN_OP_ABS] = UNARY("abs", N, IN0),
+    [CN_OP_RELU] = UNARY("relu", N, OUT),
+    [CN_OP_EXP] = UNARY("exp", F, OUT),
+    [CN_OP_LOG] = UNARY("log", F, IN0),
+    [CN_OP_LOG1P] = UNARY("log1p", F, IN0),
+    [CN_OP_SQRT] = UNARY("sqrt", F, OUT),
+    [CN_OP_RSQRT] = UNARY("rsqrt", F, OUT),
+    [CN_OP_SIN] = UNARY("sin", F, IN0),
+    [CN_OP_COS] = UNARY("cos", F, IN0),
+    [CN_OP_TANH] = UNARY("tanh", F, OUT),
+    [CN_OP_SIGMOID] = UNARY("sigmoid", F, OUT),
+    [CN_OP_SILU] = UNARY("silu", F, IN0),
+    [CN_OP_GELU] = {.name = "gelu", .family = CN__FAMILY_UNARY, .n_in = 1, .kinds = {F},
+                    .out = CN__OUT_INPUT, .n_ints = 1, .saves = IN0, .differentiable = 1,
+                    .memory_bound = 1},
+    [CN_OP_ERF] = UNARY("erf", F, IN0),
+    /* elementwise with scalars: reals[0] the scalar; clamp: lo, hi */
+    [CN_OP_ADD_SCALAR] = {.name = "add_scalar", .family = CN__FAMILY_SCALAR, .n_in = 1,
+                          .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1, .differentiable = 1,
+                          .memory_bound = 1},
+    [CN_OP_MUL_SCALAR] = {.name = "mul_scalar", .family = CN__FAMILY_SCALAR, .n_in = 1,
+                          .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1, .differentiable = 1,
+                          .memory_bound = 1},
+    [CN_OP_POW_SCALAR] = {.name = "pow_scalar", .family = CN__FAMILY_SCALAR, .n_in = 1,
+                          .kinds = {F}, .out = CN__OUT_INPUT, .n_reals = 1, .saves = IN0,
+                          .differentiable = 1, .memory_bound = 1},
+    [CN_OP_CLAMP] = {.name = "clamp", .family = CN__FAMILY_SCALAR, .n_in = 1, .kinds = {N},
+                     .out = CN__OUT_INPUT, .n_reals = 2, .saves = IN0, .differentiable = 1,
+                     .memory_bound = 1},
+    /* elementwise binary */
+    [CN_OP_ADD] = BINARY("add", N, 0),
+    [CN_OP_SUB] = BINARY("sub", N, 0),
+    [CN_OP_MUL] = BINARY("mul", N, IN0 | IN1),
+    [CN_OP_DIV] = BINARY("div", N, IN0 | IN1),
+    [CN_OP_POW] = BINARY("pow", F, IN0 | IN1 | OUT),
+    [CN_OP_MAXIMUM] = BINARY("maximum", N, IN0 | IN1),
+    [CN_OP_MINIMUM] = BINARY("minimum", N, IN0 | IN1),
+    [CN_OP_ATAN2] = BINARY("atan2", F, IN0 | IN1),
+    /* comparisons and logic: no gradient (bool out) */
+    [CN_OP_EQ] = COMPARE("eq"),
+    [CN_OP_NE] = COMPARE("ne"),
+    [CN_OP_LT] = COMPARE("lt"),
+    [CN_OP_LE] = COMPARE("le"),
+    [CN_OP_GT] = COMPARE("gt"),
+    [CN_OP_GE] = COMPARE("ge"),
+    [CN_OP_LOGICAL_AND] = {.name = "logical_and", .family = CN__FAMILY_LOGIC, .n_in = 2,
+                           .kinds = {B, B}, .out = CN__OUT_BOOL},
+    [CN_OP_LOGICAL_OR] = {.name = "logical_or", .family = CN__FAMILY_LOGIC, .n_in = 2,
+                          .kinds = {B, B}, .out = CN__OUT_BOOL},
+    [CN_OP_LOGICAL_NOT] = {.name = "logical_not", .family = CN__FAMILY_LOGIC, .n_in = 1,
+                           .kinds = {B}, .out = CN__OUT_BOOL},
+    [CN_OP_WHERE] = {.name = "where", .family = CN__FAMILY_WHERE, .n_in = 3, .kinds = {B, A, A},
+                     .value_from = 1, .out = CN__OUT_INPUT, .saves = IN0, .differentiable = 1,
+                     .memory_bound = 1},
+    /* data movement and creation */
+    [CN_OP_CAST] = {.name = "cast", .family = CN__FAMILY_CONVERT, .n_in = 1, .kinds = {A},
+                    .out = CN__OUT_TARGET, .differentiable = 1, .memory_bound = 1},
+    [CN_OP_COPY] = {.name = "copy", .family = CN__FAMILY_CONVERT, .n_in = 1, .kinds = {A},
+                    .out = CN__OUT_INPUT, .differentiable = 1, .memory_bound = 1},
+    [CN_OP_FILL] = {.name = "fill", .family = CN__FAMILY_CREATE, .kinds = {A},
+                    .out = CN__OUT_TARGET, .n_reals = 1},
+    [CN_OP_RAND_UNIFORM] = {.name = "rand_uniform", .family = CN__FAMILY_CREATE, .kinds = {F},
+                            .out = CN__OUT_TARGET, .n_ints = 2, .n_reals = 2},
+    [CN_OP_RAND_NORMAL] = {.name = "rand_normal", .family = CN__FAMILY_CREATE, .kinds = {F},
+                           .out = CN__OUT_TARGET, .n_ints = 2, .n_reals = 2},
+    /* reductions over one dim (ints[0]); var: ints[1] = correction */
+    [CN_OP_SUM] = REDUCE("sum", N, 0),
+    [CN_OP_MEAN] = REDUCE("mean", F, 0),
+    [CN_OP_MAX] = REDUCE("max", N, IN0),
+    [CN_OP_MIN] = REDUCE("min", N, IN0),
+    [CN_OP_PROD] = REDUCE("prod", N, IN0 | OUT),
+    [CN_OP_ARGMAX] = {.name = "argmax", .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {N},
+                      .out = CN__OUT_I64, .n_ints = 1},
+    [CN_OP_ARGMIN] = {.name = "argmin", .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {N},
+                      .out = CN__OUT_I64, .n_ints = 1},
+    [CN_OP_VAR] = {.name = "var", .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {F},
+                   .out = CN__OUT_INPUT, .n_ints = 2, .saves = IN0, .differentiable = 1},
+    [CN_OP_LOGSUMEXP] = REDUCE("logsumexp", F, IN0 | OUT),
+    [CN_OP_SOFTMAX] = {.name = "softmax", .family = CN__FAMILY_SOFTMAX, .n_in = 1, .kinds = {F},
+                       .out = CN__OUT_INPUT, .n_ints = 1, .saves = OUT, .differentiable = 1},
+    [CN_OP_LOG_SOFTMAX] = {.name = "log_softmax", .family = CN__FAMILY_SOFTMAX, .n_in = 1,
+                           .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 1, .saves = OUT,
+                           .differentiable = 1},
+    /* linear algebra, indexing (index inputs are i64), convolution */
+    [CN_OP_MATMUL] = {.name = "matmul", .family = CN__FAMILY_MATMUL, .n_in = 2, .kinds = {F, F},
+                      .out = CN__OUT_INPUT, .saves = IN0 | IN1, .differentiable = 1},
+    [CN_OP_GATHER] = {.name = "gather", .family = CN__FAMILY_INDEX, .n_in = 2, .kinds = {N, I},
+                      .out = CN__OUT_INPUT, .n_ints = 1, .saves = IN1, .differentiable = 1},
+    [CN_OP_SCATTER_ADD] = {.name = "scatter_add", .family = CN__FAMILY_INDEX, .n_in = 3,
+                           .kinds = {N, I, N}, .out = CN__OUT_INPUT, .n_ints = 1, .saves = IN1,
+                           .differentiable = 1},
+    [CN_OP_INDEX_SELECT] = {.name = "index_select", .family = CN__FAMILY_INDEX, .n_in = 2,
+                            .kinds = {N, I}, .out = CN__OUT_INPUT, .n_ints = 1, .saves = IN1,
+                            .differentiable = 1},
+    [CN_OP_ONE_HOT] = {.name = "one_hot", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {I},
+                       .out = CN__OUT_TARGET, .n_ints = 1},
+    [CN_OP_CONV2D] = {.name = "conv2d", .family = CN__FAMILY_WINDOW, .n_in = 3,
+                      .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 7, .saves = IN0 | IN1,
+                      .differentiable = 1},
+    [CN_OP_MAX_POOL2D] = {.name = "max_pool2d", .family = CN__FAMILY_WINDOW, .n_in = 1,
+                          .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 6, .saves = IN0,
+                          .differentiable = 1},
+    [CN_OP_AVG_POOL2D] = {.name = "avg_pool2d", .family = CN__FAMILY_WINDOW, .n_in = 1,
+                          .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 6, .differentiable = 1},
+    /* kernels of backward formulas (their own gradients are not needed: no double backward) */
+    [CN_OP_CONV2D_BACKWARD_INPUT] = {.name = "conv2d_backward_input", .family = CN__FAMILY_GRAD,
+                                     .n_in = 2, .kinds = {F, F}, .out = CN__OUT_INPUT,
+                                     .n_ints = 7},
+    [CN_OP_CONV2D_BACKWARD_WEIGHT] = {.name = "conv2d_backward_weight",
+                                      .family = CN__FAMILY_GRAD, .n_in = 2, .kinds = {F, F},
+                                      .out = CN__OUT_INPUT, .n_ints = 7},
+    [CN_OP_MAX_POOL2D_BACKWARD] = {.name = "max_pool2d_backward", .family = CN__FAMILY_GRAD,
+                                   .n_in = 2, .kinds = {F, F}, .out = CN__OUT_INPUT, .n_ints = 6},
+    [CN_OP_AVG_POOL2D_BACKWARD] = {.name = "avg_pool2d_backward", .family = CN__FAMILY_GRAD,
+                                   .n_in = 1, .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 6},
+    /* in-place parameter updates (under no-grad) */
+    [CN_OP_SGD_STEP] = {.name = "sgd_step", .family = CN__FAMILY_OPTIM, .n_in = 3,
+                        .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 2, .n_reals = 4},
+    /* no kernel: views share the input's storage; cat copies through cn_copy_ */
+    [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
+                          .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,
+                          .memory_bound = 1},
+    [CN__OP_PERMUTE] = {.name = "permute", .family = CN__FAMILY_VIEW, .n_in = 1, .kinds = {A},
+                        .out = CN__OUT_INPUT, .n_ints = CN_MAX_DIMS, .differentiable = 1,
+                        .memory_bound = 1},
+    [CN__OP_SLICE] = {.name = "slice", .family = CN__FAMILY_VIEW, .n_in = 1, .kinds = {A},
+                      .out = CN__OUT_INPUT, .n_ints = 3, .differentiable = 1, .memory_bound = 1},
+    [CN__OP_VIEW] = {.name = "view", .family = CN__FAMILY_VIEW, .n_in = 1, .kinds = {A},
+                     .out = CN__OUT_INPUT, .differentiable = 1, .memory_bound = 1},
+    [CN__OP_EXPAND] = {.name = "expand", .family = CN__FAMILY_VIEW, .n_in = 1, .kinds = {A},
+                       .out = CN__OUT_INPUT, .differentiable = 1, .memory_bound = 1},
+    [CN__OP_CAT] = {.name = "cat", .family = CN__FAMILY_VIEW, .n_in = -1, .kinds = {A},
+                    .out = CN__OUT_INPUT, .n_ints = 1, .differentiable = 1},
+};
+
+const cn__op_decl *cn__op_decl_of(int op) {
+    if (op < 0 || op >= CN__OP_ALL || !table[op].name) return NULL;
+    return &table[op];
+}
+
+const char *cn_op_name(cn_op op) {
+    const cn__op_decl *d = cn__op_decl_of((int)op);
+    return d ? d->name : "unknown";
+}
+
+unsigned cn__kinds_dtypes(unsigned kinds) {
+    unsigned m = 0;
+    for (int dt = 0; dt < CN_DTYPE_COUNT; dt++)
+        if ((kinds >> cn__dtype_kind((cn_dtype)dt)) & 1u) m |= 1u << dt;
+    return m;
+}

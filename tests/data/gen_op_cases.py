@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""Writes tests/data/op_cases.inc: inputs and PyTorch's float64 results for every op of cinder's
+op table (src/core/op_table.c), the oracle of tests/test_op_table.c. Run by hand, from the
+repository root, with PyTorch from PyPI:
+
+    python3 -m venv /tmp/venv && /tmp/venv/bin/pip install torch
+    /tmp/venv/bin/python tests/data/gen_op_cases.py
+
+The suite never runs this script: the generated file is committed.
+
+Each case names its op (the op table's name) and a variant, its inputs (kind, shape, values),
+its attributes (ints and reals, which tests/test_op_table.c hands to the public call in the way
+the case's op says) and the expected output, computed by PyTorch in float64. Float inputs are
+float32-exact (so the test's f32 run sees the same values), except the "raw" ones of cast.
+Inputs keep to each op's smooth, safe domain so that the same values serve the test's gradient
+check by finite differences: positive where log, sqrt and pow's base need it, away from zero for
+divisors, prod, abs, relu and atan2's first argument, distinct values at least 0.03 apart where
+max, min, maximum, minimum, argmax and the max pool pick one (no ties), and clamp's bounds off
+the grid of those values (no kinks within the differences' step).
+
+Every value is written with 17 significant digits, so the C side reads back the very doubles.
+The random ops (rand_uniform, rand_normal) are not here: PyTorch's generator is not cinder's
+Philox stream, so the test checks their statistics instead.
+"""
+import os
+import zlib
+
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float64)
+
+
+def f32(t):
+    return t.float().double()
+
+
+class Gen:
+    """Deterministic values for one case: its own torch generator seeded from the case's name."""
+
+    def __init__(self, name):
+        self.g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+        self.distinct = None
+
+    def uniform(self, shape, lo, hi):
+        return lo + (hi - lo) * torch.rand(shape, generator=self.g)
+
+    def values(self, dom, shape):
+        n = 1
+        for d in shape:
+            n *= d
+        if isinstance(dom, list):  # literal values
+            assert len(dom) == n, (dom, shape)
+            return torch.tensor(dom, dtype=torch.float64).reshape(shape)
+        if dom == "u":  # uniform in [-1.5, 1.5]
+            return f32(self.uniform(shape, -1.5, 1.5))
+        if dom == "p":  # positive, [0.5, 2]
+            return f32(self.uniform(shape, 0.5, 2.0))
+        if dom == "a":  # away from zero: +-[0.5, 1.5]
+            sign = torch.where(torch.rand(shape, generator=self.g) < 0.5, -1.0, 1.0)
+            return f32(sign * self.uniform(shape, 0.5, 1.5))
+        if dom == "d":  # distinct magnitudes 0.15 + 0.03 k, random signs, shared by the case
+            if self.distinct is None:
+                self.distinct = torch.randperm(64, generator=self.g).tolist()
+            k = torch.tensor([self.distinct.pop() for _ in range(n)], dtype=torch.float64)
+            sign = torch.where(torch.rand(n, generator=self.g) < 0.5, -1.0, 1.0)
+            return f32(sign * (0.15 + 0.03 * k)).reshape(shape)
+        if dom == "k":  # eighths in [-1, 1]: exact, with ties (comparisons)
+            return torch.randint(-8, 9, shape, generator=self.g).double() / 8
+        if dom == "r":  # raw doubles in [-4, 4], not float32-exact (cast)
+            return self.uniform(shape, -4.0, 4.0)
+        if dom == "b":  # bools
+            return (torch.rand(shape, generator=self.g) < 0.5).double()
+        raise ValueError(dom)
+
+
+# (kind, shape, domain): kind f (float), i (i64), b (bool); domain as Gen.values.
+def Fl(shape, dom="u"):
+    return ("f", list(shape), dom)
+
+
+def In(shape, values):
+    return ("i", list(shape), values)
+
+
+def Bo(shape, dom="b"):
+    return ("b", list(shape), dom)
+
+
+CASES = []
+
+
+def case(op, variant, inputs, fn, ints=(), reals=(), eps=0.0, tol=0.0):
+    """fn(*tensors) -> the expected output (float64, int64 or bool tensor)."""
+    CASES.append(dict(op=op, variant=variant, inputs=inputs, fn=fn, ints=list(ints),
+                      reals=list(reals), eps=eps, tol=tol))
+
+
+# ---- elementwise unary -------------------------------------------------------------------------
+case("neg", "neg", [Fl([2, 3])], torch.neg)
+case("abs", "abs", [Fl([2, 3], "d")], torch.abs)
+case("relu", "relu", [Fl([2, 3], "d")], torch.relu)
+case("exp", "exp", [Fl([2, 3])], torch.exp)
+case("log", "log", [Fl([2, 3], "p")], torch.log)
+case("log1p", "log1p", [Fl([2, 3], "p")], torch.log1p)
+case("sqrt", "sqrt", [Fl([2, 3], "p")], torch.sqrt)
+case("rsqrt", "rsqrt", [Fl([2, 3], "p")], torch.rsqrt)
+case("sin", "sin", [Fl([2, 3])], torch.sin)
+case("cos", "cos", [Fl([2, 3])], torch.cos)
+case("tanh", "tanh", [Fl([2, 3])], torch.tanh)
+case("sigmoid", "sigmoid", [Fl([2, 3])], torch.sigmoid)
+case("silu", "silu", [Fl([2, 3])], F.silu)
+case("gelu", "gelu_erf", [Fl([2, 3])], lambda x: F.gelu(x), ints=[0])
+case("gelu", "gelu_tanh", [Fl([2, 3])], lambda x: F.gelu(x, approximate="tanh"), ints=[1])
+case("erf", "erf", [Fl([2, 3])], torch.erf)
+
+# ---- elementwise with scalars ------------------------------------------------------------------
+case("add_scalar", "add_scalar", [Fl([2, 3])], lambda x: x + 0.625, reals=[0.625])
+case("mul_scalar", "mul_scalar", [Fl([2, 3])], lambda x: x * -1.75, reals=[-1.75])
+case("pow_scalar", "pow_scalar", [Fl([2, 3], "p")], lambda x: x ** 2.5, reals=[2.5])
+# bounds off the 0.15 + 0.03 k grid of "d", so no value sits on a kink
+case("clamp", "clamp", [Fl([3, 4], "d")], lambda x: torch.clamp(x, -0.505, 0.615),
+     reals=[-0.505, 0.615])
+
+# ---- elementwise binary (b broadcast against a) ----------------------------------------------
+case("add", "add", [Fl([2, 3]), Fl([1, 3])], torch.add)
+case("sub", "sub", [Fl([2, 3]), Fl([2, 1])], torch.sub)
+case("mul", "mul", [Fl([2, 3]), Fl([3])], torch.mul)
+case("div", "div", [Fl([2, 3]), Fl([2, 1], "a")], torch.div)
+case("pow", "pow", [Fl([2, 3], "p"), Fl([3])], torch.pow)
+case("maximum", "maximum", [Fl([2, 3], "d"), Fl([3], "d")], torch.maximum)
+case("minimum", "minimum", [Fl([2, 3], "d"), Fl([2, 1], "d")], torch.minimum)
+# a away from zero: no point near the branch cut (a = 0, b < 0) or the origin
+case("atan2", "atan2", [Fl([2, 3], "a"), Fl([3])], torch.atan2)
+
+# ---- comparisons and logic (exact) -------------------------------------------------------------
+for name, fn in (("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le),
+                 ("gt", torch.gt), ("ge", torch.ge)):
+    case(name, name, [Fl([3, 4], "k"), Fl([4], "k")], fn)
+case("logical_and", "logical_and", [Bo([2, 4]), Bo([4])], torch.logical_and)
+case("logical_or", "logical_or", [Bo([2, 4]), Bo([4])], torch.logical_or)
+case("logical_not", "logical_not", [Bo([2, 4])], torch.logical_not)
+case("where", "where", [Bo([2, 3]), Fl([2, 3]), Fl([3])], torch.where)
+
+# ---- data movement and creation ----------------------------------------------------------------
+# cast to the other float dtype: the f64 run rounds raw doubles to f32 (nearest even); the f32 run
+# widens the same rounded values to f64. Its gradient is checked with f32's step and tolerance.
+case("cast", "cast_float", [Fl([2, 3], "r")], f32, eps=1e-3, tol=1e-3)
+case("cast", "cast_i64", [Fl([2, 4], "r")], lambda x: x.to(torch.int64))
+case("cast", "cast_bool", [Fl([2, 3], [0.0, 1.5, -0.0, -2.0, 0.25, 0.0])],
+     lambda x: x.to(torch.bool))
+# clone of a transposed (strided) input: a dense copy
+case("copy", "copy", [Fl([2, 3])], lambda x: x.t().clone())
+case("fill", "fill_float", [], lambda: torch.full([2, 3], 2.75), ints=[2, 3], reals=[2.75])
+case("fill", "fill_i64", [], lambda: torch.full([3, 2], -3, dtype=torch.int64), ints=[3, 2],
+     reals=[-3])
+
+# ---- reductions: ints = (dim, keepdim), or none for all elements ------------------------------
+for name, dom, fn_dim, fn_all in (
+    ("sum", "u", lambda x, d, k: x.sum(d, keepdim=k), torch.sum),
+    ("mean", "u", lambda x, d, k: x.mean(d, keepdim=k), torch.mean),
+    ("max", "d", lambda x, d, k: x.amax(d, keepdim=k), torch.max),
+    ("min", "d", lambda x, d, k: x.amin(d, keepdim=k), torch.min),
+    ("prod", "a", lambda x, d, k: x.prod(d, keepdim=k), torch.prod),
+    ("argmax", "d", lambda x, d, k: x.argmax(d, keepdim=k), torch.argmax),
+    ("argmin", "d", lambda x, d, k: x.argmin(d, keepdim=k), torch.argmin),
+    ("logsumexp", "u", lambda x, d, k: x.logsumexp(d, keepdim=k),
+     lambda x: x.logsumexp(list(range(x.dim())))),
+):
+    case(name, name + "_dim", [Fl([3, 4], dom)], lambda x, f=fn_dim: f(x, 0, True), ints=[0, 1])
+    case(name, name + "_dim_last", [Fl([3, 4], dom)], lambda x, f=fn_dim: f(x, -1, False),
+         ints=[-1, 0])
+    case(name, name + "_all", [Fl([3, 4], dom)], fn_all)
+# var: ints = (correction) for all elements, (correction, dim, keepdim) over a dim
+case("var", "var_dim", [Fl([3, 4])], lambda x: x.var(1, correction=1, keepdim=True),
+     ints=[1, 1, 1])
+case("var", "var_all", [Fl([3, 4])], lambda x: x.var(correction=0), ints=[0])
+case("softmax", "softmax", [Fl([3, 4])], lambda x: torch.softmax(x, 0), ints=[0])
+case("log_softmax", "log_softmax", [Fl([3, 4])], lambda x: torch.log_softmax(x, -1), ints=[-1])
+
+# ---- linear algebra, indexing ------------------------------------------------------------------
+case("matmul", "matmul", [Fl([2, 3]), Fl([3, 4])], torch.matmul)
+case("matmul", "matmul_batched", [Fl([2, 2, 3]), Fl([3, 2])], torch.matmul)
+GATHER_INDEX = [2, 0, 1, 2, 0, 0, 2, 1]  # [2, 4], repeats: gradients accumulate
+case("gather", "gather", [Fl([3, 4]), In([2, 4], GATHER_INDEX)],
+     lambda x, i: torch.gather(x, 0, i), ints=[0])
+case("scatter_add", "scatter_add", [Fl([3, 4]), In([2, 4], GATHER_INDEX), Fl([2, 4])],
+     lambda x, i, s: torch.scatter_add(x, 0, i, s), ints=[0])
+case("index_select", "index_select", [Fl([4, 3]), In([5], [3, 0, 3, 1, 2])],
+     lambda x, i: torch.index_select(x, 0, i), ints=[0])
+case("index_select", "index_select_dim1", [Fl([2, 4]), In([3], [1, 1, 3])],
+     lambda x, i: torch.index_select(x, 1, i), ints=[1])
+case("one_hot", "one_hot", [In([2, 3], [0, 4, 2, 2, 1, 3])], lambda i: F.one_hot(i, 5),
+     ints=[5])
+
+# ---- convolution and pooling: conv ints = stride h, w, padding h, w, dilation h, w, groups;
+# pool ints = kernel h, w, stride h, w, padding h, w ------------------------------------------
+CONV_A = [2, 1, 1, 1, 1, 2, 2]  # stride (2, 1), padding (1, 1), dilation (1, 2), groups 2
+CONV_B = [1, 1, 0, 0, 1, 1, 1]
+
+
+def conv(x, w, b=None, p=CONV_A):
+    return F.conv2d(x, w, b, stride=p[0:2], padding=p[2:4], dilation=p[4:6], groups=p[6])
+
+
+case("conv2d", "conv2d_groups_bias", [Fl([2, 2, 5, 6]), Fl([4, 1, 3, 3]), Fl([4])], conv,
+     ints=CONV_A)
+case("conv2d", "conv2d_plain", [Fl([1, 2, 4, 4]), Fl([3, 2, 2, 2])],
+     lambda x, w: conv(x, w, None, CONV_B), ints=CONV_B)
+POOL_A = [3, 2, 2, 1, 1, 1]  # kernel (3, 2), stride (2, 1), padding (1, 1): windows overlap
+
+
+def pool(f, p):
+    return lambda x: f(x, kernel_size=p[0:2], stride=p[2:4], padding=p[4:6])
+
+
+case("max_pool2d", "max_pool2d", [Fl([1, 2, 5, 4], "d")], pool(F.max_pool2d, POOL_A),
+     ints=POOL_A)
+case("avg_pool2d", "avg_pool2d", [Fl([1, 2, 5, 4])], pool(F.avg_pool2d, POOL_A), ints=POOL_A)
+
+# ---- the backward kernels: ints = the other tensor's shape, then the op's ints ----------------
+X_A, W_A = [2, 2, 5, 6], [4, 1, 3, 3]
+G_A = list(conv(torch.zeros(X_A), torch.zeros(W_A)).shape)
+case("conv2d_backward_input", "conv2d_backward_input", [Fl(G_A), Fl(W_A)],
+     lambda g, w: torch.nn.grad.conv2d_input(X_A, w, g, stride=CONV_A[0:2], padding=CONV_A[2:4],
+                                             dilation=CONV_A[4:6], groups=CONV_A[6]),
+     ints=X_A + CONV_A)
+case("conv2d_backward_weight", "conv2d_backward_weight", [Fl(G_A), Fl(X_A)],
+     lambda g, x: torch.nn.grad.conv2d_weight(x, W_A, g, stride=CONV_A[0:2],
+                                              padding=CONV_A[2:4], dilation=CONV_A[4:6],
+                                              groups=CONV_A[6]),
+     ints=W_A + CONV_A)
+P_X = [1, 2, 5, 4]
+P_G = list(pool(F.avg_pool2d, POOL_A)(torch.zeros(P_X)).shape)
+
+
+def pool_backward(f, g, x):
+    x = x.clone().requires_grad_(True)
+    pool(f, POOL_A)(x).backward(g)
+    return x.grad
+
+
+case("max_pool2d_backward", "max_pool2d_backward", [Fl(P_G), Fl(P_X, "d")],
+     lambda g, x: pool_backward(F.max_pool2d, g, x), ints=POOL_A)
+case("avg_pool2d_backward", "avg_pool2d_backward", [Fl(P_G)],
+     lambda g: pool_backward(F.avg_pool2d, g, torch.zeros(P_X)), ints=P_X + POOL_A)
+
+
+# ---- sgd_step: two steps of torch.optim.SGD on p with gradients g1 then g2 ------------------
+# reals = lr, momentum, dampening, weight_decay; ints = nesterov
+def sgd(lr, momentum, dampening, weight_decay, nesterov):
+    def run(p, g1, g2):
+        p = p.clone().requires_grad_(True)
+        opt = torch.optim.SGD([p], lr=lr, momentum=momentum, dampening=dampening,
+                              weight_decay=weight_decay, nesterov=bool(nesterov))
+        for g in (g1, g2):
+            p.grad = g.clone()
+            opt.step()
+        return p.detach()
+    return run
+
+
+for variant, hyper in (("sgd_nesterov", (0.1, 0.9, 0.0, 0.01, 1)),
+                       ("sgd_dampening", (0.05, 0.8, 0.3, 0.0, 0)),
+                       ("sgd_plain", (0.2, 0.0, 0.0, 0.1, 0))):
+    case("sgd_step", variant, [Fl([2, 3]), Fl([2, 3]), Fl([2, 3])], sgd(*hyper),
+         ints=[hyper[4]], reals=hyper[:4])
+
+# ---- views and cat -----------------------------------------------------------------------------
+case("transpose", "transpose", [Fl([2, 3, 4])], lambda x: x.transpose(0, 2), ints=[0, 2])
+case("permute", "permute", [Fl([2, 3, 4])], lambda x: x.permute(2, 0, 1), ints=[2, 0, 1])
+# ints = dim, start, end, step
+case("slice", "slice", [Fl([5, 4])], lambda x: x[1:5:2], ints=[0, 1, 5, 2])
+case("slice", "slice_last", [Fl([3, 5])], lambda x: x[:, -4:4], ints=[1, -4, 4, 1])
+case("view", "reshape", [Fl([2, 3, 4])], lambda x: x.reshape(4, 6), ints=[4, 6])
+case("expand", "expand", [Fl([3, 1])], lambda x: x.expand(2, 3, 4), ints=[2, 3, 4])
+case("cat", "cat", [Fl([2, 1]), Fl([2, 3]), Fl([2, 2])], lambda *t: torch.cat(t, 1), ints=[1])
+case("cat", "cat_dim0", [Fl([1, 3]), Fl([2, 3])], lambda *t: torch.cat(t, 0), ints=[0])
+
+
+# ---- output ------------------------------------------------------------------------------------
+def kind_of(t):
+    if t.dtype == torch.bool:
+        return "b"
+    if t.dtype == torch.int64:
+        return "i"
+    assert t.dtype == torch.float64, t.dtype
+    return "f"
+
+
+def num(v):
+    v = float(v)
+    if v == 0:
+        return "-0.0" if str(v).startswith("-") else "0.0"
+    return "%.17g" % v
+
+
+def ints_list(v):
+    return "{" + ", ".join(str(int(x)) for x in v) + "}" if v else "{0}"
+
+
+def doubles(v):
+    flat = [num(x) for x in v.reshape(-1).tolist()]
+    lines, line = [], "   "
+    for s in flat:
+        if len(line) + len(s) + 2 > 100:
+            lines.append(line)
+            line = "   "
+        line += " " + s + ","
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def main():
+    out = []
+    arrays = []
+    names = set()
+    for c in CASES:
+        assert c["variant"] not in names, c["variant"]
+        names.add(c["variant"])
+        gen = Gen(c["variant"])
+        tensors, descs = [], []
+        for i, (kind, shape, dom) in enumerate(c["inputs"]):
+            v = gen.values(dom, shape)
+            if kind == "i":
+                t = v.to(torch.int64)
+            elif kind == "b":
+                t = v != 0
+            else:
+                t = v
+            tensors.append(t)
+            arr = "oc_%s_in%d" % (c["variant"], i)
+            arrays.append("static const double %s[] = {\n%s\n};" % (arr, doubles(v)))
+            descs.append("{'%s', %d, %s, %s}" % (kind, len(shape), ints_list(shape), arr))
+        y = c["fn"](*tensors)
+        if y.dtype == torch.float32:
+            y = y.double()
+        arr = "oc_%s_out" % c["variant"]
+        arrays.append("static const double %s[] = {\n%s\n};" % (arr, doubles(y.double())))
+        out.append(
+            '    {"%s", "%s", %d, {%s},\n'
+            '     %d, %s, %d, {%s}, %s, %s,\n'
+            "     {'%s', %d, %s, %s}},"
+            % (c["op"], c["variant"], len(descs), ", ".join(descs) if descs else "{0}",
+               len(c["ints"]), ints_list(c["ints"]), len(c["reals"]),
+               ", ".join(num(r) for r in c["reals"]) if c["reals"] else "0",
+               num(c["eps"]), num(c["tol"]), kind_of(y), y.dim(), ints_list(list(y.shape)),
+               arr))
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_cases.inc")
+    with open(path, "w") as f:
+        f.write("/* Generated by tests/data/gen_op_cases.py with PyTorch %s: inputs and float64\n"
+                " * results of every op case of tests/test_op_table.c. Do not edit; run the script"
+                " again. */\n" % torch.__version__)
+        f.write("\n".join(arrays))
+        f.write("\n\nstatic const oc_data oc_cases[] = {\n")
+        f.write("\n".join(out))
+        f.write("\n};\n")
+    print("wrote %d cases to %s" % (len(CASES), path))
+
+
+if __name__ == "__main__":
+    main()

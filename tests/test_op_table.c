@@ -1,0 +1,887 @@
+/* Tests from the op table: every op of src/core/op_table.c, on every backend present, against
+ * values PyTorch computed, and with its gradient checked by finite differences (as ggml's
+ * test-backend-ops does for every op on every backend).
+ *
+ * The walk. For every op number in [0, CN__OP_ALL) the test requires a row in the op table, an
+ * entry in `ops` below (how to call the op through its public entry, or the internal one of a
+ * backward kernel) and reference values in tests/data/op_cases.inc (written by
+ * tests/data/gen_op_cases.py); an op the table marks differentiable must also have a gradient
+ * formula (ad_has_formula) and a case whose gradient is checked. Adding an op without them fails
+ * here, naming the op and the file to change. Every backend registered (the CPU, and CUDA when its
+ * module loads, with or without a device) must have a kernel for every op that has one.
+ *
+ * Forward. Each case of op_cases.inc gives the inputs (a few elements, float32-exact floats in
+ * each op's safe domain), the attributes and PyTorch's float64 result. The op runs in f64 and
+ * must match within 1e-12 (relative above 1, absolute below); it runs again with its float
+ * inputs in f32 and must match within 1e-5; integer and bool results must match exactly.
+ *
+ * Gradient. For a differentiable op, each case with float inputs and a float output runs on the
+ * autodiff device over the backend, in f64: L = sum(y * R) with fixed R ((k + 1/2) / 8, exact
+ * in f32), and cn_backward's dL/dx of every float input must equal the central difference
+ *     (L(x[j] + eps) - L(x[j] - eps)) / (2 eps)
+ * computed with forward ops only on the concrete device, within tol (1 + |numeric|); eps = 1e-6
+ * and tol = 1e-6 unless the case says otherwise (the cast to f32 uses f32's 1e-3). In f64 the
+ * difference is off by ~eps^2 |L'''| + 1e-16 |L| / eps, about 1e-10 here, while a wrong formula
+ * is off by the size of the gradient. The inputs keep away from kinks and domain edges by more
+ * than eps (gen_op_cases.py), so each function is smooth where it is differenced.
+ *
+ * The random ops cannot match PyTorch's generator (cinder's is a Philox stream of its own), so
+ * they are checked against statistics instead: range, mean, variance and a histogram (uniform),
+ * or mean, variance and the mass within one standard deviation (normal), each within five
+ * standard errors of the exact value for 4096 samples; the same seed must give the same values
+ * and another seed others; and another backend must draw the CPU's very numbers.
+ *
+ * CUDA runs when its module loads and sees a device; otherwise that part prints that it skipped
+ * (the CPU part still runs, and the kernel-completeness check covers a module that loads without
+ * a device). */
+#include <stdint.h>
+
+#include "harness.h"
+
+#include "autodiff/autodiff_internal.h" /* ad_has_formula */
+#include "core/op_table.h"
+#include "dispatch/backward_ops.h" /* the backward kernels' entries, cn__erf */
+
+/* ---- the reference data ------------------------------------------------------------------ */
+
+#define OC_MAX_IN   4
+#define OC_MAX_INTS 12
+
+typedef struct oc_tensor {
+    char kind; /* 'f' float, 'i' i64, 'b' bool */
+    int ndim;
+    int64_t shape[CN_MAX_DIMS];
+    const double *v; /* row-major */
+} oc_tensor;
+
+typedef struct oc_data {
+    const char *op;      /* the op table's name */
+    const char *variant; /* unique per case */
+    int n_in;
+    oc_tensor in[OC_MAX_IN];
+    int n_ints;
+    int64_t ints[OC_MAX_INTS];
+    int n_reals;
+    double reals[4];
+    double eps, tol; /* the gradient check's, 0: the defaults */
+    oc_tensor out;   /* PyTorch's result, in float64 */
+} oc_data;
+
+#include "data/op_cases.inc"
+
+#define N_CASES  ((int)(sizeof oc_cases / sizeof oc_cases[0]))
+#define GRAD_EPS 1e-6
+#define GRAD_TOL 1e-6
+#define TOL_F64  1e-12
+#define TOL_F32  1e-5
+
+static const char *const FIX_CASE = "add one to `ops` in tests/test_op_table.c and a case to "
+                                    "tests/data/gen_op_cases.py, then regenerate "
+                                    "tests/data/op_cases.inc with it";
+
+/* ---- how each op is called --------------------------------------------------------------- */
+
+typedef struct oc_op oc_op;
+
+/* One call of an op: case d on inputs x (made from the case's inputs, floats in dtype dt, on
+ * device dev), with o the op's entry in `ops` below. */
+typedef struct oc_call {
+    const oc_op *o;
+    const oc_data *d;
+    cn_tensor *const *x;
+    cn_dtype dt;
+    cn_device dev;
+} oc_call;
+
+/* Calls the op through its public entry (or the internal one of a backward kernel). Runs in a
+ * scope, so it releases nothing. */
+typedef cn_tensor *(*oc_run_fn)(const oc_call *c);
+
+struct oc_op {
+    oc_run_fn run;
+    cn_tensor *(*un)(cn_tensor *);
+    cn_tensor *(*bin)(cn_tensor *, cn_tensor *);
+    cn_tensor *(*scalar)(cn_tensor *, double);
+    cn_tensor *(*all)(cn_tensor *);           /* a reduction over all elements */
+    cn_tensor *(*dim)(cn_tensor *, int, int); /* over one dim, keepdim */
+    cn_tensor *(*along)(cn_tensor *, int);    /* softmax-like, along a dim */
+    cn_tensor *(*pool)(cn_tensor *, const cn_pool2d_params *);
+    /* instead of run: the random ops, checked by their statistics on dev */
+    void (*property)(cn_device dev, const char *backend);
+};
+
+#define INT_AT(k) ((int)c->d->ints[k])
+
+static cn_tensor *run_unary(const oc_call *c) { return c->o->un(c->x[0]); }
+static cn_tensor *run_gelu(const oc_call *c) { return cn_gelu(c->x[0], (cn_gelu_approx)INT_AT(0)); }
+static cn_tensor *run_scalar(const oc_call *c) { return c->o->scalar(c->x[0], c->d->reals[0]); }
+static cn_tensor *run_binary(const oc_call *c) { return c->o->bin(c->x[0], c->x[1]); }
+static cn_tensor *run_not(const oc_call *c) { return cn_logical_not(c->x[0]); }
+static cn_tensor *run_where(const oc_call *c) { return cn_where(c->x[0], c->x[1], c->x[2]); }
+
+static cn_tensor *run_clamp(const oc_call *c) {
+    return cn_clamp(c->x[0], c->d->reals[0], c->d->reals[1]);
+}
+
+/* The target: the expected kind; a float target is the other float dtype than the input's. */
+static cn_tensor *run_cast(const oc_call *c) {
+    char kind = c->d->out.kind;
+    cn_dtype to = kind == 'i'                      ? CN_I64
+                  : kind == 'b'                    ? CN_BOOL
+                  : cn_dtype_of(c->x[0]) == CN_F64 ? CN_F32
+                                                   : CN_F64;
+    return cn_cast(c->x[0], to);
+}
+
+static cn_tensor *run_copy(const oc_call *c) { return cn_clone(cn_transpose(c->x[0], 0, 1)); }
+
+/* ints: the shape; reals[0]: the value; the dtype: the run's float one, or i64. */
+static cn_tensor *run_fill(const oc_call *c) {
+    const oc_data *d = c->d;
+    return cn_full(d->ints, d->n_ints, d->reals[0], d->out.kind == 'f' ? c->dt : CN_I64, c->dev);
+}
+
+/* ints: (dim, keepdim), or none for all elements. */
+static cn_tensor *run_reduce(const oc_call *c) {
+    return c->d->n_ints ? c->o->dim(c->x[0], INT_AT(0), INT_AT(1)) : c->o->all(c->x[0]);
+}
+
+/* ints: (correction), or (correction, dim, keepdim). */
+static cn_tensor *run_var(const oc_call *c) {
+    return c->d->n_ints >= 3 ? cn_var_dim(c->x[0], INT_AT(1), c->d->ints[0], INT_AT(2))
+                             : cn_var(c->x[0], c->d->ints[0]);
+}
+
+static cn_tensor *run_along(const oc_call *c) { return c->o->along(c->x[0], INT_AT(0)); }
+static cn_tensor *run_gather(const oc_call *c) { return cn_gather(c->x[0], INT_AT(0), c->x[1]); }
+
+static cn_tensor *run_scatter_add(const oc_call *c) {
+    return cn_scatter_add(c->x[0], INT_AT(0), c->x[1], c->x[2]);
+}
+
+static cn_tensor *run_index_select(const oc_call *c) {
+    return cn_index_select(c->x[0], INT_AT(0), c->x[1]);
+}
+
+static cn_tensor *run_one_hot(const oc_call *c) {
+    return cn_one_hot(c->x[0], c->d->ints[0], CN_I64);
+}
+
+/* ints: stride h, w, padding h, w, dilation h, w, groups; a bias when there is a third input */
+static cn_tensor *run_conv2d(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    cn_conv2d_params p = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}, i[6]};
+    return cn_conv2d(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p);
+}
+
+/* ints: kernel h, w, stride h, w, padding h, w */
+static cn_tensor *run_pool(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    cn_pool2d_params p = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}};
+    return c->o->pool(c->x[0], &p);
+}
+
+/* conv: ints = x's shape, then conv2d's 7 */
+static cn_tensor *run_conv_bwd_input(const oc_call *c) {
+    return cn__conv2d_backward_input(c->x[0], c->x[1], c->d->ints, c->d->ints + 4);
+}
+
+/* ints: w's shape, then conv2d's 7 */
+static cn_tensor *run_conv_bwd_weight(const oc_call *c) {
+    return cn__conv2d_backward_weight(c->x[0], c->x[1], c->d->ints, c->d->ints + 4);
+}
+
+/* ints: the pool's 6 */
+static cn_tensor *run_max_pool_bwd(const oc_call *c) {
+    return cn__max_pool2d_backward(c->x[0], c->x[1], c->d->ints);
+}
+
+/* ints: x's shape, then the pool's 6 */
+static cn_tensor *run_avg_pool_bwd(const oc_call *c) {
+    return cn__avg_pool2d_backward(c->x[0], c->d->ints, c->d->ints + 4);
+}
+
+/* Two optimizer steps on a copy of p (x[0]) with gradients x[1] then x[2] (the gradient of
+ * sum(p * g) is g exactly); returns p after them. reals: lr, momentum, dampening,
+ * weight_decay; ints[0]: nesterov. */
+static cn_tensor *run_sgd(const oc_call *c) {
+    const double *r = c->d->reals;
+    cn_tensor *p = cn_require_grad(cn_from_inner(cn_clone(c->x[0]), cn_autodiff(c->dev)));
+    if (!p) return NULL;
+    cn_param param = {"p", p};
+    cn_optimizer *opt = cn_sgd_new(&param, 1, r[0], r[1], r[2], INT_AT(0), r[3]);
+    if (!opt) return NULL;
+    cn_status s = CN_OK;
+    for (int step = 1; step <= 2 && s == CN_OK; step++) {
+        cn_grads *g = cn_backward(cn_sum(cn_mul(p, c->x[step])));
+        s = g ? cn_optimizer_step(opt, g) : cn_last_status();
+        cn_grads_free(g);
+    }
+    cn_optimizer_free(opt);
+    return s == CN_OK ? cn_inner(p) : NULL;
+}
+
+static cn_tensor *run_transpose(const oc_call *c) {
+    return cn_transpose(c->x[0], INT_AT(0), INT_AT(1));
+}
+
+static cn_tensor *run_permute(const oc_call *c) {
+    int perm[CN_MAX_DIMS];
+    for (int i = 0; i < c->d->n_ints; i++)
+        perm[i] = INT_AT(i);
+    return cn_permute(c->x[0], perm);
+}
+
+/* ints: dim, start, end, step */
+static cn_tensor *run_slice(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    return cn_slice(c->x[0], (int)i[0], i[1], i[2], i[3]);
+}
+
+static cn_tensor *run_reshape(const oc_call *c) {
+    return cn_reshape(c->x[0], c->d->ints, c->d->n_ints);
+}
+
+static cn_tensor *run_expand(const oc_call *c) {
+    return cn_expand(c->x[0], c->d->ints, c->d->n_ints);
+}
+
+static cn_tensor *run_cat(const oc_call *c) { return cn_cat(c->x, c->d->n_in, INT_AT(0)); }
+
+#undef INT_AT
+
+static void check_rand_uniform(cn_device dev, const char *backend);
+static void check_rand_normal(cn_device dev, const char *backend);
+
+/* One entry per op of the table, keyed by its number: an op without one fails
+ * test_every_op_has_cases. */
+static const oc_op ops[CN__OP_ALL] = {
+    /* elementwise unary: each value against PyTorch's (abs and relu on values away from the
+     * kink at 0, log/sqrt/rsqrt on positive ones); gradients through each derivative */
+    [CN_OP_NEG] = {run_unary, .un = cn_neg},
+    [CN_OP_ABS] = {run_unary, .un = cn_abs},
+    [CN_OP_RELU] = {run_unary, .un = cn_relu},
+    [CN_OP_EXP] = {run_unary, .un = cn_exp},
+    [CN_OP_LOG] = {run_unary, .un = cn_log},
+    [CN_OP_LOG1P] = {run_unary, .un = cn_log1p},
+    [CN_OP_SQRT] = {run_unary, .un = cn_sqrt},
+    [CN_OP_RSQRT] = {run_unary, .un = cn_rsqrt},
+    [CN_OP_SIN] = {run_unary, .un = cn_sin},
+    [CN_OP_COS] = {run_unary, .un = cn_cos},
+    [CN_OP_TANH] = {run_unary, .un = cn_tanh},
+    [CN_OP_SIGMOID] = {run_unary, .un = cn_sigmoid},
+    [CN_OP_SILU] = {run_unary, .un = cn_silu},
+    /* both approximations: ints[0] = cn_gelu_approx */
+    [CN_OP_GELU] = {run_gelu},
+    /* no public call: the router entry the gelu formula uses */
+    [CN_OP_ERF] = {run_unary, .un = cn__erf},
+    /* elementwise with scalars (reals); clamp's bounds off the inputs' grid */
+    [CN_OP_ADD_SCALAR] = {run_scalar, .scalar = cn_add_scalar},
+    [CN_OP_MUL_SCALAR] = {run_scalar, .scalar = cn_mul_scalar},
+    [CN_OP_POW_SCALAR] = {run_scalar, .scalar = cn_pow_scalar},
+    [CN_OP_CLAMP] = {run_clamp},
+    /* elementwise binary, b broadcast against a: the gradient of b is summed back to its shape */
+    [CN_OP_ADD] = {run_binary, .bin = cn_add},
+    [CN_OP_SUB] = {run_binary, .bin = cn_sub},
+    [CN_OP_MUL] = {run_binary, .bin = cn_mul},
+    [CN_OP_DIV] = {run_binary, .bin = cn_div},
+    [CN_OP_POW] = {run_binary, .bin = cn_pow},
+    [CN_OP_MAXIMUM] = {run_binary, .bin = cn_maximum},
+    [CN_OP_MINIMUM] = {run_binary, .bin = cn_minimum},
+    [CN_OP_ATAN2] = {run_binary, .bin = cn_atan2},
+    /* comparisons on eighths (ties included) and logic on bools: exact bools */
+    [CN_OP_EQ] = {run_binary, .bin = cn_eq},
+    [CN_OP_NE] = {run_binary, .bin = cn_ne},
+    [CN_OP_LT] = {run_binary, .bin = cn_lt},
+    [CN_OP_LE] = {run_binary, .bin = cn_le},
+    [CN_OP_GT] = {run_binary, .bin = cn_gt},
+    [CN_OP_GE] = {run_binary, .bin = cn_ge},
+    [CN_OP_LOGICAL_AND] = {run_binary, .bin = cn_logical_and},
+    [CN_OP_LOGICAL_OR] = {run_binary, .bin = cn_logical_or},
+    [CN_OP_LOGICAL_NOT] = {run_not},
+    /* cond broadcast with a and b; gradients of a and b (cond is bool) */
+    [CN_OP_WHERE] = {run_where},
+    /* cast: to the other float dtype (rounding to nearest even), to i64 (truncation toward zero),
+     * to bool (-0 is false); copy: a dense clone of a strided input */
+    [CN_OP_CAST] = {run_cast},
+    [CN_OP_COPY] = {run_copy},
+    /* fill: cn_full against the constant (torch.full), float and i64 */
+    [CN_OP_FILL] = {run_fill},
+    /* random: statistics, not PyTorch's values (see the top of the file) */
+    [CN_OP_RAND_UNIFORM] = {.property = check_rand_uniform},
+    [CN_OP_RAND_NORMAL] = {.property = check_rand_normal},
+    /* reductions over a dim (kept and not) and over all elements; max/min/argmax/argmin on
+     * distinct values (no ties), prod away from zero */
+    [CN_OP_SUM] = {run_reduce, .all = cn_sum, .dim = cn_sum_dim},
+    [CN_OP_MEAN] = {run_reduce, .all = cn_mean, .dim = cn_mean_dim},
+    [CN_OP_MAX] = {run_reduce, .all = cn_max, .dim = cn_max_dim},
+    [CN_OP_MIN] = {run_reduce, .all = cn_min, .dim = cn_min_dim},
+    [CN_OP_PROD] = {run_reduce, .all = cn_prod, .dim = cn_prod_dim},
+    [CN_OP_ARGMAX] = {run_reduce, .all = cn_argmax, .dim = cn_argmax_dim},
+    [CN_OP_ARGMIN] = {run_reduce, .all = cn_argmin, .dim = cn_argmin_dim},
+    /* sample variance over a dim, population variance over all */
+    [CN_OP_VAR] = {run_var},
+    [CN_OP_LOGSUMEXP] = {run_reduce, .all = cn_logsumexp, .dim = cn_logsumexp_dim},
+    [CN_OP_SOFTMAX] = {run_along, .along = cn_softmax},
+    [CN_OP_LOG_SOFTMAX] = {run_along, .along = cn_log_softmax},
+    /* matmul 2-D and with a broadcast batch; indexing with repeated indices (gradients add up) */
+    [CN_OP_MATMUL] = {run_binary, .bin = cn_matmul},
+    [CN_OP_GATHER] = {run_gather},
+    [CN_OP_SCATTER_ADD] = {run_scatter_add},
+    [CN_OP_INDEX_SELECT] = {run_index_select},
+    [CN_OP_ONE_HOT] = {run_one_hot},
+    /* conv2d with stride, padding, dilation, groups and bias, and without; pools with
+     * overlapping padded windows (max on distinct values) */
+    [CN_OP_CONV2D] = {run_conv2d},
+    [CN_OP_MAX_POOL2D] = {run_pool, .pool = cn_max_pool2d},
+    [CN_OP_AVG_POOL2D] = {run_pool, .pool = cn_avg_pool2d},
+    /* the backward kernels through their router entries, against torch.nn.grad and autograd */
+    [CN_OP_CONV2D_BACKWARD_INPUT] = {run_conv_bwd_input},
+    [CN_OP_CONV2D_BACKWARD_WEIGHT] = {run_conv_bwd_weight},
+    [CN_OP_MAX_POOL2D_BACKWARD] = {run_max_pool_bwd},
+    [CN_OP_AVG_POOL2D_BACKWARD] = {run_avg_pool_bwd},
+    /* two steps of cn_sgd_new / cn_optimizer_step against torch.optim.SGD: nesterov with weight
+     * decay, dampening, and plain (no momentum buffer) */
+    [CN_OP_SGD_STEP] = {run_sgd},
+    /* views and cat: values against PyTorch's, gradients back through the view */
+    [CN__OP_TRANSPOSE] = {run_transpose},
+    [CN__OP_PERMUTE] = {run_permute},
+    [CN__OP_SLICE] = {run_slice},
+    [CN__OP_VIEW] = {run_reshape},
+    [CN__OP_EXPAND] = {run_expand},
+    [CN__OP_CAT] = {run_cat},
+};
+
+/* ---- cases and ops ------------------------------------------------------------------------ */
+
+/* The op number of a name of the table, or -1. */
+static int op_number(const char *name) {
+    for (int op = 0; op < CN__OP_ALL; op++) {
+        const cn__op_decl *decl = cn__op_decl_of(op);
+        if (decl && strcmp(decl->name, name) == 0) return op;
+    }
+    return -1;
+}
+
+static const oc_op *op_of(const oc_data *d) { return &ops[op_number(d->op)]; }
+
+/* Case d's op on inputs x. */
+static cn_tensor *call_op(const oc_data *d, cn_tensor *const *x, cn_dtype dt, cn_device dev) {
+    oc_call c = {op_of(d), d, x, dt, dev};
+    return c.o->run(&c);
+}
+
+static int has_float_input(const oc_data *d) {
+    for (int i = 0; i < d->n_in; i++)
+        if (d->in[i].kind == 'f') return 1;
+    return 0;
+}
+
+/* Whether case d's gradient is checked: its op is differentiable and it has float inputs and a
+ * float output. */
+static int grad_case(const oc_data *d) {
+    int op = op_number(d->op);
+    const cn__op_decl *decl = cn__op_decl_of(op);
+    return decl && decl->differentiable && d->out.kind == 'f' && has_float_input(d);
+}
+
+/* ---- the walk: every op has its cases, formula and kernels -------------------------------- */
+
+static void test_every_op_has_cases(void) {
+    for (int op = 0; op < CN__OP_ALL; op++) {
+        const cn__op_decl *decl = cn__op_decl_of(op);
+        if (!decl) {
+            fprintf(stderr, "op %d has no row in the op table (src/core/op_table.c)\n", op);
+            th_checks_failed++;
+            continue;
+        }
+        if (!ops[op].run && !ops[op].property) {
+            fprintf(stderr, "op '%s' has no forward case: %s\n", decl->name, FIX_CASE);
+            th_checks_failed++;
+            continue;
+        }
+        int forward = 0, grads = 0;
+        for (int c = 0; c < N_CASES; c++)
+            if (strcmp(oc_cases[c].op, decl->name) == 0) {
+                forward++;
+                grads += grad_case(&oc_cases[c]);
+            }
+        if (ops[op].run && !forward) {
+            fprintf(stderr,
+                    "op '%s' has no reference values in tests/data/op_cases.inc: add a "
+                    "case to tests/data/gen_op_cases.py and run it\n",
+                    decl->name);
+            th_checks_failed++;
+        }
+        if (decl->differentiable) {
+            if (!ad_has_formula(op)) {
+                fprintf(stderr,
+                        "op '%s' is differentiable in the op table but has no gradient "
+                        "formula (src/autodiff/formulas.c)\n",
+                        decl->name);
+                th_checks_failed++;
+            }
+            if (!grads) {
+                fprintf(stderr,
+                        "op '%s' is differentiable but no case checks its gradient "
+                        "(one with float inputs and a float output): %s\n",
+                        decl->name, FIX_CASE);
+                th_checks_failed++;
+            }
+        }
+    }
+    /* and the data names only ops of the table, each variant once */
+    for (int c = 0; c < N_CASES; c++) {
+        if (op_number(oc_cases[c].op) < 0) {
+            fprintf(stderr,
+                    "tests/data/op_cases.inc: case '%s' names op '%s', which the op table "
+                    "lacks\n",
+                    oc_cases[c].variant, oc_cases[c].op);
+            th_checks_failed++;
+        }
+        for (int e = 0; e < c; e++)
+            if (strcmp(oc_cases[e].variant, oc_cases[c].variant) == 0) {
+                fprintf(stderr, "tests/data/op_cases.inc: case '%s' twice\n", oc_cases[c].variant);
+                th_checks_failed++;
+            }
+    }
+}
+
+/* Every registered backend (the CPU; CUDA once its module loaded, device or not) has a kernel for
+ * every op that has one. */
+static void test_every_backend_has_every_kernel(void) {
+    int n = 0;
+    for (int id = 0; cn_backend_get(id); id++, n++) {
+        const cn_backend *b = cn_backend_get(id);
+        for (int op = 0; op < CN_OP_COUNT; op++)
+            if (!b->kernels[op]) {
+                fprintf(stderr, "backend '%s' has no kernel for op '%s'\n", b->name,
+                        cn_op_name((cn_op)op));
+                th_checks_failed++;
+            }
+    }
+    CHECK(n >= 1);
+    printf("     %d backend%s registered, each checked for %d kernels\n", n, n == 1 ? "" : "s",
+           (int)CN_OP_COUNT);
+}
+
+/* ---- forward ------------------------------------------------------------------------------- */
+
+static cn_dtype dtype_of_kind(char kind, cn_dtype dt) {
+    return kind == 'i' ? CN_I64 : kind == 'b' ? CN_BOOL : dt;
+}
+
+/* Input i of case d on dev, floats in dt (a leaf that requires grad when `leaf`, dev then being an
+ * autodiff device); values from v (the case's unless given). Scope-owned. */
+static cn_tensor *make_input(const oc_tensor *in, const double *v, cn_dtype dt, cn_device dev,
+                             int leaf) {
+    cn_tensor *t = cn_from_data(v ? v : in->v, in->shape, in->ndim, CN_F64, dev);
+    cn_dtype want = dtype_of_kind(in->kind, dt);
+    if (t && want != CN_F64) t = cn_cast(t, want);
+    if (leaf && in->kind == 'f') t = cn_require_grad(t);
+    return t;
+}
+
+static int64_t numel_of(const oc_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+/* Whether dev's backend declares a kernel for case d's op in float dtype dt (cn_backend.dtypes:
+ * the mask of the first value input's dtype, the output's for fill). A backend other than the CPU
+ * may leave a dtype out, and the run is then skipped with a line saying so; the CPU, the
+ * reference backend, must run every case. */
+static int supported(const oc_data *d, cn_device dev, const char *backend, cn_dtype dt) {
+    int op = op_number(d->op);
+    const cn__op_decl *decl = cn__op_decl_of(op);
+    const cn_backend *b = cn_backend_get(dev.backend);
+    if (!cn__op_has_kernel(op) || !b || !b->dtypes[op]) return 1;
+    char kind = d->n_in > decl->value_from ? d->in[decl->value_from].kind : d->out.kind;
+    cn_dtype first = dtype_of_kind(kind, dt);
+    if ((b->dtypes[op] >> first) & 1u) return 1;
+    if (dev.backend == CN_BACKEND_CPU) return 1; /* runs, and fails with the router's message */
+    printf("skip op '%s' case %s on %s in %s: the backend declares no %s kernel\n", d->op,
+           d->variant, backend, cn_dtype_name(dt), cn_dtype_name(first));
+    return 0;
+}
+
+/* Case d on dev in dt against PyTorch's values. */
+static void check_forward(const oc_data *d, cn_device dev, const char *backend, cn_dtype dt) {
+    char what[160];
+    snprintf(what, sizeof what, "op '%s' case %s on %s in %s", d->op, d->variant, backend,
+             cn_dtype_name(dt));
+    cn_scope_begin();
+    cn_tensor *x[OC_MAX_IN] = {0};
+    int ok = 1;
+    for (int i = 0; i < d->n_in; i++)
+        ok = ok && (x[i] = make_input(&d->in[i], NULL, dt, dev, 0)) != NULL;
+    cn_tensor *y = ok ? call_op(d, x, dt, dev) : NULL;
+    if (!y) {
+        fprintf(stderr, "%s: failed (%s)\n", what, cn_last_error());
+        th_checks_failed++;
+    } else {
+        /* the run's float dtype (cast's float case: the other one), i64 or bool */
+        cn_dtype want = dtype_of_kind(d->out.kind, dt);
+        if (op_number(d->op) == CN_OP_CAST && d->out.kind == 'f')
+            want = dt == CN_F64 ? CN_F32 : CN_F64;
+        int dtype_ok = cn_dtype_of(y) == want;
+        if (!dtype_ok) {
+            fprintf(stderr, "%s: result is %s\n", what, cn_dtype_name(cn_dtype_of(y)));
+            th_checks_failed++;
+        }
+        if (!cn_device_eq(cn_device_of(y), dev)) {
+            fprintf(stderr, "%s: result is on another device\n", what);
+            th_checks_failed++;
+        }
+        th_check_shape(what, y, d->out.shape, d->out.ndim);
+        double tol = d->out.kind != 'f' ? 0 : dt == CN_F32 ? TOL_F32 : TOL_F64;
+        th_check_values(what, y, d->out.v, numel_of(&d->out), tol);
+    }
+    cn_scope_end();
+    cn_clear_error();
+}
+
+static int n_forward;
+
+static void forward_all(cn_device dev, const char *backend) {
+    for (int c = 0; c < N_CASES; c++) {
+        const oc_data *d = &oc_cases[c];
+        int op = op_number(d->op);
+        if (op < 0 || !ops[op].run) continue; /* reported by the walk */
+        /* f64, then f32 when there is a float to compute in it */
+        for (int k = 0; k < 2; k++) {
+            cn_dtype dt = k ? CN_F32 : CN_F64;
+            if (k && !has_float_input(d) && d->out.kind != 'f') break;
+            if (!supported(d, dev, backend, dt)) continue;
+            check_forward(d, dev, backend, dt);
+            n_forward++;
+        }
+    }
+    for (int op = 0; op < CN__OP_ALL; op++)
+        if (ops[op].property) ops[op].property(dev, backend);
+}
+
+/* ---- gradients ----------------------------------------------------------------------------- */
+
+static int n_grad_cases;
+static int64_t n_grad_entries;
+
+/* R: (k + 1/2) / 8 for k in [-16, 16): never zero, exact in f32. */
+static void weights(uint64_t seed, double *r, int64_t n) {
+    for (int64_t k = 0; k < n; k++)
+        r[k] = ((double)((int)(th_lcg(&seed) % 32) - 16) + 0.5) / 8.0;
+}
+
+/* L = sum(y * R) of case d with input values v, on the concrete dev; NAN on failure. */
+static double concrete_loss(const oc_data *d, double *const *v, const double *r, int64_t n_out,
+                            cn_device dev) {
+    double loss = NAN;
+    cn_scope_begin();
+    cn_tensor *x[OC_MAX_IN] = {0};
+    int ok = 1;
+    for (int i = 0; i < d->n_in; i++)
+        ok = ok && (x[i] = make_input(&d->in[i], v[i], CN_F64, dev, 0)) != NULL;
+    cn_tensor *y = ok ? call_op(d, x, CN_F64, dev) : NULL;
+    if (y && cn_numel(y) == n_out) {
+        double *yv = th_values(y);
+        loss = 0;
+        for (int64_t k = 0; k < n_out; k++)
+            loss += r[k] * yv[k];
+        free(yv);
+    }
+    cn_scope_end();
+    return loss;
+}
+
+static void check_gradient(const oc_data *d, cn_device dev, const char *backend) {
+    char what[160];
+    snprintf(what, sizeof what, "gradient of op '%s' case %s on %s", d->op, d->variant, backend);
+    double eps = d->eps > 0 ? d->eps : GRAD_EPS, tol = d->tol > 0 ? d->tol : GRAD_TOL;
+    int64_t n_out = numel_of(&d->out);
+    double *r = th_alloc_doubles(n_out);
+    uint64_t seed = 0;
+    for (const char *s = d->variant; *s; s++)
+        seed = seed * 131 + (unsigned char)*s;
+    weights(seed, r, n_out);
+    double *v[OC_MAX_IN] = {0};
+    for (int i = 0; i < d->n_in; i++) {
+        int64_t n = numel_of(&d->in[i]);
+        v[i] = th_alloc_doubles(n);
+        memcpy(v[i], d->in[i].v, sizeof(double) * (size_t)n);
+    }
+
+    /* analytic: cn_backward on the autodiff device */
+    cn_scope_begin();
+    cn_device ad = cn_autodiff(dev);
+    cn_tensor *x[OC_MAX_IN] = {0};
+    int ok = 1;
+    for (int i = 0; i < d->n_in; i++)
+        ok = ok && (x[i] = make_input(&d->in[i], NULL, CN_F64, ad, 1)) != NULL;
+    cn_tensor *y = ok ? call_op(d, x, CN_F64, ad) : NULL;
+    cn_tensor *rt = y ? cn_from_data(r, cn_shape(y), cn_ndim(y), CN_F64, ad) : NULL;
+    if (rt && cn_dtype_of(y) != CN_F64) rt = cn_cast(rt, cn_dtype_of(y));
+    cn_grads *g = rt ? cn_backward(cn_sum(cn_mul(y, rt))) : NULL;
+    if (!g) {
+        fprintf(stderr, "%s: forward or backward failed (%s)\n", what, cn_last_error());
+        th_checks_failed++;
+    }
+    for (int i = 0; g && i < d->n_in; i++) {
+        if (d->in[i].kind != 'f') continue;
+        int64_t n = numel_of(&d->in[i]);
+        cn_tensor *gi = cn_grad(g, x[i]);
+        if (!gi) {
+            fprintf(stderr, "%s: no gradient for input %d (%s)\n", what, i, cn_last_error());
+            th_checks_failed++;
+            continue;
+        }
+        th_check_shape(what, gi, d->in[i].shape, d->in[i].ndim);
+        double *got = th_values(gi);
+        /* numeric: central differences of the concrete loss */
+        int64_t bad = 0, worst = -1;
+        double worst_err = 0, worst_num = 0;
+        for (int64_t j = 0; j < n; j++) {
+            double keep = v[i][j];
+            v[i][j] = keep + eps;
+            double lp = concrete_loss(d, v, r, n_out, dev);
+            v[i][j] = keep - eps;
+            double lm = concrete_loss(d, v, r, n_out, dev);
+            v[i][j] = keep;
+            double num = (lp - lm) / (2 * eps);
+            double err = fabs(got[j] - num) / (1 + fabs(num));
+            if (!(err <= tol)) {
+                bad++;
+                if (worst < 0 || !(err <= worst_err)) {
+                    worst = j;
+                    worst_err = err;
+                    worst_num = num;
+                }
+            }
+        }
+        if (bad) {
+            fprintf(stderr,
+                    "%s: dL/dx%d[%lld] = %.12g, finite difference %.12g (%lld of %lld "
+                    "entries off by more than %g)\n",
+                    what, i, (long long)worst, got[worst], worst_num, (long long)bad, (long long)n,
+                    tol);
+            th_checks_failed++;
+        }
+        n_grad_entries += n;
+        free(got);
+    }
+    cn_grads_free(g);
+    cn_scope_end();
+    cn_clear_error();
+    n_grad_cases++;
+    for (int i = 0; i < d->n_in; i++)
+        free(v[i]);
+    free(r);
+}
+
+static void gradients_all(cn_device dev, const char *backend) {
+    for (int c = 0; c < N_CASES; c++)
+        if (grad_case(&oc_cases[c]) && op_of(&oc_cases[c])->run && /* else: the walk says */
+            supported(&oc_cases[c], dev, backend, CN_F64))
+            check_gradient(&oc_cases[c], dev, backend);
+}
+
+/* ---- the random ops: statistics ------------------------------------------------------------ */
+
+#define RAND_N      4096
+#define RAND_SIGMAS 5.0
+
+/* Draws n values with seed on dev (uniform when `normal` is 0), as doubles; NULL on failure. */
+static double *draw(int normal, uint64_t seed, double a, double b, cn_dtype dt, cn_device dev,
+                    cn_generator *gen_out) {
+    cn_generator gen = cn_generator_new(seed);
+    int64_t shape[2] = {RAND_N / 64, 64};
+    cn_tensor *t = normal ? cn_rand_normal(&gen, shape, 2, a, b, dt, dev)
+                          : cn_rand_uniform(&gen, shape, 2, a, b, dt, dev);
+    if (gen_out) *gen_out = gen;
+    if (!t) return NULL;
+    int ok = cn_dtype_of(t) == dt && cn_numel(t) == RAND_N;
+    double *v = th_values(t);
+    cn_release(t);
+    if (!ok) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static void check_within(const char *what, const char *stat, double got, double want,
+                         double sigma) {
+    if (!(fabs(got - want) <= RAND_SIGMAS * sigma)) {
+        fprintf(stderr, "%s: %s %.6g, want %.6g +- %g\n", what, stat, got, want,
+                RAND_SIGMAS * sigma);
+        th_checks_failed++;
+    }
+}
+
+/* Same seed: the same values; another seed: others; the generator advanced; another backend:
+ * the CPU's values. */
+static void check_stream(const char *what, int normal, double a, double b, cn_dtype dt,
+                         cn_device dev, const double *v) {
+    cn_generator gen;
+    double *same = draw(normal, 1234, a, b, dt, dev, &gen);
+    double *other = draw(normal, 4321, a, b, dt, dev, NULL);
+    CHECK(same && other);
+    if (same && other) {
+        if (memcmp(v, same, sizeof(double) * RAND_N) != 0) {
+            fprintf(stderr, "%s: the same seed gave other values\n", what);
+            th_checks_failed++;
+        }
+        int differ = 0;
+        for (int k = 0; k < RAND_N; k++)
+            differ += v[k] != other[k];
+        if (differ < RAND_N / 2) {
+            fprintf(stderr, "%s: another seed gave %d of %d values the same\n", what,
+                    RAND_N - differ, RAND_N);
+            th_checks_failed++;
+        }
+        CHECK(gen.offset > 0);
+    }
+    if (dev.backend != CN_BACKEND_CPU) {
+        double *cpu = draw(normal, 1234, a, b, dt, cn_cpu(), NULL);
+        if (!cpu || memcmp(v, cpu, sizeof(double) * RAND_N) != 0) {
+            fprintf(stderr, "%s: values differ from the CPU's for the same generator\n", what);
+            th_checks_failed++;
+        }
+        free(cpu);
+    }
+    free(same);
+    free(other);
+}
+
+/* Uniform in [-2, 3): every value in range; mean, variance and ten bins within five standard
+ * errors of the uniform distribution's. */
+static void check_rand_uniform(cn_device dev, const char *backend) {
+    const double lo = -2, hi = 3, w = hi - lo;
+    for (int k = 0; k < 2; k++) {
+        cn_dtype dt = k ? CN_F32 : CN_F64;
+        char what[96];
+        snprintf(what, sizeof what, "op 'rand_uniform' on %s in %s", backend, cn_dtype_name(dt));
+        double *v = draw(0, 1234, lo, hi, dt, dev, NULL);
+        if (!v) {
+            fprintf(stderr, "%s: failed (%s)\n", what, cn_last_error());
+            th_checks_failed++;
+            continue;
+        }
+        double sum = 0, sq = 0;
+        int64_t bins[10] = {0}, out = 0;
+        for (int i = 0; i < RAND_N; i++) {
+            if (!(v[i] >= lo && v[i] < hi))
+                out++;
+            else
+                bins[(int)((v[i] - lo) / w * 10) % 10]++;
+            sum += v[i];
+        }
+        double mean = sum / RAND_N;
+        for (int i = 0; i < RAND_N; i++)
+            sq += (v[i] - mean) * (v[i] - mean);
+        double var = sq / (RAND_N - 1), n = RAND_N;
+        if (out) {
+            fprintf(stderr, "%s: %lld values outside [%g, %g)\n", what, (long long)out, lo, hi);
+            th_checks_failed++;
+        }
+        check_within(what, "mean", mean, (lo + hi) / 2, w / sqrt(12.0) / sqrt(n));
+        /* var of the sample variance: (mu4 - sigma^4) / n, mu4 = w^4 / 80, sigma^4 = w^4 / 144 */
+        check_within(what, "variance", var, w * w / 12, w * w * sqrt((1.0 / 80 - 1.0 / 144) / n));
+        for (int b = 0; b < 10; b++)
+            check_within(what, "bin count", (double)bins[b], n / 10, sqrt(n * 0.1 * 0.9));
+        check_stream(what, 0, lo, hi, dt, dev, v);
+        free(v);
+    }
+}
+
+/* Normal(1.5, 2): mean, variance and the mass within one standard deviation within five standard
+ * errors of the normal distribution's. */
+static void check_rand_normal(cn_device dev, const char *backend) {
+    const double mu = 1.5, sd = 2, p1 = 0.68268949213708585; /* erf(1 / sqrt 2) */
+    for (int k = 0; k < 2; k++) {
+        cn_dtype dt = k ? CN_F32 : CN_F64;
+        char what[96];
+        snprintf(what, sizeof what, "op 'rand_normal' on %s in %s", backend, cn_dtype_name(dt));
+        double *v = draw(1, 1234, mu, sd, dt, dev, NULL);
+        if (!v) {
+            fprintf(stderr, "%s: failed (%s)\n", what, cn_last_error());
+            th_checks_failed++;
+            continue;
+        }
+        double sum = 0, sq = 0, n = RAND_N;
+        int64_t within = 0, bad = 0;
+        for (int i = 0; i < RAND_N; i++) {
+            bad += !isfinite(v[i]);
+            within += fabs(v[i] - mu) < sd;
+            sum += v[i];
+        }
+        double mean = sum / n;
+        for (int i = 0; i < RAND_N; i++)
+            sq += (v[i] - mean) * (v[i] - mean);
+        double var = sq / (n - 1);
+        CHECK(bad == 0);
+        check_within(what, "mean", mean, mu, sd / sqrt(n));
+        /* var of the sample variance: 2 sigma^4 / (n - 1) */
+        check_within(what, "variance", var, sd * sd, sd * sd * sqrt(2 / (n - 1)));
+        check_within(what, "mass within one sd", (double)within / n, p1, sqrt(p1 * (1 - p1) / n));
+        check_stream(what, 1, mu, sd, dt, dev, v);
+        free(v);
+    }
+}
+
+/* ---- the backends -------------------------------------------------------------------------- */
+
+static cn_device current;
+static const char *current_name;
+
+static void test_forward(void) {
+    n_forward = 0;
+    forward_all(current, current_name);
+    printf("     %s: %d forward runs of %d cases (f64 and f32), and the random ops\n", current_name,
+           n_forward, N_CASES);
+}
+
+static void test_gradients(void) {
+    n_grad_cases = 0;
+    n_grad_entries = 0;
+    gradients_all(current, current_name);
+    printf("     %s: %d gradient checks, %lld entries by finite differences\n", current_name,
+           n_grad_cases, (long long)n_grad_entries);
+}
+
+static void test_cuda(void) {
+    cn_backend_status st;
+    CHECK(cn_backend_status_of("cuda", &st) == CN_OK);
+    if (st.id < 0 || st.devices <= 0) {
+        char *nl = strchr(st.why, '\n'); /* its first line says why */
+        if (nl) *nl = '\0';
+        printf("skip cuda: %s (%s)\n", st.id < 0 ? "the module does not load" : "no device",
+               st.why);
+        return;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "cuda:0");
+    current.backend = (int16_t)st.id;
+    current.index = 0;
+    current.autodiff = 0;
+    current.checkpoint = 0;
+    current_name = name;
+    test_forward();
+    test_gradients();
+}
+
+int main(void) {
+    current = cn_cpu();
+    current_name = "cpu";
+    cn_backend_status st;
+    /* load the CUDA module when there is one, so that the completeness check covers it */
+    cn_backend_status_of("cuda", &st);
+    cn_clear_error();
+    RUN(test_every_op_has_cases);
+    RUN(test_every_backend_has_every_kernel);
+    RUN(test_forward);
+    RUN(test_gradients);
+    RUN(test_cuda);
+    return th_finish();
+}

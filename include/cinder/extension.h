@@ -3,16 +3,24 @@
  *
  * An op is defined from a schema (its tensor inputs, attributes and outputs), then given a kernel
  * per backend (cn_ext_register_kernel, same signature as built-in kernels: see backend.h) and,
- * optionally, a backward (cn_ext_register_backward) that makes it differentiable. Calls go
- * through the router (cn_ext_call), which:
- *   1. finds a representative tensor by walking the inputs in order (the first float, else the
- *      first tensor) to choose the backend and device;
- *   2. decides the route: autodiff when any input lives on an autodiff device, else concrete;
- *   3. checks the routing invariants (each a distinct status code, see error.h);
- *   4. unwraps every input to the concrete tensor the kernel expects, allocates the outputs from
- *      the op's shape function, and calls the kernel of that backend;
+ * optionally, a backward (cn_ext_register_backward) that makes it differentiable. Calls
+ * (cn_ext_call) go through the router that built-in ops use, so the device rules live in one
+ * place. A call:
+ *   1. checks what only the schema says: union tags, which inputs are present, and that no input
+ *      declared int or bool carries an autodiff primitive;
+ *   2. routes the present inputs as every built-in op is routed: the device is that of the first
+ *      input on an autodiff device, else that of the first input; all inputs must share backend,
+ *      device index and checkpointing strategy; malformed autodiff contexts are refused;
+ *   3. checks each input's kind against the schema, and the tracking invariants (each a distinct
+ *      status code, see error.h);
+ *   4. takes the route: autodiff when that device is an autodiff device, else concrete
+ *      (CN_EXT_ROUTE_CONCRETE forces concrete); runs the kernel registered for the device's
+ *      backend (CN_ERR_NO_KERNEL when there is none) on concrete views of the inputs, into outputs
+ *      allocated from the op's shape function, through the same launch as built-in kernels;
  *   5. re-wraps the outputs: on the autodiff route float outputs become tracked (when an input is
  *      tracked and grad mode is on) and int/bool outputs stay untracked on the autodiff device.
+ * An op declared without tensor inputs has no device to route by: it runs on device 0 of the one
+ * backend it has a kernel for, on the concrete route.
  * A tracked float input never reaches a concrete kernel silently: without a backward the call
  * fails with CN_ERR_AUTODIFF_REACHED_CONCRETE, unless the op was declared non-differentiable
  * (CN_EXT_NON_DIFFERENTIABLE), in which case its outputs are untracked by the author's choice.

@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "core/alloc.h"
+#include "core/op_table.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define CPU_ASAN 1
@@ -189,63 +190,59 @@ void cn__cpu_backend_fill(cn_backend *b) {
     b->copy_from_host = cpu_copy_bytes;
     b->copy_to_host = cpu_copy_bytes;
 
+    /* The elementwise ops come from the op table, by family: an op added there is routed to its
+     * family's kernel, whose switch has its case (or reports it missing, never computing another
+     * op). Each kernel takes the dtypes the op's row accepts that it computes: the arithmetic ones
+     * in f32, f64, i32 and i64; comparisons also u8 and bool. The router refuses the rest before
+     * launching, so the kernels do not check them. */
     cn_kernel_fn *k = b->kernels;
-    const cn_op unary[] = {CN_OP_NEG,  CN_OP_ABS,  CN_OP_RELU, CN_OP_EXP,  CN_OP_LOG,
-                           CN_OP_LOG1P, CN_OP_SQRT, CN_OP_RSQRT, CN_OP_SIN, CN_OP_COS,
-                           CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU};
-    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) k[unary[i]] = cpu_unary;
-    k[CN_OP_ADD_SCALAR] = k[CN_OP_MUL_SCALAR] = k[CN_OP_POW_SCALAR] = k[CN_OP_CLAMP] = cpu_scalar;
-    k[CN_OP_ADD] = k[CN_OP_SUB] = k[CN_OP_MUL] = k[CN_OP_DIV] = cpu_binary;
-    k[CN_OP_POW] = k[CN_OP_MAXIMUM] = k[CN_OP_MINIMUM] = k[CN_OP_ATAN2] = cpu_binary;
-    k[CN_OP_EQ] = k[CN_OP_NE] = k[CN_OP_LT] = k[CN_OP_LE] = k[CN_OP_GT] = k[CN_OP_GE] = cpu_compare;
-    k[CN_OP_LOGICAL_AND] = k[CN_OP_LOGICAL_OR] = k[CN_OP_LOGICAL_NOT] = cpu_logical;
+    uint32_t *dt = b->dtypes;
+    const uint32_t F = DT(CN_F32) | DT(CN_F64), I = DT(CN_I32) | DT(CN_I64), FI = F | I;
+    for (int op = 0; op < CN_OP_COUNT; op++) {
+        const cn__op_decl *d = cn__op_decl_of(op);
+        uint32_t accepted = d ? cn__kinds_dtypes(d->kinds[d->value_from]) : 0;
+        switch (d ? d->family : 0) {
+        case CN__FAMILY_UNARY: k[op] = cpu_unary, dt[op] = accepted & FI; break;
+        case CN__FAMILY_SCALAR: k[op] = cpu_scalar, dt[op] = accepted & FI; break;
+        case CN__FAMILY_BINARY: k[op] = cpu_binary, dt[op] = accepted & FI; break;
+        case CN__FAMILY_COMPARE:
+            k[op] = cpu_compare, dt[op] = accepted & (FI | DT(CN_U8) | DT(CN_BOOL));
+            break;
+        case CN__FAMILY_LOGIC: k[op] = cpu_logical; break; /* bool only, by kind */
+        default: break;                                    /* below, op by op */
+        }
+    }
     k[CN_OP_WHERE] = cpu_where;
     k[CN_OP_CAST] = k[CN_OP_COPY] = cpu_cast;
     k[CN_OP_FILL] = cpu_fill;
     k[CN_OP_RAND_UNIFORM] = k[CN_OP_RAND_NORMAL] = cpu_rand;
+    /* where, cast, copy, fill, the random ops: every dtype they accept */
     const cn_op reductions[] = {CN_OP_SUM,    CN_OP_MEAN,   CN_OP_MAX, CN_OP_MIN,
                                 CN_OP_PROD,   CN_OP_ARGMAX, CN_OP_ARGMIN, CN_OP_VAR,
                                 CN_OP_LOGSUMEXP};
     for (size_t i = 0; i < sizeof reductions / sizeof *reductions; i++)
         k[reductions[i]] = cpu_reduce;
-    k[CN_OP_SOFTMAX] = k[CN_OP_LOG_SOFTMAX] = cpu_softmax;
-    k[CN_OP_MATMUL] = cpu_matmul;
-    k[CN_OP_GATHER] = cpu_gather;
-    k[CN_OP_SCATTER_ADD] = cpu_scatter_add;
-    k[CN_OP_INDEX_SELECT] = cpu_index_select;
-    k[CN_OP_ONE_HOT] = cpu_one_hot;
-    k[CN_OP_CONV2D] = cpu_conv2d;
-    k[CN_OP_MAX_POOL2D] = k[CN_OP_AVG_POOL2D] = cpu_pool2d;
-    k[CN_OP_ERF] = cpu_unary;
-    k[CN_OP_CONV2D_BACKWARD_INPUT] = cpu_conv2d_backward_input;
-    k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cpu_conv2d_backward_weight;
-    k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cpu_pool2d_backward;
-    k[CN_OP_SGD_STEP] = cpu_sgd_step;
-
-    /* The dtypes each kernel computes (0: every dtype the op accepts): the router refuses the
-     * rest before launching, so the kernels do not check them. */
-    uint32_t *dt = b->dtypes;
-    const uint32_t F = DT(CN_F32) | DT(CN_F64), I = DT(CN_I32) | DT(CN_I64), FI = F | I;
-    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) dt[unary[i]] = F;
-    dt[CN_OP_ERF] = F;
-    dt[CN_OP_NEG] = dt[CN_OP_ABS] = dt[CN_OP_RELU] = FI;
-    dt[CN_OP_ADD_SCALAR] = dt[CN_OP_MUL_SCALAR] = dt[CN_OP_CLAMP] = FI;
-    dt[CN_OP_POW_SCALAR] = F;
-    dt[CN_OP_ADD] = dt[CN_OP_SUB] = dt[CN_OP_MUL] = dt[CN_OP_DIV] = FI;
-    dt[CN_OP_MAXIMUM] = dt[CN_OP_MINIMUM] = FI;
-    dt[CN_OP_POW] = dt[CN_OP_ATAN2] = F;
-    dt[CN_OP_EQ] = dt[CN_OP_NE] = dt[CN_OP_LT] = dt[CN_OP_LE] = dt[CN_OP_GT] = dt[CN_OP_GE] =
-        FI | DT(CN_U8) | DT(CN_BOOL);
-    /* logical ops, where, cast, copy, fill, the random ops: every dtype they accept */
     dt[CN_OP_SUM] = dt[CN_OP_PROD] = FI | DT(CN_U8);
     dt[CN_OP_MAX] = dt[CN_OP_MIN] = dt[CN_OP_ARGMAX] = dt[CN_OP_ARGMIN] =
         FI | DT(CN_U8) | DT(CN_BOOL);
     dt[CN_OP_MEAN] = dt[CN_OP_VAR] = dt[CN_OP_LOGSUMEXP] = F;
+    k[CN_OP_SOFTMAX] = k[CN_OP_LOG_SOFTMAX] = cpu_softmax;
+    k[CN_OP_MATMUL] = cpu_matmul;
     dt[CN_OP_SOFTMAX] = dt[CN_OP_LOG_SOFTMAX] = dt[CN_OP_MATMUL] = F;
+    k[CN_OP_GATHER] = cpu_gather;
+    k[CN_OP_SCATTER_ADD] = cpu_scatter_add;
+    k[CN_OP_INDEX_SELECT] = cpu_index_select;
+    k[CN_OP_ONE_HOT] = cpu_one_hot;
     dt[CN_OP_SCATTER_ADD] = FI;
     /* gather, index_select (by element size), one_hot (an index of any int dtype): all */
+    k[CN_OP_CONV2D] = cpu_conv2d;
+    k[CN_OP_MAX_POOL2D] = k[CN_OP_AVG_POOL2D] = cpu_pool2d;
+    k[CN_OP_CONV2D_BACKWARD_INPUT] = cpu_conv2d_backward_input;
+    k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cpu_conv2d_backward_weight;
+    k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cpu_pool2d_backward;
     dt[CN_OP_CONV2D] = dt[CN_OP_MAX_POOL2D] = dt[CN_OP_AVG_POOL2D] = F;
     dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
     dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
+    k[CN_OP_SGD_STEP] = cpu_sgd_step;
     dt[CN_OP_SGD_STEP] = F;
 }

@@ -5,46 +5,18 @@
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-/* Tensors made in a test, released together at its end. */
-static cn_tensor *owned[256];
-static int n_owned;
-
-static cn_tensor *own(cn_tensor *t) {
-    if (t && n_owned < (int)(sizeof owned / sizeof *owned)) owned[n_owned++] = t;
-    return t;
-}
-
-static void release_owned(void) {
-    while (n_owned) cn_release(owned[--n_owned]);
-}
-
-static double *alloc_doubles(int64_t n) {
-    return malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-}
-
-/* Deterministic values k/8 for k in [-16, 16]: exact in f32, so products and short sums are too. */
+/* Deterministic values k/8 for k in [-16, 16] (th_fill_eighths): exact in f32, so products and
+ * short sums are too. */
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static cn_tensor *rand_tensor(const int64_t *shape, int ndim, cn_dtype dt) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
-    double *v = alloc_doubles(n);
-    for (int64_t i = 0; i < n; i++) {
-        rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-        v[i] = (double)((int)((rng_state >> 33) % 33) - 16) / 8.0;
-    }
-    cn_tensor *t = own(th_tensor(v, shape, ndim, dt));
+    double *v = th_alloc_doubles(n);
+    th_fill_eighths(&rng_state, v, n);
+    cn_tensor *t = th_own(th_tensor(v, shape, ndim, dt));
     free(v);
     return t;
 }
-
-/* t's elements in row-major order of its shape (whatever its strides); caller frees. */
-static double *values_of(cn_tensor *t) {
-    double *v = alloc_doubles(cn_numel(t));
-    CHECK(th_read(t, v) == cn_numel(t));
-    return v;
-}
-
-static double tol_of(cn_dtype dt) { return dt == CN_F32 ? 1e-5 : 1e-12; }
 
 /* ---- conv2d --------------------------------------------------------------------------------- */
 
@@ -59,7 +31,7 @@ static double *ref_conv2d(const double *x, const int64_t *xs, const double *w, c
     int64_t OH = (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1;
     int64_t OW = (W + 2 * pw - dw * (KW - 1) - 1) / sw + 1;
     os[0] = N, os[1] = O, os[2] = OH, os[3] = OW;
-    double *out = alloc_doubles(N * O * OH * OW);
+    double *out = th_alloc_doubles(N * O * OH * OW);
     for (int64_t n = 0; n < N; n++)
         for (int64_t o = 0; o < O; o++)
             for (int64_t oh = 0; oh < OH; oh++)
@@ -83,12 +55,12 @@ static double *ref_conv2d(const double *x, const int64_t *xs, const double *w, c
 /* Checks cn_conv2d(x, w, b, p) against the reference; x, w, b may be any views. */
 static void check_conv(const char *what, cn_tensor *x, cn_tensor *w, cn_tensor *b,
                        cn_conv2d_params p) {
-    double *xv = values_of(x), *wv = values_of(w), *bv = b ? values_of(b) : NULL;
+    double *xv = th_values(x), *wv = th_values(w), *bv = b ? th_values(b) : NULL;
     int64_t os[4];
     double *want = ref_conv2d(xv, cn_shape(x), wv, cn_shape(w), bv, p, os);
-    cn_tensor *y = own(cn_conv2d(x, w, b, &p));
+    cn_tensor *y = th_own(cn_conv2d(x, w, b, &p));
     th_check_shape(what, y, os, 4);
-    th_check_values(what, y, want, os[0] * os[1] * os[2] * os[3], tol_of(cn_dtype_of(x)));
+    th_check_values(what, y, want, os[0] * os[1] * os[2] * os[3], th_tol_of(cn_dtype_of(x)));
     free(xv);
     free(wv);
     free(bv);
@@ -100,19 +72,19 @@ static const cn_conv2d_params plain = {{1, 1}, {0, 0}, {1, 1}, 1};
 static void test_conv2d_hand_computed(void) {
     /* x = 1..9 as 3x3, w = [[1, 0], [0, -1]]: each output is x[i][j] - x[i+1][j+1] = -4 */
     double xv[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, wv[4] = {1, 0, 0, -1}, bv[1] = {0.5};
-    cn_tensor *x = own(th_tensor(xv, (int64_t[]){1, 1, 3, 3}, 4, CN_F32));
-    cn_tensor *w = own(th_tensor(wv, (int64_t[]){1, 1, 2, 2}, 4, CN_F32));
-    cn_tensor *b = own(th_tensor(bv, (int64_t[]){1}, 1, CN_F32));
-    cn_tensor *y = own(cn_conv2d(x, w, NULL, NULL));
+    cn_tensor *x = th_own(th_tensor(xv, (int64_t[]){1, 1, 3, 3}, 4, CN_F32));
+    cn_tensor *w = th_own(th_tensor(wv, (int64_t[]){1, 1, 2, 2}, 4, CN_F32));
+    cn_tensor *b = th_own(th_tensor(bv, (int64_t[]){1}, 1, CN_F32));
+    cn_tensor *y = th_own(cn_conv2d(x, w, NULL, NULL));
     th_check_shape("hand conv", y, (int64_t[]){1, 1, 2, 2}, 4);
     th_check_values("hand conv", y, (double[]){-4, -4, -4, -4}, 4, 0);
-    th_check_values("hand conv + bias", own(cn_conv2d(x, w, b, NULL)),
+    th_check_values("hand conv + bias", th_own(cn_conv2d(x, w, b, NULL)),
                     (double[]){-3.5, -3.5, -3.5, -3.5}, 4, 0);
     /* padding 1, stride 2: out[i][j] = x[2i-1][2j-1] - x[2i][2j], zero outside the image */
     cn_conv2d_params p = {{2, 2}, {1, 1}, {1, 1}, 1};
-    th_check_values("hand conv, stride 2, padding 1", own(cn_conv2d(x, w, NULL, &p)),
+    th_check_values("hand conv, stride 2, padding 1", th_own(cn_conv2d(x, w, NULL, &p)),
                     (double[]){-1, -3, -7, -4}, 4, 0);
-    release_owned();
+    th_release_owned();
 }
 
 static void test_conv2d_stride_padding_dilation(void) {
@@ -138,7 +110,7 @@ static void test_conv2d_stride_padding_dilation(void) {
         check_conv("1x1, stride 2", x, w1, NULL, (cn_conv2d_params){{2, 2}, {0, 0}, {1, 1}, 1});
         check_conv("1x1, padding 1", x, w1, NULL, (cn_conv2d_params){{1, 1}, {1, 1}, {1, 1}, 1});
     }
-    release_owned();
+    th_release_owned();
 }
 
 static void test_conv2d_groups_and_depthwise(void) {
@@ -159,7 +131,7 @@ static void test_conv2d_groups_and_depthwise(void) {
         cn_tensor *w11 = rand_tensor((int64_t[]){4, 2, 1, 1}, 4, dt); /* grouped 1x1 */
         check_conv("grouped 1x1", x, w11, NULL, (cn_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 2});
     }
-    release_owned();
+    th_release_owned();
 }
 
 static void test_conv2d_non_contiguous_operands(void) {
@@ -168,7 +140,7 @@ static void test_conv2d_non_contiguous_operands(void) {
         cn_dtype dt = dts[i];
         /* channels-last storage viewed as NCHW */
         cn_tensor *nhwc = rand_tensor((int64_t[]){2, 7, 6, 3}, 4, dt);
-        cn_tensor *x = own(cn_permute(nhwc, (int[]){0, 3, 1, 2}));
+        cn_tensor *x = th_own(cn_permute(nhwc, (int[]){0, 3, 1, 2}));
         CHECK(x && !cn_is_contiguous(x));
         cn_tensor *w = rand_tensor((int64_t[]){4, 3, 3, 3}, 4, dt);
         cn_tensor *b = rand_tensor((int64_t[]){4}, 1, dt);
@@ -178,40 +150,40 @@ static void test_conv2d_non_contiguous_operands(void) {
 
         /* every other column: a width stride of 2 */
         cn_tensor *wide = rand_tensor((int64_t[]){2, 3, 6, 14}, 4, dt);
-        cn_tensor *xs = own(cn_slice(wide, 3, 0, 14, 2));
+        cn_tensor *xs = th_own(cn_slice(wide, 3, 0, 14, 2));
         check_conv("strided columns", xs, w, b, (cn_conv2d_params){{2, 1}, {1, 0}, {1, 1}, 1});
         check_conv("strided columns, 1x1", xs, w1, NULL, plain);
 
         /* a channel slice (the batch stride is not C*H*W) */
         cn_tensor *many = rand_tensor((int64_t[]){2, 6, 5, 5}, 4, dt);
-        cn_tensor *xc = own(cn_slice(many, 1, 1, 4, 1));
+        cn_tensor *xc = th_own(cn_slice(many, 1, 1, 4, 1));
         check_conv("channel slice, 1x1", xc, w1, rand_tensor((int64_t[]){5}, 1, dt), plain);
         check_conv("channel slice", xc, w, NULL, plain);
 
         /* batch-major storage [C, N, H, W] viewed as NCHW: the channel stride exceeds H*W */
         cn_tensor *cnhw = rand_tensor((int64_t[]){3, 2, 5, 4}, 4, dt);
-        cn_tensor *xb = own(cn_permute(cnhw, (int[]){1, 0, 2, 3}));
+        cn_tensor *xb = th_own(cn_permute(cnhw, (int[]){1, 0, 2, 3}));
         check_conv("batch-major x, 1x1", xb, w1, NULL, plain);
         check_conv("batch-major x", xb, w, b, plain);
 
         /* every other filter: dense filters, but the filter stride exceeds C*KH*KW */
         cn_tensor *w_store = rand_tensor((int64_t[]){8, 3, 3, 3}, 4, dt);
-        cn_tensor *w_every2 = own(cn_slice(w_store, 0, 0, 8, 2));
+        cn_tensor *w_every2 = th_own(cn_slice(w_store, 0, 0, 8, 2));
         check_conv("every other filter", x, w_every2, b, plain);
 
         /* weights stored [O, C, KW, KH] and transposed; bias taken every other element */
         cn_tensor *wt_store = rand_tensor((int64_t[]){4, 3, 2, 3}, 4, dt);
-        cn_tensor *wt = own(cn_transpose(wt_store, 2, 3)); /* [4, 3, 3, 2] */
+        cn_tensor *wt = th_own(cn_transpose(wt_store, 2, 3)); /* [4, 3, 3, 2] */
         cn_tensor *b_store = rand_tensor((int64_t[]){8}, 1, dt);
-        cn_tensor *bs = own(cn_slice(b_store, 0, 0, 8, 2));
+        cn_tensor *bs = th_own(cn_slice(b_store, 0, 0, 8, 2));
         check_conv("transposed weights, strided bias", x, wt, bs,
                    (cn_conv2d_params){{1, 1}, {1, 0}, {1, 1}, 1});
         /* weights broadcast over the output channels (stride 0) */
         cn_tensor *w_one = rand_tensor((int64_t[]){1, 3, 3, 3}, 4, dt);
-        cn_tensor *w_exp = own(cn_expand(w_one, (int64_t[]){4, 3, 3, 3}, 4));
+        cn_tensor *w_exp = th_own(cn_expand(w_one, (int64_t[]){4, 3, 3, 3}, 4));
         check_conv("expanded weights", x, w_exp, NULL, plain);
     }
-    release_owned();
+    th_release_owned();
 }
 
 /* Enough images that they run side by side on several threads, and a case big enough that each
@@ -225,51 +197,51 @@ static void test_conv2d_batched_paths(void) {
     cn_tensor *x2 = rand_tensor((int64_t[]){2, 16, 14, 14}, 4, CN_F64);
     cn_tensor *w2 = rand_tensor((int64_t[]){32, 16, 3, 3}, 4, CN_F64);
     check_conv("big per-image GEMM", x2, w2, NULL, plain);
-    release_owned();
+    th_release_owned();
 }
 
 static void test_conv2d_empty_dims(void) {
     /* no input channels: an empty sum, so the output is the bias (or zero) */
-    cn_tensor *x = own(cn_zeros((int64_t[]){2, 0, 4, 4}, 4, CN_F32, cn_cpu()));
-    cn_tensor *w = own(cn_zeros((int64_t[]){3, 0, 3, 3}, 4, CN_F32, cn_cpu()));
-    cn_tensor *b = own(th_tensor((double[]){1, -2, 0.5}, (int64_t[]){3}, 1, CN_F32));
-    cn_tensor *y = own(cn_conv2d(x, w, b, NULL));
+    cn_tensor *x = th_own(cn_zeros((int64_t[]){2, 0, 4, 4}, 4, CN_F32, cn_cpu()));
+    cn_tensor *w = th_own(cn_zeros((int64_t[]){3, 0, 3, 3}, 4, CN_F32, cn_cpu()));
+    cn_tensor *b = th_own(th_tensor((double[]){1, -2, 0.5}, (int64_t[]){3}, 1, CN_F32));
+    cn_tensor *y = th_own(cn_conv2d(x, w, b, NULL));
     th_check_shape("C = 0", y, (int64_t[]){2, 3, 2, 2}, 4);
     double want[24];
     for (int i = 0; i < 24; i++) want[i] = (double[]){1, -2, 0.5}[(i / 4) % 3];
     th_check_values("C = 0", y, want, 24, 0);
     double zeros[24] = {0};
-    th_check_values("C = 0, no bias", own(cn_conv2d(x, w, NULL, NULL)), zeros, 24, 0);
+    th_check_values("C = 0, no bias", th_own(cn_conv2d(x, w, NULL, NULL)), zeros, 24, 0);
     /* no images, no filters */
-    cn_tensor *x0 = own(cn_zeros((int64_t[]){0, 2, 4, 4}, 4, CN_F32, cn_cpu()));
-    cn_tensor *w2 = own(cn_ones((int64_t[]){3, 2, 3, 3}, 4, CN_F32, cn_cpu()));
-    th_check_shape("N = 0", own(cn_conv2d(x0, w2, NULL, NULL)), (int64_t[]){0, 3, 2, 2}, 4);
-    cn_tensor *x2 = own(cn_ones((int64_t[]){1, 2, 4, 4}, 4, CN_F32, cn_cpu()));
-    cn_tensor *w0 = own(cn_zeros((int64_t[]){0, 2, 3, 3}, 4, CN_F32, cn_cpu()));
-    th_check_shape("O = 0", own(cn_conv2d(x2, w0, NULL, NULL)), (int64_t[]){1, 0, 2, 2}, 4);
-    release_owned();
+    cn_tensor *x0 = th_own(cn_zeros((int64_t[]){0, 2, 4, 4}, 4, CN_F32, cn_cpu()));
+    cn_tensor *w2 = th_own(cn_ones((int64_t[]){3, 2, 3, 3}, 4, CN_F32, cn_cpu()));
+    th_check_shape("N = 0", th_own(cn_conv2d(x0, w2, NULL, NULL)), (int64_t[]){0, 3, 2, 2}, 4);
+    cn_tensor *x2 = th_own(cn_ones((int64_t[]){1, 2, 4, 4}, 4, CN_F32, cn_cpu()));
+    cn_tensor *w0 = th_own(cn_zeros((int64_t[]){0, 2, 3, 3}, 4, CN_F32, cn_cpu()));
+    th_check_shape("O = 0", th_own(cn_conv2d(x2, w0, NULL, NULL)), (int64_t[]){1, 0, 2, 2}, 4);
+    th_release_owned();
 }
 
 static void test_conv2d_errors(void) {
-    cn_tensor *x = own(cn_ones((int64_t[]){1, 3, 5, 5}, 4, CN_F32, cn_cpu()));
-    cn_tensor *w = own(cn_ones((int64_t[]){2, 2, 3, 3}, 4, CN_F32, cn_cpu()));
+    cn_tensor *x = th_own(cn_ones((int64_t[]){1, 3, 5, 5}, 4, CN_F32, cn_cpu()));
+    cn_tensor *w = th_own(cn_ones((int64_t[]){2, 2, 3, 3}, 4, CN_F32, cn_cpu()));
     CHECK_FAILS(cn_conv2d(x, w, NULL, NULL), CN_ERR_SHAPE, "conv2d"); /* channel mismatch */
-    cn_tensor *w3 = own(cn_ones((int64_t[]){2, 3, 3, 3}, 4, CN_F32, cn_cpu()));
+    cn_tensor *w3 = th_own(cn_ones((int64_t[]){2, 3, 3, 3}, 4, CN_F32, cn_cpu()));
     cn_conv2d_params g2 = {{1, 1}, {0, 0}, {1, 1}, 2};
     CHECK_FAILS(cn_conv2d(x, w3, NULL, &g2), CN_ERR_SHAPE, "conv2d"); /* 3 % 2 groups */
-    cn_tensor *big = own(cn_ones((int64_t[]){1, 3, 7, 7}, 4, CN_F32, cn_cpu()));
+    cn_tensor *big = th_own(cn_ones((int64_t[]){1, 3, 7, 7}, 4, CN_F32, cn_cpu()));
     CHECK_FAILS(cn_conv2d(x, big, NULL, NULL), CN_ERR_SHAPE, "conv2d"); /* kernel > input */
     cn_conv2d_params dil = {{1, 1}, {0, 0}, {3, 3}, 1};
     CHECK_FAILS(cn_conv2d(x, w3, NULL, &dil), CN_ERR_SHAPE, "conv2d"); /* dilated kernel */
-    cn_tensor *bad_b = own(cn_ones((int64_t[]){3}, 1, CN_F32, cn_cpu()));
+    cn_tensor *bad_b = th_own(cn_ones((int64_t[]){3}, 1, CN_F32, cn_cpu()));
     CHECK_FAILS(cn_conv2d(x, w3, bad_b, NULL), CN_ERR_SHAPE, "conv2d");
-    cn_tensor *xd = own(cn_ones((int64_t[]){1, 3, 5, 5}, 4, CN_F64, cn_cpu()));
+    cn_tensor *xd = th_own(cn_ones((int64_t[]){1, 3, 5, 5}, 4, CN_F64, cn_cpu()));
     CHECK_FAILS(cn_conv2d(xd, w3, NULL, NULL), CN_ERR_DTYPE, "conv2d");
-    cn_tensor *xi = own(cn_ones((int64_t[]){1, 3, 5, 5}, 4, CN_I32, cn_cpu()));
+    cn_tensor *xi = th_own(cn_ones((int64_t[]){1, 3, 5, 5}, 4, CN_I32, cn_cpu()));
     CHECK_FAILS(cn_conv2d(xi, w3, NULL, NULL), CN_ERR_KIND, "conv2d");
-    cn_tensor *x3 = own(cn_ones((int64_t[]){3, 5, 5}, 3, CN_F32, cn_cpu()));
+    cn_tensor *x3 = th_own(cn_ones((int64_t[]){3, 5, 5}, 3, CN_F32, cn_cpu()));
     CHECK_FAILS(cn_conv2d(x3, w3, NULL, NULL), CN_ERR_SHAPE, "conv2d");
-    release_owned();
+    th_release_owned();
 }
 
 /* ---- pooling -------------------------------------------------------------------------------- */
@@ -281,7 +253,7 @@ static double *ref_pool2d(const double *x, const int64_t *xs, cn_pool2d_params p
     int64_t ph = p.padding[0], pw = p.padding[1];
     int64_t OH = (H + 2 * ph - KH) / sh + 1, OW = (W + 2 * pw - KW) / sw + 1;
     os[0] = N, os[1] = C, os[2] = OH, os[3] = OW;
-    double *out = alloc_doubles(N * C * OH * OW);
+    double *out = th_alloc_doubles(N * C * OH * OW);
     for (int64_t nc = 0; nc < N * C; nc++)
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
@@ -302,15 +274,15 @@ static double *ref_pool2d(const double *x, const int64_t *xs, cn_pool2d_params p
 }
 
 static void check_pool(const char *what, cn_tensor *x, cn_pool2d_params p) {
-    double *xv = values_of(x);
+    double *xv = th_values(x);
     for (int is_max = 0; is_max < 2; is_max++) {
         int64_t os[4];
         double *want = ref_pool2d(xv, cn_shape(x), p, is_max, os);
-        cn_tensor *y = own(is_max ? cn_max_pool2d(x, &p) : cn_avg_pool2d(x, &p));
+        cn_tensor *y = th_own(is_max ? cn_max_pool2d(x, &p) : cn_avg_pool2d(x, &p));
         char name[160];
         snprintf(name, sizeof name, "%s (%s)", what, is_max ? "max" : "avg");
         th_check_shape(name, y, os, 4);
-        th_check_values(name, y, want, os[0] * os[1] * os[2] * os[3], tol_of(cn_dtype_of(x)));
+        th_check_values(name, y, want, os[0] * os[1] * os[2] * os[3], th_tol_of(cn_dtype_of(x)));
         free(want);
     }
     free(xv);
@@ -318,28 +290,28 @@ static void check_pool(const char *what, cn_tensor *x, cn_pool2d_params p) {
 
 static void test_pool_hand_computed(void) {
     double xv[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-    cn_tensor *x = own(th_tensor(xv, (int64_t[]){1, 1, 3, 3}, 4, CN_F32));
+    cn_tensor *x = th_own(th_tensor(xv, (int64_t[]){1, 1, 3, 3}, 4, CN_F32));
     cn_pool2d_params p = {{2, 2}, {1, 1}, {0, 0}};
-    th_check_values("hand max", own(cn_max_pool2d(x, &p)), (double[]){5, 6, 8, 9}, 4, 0);
-    th_check_values("hand avg", own(cn_avg_pool2d(x, &p)), (double[]){3, 4, 6, 7}, 4, 0);
+    th_check_values("hand max", th_own(cn_max_pool2d(x, &p)), (double[]){5, 6, 8, 9}, 4, 0);
+    th_check_values("hand avg", th_own(cn_avg_pool2d(x, &p)), (double[]){3, 4, 6, 7}, 4, 0);
     /* kernel 2, stride 2, padding 1: windows over rows/cols {-1, 0} and {1, 2}; avg divides by
      * 4 including the padded zeros */
     cn_pool2d_params q = {{2, 2}, {2, 2}, {1, 1}};
-    th_check_values("hand max, padded", own(cn_max_pool2d(x, &q)), (double[]){1, 3, 7, 9}, 4, 0);
-    th_check_values("hand avg, padded", own(cn_avg_pool2d(x, &q)),
+    th_check_values("hand max, padded", th_own(cn_max_pool2d(x, &q)), (double[]){1, 3, 7, 9}, 4, 0);
+    th_check_values("hand avg, padded", th_own(cn_avg_pool2d(x, &q)),
                     (double[]){0.25, 1.25, 2.75, 7.0}, 4, 0);
     /* all-negative input: padded positions must not win as zeros */
-    cn_tensor *neg = own(cn_full((int64_t[]){1, 1, 2, 2}, 4, -3.0, CN_F64, cn_cpu()));
-    th_check_values("max ignores padding", own(cn_max_pool2d(neg, &q)), (double[]){-3, -3, -3, -3},
+    cn_tensor *neg = th_own(cn_full((int64_t[]){1, 1, 2, 2}, 4, -3.0, CN_F64, cn_cpu()));
+    th_check_values("max ignores padding", th_own(cn_max_pool2d(neg, &q)), (double[]){-3, -3, -3, -3},
                     4, 0);
     /* NaN propagates through max, as in PyTorch */
     double nv[4] = {1, NAN, 3, 4};
-    cn_tensor *xn = own(th_tensor(nv, (int64_t[]){1, 1, 2, 2}, 4, CN_F32));
+    cn_tensor *xn = th_own(th_tensor(nv, (int64_t[]){1, 1, 2, 2}, 4, CN_F32));
     cn_pool2d_params whole = {{2, 2}, {0, 0}, {0, 0}};
-    cn_tensor *mn = own(cn_max_pool2d(xn, &whole));
+    cn_tensor *mn = th_own(cn_max_pool2d(xn, &whole));
     double got = 0;
     CHECK(th_read(mn, &got) == 1 && isnan(got));
-    release_owned();
+    th_release_owned();
 }
 
 static void test_pool_matches_reference(void) {
@@ -354,19 +326,19 @@ static void test_pool_matches_reference(void) {
         check_pool("5x4 stride 3 padding (2, 2)", x, (cn_pool2d_params){{5, 4}, {3, 3}, {2, 2}});
         check_pool("1x1", x, (cn_pool2d_params){{1, 1}, {1, 1}, {0, 0}});
         cn_tensor *nhwc = rand_tensor((int64_t[]){2, 8, 7, 3}, 4, dt);
-        cn_tensor *xp = own(cn_permute(nhwc, (int[]){0, 3, 1, 2}));
+        cn_tensor *xp = th_own(cn_permute(nhwc, (int[]){0, 3, 1, 2}));
         check_pool("channels-last input", xp, (cn_pool2d_params){{3, 3}, {2, 2}, {1, 1}});
         cn_tensor *wide = rand_tensor((int64_t[]){2, 3, 6, 12}, 4, dt);
-        cn_tensor *xs = own(cn_slice(wide, 3, 1, 12, 2));
+        cn_tensor *xs = th_own(cn_slice(wide, 3, 1, 12, 2));
         check_pool("strided columns", xs, (cn_pool2d_params){{2, 2}, {1, 1}, {1, 1}});
         cn_tensor *big = rand_tensor((int64_t[]){8, 16, 16, 16}, 4, dt); /* threaded */
         check_pool("8x16 planes", big, (cn_pool2d_params){{2, 2}, {2, 2}, {0, 0}});
     }
-    release_owned();
+    th_release_owned();
 }
 
 static void test_pool_errors(void) {
-    cn_tensor *x = own(cn_ones((int64_t[]){1, 2, 5, 5}, 4, CN_F32, cn_cpu()));
+    cn_tensor *x = th_own(cn_ones((int64_t[]){1, 2, 5, 5}, 4, CN_F32, cn_cpu()));
     cn_pool2d_params too_much_pad = {{2, 2}, {1, 1}, {2, 0}};
     CHECK_FAILS(cn_max_pool2d(x, &too_much_pad), CN_ERR_INVALID_ARG, "max_pool2d");
     CHECK_FAILS(cn_avg_pool2d(x, &too_much_pad), CN_ERR_INVALID_ARG, "avg_pool2d");
@@ -374,12 +346,12 @@ static void test_pool_errors(void) {
     CHECK_FAILS(cn_max_pool2d(x, &huge), CN_ERR_SHAPE, "max_pool2d");
     cn_pool2d_params zero = {{0, 2}, {1, 1}, {0, 0}};
     CHECK_FAILS(cn_avg_pool2d(x, &zero), CN_ERR_INVALID_ARG, "avg_pool2d");
-    cn_tensor *xi = own(cn_ones((int64_t[]){1, 2, 5, 5}, 4, CN_I64, cn_cpu()));
+    cn_tensor *xi = th_own(cn_ones((int64_t[]){1, 2, 5, 5}, 4, CN_I64, cn_cpu()));
     cn_pool2d_params ok = {{2, 2}, {0, 0}, {0, 0}};
     CHECK_FAILS(cn_max_pool2d(xi, &ok), CN_ERR_KIND, "max_pool2d");
-    cn_tensor *x2 = own(cn_ones((int64_t[]){5, 5}, 2, CN_F32, cn_cpu()));
+    cn_tensor *x2 = th_own(cn_ones((int64_t[]){5, 5}, 2, CN_F32, cn_cpu()));
     CHECK_FAILS(cn_avg_pool2d(x2, &ok), CN_ERR_SHAPE, "avg_pool2d");
-    release_owned();
+    th_release_owned();
 }
 
 /* The pooling kernel takes its geometry from the router (cn_kernel_args.conv), computed and

@@ -10,44 +10,23 @@
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-/* Tensors made in a test, released together at its end. */
-static cn_tensor *owned[256];
-static int n_owned;
-
-static cn_tensor *own(cn_tensor *t) {
-    if (t && n_owned < (int)(sizeof owned / sizeof *owned)) owned[n_owned++] = t;
-    return t;
-}
-
-static void release_owned(void) {
-    while (n_owned) cn_release(owned[--n_owned]);
-}
-
-static double *alloc_doubles(int64_t n) {
-    return calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-}
-
 static int64_t numel4(const int64_t *s) { return s[0] * s[1] * s[2] * s[3]; }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t next_rand(void) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return rng_state >> 33;
-}
 
 /* n values k/8, k in [-16, 16] (many ties). */
 static double *rand_values(int64_t n) {
-    double *v = alloc_doubles(n);
-    for (int64_t i = 0; i < n; i++) v[i] = (double)((int)(next_rand() % 33) - 16) / 8.0;
+    double *v = th_alloc_doubles(n);
+    th_fill_eighths(&rng_state, v, n);
     return v;
 }
 
 /* n distinct values (a shuffle of (k - n/2)/8), so that every max window has one maximum. */
 static double *distinct_values(int64_t n) {
-    double *v = alloc_doubles(n);
+    double *v = th_alloc_doubles(n);
     for (int64_t i = 0; i < n; i++) v[i] = (double)(i - n / 2) / 8.0;
     for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(next_rand() % (uint64_t)(i + 1));
+        int64_t j = (int64_t)(th_lcg(&rng_state) % (uint64_t)(i + 1));
         double t = v[i];
         v[i] = v[j];
         v[j] = t;
@@ -59,19 +38,10 @@ static cn_tensor *rand_tensor(const int64_t *shape, int ndim, cn_dtype dt) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     double *v = rand_values(n);
-    cn_tensor *t = own(th_tensor(v, shape, ndim, dt));
+    cn_tensor *t = th_own(th_tensor(v, shape, ndim, dt));
     free(v);
     return t;
 }
-
-/* t's elements in row-major order of its shape (whatever its strides); caller frees. */
-static double *values_of(cn_tensor *t) {
-    double *v = alloc_doubles(cn_numel(t));
-    CHECK(th_read(t, v) == cn_numel(t));
-    return v;
-}
-
-static double tol_of(cn_dtype dt) { return dt == CN_F32 ? 1e-5 : 1e-12; }
 
 /* ---- conv2d: oracles ------------------------------------------------------------------------ */
 
@@ -133,7 +103,7 @@ static double conv_loss(const double *x, const int64_t *xs, const double *w, con
     double L = NAN;
     if (y) {
         int64_t n = cn_numel(y);
-        double *yv = values_of(y);
+        double *yv = th_values(y);
         L = 0;
         for (int64_t i = 0; i < n; i++) L += yv[i] * R[i];
         free(yv);
@@ -163,18 +133,18 @@ static void conv_fd(double *v, int64_t n, const double *x, const int64_t *xs, co
 static void check_conv_backward(const char *what, cn_tensor *x, cn_tensor *w, cn_tensor *g,
                                 conv_case p) {
     const int64_t *xs = cn_shape(x), *ws = cn_shape(w);
-    double *xv = values_of(x), *wv = values_of(w), *gv = values_of(g);
-    double *gx = alloc_doubles(numel4(xs)), *gw = alloc_doubles(numel4(ws));
+    double *xv = th_values(x), *wv = th_values(w), *gv = th_values(g);
+    double *gx = th_alloc_doubles(numel4(xs)), *gw = th_alloc_doubles(numel4(ws));
     ref_conv2d_backward(xv, xs, wv, ws, gv, p, gx, gw);
     int64_t ints[7];
     ints_of(p, ints);
-    double tol = tol_of(cn_dtype_of(x));
+    double tol = th_tol_of(cn_dtype_of(x));
     char name[160];
-    cn_tensor *gx_t = own(cn__conv2d_backward_input(g, w, xs, ints));
+    cn_tensor *gx_t = th_own(cn__conv2d_backward_input(g, w, xs, ints));
     snprintf(name, sizeof name, "%s: input gradient", what);
     th_check_shape(name, gx_t, xs, 4);
     th_check_values(name, gx_t, gx, numel4(xs), tol);
-    cn_tensor *gw_t = own(cn__conv2d_backward_weight(g, x, ws, ints));
+    cn_tensor *gw_t = th_own(cn__conv2d_backward_weight(g, x, ws, ints));
     snprintf(name, sizeof name, "%s: weight gradient", what);
     th_check_shape(name, gw_t, ws, 4);
     th_check_values(name, gw_t, gw, numel4(ws), tol);
@@ -218,23 +188,23 @@ static void test_conv2d_gradients_match_finite_differences(void) {
         conv_out_shape(xs, ws, p, os);
         double *x = rand_values(numel4(xs)), *w = rand_values(numel4(ws));
         double *R = rand_values(numel4(os));
-        double *fx = alloc_doubles(numel4(xs)), *fw = alloc_doubles(numel4(ws));
+        double *fx = th_alloc_doubles(numel4(xs)), *fw = th_alloc_doubles(numel4(ws));
         conv_fd(x, numel4(xs), x, xs, w, ws, R, p, fx);
         conv_fd(w, numel4(ws), x, xs, w, ws, R, p, fw);
-        cn_tensor *gt = own(th_tensor(R, os, 4, CN_F64));
-        cn_tensor *xt = own(th_tensor(x, xs, 4, CN_F64)), *wt = own(th_tensor(w, ws, 4, CN_F64));
+        cn_tensor *gt = th_own(th_tensor(R, os, 4, CN_F64));
+        cn_tensor *xt = th_own(th_tensor(x, xs, 4, CN_F64)), *wt = th_own(th_tensor(w, ws, 4, CN_F64));
         int64_t ints[7];
         ints_of(p, ints);
-        th_check_values(cases[k].what, own(cn__conv2d_backward_input(gt, wt, xs, ints)), fx,
+        th_check_values(cases[k].what, th_own(cn__conv2d_backward_input(gt, wt, xs, ints)), fx,
                         numel4(xs), 1e-12);
-        th_check_values(cases[k].what, own(cn__conv2d_backward_weight(gt, xt, ws, ints)), fw,
+        th_check_values(cases[k].what, th_own(cn__conv2d_backward_weight(gt, xt, ws, ints)), fw,
                         numel4(ws), 1e-12);
         free(x);
         free(w);
         free(R);
         free(fx);
         free(fw);
-        release_owned();
+        th_release_owned();
     }
 }
 
@@ -263,7 +233,7 @@ static void test_conv2d_backward_stride_padding_dilation(void) {
         check_conv_case("1x1, padding 1", xs, w1, (conv_case){1, 1, 1, 1, 1, 1, 1}, dt);
         check_conv_case("kernel as large as the padded input", (int64_t[]){1, 2, 4, 3},
                         (int64_t[]){3, 2, 6, 5}, (conv_case){1, 1, 1, 1, 1, 1, 1}, dt);
-        release_owned();
+        th_release_owned();
     }
 }
 
@@ -283,7 +253,7 @@ static void test_conv2d_backward_groups_and_depthwise(void) {
                         (conv_case){2, 1, 1, 0, 1, 1, 4}, dt);
         check_conv_case("grouped 1x1", xs, (int64_t[]){4, 2, 1, 1},
                         (conv_case){1, 1, 0, 0, 1, 1, 2}, dt);
-        release_owned();
+        th_release_owned();
     }
 }
 
@@ -297,33 +267,33 @@ static void test_conv2d_backward_strided_operands(void) {
 
         /* g stored channels-last [N, OH, OW, O], viewed as [N, O, OH, OW]: packed per block */
         cn_tensor *g_nhwc = rand_tensor((int64_t[]){2, 7, 6, 4}, 4, dt);
-        cn_tensor *g_perm = own(cn_permute(g_nhwc, (int[]){0, 3, 1, 2}));
+        cn_tensor *g_perm = th_own(cn_permute(g_nhwc, (int[]){0, 3, 1, 2}));
         CHECK(g_perm && !cn_is_contiguous(g_perm));
         check_conv_backward("channels-last g", x, w, g_perm, pad1);
         /* g broadcast from one value (the gradient of a sum): every stride 0 */
         cn_tensor *g_one = rand_tensor((int64_t[]){1, 1, 1, 1}, 4, dt);
         check_conv_backward("expanded g", x, w,
-                            own(cn_expand(g_one, (int64_t[]){2, 4, 7, 6}, 4)), pad1);
+                            th_own(cn_expand(g_one, (int64_t[]){2, 4, 7, 6}, 4)), pad1);
         check_conv_backward("expanded g, 1x1", x, w1,
-                            own(cn_expand(g_one, (int64_t[]){2, 5, 7, 6}, 4)), plain);
+                            th_own(cn_expand(g_one, (int64_t[]){2, 5, 7, 6}, 4)), plain);
         /* a channel slice of g (batch stride above O*OH*OW), a row slice of g (dense planes,
          * channel stride above OH*OW): both read in place */
         cn_tensor *g_many = rand_tensor((int64_t[]){2, 9, 7, 6}, 4, dt);
-        check_conv_backward("channel slice of g", x, w, own(cn_slice(g_many, 1, 2, 6, 1)), pad1);
+        check_conv_backward("channel slice of g", x, w, th_own(cn_slice(g_many, 1, 2, 6, 1)), pad1);
         check_conv_backward("channel slice of g, 1x1", x, w1,
-                            own(cn_slice(g_many, 1, 1, 6, 1)), plain);
+                            th_own(cn_slice(g_many, 1, 1, 6, 1)), plain);
         cn_tensor *g_tall = rand_tensor((int64_t[]){2, 5, 9, 6}, 4, dt);
         check_conv_backward("row slice of g", x, w,
-                            own(cn_slice(own(cn_slice(g_tall, 1, 0, 4, 1)), 2, 1, 8, 1)), pad1);
-        check_conv_backward("row slice of g, 1x1", x, w1, own(cn_slice(g_tall, 2, 2, 9, 1)),
+                            th_own(cn_slice(th_own(cn_slice(g_tall, 1, 0, 4, 1)), 2, 1, 8, 1)), pad1);
+        check_conv_backward("row slice of g, 1x1", x, w1, th_own(cn_slice(g_tall, 2, 2, 9, 1)),
                             plain);
         /* every other column of g */
         cn_tensor *g_wide = rand_tensor((int64_t[]){2, 4, 7, 12}, 4, dt);
-        check_conv_backward("column-strided g", x, w, own(cn_slice(g_wide, 3, 0, 12, 2)), pad1);
+        check_conv_backward("column-strided g", x, w, th_own(cn_slice(g_wide, 3, 0, 12, 2)), pad1);
 
         /* x channels-last, x every other column, x a channel slice */
         cn_tensor *x_nhwc = rand_tensor((int64_t[]){2, 7, 6, 3}, 4, dt);
-        cn_tensor *x_perm = own(cn_permute(x_nhwc, (int[]){0, 3, 1, 2}));
+        cn_tensor *x_perm = th_own(cn_permute(x_nhwc, (int[]){0, 3, 1, 2}));
         int64_t os[4];
         conv_out_shape(cn_shape(x_perm), cn_shape(w), pad1, os);
         cn_tensor *g = rand_tensor(os, 4, dt);
@@ -331,30 +301,30 @@ static void test_conv2d_backward_strided_operands(void) {
         conv_out_shape(cn_shape(x_perm), cn_shape(w1), plain, os);
         check_conv_backward("channels-last x, 1x1", x_perm, w1, rand_tensor(os, 4, dt), plain);
         cn_tensor *x_wide = rand_tensor((int64_t[]){2, 3, 7, 12}, 4, dt);
-        cn_tensor *x_cols = own(cn_slice(x_wide, 3, 0, 12, 2));
+        cn_tensor *x_cols = th_own(cn_slice(x_wide, 3, 0, 12, 2));
         check_conv_backward("column-strided x", x_cols, w, g, pad1);
         check_conv_backward("column-strided x, 1x1", x_cols, w1, rand_tensor(os, 4, dt), plain);
         cn_tensor *x_many = rand_tensor((int64_t[]){2, 6, 7, 6}, 4, dt);
-        cn_tensor *x_ch = own(cn_slice(x_many, 1, 2, 5, 1));
+        cn_tensor *x_ch = th_own(cn_slice(x_many, 1, 2, 5, 1));
         check_conv_backward("channel slice of x", x_ch, w, g, pad1);
         check_conv_backward("channel slice of x, 1x1", x_ch, w1, rand_tensor(os, 4, dt), plain);
         cn_tensor *x_tall = rand_tensor((int64_t[]){2, 3, 10, 6}, 4, dt);
-        cn_tensor *x_rows = own(cn_slice(x_tall, 2, 3, 10, 1)); /* channel stride 60 > 42 */
+        cn_tensor *x_rows = th_own(cn_slice(x_tall, 2, 3, 10, 1)); /* channel stride 60 > 42 */
         check_conv_backward("row slice of x", x_rows, w, g, pad1);
         check_conv_backward("row slice of x, 1x1", x_rows, w1, rand_tensor(os, 4, dt), plain);
 
         /* w stored [O, C, KW, KH] and transposed; w broadcast over O (stride 0): both packed */
         cn_tensor *w_store = rand_tensor((int64_t[]){4, 3, 2, 3}, 4, dt);
-        cn_tensor *w_t = own(cn_transpose(w_store, 2, 3)); /* [4, 3, 3, 2] */
+        cn_tensor *w_t = th_own(cn_transpose(w_store, 2, 3)); /* [4, 3, 3, 2] */
         conv_out_shape(cn_shape(x), cn_shape(w_t), pad1, os);
         check_conv_backward("transposed w", x, w_t, rand_tensor(os, 4, dt), pad1);
         cn_tensor *w_one = rand_tensor((int64_t[]){1, 3, 3, 3}, 4, dt);
-        check_conv_backward("expanded w", x, own(cn_expand(w_one, (int64_t[]){4, 3, 3, 3}, 4)),
+        check_conv_backward("expanded w", x, th_own(cn_expand(w_one, (int64_t[]){4, 3, 3, 3}, 4)),
                             g, pad1);
         /* a filter slice of w: dense filters, filter stride above C*KH*KW (read in place) */
         cn_tensor *w_big = rand_tensor((int64_t[]){4, 5, 3, 3}, 4, dt);
-        check_conv_backward("channel slice of w", x, own(cn_slice(w_big, 1, 1, 4, 1)), g, pad1);
-        release_owned();
+        check_conv_backward("channel slice of w", x, th_own(cn_slice(w_big, 1, 1, 4, 1)), g, pad1);
+        th_release_owned();
     }
 }
 
@@ -367,21 +337,21 @@ static void test_conv2d_backward_threaded_paths(void) {
                         (int64_t[]){32, 1, 3, 3}, (conv_case){1, 1, 1, 1, 1, 1, 1}, dt);
         check_conv_case("16 -> 16 channels, 16x16 (big GEMMs)", (int64_t[]){2, 16, 16, 16},
                         (int64_t[]){16, 16, 3, 3}, (conv_case){1, 1, 1, 1, 1, 1, 1}, dt);
-        release_owned();
+        th_release_owned();
     }
 }
 
 static void test_conv2d_backward_empty_batch(void) {
-    cn_tensor *x = own(cn_zeros((int64_t[]){0, 2, 5, 5}, 4, CN_F32, cn_cpu()));
-    cn_tensor *g = own(cn_zeros((int64_t[]){0, 3, 3, 3}, 4, CN_F32, cn_cpu()));
+    cn_tensor *x = th_own(cn_zeros((int64_t[]){0, 2, 5, 5}, 4, CN_F32, cn_cpu()));
+    cn_tensor *g = th_own(cn_zeros((int64_t[]){0, 3, 3, 3}, 4, CN_F32, cn_cpu()));
     cn_tensor *w = rand_tensor((int64_t[]){3, 2, 3, 3}, 4, CN_F32);
     int64_t ints[7] = {1, 1, 0, 0, 1, 1, 1};
-    cn_tensor *gw = own(cn__conv2d_backward_weight(g, x, cn_shape(w), ints));
+    cn_tensor *gw = th_own(cn__conv2d_backward_weight(g, x, cn_shape(w), ints));
     double zeros[54] = {0};
     th_check_values("empty batch: the weight gradient is zero", gw, zeros, 54, 0);
-    cn_tensor *gx = own(cn__conv2d_backward_input(g, w, cn_shape(x), ints));
+    cn_tensor *gx = th_own(cn__conv2d_backward_input(g, w, cn_shape(x), ints));
     th_check_shape("empty batch: input gradient", gx, cn_shape(x), 4);
-    release_owned();
+    th_release_owned();
 }
 
 /* The router's backward entries check nothing themselves; the kernels refuse arguments that do
@@ -392,7 +362,7 @@ static void test_conv2d_backward_rejects_inconsistent_arguments(void) {
     cn_tensor *w64 = rand_tensor((int64_t[]){4, 3, 3, 3}, 4, CN_F64);
     int64_t ints[7] = {1, 1, 0, 0, 1, 1, 1}, zero_stride[7] = {0, 1, 0, 0, 1, 1, 1};
     int64_t xs[4] = {2, 3, 7, 7}, wrong_c[4] = {2, 5, 7, 7}, wrong_h[4] = {2, 3, 9, 7};
-    cn_tensor *ok = own(cn__conv2d_backward_input(g, w, xs, ints));
+    cn_tensor *ok = th_own(cn__conv2d_backward_input(g, w, xs, ints));
     CHECK(ok != NULL);
     CHECK_FAILS(cn__conv2d_backward_input(g, w, wrong_c, ints), CN_ERR_SHAPE,
                 "do not describe one convolution");
@@ -404,15 +374,15 @@ static void test_conv2d_backward_rejects_inconsistent_arguments(void) {
     int64_t w_wrong[4] = {4, 3, 2, 3};
     CHECK_FAILS(cn__conv2d_backward_weight(g, x, w_wrong, ints), CN_ERR_SHAPE,
                 "do not describe one convolution");
-    release_owned();
+    th_release_owned();
 }
 
 /* Every scratch allocation of the kernels fails cleanly: NULL, CN_ERR_OUT_OF_MEMORY, no leak. */
 static void test_conv2d_backward_allocation_failures(void) {
     cn_tensor *g_nhwc = rand_tensor((int64_t[]){2, 5, 5, 4}, 4, CN_F64);
-    cn_tensor *g = own(cn_permute(g_nhwc, (int[]){0, 3, 1, 2})); /* packed: needs scratch */
+    cn_tensor *g = th_own(cn_permute(g_nhwc, (int[]){0, 3, 1, 2})); /* packed: needs scratch */
     cn_tensor *w_store = rand_tensor((int64_t[]){4, 3, 3, 3}, 4, CN_F64);
-    cn_tensor *w = own(cn_transpose(w_store, 2, 3));
+    cn_tensor *w = th_own(cn_transpose(w_store, 2, 3));
     cn_tensor *x = rand_tensor((int64_t[]){2, 3, 7, 7}, 4, CN_F64);
     int64_t ints[7] = {1, 1, 0, 0, 1, 1, 1};
     for (int which = 0; which < 2; which++) {
@@ -434,7 +404,7 @@ static void test_conv2d_backward_allocation_failures(void) {
         CHECK(succeeded);
     }
     cn_clear_error();
-    release_owned();
+    th_release_owned();
 }
 
 /* ---- pooling: oracles ----------------------------------------------------------------------- */
@@ -492,7 +462,7 @@ static double pool_loss(int is_max, const double *x, const int64_t *xs, const do
     cn_tensor *y = is_max ? cn_max_pool2d(xt, &pp) : cn_avg_pool2d(xt, &pp);
     double L = NAN;
     if (y) {
-        double *yv = values_of(y);
+        double *yv = th_values(y);
         L = 0;
         for (int64_t i = 0; i < cn_numel(y); i++) L += yv[i] * R[i];
         free(yv);
@@ -513,11 +483,11 @@ static cn_tensor *pool_backward(int is_max, cn_tensor *g, cn_tensor *x, pool_cas
 static void check_pool_backward(const char *what, int is_max, cn_tensor *x, cn_tensor *g,
                                 pool_case p) {
     const int64_t *xs = cn_shape(x);
-    double *xv = values_of(x), *gv = values_of(g), *want = alloc_doubles(numel4(xs));
+    double *xv = th_values(x), *gv = th_values(g), *want = th_alloc_doubles(numel4(xs));
     ref_pool_backward(is_max, xv, xs, gv, p, want);
-    cn_tensor *gx = own(pool_backward(is_max, g, x, p));
+    cn_tensor *gx = th_own(pool_backward(is_max, g, x, p));
     th_check_shape(what, gx, xs, 4);
-    th_check_values(what, gx, want, numel4(xs), tol_of(cn_dtype_of(x)));
+    th_check_values(what, gx, want, numel4(xs), th_tol_of(cn_dtype_of(x)));
     free(xv);
     free(gv);
     free(want);
@@ -545,7 +515,7 @@ static void test_pool_gradients_match_finite_differences(void) {
             int64_t os[4];
             pool_out_shape(xs, p, os);
             double *x = distinct_values(numel4(xs)), *R = rand_values(numel4(os));
-            double *want = alloc_doubles(numel4(xs)), h = is_max ? 1.0 / 64 : 1.0;
+            double *want = th_alloc_doubles(numel4(xs)), h = is_max ? 1.0 / 64 : 1.0;
             for (int64_t i = 0; i < numel4(xs); i++) {
                 double keep = x[i];
                 x[i] = keep + h;
@@ -555,17 +525,17 @@ static void test_pool_gradients_match_finite_differences(void) {
                 x[i] = keep;
                 want[i] = (up - down) / (2 * h);
             }
-            cn_tensor *xt = own(th_tensor(x, xs, 4, CN_F64));
-            cn_tensor *gt = own(th_tensor(R, os, 4, CN_F64));
+            cn_tensor *xt = th_own(th_tensor(x, xs, 4, CN_F64));
+            cn_tensor *gt = th_own(th_tensor(R, os, 4, CN_F64));
             char what[96];
             snprintf(what, sizeof what, "%s pool case %zu vs finite differences",
                      is_max ? "max" : "avg", k);
-            th_check_values(what, own(pool_backward(is_max, gt, xt, p)), want, numel4(xs),
+            th_check_values(what, th_own(pool_backward(is_max, gt, xt, p)), want, numel4(xs),
                             1e-10);
             free(x);
             free(R);
             free(want);
-            release_owned();
+            th_release_owned();
         }
 }
 
@@ -583,18 +553,18 @@ static void test_pool_backward_against_reference_loops(void) {
                 check_pool_backward("contiguous", is_max, x, rand_tensor(os, 4, dt), p);
                 /* x channels-last, g channels-last */
                 cn_tensor *x_nhwc = rand_tensor((int64_t[]){2, 9, 8, 3}, 4, dt);
-                cn_tensor *x_perm = own(cn_permute(x_nhwc, (int[]){0, 3, 1, 2}));
+                cn_tensor *x_perm = th_own(cn_permute(x_nhwc, (int[]){0, 3, 1, 2}));
                 cn_tensor *g_nhwc = rand_tensor((int64_t[]){os[0], os[2], os[3], os[1]}, 4, dt);
-                cn_tensor *g_perm = own(cn_permute(g_nhwc, (int[]){0, 3, 1, 2}));
+                cn_tensor *g_perm = th_own(cn_permute(g_nhwc, (int[]){0, 3, 1, 2}));
                 check_pool_backward("channels-last x and g", is_max, x_perm, g_perm, p);
                 /* x every other column; g broadcast from one value */
                 cn_tensor *x_wide = rand_tensor((int64_t[]){2, 3, 9, 16}, 4, dt);
-                cn_tensor *x_cols = own(cn_slice(x_wide, 3, 1, 16, 2));
+                cn_tensor *x_cols = th_own(cn_slice(x_wide, 3, 1, 16, 2));
                 cn_tensor *g_one = rand_tensor((int64_t[]){1, 1, 1, 1}, 4, dt);
                 check_pool_backward("column-strided x, expanded g", is_max, x_cols,
-                                    own(cn_expand(g_one, os, 4)), p);
+                                    th_own(cn_expand(g_one, os, 4)), p);
             }
-        release_owned();
+        th_release_owned();
     }
 }
 
@@ -602,40 +572,40 @@ static void test_max_pool_backward_ties_nan_and_inf(void) {
     int64_t s22[4] = {1, 1, 2, 2}, ints[6] = {2, 2, 1, 1, 1, 1};
     /* all equal, kernel 2, stride 1, padding 1: window (oh, ow) starts at (oh-1, ow-1), and its
      * first in-image position is (max(oh-1, 0), max(ow-1, 0)) */
-    cn_tensor *x = own(th_tensor((double[]){5, 5, 5, 5}, s22, 4, CN_F32));
-    cn_tensor *g = own(cn_ones((int64_t[]){1, 1, 3, 3}, 4, CN_F32, cn_cpu()));
-    th_check_values("ties go to the first position", own(cn__max_pool2d_backward(g, x, ints)),
+    cn_tensor *x = th_own(th_tensor((double[]){5, 5, 5, 5}, s22, 4, CN_F32));
+    cn_tensor *g = th_own(cn_ones((int64_t[]){1, 1, 3, 3}, 4, CN_F32, cn_cpu()));
+    th_check_values("ties go to the first position", th_own(cn__max_pool2d_backward(g, x, ints)),
                     (double[]){4, 2, 2, 1}, 4, 0);
     /* one window over [1, NaN; NaN, 2]: the first NaN wins, as the forward's NaN output says */
     int64_t one[6] = {2, 2, 2, 2, 0, 0};
-    cn_tensor *g1 = own(th_tensor((double[]){3}, (int64_t[]){1, 1, 1, 1}, 4, CN_F64));
-    cn_tensor *xn = own(th_tensor((double[]){1, NAN, NAN, 2}, s22, 4, CN_F64));
-    th_check_values("NaN takes the gradient", own(cn__max_pool2d_backward(g1, xn, one)),
+    cn_tensor *g1 = th_own(th_tensor((double[]){3}, (int64_t[]){1, 1, 1, 1}, 4, CN_F64));
+    cn_tensor *xn = th_own(th_tensor((double[]){1, NAN, NAN, 2}, s22, 4, CN_F64));
+    th_check_values("NaN takes the gradient", th_own(cn__max_pool2d_backward(g1, xn, one)),
                     (double[]){0, 3, 0, 0}, 4, 0);
-    cn_tensor *xn2 = own(th_tensor((double[]){5, 9, NAN, 7}, s22, 4, CN_F64));
-    th_check_values("NaN after the maximum", own(cn__max_pool2d_backward(g1, xn2, one)),
+    cn_tensor *xn2 = th_own(th_tensor((double[]){5, 9, NAN, 7}, s22, 4, CN_F64));
+    th_check_values("NaN after the maximum", th_own(cn__max_pool2d_backward(g1, xn2, one)),
                     (double[]){0, 0, 3, 0}, 4, 0);
     /* nothing beats -inf: the first position, as in PyTorch */
-    cn_tensor *xi = own(th_tensor((double[]){-INFINITY, -INFINITY, -INFINITY, -INFINITY}, s22, 4,
+    cn_tensor *xi = th_own(th_tensor((double[]){-INFINITY, -INFINITY, -INFINITY, -INFINITY}, s22, 4,
                                   CN_F64));
-    th_check_values("all -inf", own(cn__max_pool2d_backward(g1, xi, one)),
+    th_check_values("all -inf", th_own(cn__max_pool2d_backward(g1, xi, one)),
                     (double[]){3, 0, 0, 0}, 4, 0);
     /* a -inf before the maximum */
-    cn_tensor *xm = own(th_tensor((double[]){-INFINITY, -1, 4, 4}, s22, 4, CN_F64));
-    th_check_values("first of two maxima", own(cn__max_pool2d_backward(g1, xm, one)),
+    cn_tensor *xm = th_own(th_tensor((double[]){-INFINITY, -1, 4, 4}, s22, 4, CN_F64));
+    th_check_values("first of two maxima", th_own(cn__max_pool2d_backward(g1, xm, one)),
                     (double[]){0, 0, 3, 0}, 4, 0);
-    release_owned();
+    th_release_owned();
 }
 
 static void test_avg_pool_backward_hand_computed(void) {
     /* 3x3 input, kernel 2, stride 1, padding 1 -> 4x4 windows of 4 (padded ones included):
      * each input pixel lies in exactly 4 windows, so g = 1 gives 4 * 1/4 everywhere */
     int64_t ints[6] = {2, 2, 1, 1, 1, 1};
-    cn_tensor *g = own(cn_ones((int64_t[]){1, 1, 4, 4}, 4, CN_F64, cn_cpu()));
+    cn_tensor *g = th_own(cn_ones((int64_t[]){1, 1, 4, 4}, 4, CN_F64, cn_cpu()));
     double want[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     th_check_values("avg, padded windows count the padding",
-                    own(cn__avg_pool2d_backward(g, (int64_t[]){1, 1, 3, 3}, ints)), want, 9, 0);
-    release_owned();
+                    th_own(cn__avg_pool2d_backward(g, (int64_t[]){1, 1, 3, 3}, ints)), want, 9, 0);
+    th_release_owned();
 }
 
 static void test_pool_backward_rejects_inconsistent_arguments(void) {
@@ -643,14 +613,14 @@ static void test_pool_backward_rejects_inconsistent_arguments(void) {
     cn_tensor *g = rand_tensor((int64_t[]){1, 2, 3, 3}, 4, CN_F32);
     int64_t ok[6] = {2, 2, 2, 2, 0, 0}, bad_kernel[6] = {3, 3, 2, 2, 0, 0};
     int64_t zero_stride[6] = {2, 2, 0, 2, 0, 0};
-    cn_tensor *r = own(cn__max_pool2d_backward(g, x, ok));
+    cn_tensor *r = th_own(cn__max_pool2d_backward(g, x, ok));
     CHECK(r != NULL);
     CHECK_FAILS(cn__max_pool2d_backward(g, x, bad_kernel), CN_ERR_SHAPE, "does not match");
     CHECK_FAILS(cn__avg_pool2d_backward(g, (int64_t[]){1, 3, 6, 6}, ok), CN_ERR_SHAPE,
                 "does not match");
     CHECK_FAILS(cn__avg_pool2d_backward(g, cn_shape(x), zero_stride), CN_ERR_INVALID_ARG,
                 "stride");
-    release_owned();
+    th_release_owned();
 }
 
 int main(void) {

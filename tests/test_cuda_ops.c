@@ -457,11 +457,21 @@ static void test_scalar_ops(void) {
     for (int d = 0; d < 2; d++) {
         cn_dtype dt = d ? CN_I64 : CN_I32;
         pair x = pair_from(big, &n, 1, dt);
-        args add = {.s0 = 100}, mul = {.s0 = 4e9}, cl = {.s0 = -1e300, .s1 = 1e300};
-        check_op("add_scalar wraps", CN_OP_ADD_SCALAR, f_add_scalar, &add, &x, 1, 1);
-        check_op("mul_scalar saturates the scalar and wraps", CN_OP_MUL_SCALAR, f_mul_scalar,
+        /* the scalar itself must convert to the dtype (the front-ends refuse it otherwise): 2e9
+         * is an i32, and its products with the values above wrap */
+        args add = {.s0 = 100}, mul = {.s0 = d ? 4e9 : 2e9}, cl = {.s0 = -1e300, .s1 = 1e300};
+        check_op(label("add_scalar wraps %s", cn_dtype_name(dt)), CN_OP_ADD_SCALAR, f_add_scalar,
+                 &add, &x, 1, 1);
+        check_op(label("mul_scalar wraps %s", cn_dtype_name(dt)), CN_OP_MUL_SCALAR, f_mul_scalar,
                  &mul, &x, 1, 1);
-        check_op("clamp saturates its bounds", CN_OP_CLAMP, f_clamp, &cl, &x, 1, 1);
+        check_op(label("clamp saturates its bounds %s", cn_dtype_name(dt)), CN_OP_CLAMP, f_clamp,
+                 &cl, &x, 1, 1);
+        /* a scalar outside the dtype: the same refusal on both devices */
+        args out_of_range = {.s0 = d ? 1e19 : 4e9}, nan = {.s0 = NAN};
+        check_same_error(label("mul_scalar refuses a scalar outside %s", cn_dtype_name(dt)),
+                         f_mul_scalar, &out_of_range, &x, 1);
+        check_same_error(label("add_scalar refuses NaN for %s", cn_dtype_name(dt)), f_add_scalar,
+                         &nan, &x, 1);
         pair_free(x);
     }
 }
@@ -531,6 +541,20 @@ static void test_binary(void) {
     check_op("minimum NaN", CN_OP_MINIMUM, f_binary, &mn, in, 2, 1);
     pair_free(in[0]);
     pair_free(in[1]);
+    /* atan2 at its special points: signed zeros pick the quadrant, infinities, NaN */
+    const double ay[12] = {0, -0.0, 0, -0.0, 1, -1, INFINITY, -INFINITY, INFINITY, NAN, 1,
+                           -INFINITY};
+    const double ax[12] = {0, 0, -0.0, -0.0, INFINITY, -INFINITY, INFINITY, INFINITY, -INFINITY,
+                           1, NAN, -2};
+    n = 12;
+    for (int d = 0; d < 2; d++) {
+        pair at[2] = {pair_from(ay, &n, 1, float_dtypes[d]), pair_from(ax, &n, 1, float_dtypes[d])};
+        args a2 = {.b = cn_atan2};
+        check_op(label("atan2 specials %s", cn_dtype_name(float_dtypes[d])), CN_OP_ATAN2,
+                 f_binary, &a2, at, 2, 1);
+        pair_free(at[0]);
+        pair_free(at[1]);
+    }
     /* a launch larger than one grid (the kernels stride over the rest) */
     const int64_t huge[2] = {5000, 4001};
     pair h[2] = {input(huge, 2, CN_F32, -1, 1, CONTIG), input(huge, 2, CN_F32, -1, 1, TRANSPOSED)};
@@ -644,18 +668,46 @@ static void test_cast_copy(void) {
     }
 }
 
+/* Whether the fill value v converts to dt (cn_full's rule): an integer dtype holds v after
+ * truncation toward zero, and no NaN; float and bool dtypes take any value. */
+static int fits_dtype(double v, cn_dtype dt) {
+    switch (dt) {
+    case CN_I32: return v > -2147483649.0 && v < 2147483648.0;
+    case CN_I64: return v >= -0x1p63 && v < 0x1p63;
+    case CN_U8: return v > -1.0 && v < 256.0;
+    default: return 1;
+    }
+}
+
 static void test_fill(void) {
     const cn_dtype all[8] = {CN_F32, CN_F64, CN_F16, CN_BF16, CN_I32, CN_I64, CN_U8, CN_BOOL};
-    const double values[] = {0.0, -0.0, 1.5, -2.75, 1e6, 300, NAN, -INFINITY, 70000};
+    /* each dtype fills with the values it holds (the integers' extremes included); the others
+     * must be refused alike on both devices */
+    const double values[] = {0.0,  -0.0, 1.5,   -2.75, 1e6, 300, NAN, -INFINITY, 70000,
+                             255.9, -0.5, 2147483647.0, -2147483648.0, 1e19};
     const int64_t shape[2] = {33, 65};
     for (int d = 0; d < 8; d++) {
         for (size_t k = 0; k < sizeof values / sizeof *values; k++) {
             covered[CN_OP_FILL] = 1;
+            const char *what = label("full(%g) %s", values[k], cn_dtype_name(all[d]));
+            cn_clear_error();
             cn_tensor *g = cn_full(shape, 2, values[k], all[d], gpu);
+            cn_status gs = cn_last_status();
+            char gerr[512];
+            snprintf(gerr, sizeof gerr, "%s", cn_last_error());
+            cn_clear_error();
             cn_tensor *c = cn_full(shape, 2, values[k], all[d], cpu);
-            expect_close(label("full(%g) %s", values[k], cn_dtype_name(all[d])), g, c, 0);
+            if (fits_dtype(values[k], all[d])) {
+                expect_close(what, g, c, 0);
+            } else if (g || c || gs != CN_ERR_INVALID_ARG ||
+                       cn_last_status() != CN_ERR_INVALID_ARG ||
+                       strcmp(gerr, cn_last_error()) != 0) {
+                FAIL("%s: expected both devices to refuse the value alike; got \"%s\" and "
+                     "\"%s\"", what, gerr, cn_last_error());
+            }
             cn_release(g);
             cn_release(c);
+            cn_clear_error();
         }
         /* a strided fill: the diagonal */
         cn_tensor *g = cn_eye(7, 11, all[d], gpu), *c = cn_eye(7, 11, all[d], cpu);

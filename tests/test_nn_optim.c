@@ -12,18 +12,6 @@ static const cn_device CPU = {CN_BACKEND_CPU, 0, 0, 0};
 
 static cn_device ad(void) { return cn_autodiff(cn_cpu()); }
 
-static double *values(cn_tensor *t) {
-    int64_t n = t ? cn_numel(t) : 0;
-    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (!t || th_read(t, v) != n) {
-        fprintf(stderr, "values: cannot read (%s)\n", cn_last_error());
-        th_checks_failed++;
-        for (int64_t i = 0; i < n; i++)
-            v[i] = NAN;
-    }
-    return v;
-}
-
 static double scalar(cn_tensor *t) {
     double v = NAN;
     if (!t || th_read(t, &v) != 1) {
@@ -85,7 +73,7 @@ static void test_cross_entropy_matches_reference_and_finite_differences(void) {
         cn_tensor *l32 = cn_cross_entropy(th_tensor(z, zs, 2, CN_F32), cn_cast(labels, CN_I32), s);
         CHECK_NEAR(scalar(l32), ref_cross_entropy(z, y, s), 1e-6);
         cn_grads *g = cn_backward(loss);
-        double *gz = values(cn_grad(g, logits));
+        double *gz = th_values(cn_grad(g, logits));
         cn_grads_free(g);
         /* central differences of the reference (an independent oracle) */
         const double h = 1e-5;
@@ -238,7 +226,7 @@ static cn_grads *quad_backward(quad *q) {
 }
 
 static void quad_values(quad *q, double *out) {
-    double *a = values(q->w1), *b = values(q->w2);
+    double *a = th_values(q->w1), *b = th_values(q->w2);
     memcpy(out, a, 4 * sizeof(double));
     memcpy(out + 4, b, 2 * sizeof(double));
     free(a);
@@ -541,13 +529,13 @@ static void test_sgd_step_kernel_matches_double_loop(void) {
                     int pl = layout == 3 ? 0 : layout, gl = layout == 3 ? 0 : (layout + 1) % 3;
                     cn_tensor *p = laid_out(r, c, dt, pl, 11 + (uint64_t)k);
                     cn_tensor *buf = h->momentum != 0 ? laid_out(r, c, dt, gl, 99) : NULL;
-                    double *pv = values(p), *bv = malloc(sizeof(double) * (size_t)n);
+                    double *pv = th_values(p), *bv = malloc(sizeof(double) * (size_t)n);
                     for (int step = 0; step < 2; step++) {
                         cn_tensor *g = layout == 3
                                            ? cn_expand(laid_out(1, c, dt, 0, 7 + (uint64_t)step),
                                                        (int64_t[]){r, c}, 2)
                                            : laid_out(r, c, dt, gl, 7 + (uint64_t)step);
-                        double *gv = values(g);
+                        double *gv = th_values(g);
                         CHECK(cn_sgd_step_(p, g, buf, h, step == 0) == CN_OK);
                         for (int64_t i = 0; i < n; i++)
                             ref_sgd_element(h, step == 0, &pv[i], gv[i], &bv[i]);
@@ -914,7 +902,7 @@ static void test_clip_grad_norm_scales_by_global_norm(void) {
         th_check_values("clipped g1", cn_grad(g, w1), want1, 3, 1e-14);
         th_check_values("clipped g2", cn_grad(g, w2), want2, 4, 1e-14);
         if (clip) { /* the clipped gradients have norm max_norm (up to the 1e-6) */
-            double *a = values(cn_grad(g, w1)), *b = values(cn_grad(g, w2)), s = 0;
+            double *a = th_values(cn_grad(g, w1)), *b = th_values(cn_grad(g, w2)), s = 0;
             for (int i = 0; i < 3; i++)
                 s += a[i] * a[i];
             for (int i = 0; i < 4; i++)
@@ -949,7 +937,7 @@ static void xor_data(cn_tensor **x, cn_tensor **labels) {
     cn_generator gen = cn_generator_new(2024);
     const int64_t s[2] = {T_SAMPLES, 2};
     cn_tensor *noise = cn_rand_normal(&gen, s, 2, 0.0, 0.15, CN_F64, CPU);
-    double *nv = values(noise);
+    double *nv = th_values(noise);
     for (int i = 0; i < T_SAMPLES; i++) {
         int a = i & 1, b = (i >> 1) & 1;
         xv[i * 2] = (a ? 1 : -1) + nv[i * 2];
@@ -1006,7 +994,7 @@ static void train_xor(int use_adamw) {
     cn_no_grad_begin();
     cn_tensor *pred = cn_argmax_dim(cn_module_forward(net, x), 1, 0);
     cn_no_grad_end();
-    double *pv = values(pred), *lv = values(labels);
+    double *pv = th_values(pred), *lv = th_values(labels);
     int correct = 0;
     for (int i = 0; i < T_SAMPLES; i++)
         correct += pv[i] == lv[i];

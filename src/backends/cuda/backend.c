@@ -356,7 +356,8 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_ADD] = dt[CN_OP_SUB] = dt[CN_OP_MUL] = dt[CN_OP_DIV] = FI;
     dt[CN_OP_MAXIMUM] = dt[CN_OP_MINIMUM] = FI;
     dt[CN_OP_POW] = dt[CN_OP_ATAN2] = F;
-    /* comparisons, logical ops, where, cast, copy, fill, the random ops: every dtype they accept */
+    /* comparisons, logical ops, where, cast, copy, fill: every dtype they accept */
+    dt[CN_OP_RAND_UNIFORM] = dt[CN_OP_RAND_NORMAL] = F;
     dt[CN_OP_SUM] = dt[CN_OP_PROD] = FI | DT(CN_U8);
     dt[CN_OP_MAX] = dt[CN_OP_MIN] = dt[CN_OP_ARGMAX] = dt[CN_OP_ARGMIN] =
         FI | DT(CN_U8) | DT(CN_BOOL);

@@ -267,16 +267,13 @@ extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
     int dim = (int)a->ints[0];
     cn_status s = require_i64_index(op, &idx);
     if (s) return s;
+    /* Unreachable through the router: dtypes[op] (backend.c) admits x's dtype, and the front-end
+     * gives x, src and out one dtype. Kept because add_into would move a u8 or bool as 2 bytes
+     * (past the end of the buffer). */
     cn_dtype dt = out.dtype;
-    if (dt != CN_F32 && dt != CN_F64 && dt != CN_F16 && dt != CN_BF16 && dt != CN_I32 &&
-        dt != CN_I64)
-        return cn_set_error(CN_ERR_DTYPE, op, "x has dtype %s; scatter_add supports f32, f64, "
-                            "f16, bf16, i32 and i64: cast x and src with cn_cast",
-                            cn_dtype_name(dt));
-    if (x.dtype != dt || src.dtype != dt)
-        return cn_set_error(CN_ERR_DTYPE, op, "x is %s and src %s; they must match the output "
-                            "(%s)", cn_dtype_name(x.dtype), cn_dtype_name(src.dtype),
-                            cn_dtype_name(dt));
+    if ((dt != CN_F32 && dt != CN_F64 && dt != CN_F16 && dt != CN_BF16 && dt != CN_I32 &&
+         dt != CN_I64) || x.dtype != dt || src.dtype != dt)
+        return cn__kernel_dtype_error("cuda", a->op, x.dtype != dt ? x.dtype : src.dtype);
     if (idx.ndim != x.ndim || src.ndim != x.ndim || out.ndim != x.ndim || dim < 0 || dim >= x.ndim)
         return cn_set_error(CN_ERR_SHAPE, op, "x, index and src must have the same number of "
                             "dims");

@@ -4,6 +4,7 @@
  * Strided operands go through the shared iterator (elementwise.cu): each thread reads and then
  * writes its own elements, so updating in place is safe. */
 #include "backends/cuda/common.cuh"
+#include "core/backend_common.h"
 
 /* What the kernel needs besides the iterator. */
 typedef struct sgd_params {
@@ -46,14 +47,14 @@ __global__ void sgd_step_kernel(const __grid_constant__ cu_iter it, sgd_params s
 extern "C" cn_status cuda_sgd_step(const cn_kernel_args *a) {
     const char *op = cn_op_name(a->op);
     int has_buf = a->n_in == 3;
-    /* the arity, the attributes and the in-place outputs are the router's (dispatch/ops_optim.c) */
+    /* the arity, the attributes and the in-place outputs are the router's (dispatch/ops_optim.c);
+     * so are the dtypes: dtypes[op] (backend.c) admits f32 and f64, and the front-end gives p, g
+     * and buf one dtype. Unreachable through the router, the guard stays because the kernel would
+     * read any other dtype as float or double (past the end of a narrower buffer). */
     cn_dtype dt = a->in[0].dtype;
     for (int k = 0; k < a->n_in; k++)
         if (a->in[k].dtype != dt || (dt != CN_F32 && dt != CN_F64))
-            return cn_set_error(CN_ERR_DTYPE, op,
-                                "the cuda kernel takes p, g and buf of one dtype, f32 or f64, but "
-                                "operand %d is %s; cast the parameter with cn_cast",
-                                k, cn_dtype_name(a->in[k].dtype));
+            return cn__kernel_dtype_error("cuda", a->op, a->in[k].dtype);
     const cn_view *views[3] = {&a->out[0], &a->in[1], has_buf ? &a->out[1] : NULL};
     cu_iter it;
     cu_iter_init(&it, has_buf ? 3 : 2, views);

@@ -376,9 +376,10 @@ extern "C" cn_status cuda_softmax(const cn_kernel_args *a) {
     const char *name = cn_op_name(a->op);
     if (a->op != CN_OP_SOFTMAX && a->op != CN_OP_LOG_SOFTMAX)
         return cn__kernel_op_error("cuda", "cuda_softmax", a->op);
+    /* Unreachable through the router: dtypes[op] (backend.c) admits the float dtypes and the
+     * output takes the input's. Kept because a u8 or bool would be read as 2 bytes. */
     if (!is_float_dt(x->dtype) || y->dtype != x->dtype)
-        return cn_set_error(CN_ERR_DTYPE, name, "the cuda backend has no %s kernel for %s; cast "
-                            "the input to a float dtype", name, cn_dtype_name(x->dtype));
+        return no_kernel(a->op, is_float_dt(x->dtype) ? y->dtype : x->dtype);
     int dim = a->n_ints > 0 ? (int)a->ints[0] : 0;
     if (x->ndim > 0 && (dim < 0 || dim >= x->ndim))
         return cn_set_error(CN_ERR_INVALID_ARG, name, "dim %d is out of range for %d dims", dim,

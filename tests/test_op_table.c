@@ -449,6 +449,18 @@ static void test_every_op_has_cases(void) {
 
 /* Every registered backend (the CPU; CUDA once its module loaded, device or not) has a kernel for
  * every op that has one. */
+/* The router's hot path reads the dtypes of a kinds mask from a table written by hand
+ * (cn__kinds_dtypes_table); it must say what each dtype's kind says. */
+static void test_kinds_dtypes_table_matches_the_dtypes_kinds(void) {
+    for (unsigned kinds = 0; kinds < (1u << CN_KIND_QUANTIZED); kinds++) {
+        unsigned want = 0;
+        for (int dt = 0; dt < CN_DTYPE_COUNT; dt++)
+            if ((kinds >> cn_dtype_kind((cn_dtype)dt)) & 1u) want |= 1u << dt;
+        CHECK(cn__kinds_dtypes_table[kinds] == want);
+        CHECK(cn__kinds_dtypes(kinds) == want);
+    }
+}
+
 static void test_every_backend_has_every_kernel(void) {
     int n = 0;
     for (int id = 0; cn_backend_get(id); id++, n++) {
@@ -879,6 +891,7 @@ int main(void) {
     cn_backend_status_of("cuda", &st);
     cn_clear_error();
     RUN(test_every_op_has_cases);
+    RUN(test_kinds_dtypes_table_matches_the_dtypes_kinds);
     RUN(test_every_backend_has_every_kernel);
     RUN(test_forward);
     RUN(test_gradients);

@@ -25,7 +25,7 @@
 #define REDUCE(nm, k, sv) {.name = nm, .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {k}, \
                            .out = CN__OUT_INPUT, .n_ints = 1, .saves = (sv), .differentiable = 1}
 
-static const cn__op_decl table[CN__OP_ALL] = {
+const cn__op_decl cn__op_table[CN__OP_ALL] = {
     /* elementwise unary */
     [CN_OP_NEG] = UNARY("neg", N, 0),
     [CN_OP_ABS] = UNARY("abs", N, IN0),
@@ -163,15 +163,24 @@ static const cn__op_decl table[CN__OP_ALL] = {
                     .out = CN__OUT_INPUT, .n_ints = 1, .differentiable = 1},
 };
 
-const cn__op_decl *cn__op_decl_of(int op) {
-    if (op < 0 || op >= CN__OP_ALL || !table[op].name) return NULL;
-    return &table[op];
-}
-
 const char *cn_op_name(cn_op op) {
     const cn__op_decl *d = cn__op_decl_of((int)op);
     return d ? d->name : "unknown";
 }
+
+#define DT(d) (1u << (d))
+#define FLOATS (DT(CN_F32) | DT(CN_F64) | DT(CN_F16) | DT(CN_BF16))
+#define INTS (DT(CN_I32) | DT(CN_I64) | DT(CN_U8))
+#define BOOLS DT(CN_BOOL)
+const uint32_t cn__kinds_dtypes_table[1u << CN_KIND_QUANTIZED] = {
+    [CN_KINDS_FLOAT] = FLOATS,
+    [CN_KINDS_INT] = INTS,
+    [CN_KINDS_BOOL] = BOOLS,
+    [CN_KINDS_NUMERIC] = FLOATS | INTS,
+    [CN_KINDS_FLOAT | CN_KINDS_BOOL] = FLOATS | BOOLS,
+    [CN_KINDS_INT | CN_KINDS_BOOL] = INTS | BOOLS,
+    [CN_KINDS_ALL] = FLOATS | INTS | BOOLS,
+};
 
 unsigned cn__kinds_dtypes(unsigned kinds) {
     unsigned m = 0;

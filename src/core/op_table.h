@@ -78,13 +78,22 @@ typedef struct cn__op_decl {
     unsigned char memory_bound;   /* cheap to recompute: kept nothing under checkpointing */
 } cn__op_decl;
 
-/* The declaration of op (any of CN__OP_ALL), or NULL for a number outside the table. */
-const cn__op_decl *cn__op_decl_of(int op);
+/* The table itself, indexed by op (op_table.c). Read it through cn__op_decl_of. */
+extern const cn__op_decl cn__op_table[CN__OP_ALL];
+
+/* The declaration of op (any of CN__OP_ALL), or NULL for a number outside the table. Inline: the
+ * router reads it on every op. */
+static inline const cn__op_decl *cn__op_decl_of(int op) {
+    if (op < 0 || op >= CN__OP_ALL || !cn__op_table[op].name) return NULL;
+    return &cn__op_table[op];
+}
 
 /* Whether op runs on a backend kernel (cn_op numbers; the views do not). */
 static inline int cn__op_has_kernel(int op) { return op >= 0 && op < CN_OP_COUNT; }
 
-/* The dtypes (mask of 1u << cn_dtype) that inputs of kinds `kinds` may have. */
+/* The dtypes (mask of 1u << cn_dtype) that inputs of kinds `kinds` (a CN_KINDS_* mask) may
+ * have; cn__kinds_dtypes_table is the same, indexed by the kinds mask (the router's hot path). */
 unsigned cn__kinds_dtypes(unsigned kinds);
+extern const uint32_t cn__kinds_dtypes_table[1u << CN_KIND_QUANTIZED]; /* no quantized dtype yet */
 
 #endif

@@ -280,9 +280,10 @@ static cn_tensor *spare_reuse(const char *op, cn_device concrete, size_t nbytes,
 cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const int64_t *shape,
                                    int ndim, cn_dtype dtype, cn_device device) {
     int64_t strides[CN_MAX_DIMS], numel;
-    size_t esize = cn__dtype_size(dtype);
+    size_t esize = cn__dtype_size(dtype), nbytes;
+    /* a multiplication checked for overflow, not a division: this runs on every op */
     if (cn__contiguous_strides(shape, ndim, strides, &numel) != CN_OK ||
-        numel > (int64_t)(SIZE_MAX / 2 / esize)) {
+        __builtin_mul_overflow((size_t)numel, esize, &nbytes) || nbytes > SIZE_MAX / 2) {
         char buf[160];
         cn_set_error(CN_ERR_OVERFLOW, op, "shape %s of %s has too many elements (the byte size "
                      "overflows); check the shape for a mistake",
@@ -292,7 +293,6 @@ cn_tensor *cn__tensor_alloc_routed(const char *op, const cn_backend *b, const in
     cn_device concrete = device;
     concrete.autodiff = 0;
     concrete.checkpoint = 0;
-    size_t nbytes = (size_t)numel * esize;
     int failed = 0;
     cn_tensor *t = nbytes > 0 && nbytes <= SPARE_BYTES ? spare_reuse(op, concrete, nbytes, &failed)
                                                         : NULL;

@@ -10,6 +10,7 @@
 static const char *const x_name[1] = {"x"};
 static const char *const ab_names[2] = {"a", "b"};
 static const char *const where_names[3] = {"cond", "a", "b"};
+static const char *const *const names_of[4] = {NULL, x_name, ab_names, where_names};
 
 /* Folds t's shape into the running broadcast shape (numpy rules). */
 static cn_status fold_shape(const char *op, int64_t *shape, int *ndim, const cn_tensor *t,
@@ -47,19 +48,31 @@ static int same_shape(const cn_tensor *a, const cn_tensor *b) {
  * CN__OUT_TARGET op (cast). */
 cn_tensor *cn__elementwise(cn_op op, cn_tensor *const *in, const int64_t *ints,
                            const double *reals, cn_dtype target) {
-    const cn__op_decl *d = cn__op_decl_of((int)op);
+    const cn__op_decl *d = &cn__op_table[op]; /* op is one of the front-ends' own */
     const char *name = d->name;
     int n = d->n_in, vf = d->value_from;
-    const char *const *names = n == 1 ? x_name : n == 2 ? ab_names : where_names;
+    const char *const *names = names_of[n];
     cn_device dev;
     const cn_backend *b = cn__route(name, in, names, n, &dev);
     if (!b) return NULL;
+    /* The usual case in one test: the value inputs share a dtype of the kinds the op accepts,
+     * which the backend's kernel takes (0 in b->dtypes: all of them), and any other input (where's
+     * cond) is of its kind. Otherwise the checks one by one, for the message. */
+    cn_kernel_fn k = b->kernels[op];
+    cn_dtype dt = in[vf]->dtype;
+    uint32_t takes = b->dtypes[op] ? b->dtypes[op] : ~0u;
+    int usual = k && ((takes & cn__kinds_dtypes_table[d->kinds[vf]]) >> dt) & 1u;
     for (int i = 0; i < n; i++)
-        if (cn__check_kind(name, names[i], in[i], d->kinds[i]) != CN_OK) return NULL;
-    for (int i = vf + 1; i < n; i++)
-        if (in[i]->dtype != in[vf]->dtype &&
-            cn__check_same_dtype(name, names[vf], in[vf], names[i], in[i]) != CN_OK)
-            return NULL;
+        usual &= i < vf ? (int)((d->kinds[i] >> cn__dtype_kind(in[i]->dtype)) & 1u)
+                        : in[i]->dtype == dt;
+    if (!usual) {
+        for (int i = 0; i < n; i++)
+            if (cn__check_kind(name, names[i], in[i], d->kinds[i]) != CN_OK) return NULL;
+        for (int i = vf + 1; i < n; i++)
+            if (in[i]->dtype != dt &&
+                cn__check_same_dtype(name, names[vf], in[vf], names[i], in[i]) != CN_OK)
+                return NULL;
+    }
 
     /* the usual case, inputs of one shape, takes that shape as it is; the rest broadcasts */
     const int64_t *shape = in[0]->shape;
@@ -79,21 +92,28 @@ cn_tensor *cn__elementwise(cn_op op, cn_tensor *const *in, const int64_t *ints,
         }
     }
 
-    cn_dtype out_dtype = d->out == CN__OUT_BOOL ? CN_BOOL
-                         : d->out == CN__OUT_TARGET ? target : in[vf]->dtype;
+    if (!usual) { /* the backend's refusal, before anything is allocated */
+        if (!k) cn__no_kernel(b, op);
+        else cn__dtype_unsupported(b, op, dt);
+        return NULL;
+    }
+    cn_dtype out_dtype = d->out == CN__OUT_INPUT ? dt : d->out == CN__OUT_BOOL ? CN_BOOL : target;
     cn_tensor *out = cn__tensor_alloc_routed(name, b, shape, ndim, out_dtype, dev);
     if (!out) return NULL;
-    cn_view views[3];
+    cn_view views[3], ov;
     for (int i = 0; i < n; i++) {
         if (broadcast)
             cn__broadcast_view(in[i], shape, ndim, &views[i]);
         else
             cn__tensor_as_view(in[i], &views[i]);
     }
-    if (cn__launch(b, dev, op, views, n, &out, 1, ints, d->n_ints, reals, d->n_reals) != CN_OK) {
+    cn__tensor_as_view(out, &ov);
+    if (cn__launch_kernel(NULL, k, b, dev, op, views, n, &ov, 1, ints, d->n_ints, reals,
+                          d->n_reals, NULL) != CN_OK) {
         cn_release(out);
         return NULL;
     }
+    out->storage->version++;
     return cn__record(op, out, in, n, ints, d->n_ints, reals, d->n_reals);
 }
 

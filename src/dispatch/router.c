@@ -65,8 +65,9 @@ static void mismatch(const char *op, cn_tensor *const *in, const char *const *na
                      cn_tensor_str(in[i], b, sizeof b));
 }
 
-const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *const *names, int n,
-                            cn_device *device) {
+/* The checks of cn__route, input by input, with the message of the first that fails. */
+static const cn_backend *route_checked(const char *op, cn_tensor *const *in,
+                                       const char *const *names, int n, cn_device *device) {
     int lead = -1; /* the input whose device the result takes: the first autodiff one, if any */
     for (int i = 0; i < n; i++) {
         if (!in[i]) {
@@ -91,6 +92,32 @@ const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *co
         }
     }
     *device = in[lead]->device;
+    cn_device concrete = *device;
+    concrete.autodiff = 0;
+    concrete.checkpoint = 0;
+    return cn__backend_for_device(op, concrete);
+}
+
+/* One pass for the usual case (every input present and well formed, all on one device, one
+ * checkpointing strategy among the autodiff ones): equivalent to route_checked's rules, since
+ * "same backend and index as input 0" is "same as the lead", and every autodiff input agreeing
+ * with the first one is every pair agreeing. Anything else takes route_checked for its message. */
+const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *const *names, int n,
+                            cn_device *device) {
+    int lead = -1;
+    for (int i = 0; i < n; i++) {
+        const cn_tensor *t = in[i];
+        if (!t) return route_checked(op, in, names, n, device);
+        CN__CHECK_LIVE(op, t);
+        cn_device d = t->device;
+        if ((t->autograd && cn__dtype_kind(t->dtype) != CN_KIND_FLOAT) ||
+            (!d.autodiff && d.checkpoint) || d.backend != in[0]->device.backend ||
+            d.index != in[0]->device.index ||
+            (d.autodiff && lead >= 0 && d.checkpoint != in[lead]->device.checkpoint))
+            return route_checked(op, in, names, n, device);
+        if (d.autodiff && lead < 0) lead = i;
+    }
+    *device = in[lead < 0 ? 0 : lead]->device;
     cn_device concrete = *device;
     concrete.autodiff = 0;
     concrete.checkpoint = 0;
@@ -170,7 +197,7 @@ cn_status cn__dtype_unsupported(const cn_backend *b, cn_op op, cn_dtype dtype) {
 }
 
 /* Allocated outputs: views of them, the launch, and their versions bumped on success. */
-static cn_status launch_into(const cn_backend *b, cn_device device, cn_op op, const cn_view *in,
+static inline cn_status launch_into(const cn_backend *b, cn_device device, cn_op op, const cn_view *in,
                              int n_in, cn_tensor *const *out, int n_out, const int64_t *ints,
                              int n_ints, const double *reals, int n_reals,
                              const cn_conv_geometry *conv) {
@@ -325,28 +352,11 @@ cn_status cn__check_int_scalar(const char *op, const char *arg, double v, cn_dty
 
 /* ---- the launch ---------------------------------------------------------------------------- */
 
-cn_status cn__launch_kernel(const char *name, cn_kernel_fn k, const cn_backend *b,
-                            cn_device device, cn_op op, const cn_view *in, int n_in,
-                            const cn_view *out, int n_out, const int64_t *ints, int n_ints,
-                            const double *reals, int n_reals, const cn_conv_geometry *conv) {
-    /* Outputs without elements: nothing to compute. Kernels never see them, so their index
-     * math need not guard against the huge sizes an empty shape may have ([2^62, 0]). */
-    int empty = n_out > 0;
-    for (int i = 0; i < n_out && empty; i++) {
-        int zero = 0;
-        for (int d = 0; d < out[i].ndim; d++) zero |= out[i].shape[d] == 0;
-        empty = zero;
-    }
-    if (empty) return CN_OK;
-    cn_kernel_args args = {.op = op, .device = device.index, .n_in = n_in, .in = in,
-                           .n_out = n_out, .out = out, .n_ints = n_ints, .ints = ints,
-                           .n_reals = n_reals, .reals = reals, .ctx = b->ctx, .conv = conv};
-    cn_status s = k(&args);
-    if (s != CN_OK && cn_last_status() == CN_OK) {
-        if (!name) name = cn_op_name(op);
-        cn_set_error(s, name, "the kernel of '%s' for backend '%s' failed without a message; "
-                     "a kernel reports its failure with cn_set_error (or the error function "
-                     "its module was handed)", name, b->name);
-    }
-    return s;
+cn_status cn__kernel_failed_silently(const char *name, const cn_backend *b, cn_op op,
+                                     cn_status s) {
+    if (cn_last_status() != CN_OK) return s;
+    if (!name) name = cn_op_name(op);
+    return cn_set_error(s, name, "the kernel of '%s' for backend '%s' failed without a message; "
+                        "a kernel reports its failure with cn_set_error (or the error function "
+                        "its module was handed)", name, b->name);
 }

@@ -49,11 +49,29 @@ cn_status cn__launch(const cn_backend *b, cn_device device, cn_op op, const cn_v
  * index with the given views, attributes and, for a window op, its geometry (else NULL). Outputs
  * that are all empty skip the kernel. A kernel that fails without setting an error gets one
  * naming the op (`name`; NULL for a built-in op: cn_op_name(op)) and the backend. Does not bump
- * the outputs' versions (the caller owns the tensors). */
-cn_status cn__launch_kernel(const char *name, cn_kernel_fn k, const cn_backend *b,
-                            cn_device device, cn_op op, const cn_view *in, int n_in,
-                            const cn_view *out, int n_out, const int64_t *ints, int n_ints,
-                            const double *reals, int n_reals, const cn_conv_geometry *conv);
+ * the outputs' versions (the caller owns the tensors). Inline: it is on every op's path. */
+cn_status cn__kernel_failed_silently(const char *name, const cn_backend *b, cn_op op,
+                                     cn_status s);
+static inline cn_status cn__launch_kernel(const char *name, cn_kernel_fn k, const cn_backend *b,
+                                          cn_device device, cn_op op, const cn_view *in,
+                                          int n_in, const cn_view *out, int n_out,
+                                          const int64_t *ints, int n_ints, const double *reals,
+                                          int n_reals, const cn_conv_geometry *conv) {
+    /* Outputs without elements: nothing to compute. Kernels never see them, so their index
+     * math need not guard against the huge sizes an empty shape may have ([2^62, 0]). */
+    int empty = n_out > 0;
+    for (int i = 0; i < n_out && empty; i++) {
+        int zero = 0;
+        for (int d = 0; d < out[i].ndim; d++) zero |= out[i].shape[d] == 0;
+        empty = zero;
+    }
+    if (empty) return CN_OK;
+    cn_kernel_args args = {.op = op, .device = device.index, .n_in = n_in, .in = in,
+                           .n_out = n_out, .out = out, .n_ints = n_ints, .ints = ints,
+                           .n_reals = n_reals, .reals = reals, .ctx = b->ctx, .conv = conv};
+    cn_status s = k(&args);
+    return s == CN_OK ? CN_OK : cn__kernel_failed_silently(name, b, op, s);
+}
 
 /* What the router refuses before any kernel of a built-in op runs: an op the backend has no
  * kernel for (CN_ERR_NO_KERNEL) and a dtype its kernel does not take (CN_ERR_DTYPE, from

@@ -6,12 +6,21 @@
 # Creates its own virtual environment (.venv-bench, git-ignored) with the current PyTorch from
 # PyPI (a large download the first time), builds cinder Release in build-bench (build-bench-cuda
 # for --device cuda, with the CUDA backend), then runs each workload's cinder program
-# (bench/bench_*.c, or `cinder train` for the MLP) and its PyTorch twin (bench/torch/*.py) N times,
-# alternating which goes first, so that both see the same machine. Prints a table of medians,
-# their ratio and whether the bar is met; --out also writes the raw figures (one run per line).
+# (bench/bench_*.c, or `cinder train` for the MLP and the CNN) and its PyTorch twin
+# (bench/torch/*.py) N times, alternating which goes first, so that both see the same machine.
+# Prints a table of medians, their ratio and whether the bar is met; --out also writes the raw
+# figures (one run per line).
 #
-# Workloads: overhead elementwise softmax matmul conv mlp. On a device that this build or machine
-# lacks (--device cuda without a GPU), each program says so and the table shows "skipped".
+# Workloads: overhead elementwise softmax matmul conv mlp cnn. On a device that this build or
+# machine lacks (--device cuda without a GPU), each program says so and the table shows "skipped".
+# cnn is `cinder train --model cnn` against bench/torch/cnn.py: about a minute per run on each
+# side at 2 threads, so most of a full run.
+#
+# A second table sets cinder's figures against this machine's limits, measured in the same run:
+# the MLP's and the CNN's epoch against their GEMM floor (the epoch's GEMM flops at the sgemm_1024
+# rate of matmul), add_16m and softmax_4096 against the memory bandwidth that elementwise measures,
+# and the peak RSS of `cinder train --model mlp` against the data set's f32 size + 100 MB. A row
+# whose figures come from a workload left out by --only says which to add.
 #
 # Both run with 2 threads (cinder: OMP_NUM_THREADS, PyTorch: torch.set_num_threads), or N with
 # --threads N (--threads 1 compares the kernels alone, free of thread scheduling on a loaded
@@ -38,14 +47,14 @@ while [ $# -gt 0 ]; do
     --only=*) only="${1#*=}"; shift ;;
     --out) out="$2"; shift 2 ;;
     --out=*) out="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 case "$device" in cpu|cuda|cuda:*) ;; *) echo "bench.sh: --device cpu or cuda" >&2; exit 2 ;; esac
 [[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --reps takes a positive integer" >&2; exit 2; }
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --threads takes a positive integer" >&2; exit 2; }
-workloads=(overhead elementwise softmax matmul conv mlp)
+workloads=(overhead elementwise softmax matmul conv mlp cnn)
 if [ -n "$only" ]; then IFS=, read -r -a workloads <<< "$only"; fi
 
 # ---- PyTorch, in a virtual environment of our own ---------------------------------------------
@@ -83,13 +92,16 @@ trap 'rm -f "$raw"' EXIT
 run_cinder() {
   case "$1" in
     overhead) "${bench_env[@]}" "$build/bench/bench_overhead" --device "$device" --iters 100000 ;;
-    mlp)
+    mlp|cnn)
+      # one epoch of `cinder train`, under bench/peak_rss.py for the process's peak RSS
       local log
-      log=$("${bench_env[@]}" "$build/cinder" train --model mlp --epochs 1 --schedule constant --device "$device" 2>&1) ||
+      log=$("${bench_env[@]}" "$py" bench/peak_rss.py "$1_peak_rss" \
+              "$build/cinder" train --model "$1" --epochs 1 --schedule constant --device "$device" 2>&1) ||
         { echo "$log" | grep -q -i "unknown device\|unavailable\|no gpu\|not compiled" &&
-            { echo "skip mlp_epoch: $(echo "$log" | tail -1)"; return 0; }
+            { echo "skip $1_epoch: $(echo "$log" | grep -v "_peak_rss " | tail -1)"; return 0; }
           echo "$log" >&2; return 1; }
-      echo "$log" | sed -n 's/^epoch 1\/1: .*test accuracy \([0-9.]*\), epoch time \([0-9.]*\) s$/mlp_epoch \2 s\nmlp_accuracy \1 fraction/p'
+      echo "$log" | sed -n "s/^epoch 1\/1: .*test accuracy \([0-9.]*\), epoch time \([0-9.]*\) s$/$1_epoch \2 s\n$1_accuracy \1 fraction/p"
+      echo "$log" | grep "^$1_peak_rss " || true
       ;;
     *) "${bench_env[@]}" "$build/bench/bench_$1" --device "$device" ;;
   esac
@@ -98,7 +110,9 @@ run_cinder() {
 run_torch() {
   local args=(--device "$device")
   [ "$1" = overhead ] && args+=(--iters 100000)
-  (cd bench/torch && "${bench_env[@]}" "../../$py" "$1.py" "${args[@]}")
+  local wrap=()
+  case "$1" in mlp|cnn) wrap=("../../$py" ../peak_rss.py "$1_peak_rss") ;; esac
+  (cd bench/torch && "${bench_env[@]}" "${wrap[@]}" "../../$py" "$1.py" "${args[@]}")
 }
 
 # Appends `<impl> <rep> <line>` for each line a program printed; a skip (exit 77) is fine.
@@ -153,12 +167,40 @@ BARS = [
     ("add4", "per-op overhead, add of two 4-element f32", True, 100.0, 1 / 5),
     ("add4_autodiff", "the same, inputs require grad", True, 300.0, 1 / 3),
     ("backward_chain100", "backward of a 100-op chain", True, None, 1 / 3),
-    ("add_16m", "elementwise add, 16M f32", False, None, 0.95),
+    ("add_64k", "elementwise add, 64K f32", False, None, 1.0),
+    ("add_256k", "elementwise add, 256K f32", False, None, 1.0),
+    ("add_1m", "elementwise add, 1M f32", False, None, 1.0),
+    ("add_4m", "elementwise add, 4M f32", False, None, 1.0),
+    ("add_16m", "elementwise add, 16M f32", False, None, 1.0),
     ("softmax_4096", "softmax over rows, 4096x4096 f32", False, None, 1.0),
     ("matmul_1024", "matmul 1024x1024x1024 f32", False, None, 0.95),
     ("conv2d_fwd_bwd", "conv2d fwd+bwd, 64x1x28x28 -> 32ch 3x3", True, None, 1.0),
     ("mlp_epoch", "MLP 784-256-128-10 epoch, batch 128, SGD", True, None, 0.67),
+    ("cnn_epoch", "CNN (2 conv + 2 FC) epoch, batch 128, SGD", True, None, 0.7),
 ]
+
+# ---- the machine's limits -----------------------------------------------------------------------
+# The GEMM floor of an epoch: its GEMM flops at the sgemm_1024 rate (OpenBLAS's own threads, as
+# many as the run's). Each model's GEMMs for one image's forward pass as (M, K, N), 2 M K N flops:
+# a convolution is [C_out, C_in kh kw] x [C_in kh kw, H_out W_out] (im2col), a linear layer
+# [1, in] x [in, out]. Training an image costs the forward, the weight gradient (as many flops)
+# and the input gradient (as many again), except the first layer's input gradient: the images
+# need none. The test set is forward only.
+TRAIN_IMAGES, TEST_IMAGES, PIXELS = 60000, 10000, 784
+GEMMS = {
+    "mlp": [(1, 784, 256), (1, 256, 128), (1, 128, 10)],
+    "cnn": [(32, 1 * 9, 28 * 28), (64, 32 * 9, 14 * 14), (1, 64 * 7 * 7, 128), (1, 128, 10)],
+}
+
+def epoch_gflop(model):
+    gemms = GEMMS[model]
+    forward = sum(2 * m * k * n for m, k, n in gemms)
+    first = 2 * gemms[0][0] * gemms[0][1] * gemms[0][2]
+    return (TRAIN_IMAGES * (3 * forward - first) + TEST_IMAGES * forward) / 1e9
+
+# Peak RSS of `cinder train --model mlp`: at most the data set in f32 plus 100 MB (MB = 10^6 B)
+DATA_MB = (TRAIN_IMAGES + TEST_IMAGES) * PIXELS * 4 / 1e6
+RSS_LIMIT_MB = DATA_MB + 100
 
 def med(impl, name):
     v = values.get((impl, name))
@@ -194,13 +236,60 @@ for name, what, lower, cap, bar in BARS:
     if cap is not None:
         ok = ok and c <= cap
         text += f" and <= {cap:g} {unit}"
-    if name == "mlp_epoch":
-        ca, ta = med("cinder", "mlp_accuracy"), med("torch", "mlp_accuracy")
-        shown.add("mlp_accuracy")
+    if name.endswith("_epoch"):
+        acc = name[:-len("_epoch")] + "_accuracy"
+        ca, ta = med("cinder", acc), med("torch", acc)
+        shown.add(acc)
         if ca is not None and ta is not None:
             ok = ok and ca >= ta - 0.01
             text += f"; accuracy {ca:.4f} vs {ta:.4f} (>= -0.01)"
     print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {ratio:.3f} | {text} | {'yes' if ok else 'NO'} |")
+
+# Against this machine's limits, measured in this run. A row: figure, what, the workload that
+# makes it, the limit's value (None when not measured), the workload that measures the limit,
+# fraction(value, limit), the bar on cinder's fraction, whether the fraction must stay below it.
+peak = med("cinder", "sgemm_1024")
+bandwidth = med("cinder", "bandwidth")
+floor = {m: (epoch_gflop(m) / peak if peak else None) for m in GEMMS}
+LIMITS = [
+    ("mlp_epoch", f"MLP epoch: GEMM floor ({epoch_gflop('mlp'):.4g} GFLOP at sgemm_1024) / time",
+     "mlp", floor["mlp"], "matmul", lambda v, lim: lim / v, 0.7, False),
+    ("cnn_epoch", f"CNN epoch: GEMM floor ({epoch_gflop('cnn'):.4g} GFLOP at sgemm_1024) / time",
+     "cnn", floor["cnn"], "matmul", lambda v, lim: lim / v, 0.5, False),
+    ("add_16m", "add 16M f32 / memory bandwidth", "elementwise", bandwidth, "elementwise",
+     lambda v, lim: v / lim, 0.8, False),
+    ("softmax_4096", "softmax 4096x4096 / memory bandwidth", "softmax", bandwidth, "elementwise",
+     lambda v, lim: v / lim, 0.6, False),
+    ("mlp_peak_rss", f"peak RSS of train --model mlp / (data f32 {DATA_MB:.4g} MB + 100 MB)", "mlp",
+     RSS_LIMIT_MB, None, lambda v, lim: v / lim, 1.0, True),
+]
+print()
+print("Against this machine's limits, measured in the same run: "
+      f"sgemm_1024 {fmt(peak)} GFLOP/s (OpenBLAS on {threads} threads, from matmul); memory "
+      f"bandwidth {fmt(bandwidth)} GB/s (the best of memcpy and STREAM copy/add/triad, from "
+      "elementwise). Fraction: limit / time for an epoch, figure / limit otherwise.")
+print()
+print("| figure | unit | cinder | PyTorch | limit | cinder's fraction | PyTorch's fraction | bar "
+      "| met |")
+print("|---|---|---|---|---|---|---|---|---|")
+for name, what, source, limit, limit_source, fraction, bar, below in LIMITS:
+    shown.add(name)
+    c, t = med("cinder", name), med("torch", name)
+    unit = units.get(name, "")
+    need = []
+    if c is None:
+        need.append(source)
+    if limit is None and limit_source not in need:
+        need.append(limit_source)
+    if need:
+        why = skipped.get(("cinder", name)) or ("needs " + " and ".join(need) + " in the run")
+        print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {fmt(limit)} | - | - | - | skipped: {why} |")
+        continue
+    fc = fraction(c, limit)
+    ft = fraction(t, limit) if t is not None else None
+    ok = fc <= bar if below else fc >= bar
+    print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {fmt(limit)} | {fc:.3f} | {fmt(ft)} | "
+          f"{'<=' if below else '>='} {bar:g} | {'yes' if ok else 'NO'} |")
 
 others = sorted({n for (_, n) in values} - shown)
 if others:

@@ -58,7 +58,9 @@ def accuracy(model, x, y):
     return correct / len(x)
 
 
-def main():
+def run(prefix, make_model, image_shape=(784,)):
+    """One timed epoch of make_model() on Fashion-MNIST (images viewed as image_shape), printed as
+    <prefix>_epoch and <prefix>_accuracy; --reps N runs N epochs, one line pair each."""
     def extra(p):
         p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
         p.add_argument("--batch", type=int, default=128)
@@ -66,16 +68,17 @@ def main():
         p.add_argument("--limit", type=int, default=0, help="first N training images only")
         p.add_argument("--test-limit", type=int, default=0, help="first N test images only")
     o = options(1, extra)
-    dev = resolve_device(o.device, ["mlp_epoch", "mlp_accuracy"])
+    dev = resolve_device(o.device, [f"{prefix}_epoch", f"{prefix}_accuracy"])
     train_x, train_y = load(o.data, "train", dev)
     test_x, test_y = load(o.data, "t10k", dev)
     if o.limit:
         train_x, train_y = train_x[:o.limit], train_y[:o.limit]
     if o.test_limit:
         test_x, test_y = test_x[:o.test_limit], test_y[:o.test_limit]
+    train_x = train_x.view(len(train_x), *image_shape)  # views: nothing copied
+    test_x = test_x.view(len(test_x), *image_shape)
     torch.manual_seed(o.seed)
-    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                          nn.Linear(128, 10)).to(dev)
+    model = make_model().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     gen = torch.Generator().manual_seed(o.seed)
     for epoch in range(o.reps):
@@ -91,8 +94,13 @@ def main():
             loss.item()
         acc = accuracy(model, test_x, test_y)
         sync(dev)
-        emit("mlp_epoch", now() - t0, "s")
-        emit("mlp_accuracy", acc, "fraction")
+        emit(f"{prefix}_epoch", now() - t0, "s")
+        emit(f"{prefix}_accuracy", acc, "fraction")
+
+
+def main():
+    run("mlp", lambda: nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
+                                     nn.ReLU(), nn.Linear(128, 10)))
 
 
 if __name__ == "__main__":

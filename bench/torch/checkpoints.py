@@ -58,7 +58,7 @@ def load(directory, prefix, kind):
     x = read_idx(os.path.join(directory, f"{prefix}-images-idx3-ubyte"))
     y = read_idx(os.path.join(directory, f"{prefix}-labels-idx1-ubyte"))
     x = torch.from_numpy(x.reshape(len(x), 784).copy()).to(torch.float32) / 255.0
-    x = (x - MEAN) * (1.0 / STD)  # cli_normalise: add -mean, then multiply by 1/std
+    x = (x - MEAN) * (1.0 / STD)  # as cinder normalises: add -mean, then multiply by 1/std
     if kind == "cnn":
         x = x.reshape(len(x), 1, 28, 28)
     return x, torch.from_numpy(y.astype("int64"))

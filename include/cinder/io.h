@@ -131,6 +131,30 @@ CN_API cn_status cn_idx_load(const char *path, cn_device device, cn_tensor **out
 CN_API cn_status cn_fashion_mnist_load(const char *dir, cn_device device, cn_tensor **train_x,
                                 cn_tensor **train_y, cn_tensor **test_x, cn_tensor **test_y);
 
+/* What cn_fashion_mnist_load_with does besides cn_fashion_mnist_load's work; all zero ({0}) is
+ * cn_fashion_mnist_load. */
+typedef struct cn_fashion_mnist_options {
+    /* Keep only the first that many samples of each split (0, or more than the file holds:
+     * all). Every file is still read to its end and checked. */
+    int64_t train_limit, test_limit;
+    /* std > 0: images are normalised, pixel p stored as (p / 255 + (float)-mean) *
+     * (float)(1 / std), each step rounded to f32: bit for bit what cn_add_scalar(x, -mean) and
+     * then cn_mul_scalar(x, 1 / std) make of the [0, 1] images. std = 0: [0, 1] as above. */
+    double mean, std;
+} cn_fashion_mnist_options;
+
+/* cn_fashion_mnist_load with options (NULL: none), for loading a data set the size of memory:
+ * the images are limited and normalised as they are decompressed, straight into their f32
+ * tensor, so the load holds one copy of the images it keeps (and a 1 MB buffer), where loading
+ * whole and then cn_slice, cn_add_scalar and cn_mul_scalar would hold three. (A file that does
+ * not show its size, such as a gzip file of several members, is read whole first: its u8 bytes
+ * are held too.) Errors as cn_fashion_mnist_load, and CN_ERR_INVALID_ARG for a negative limit,
+ * a negative or non-finite std, or a non-finite mean. */
+CN_API cn_status cn_fashion_mnist_load_with(const char *dir, cn_device device,
+                                            const cn_fashion_mnist_options *opt,
+                                            cn_tensor **train_x, cn_tensor **train_y,
+                                            cn_tensor **test_x, cn_tensor **test_y);
+
 /* ---- data: batches ------------------------------------------------------------------------ *
  *
  * An iterator over mini-batches of a data set held in two tensors whose first dim indexes the

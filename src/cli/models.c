@@ -182,42 +182,26 @@ cn_status cli_model_train_step(cli_model *m, cn_optimizer *opt, cn_tensor *x, cn
     return st != CN_OK ? st : end;
 }
 
-cn_tensor *cli_normalise(cn_tensor *x) {
-    cn_tensor *centred = cn_add_scalar(x, -CLI_FASHION_MEAN);
-    cn_tensor *out = cn_mul_scalar(centred, 1.0 / CLI_FASHION_STD);
-    cn_release(centred);
-    return out;
-}
-
-/* The first `limit` rows of t (all when limit is 0), normalised when `images`, viewed on
- * `device`; scope-owned. */
-static cn_tensor *prepare(cn_tensor *t, int64_t limit, int images, cn_device device) {
-    cn_tensor *kept = limit > 0 ? cn_slice(t, 0, 0, limit, 1) : t;
-    cn_tensor *ready = images ? cli_normalise(kept) : kept;
-    return cn_to_device(ready, device); /* a new header, also on t's own device */
-}
-
+/* The loader limits and normalises the images as it decompresses them, so the load holds one copy
+ * of what it keeps ((p / 255 - mean) * (1 / std) in f32, as cn_add_scalar then cn_mul_scalar
+ * make it); each split is then viewed on `device`. */
 cn_status cli_data_load(const char *dir, cn_device device, int with_train, int64_t train_limit,
                         int64_t test_limit, cli_data *out) {
     *out = (cli_data){0};
-    cn_tensor *train_x = NULL, *train_y = NULL, *test_x = NULL, *test_y = NULL;
+    const cn_fashion_mnist_options opt = {.train_limit = train_limit,
+                                          .test_limit = test_limit,
+                                          .mean = CLI_FASHION_MEAN,
+                                          .std = CLI_FASHION_STD};
+    cn_tensor *t[4] = {NULL, NULL, NULL, NULL};
     cn_status st = cn_scope_begin();
     if (st != CN_OK) return st;
-    st = cn_fashion_mnist_load(dir, cn_inner_device(device), with_train ? &train_x : NULL,
-                               with_train ? &train_y : NULL, &test_x, &test_y);
-    if (st == CN_OK) {
-        if (with_train) {
-            out->train_x = cn_keep(prepare(train_x, train_limit, 1, device));
-            out->train_y = cn_keep(prepare(train_y, train_limit, 0, device));
-        }
-        out->test_x = cn_keep(prepare(test_x, test_limit, 1, device));
-        out->test_y = cn_keep(prepare(test_y, test_limit, 0, device));
-        if ((with_train && (!out->train_x || !out->train_y)) || !out->test_x || !out->test_y) {
-            st = cn_last_status();
-            cli_data_free(out);
-        }
-    }
-    cn_scope_end();
+    st = cn_fashion_mnist_load_with(dir, cn_inner_device(device), &opt, with_train ? &t[0] : NULL,
+                                    with_train ? &t[1] : NULL, &t[2], &t[3]);
+    cn_tensor **dst[4] = {&out->train_x, &out->train_y, &out->test_x, &out->test_y};
+    for (int k = with_train ? 0 : 2; k < 4 && st == CN_OK; k++) /* a new header on `device` */
+        if (!(*dst[k] = cn_keep(cn_to_device(t[k], device)))) st = cn_last_status();
+    if (st != CN_OK) cli_data_free(out);
+    cn_scope_end(); /* releases the loader's tensors: the views keep their storage */
     return st;
 }
 

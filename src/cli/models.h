@@ -43,7 +43,7 @@ int cli_model_parse(const char *name, cli_model_kind *kind);
  * concrete device plain tensors (for inference). CN_OK, or the error status with *out zeroed. */
 cn_status cli_model_new(cli_model_kind kind, cn_device device, cn_generator *gen, cli_model *out);
 
-/* logits [N, 10] = model(x), x: [N, 784] f32 (normalised with cli_normalise). A new tensor, or
+/* logits [N, 10] = model(x), x: [N, 784] f32 (normalised: (x - mean) / std, below). A new tensor, or
  * NULL with the error set. */
 cn_tensor *cli_model_forward(cli_model *m, cn_tensor *x);
 
@@ -66,10 +66,7 @@ cn_status cli_model_train_step(cli_model *m, cn_optimizer *opt, cn_tensor *x, cn
 #define CLI_FASHION_MEAN 0.2860
 #define CLI_FASHION_STD  0.3530
 
-/* (x - mean) / std, a new tensor. */
-cn_tensor *cli_normalise(cn_tensor *x);
-
-/* Fashion-MNIST as the models take it: images f32 [N, 784] normalised with cli_normalise, labels
+/* Fashion-MNIST as the models take it: images f32 [N, 784] normalised ((x - mean) / std), labels
  * i64 [N], viewed on the training device (untracked), so they mix with the parameters. */
 typedef struct cli_data {
     cn_tensor *train_x, *train_y; /* NULL unless asked for */

@@ -7,11 +7,12 @@
  * Each step runs in its own scope (batch, forward, loss, backward, loss read back, optimizer
  * step, gradients freed), so memory stays flat however long the training, and is all or nothing
  * (models.h: cli_model_train_step): a step that fails, or whose loss is not finite, leaves the
- * parameters and the optimizer state as they were. Images are scaled to
- * [0, 1] by the loader and then normalised with Fashion-MNIST's mean and standard deviation
- * (models.h). The run, the model's summary (summary.h) and the epoch lines go to stdout,
- * progress to stderr (progress.h); --save writes the parameters as safetensors (models.h names
- * them), --plot the curves as SVG (plot.h), --log the run as JSON Lines (runlog.h). */
+ * parameters and the optimizer state as they were. Images are normalised with Fashion-MNIST's
+ * mean and standard deviation by the loader as it decompresses them, so the run holds one f32
+ * copy of the data set (models.h: cli_data_load). The run, the model's summary (summary.h) and
+ * the epoch lines go to stdout, progress to stderr (progress.h); --save writes the parameters as
+ * safetensors (models.h names them), --plot the curves as SVG (plot.h), --log the run as JSON
+ * Lines (runlog.h). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>

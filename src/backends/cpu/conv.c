@@ -13,13 +13,6 @@
 #include "core/backend_common.h"
 #include "core/alloc.h"
 
-/* A GEMM with at most this many multiply-adds is one call (cpu_gemm splits bigger ones over the
- * threads), so the (image, group) tasks run side by side instead (see matmul.c). */
-#define BLAS_SERIAL_MNK 2097152.0
-
-/* Below this many multiply-adds in total the images run on one thread. */
-#define CONV_PARALLEL_MACS 65536.0
-
 /* Per-thread scratch sizes are rounded to cache lines so that threads never share one. */
 static size_t round_line(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -115,20 +108,18 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
                       (g.Cg == 1 || (xv->strides[1] >= g.P && xv->strides[1] <= INT_MAX));
     int64_t col_ld = direct_cols && g.Cg > 1 ? xv->strides[1] : g.P;
 
-    /* Small GEMMs run side by side, a range of (image, group) tasks per chunk; big ones one
-     * after another, each split over the threads by cpu_gemm. */
-    double mnk = (double)g.Og * (double)g.P * (double)g.K;
-    int64_t chunks = 1;
-    if (tasks > 1 && mnk <= BLAS_SERIAL_MNK && mnk * (double)tasks >= CONV_PARALLEL_MACS)
-        chunks = tasks < 4 * cpu_threads() ? tasks : 4 * cpu_threads();
     int64_t kp;
-    if (__builtin_mul_overflow(g.K, g.P, &kp) || (uint64_t)kp > SIZE_MAX / 2 / es / (size_t)chunks)
+    int too_big = __builtin_mul_overflow(g.K, g.P, &kp) || (uint64_t)kp > SIZE_MAX / 4 / es;
+    size_t w_bytes = w_direct ? 0 : round_line((size_t)(g.O * g.K) * es);
+    size_t col_bytes = direct_cols || too_big ? 0 : round_line((size_t)kp * es);
+    /* A range of (image, group) tasks per chunk, each with its column buffer; or the tasks one
+     * after another, each GEMM split over the threads by cpu_gemm (cpu_conv_chunks). */
+    int64_t chunks = cpu_conv_chunks(tasks, (double)g.Og * (double)g.P * (double)g.K, col_bytes);
+    if (too_big || col_bytes > SIZE_MAX / 2 / (size_t)chunks)
         return cn_set_error(CN_ERR_OUT_OF_MEMORY, "conv2d",
                             "the column buffer (%lld x %lld elements) exceeds the address space; "
                             "split the batch or the channels",
                             (long long)g.K, (long long)g.P);
-    size_t w_bytes = w_direct ? 0 : round_line((size_t)(g.O * g.K) * es);
-    size_t col_bytes = direct_cols ? 0 : round_line((size_t)kp * es);
     char *scratch = NULL;
     if (w_bytes + col_bytes) {
         scratch = cn__malloc("conv2d", w_bytes + col_bytes * (size_t)chunks);

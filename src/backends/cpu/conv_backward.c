@@ -14,23 +14,6 @@
 #include "backends/cpu/im2col.h"
 #include "core/alloc.h"
 
-/* A GEMM with at most this many multiply-adds is one call (cpu_gemm splits bigger ones over the
- * threads), so the (image, group) tasks run side by side instead (see matmul.c). */
-#define BLAS_SERIAL_MNK 2097152.0
-
-/* Below this many multiply-adds in total the images run on one thread. */
-#define CONV_PARALLEL_MACS 65536.0
-
-/* ---- shared pieces -------------------------------------------------------------------------- */
-
-/* Chunks of (image, group) tasks: small GEMMs run side by side, a range of tasks per chunk;
- * big ones one after another (1 chunk), each split over the threads by cpu_gemm. */
-static int64_t task_chunks(int64_t tasks, double mnk) {
-    if (tasks < 2 || mnk > BLAS_SERIAL_MNK || mnk * (double)tasks < CONV_PARALLEL_MACS) return 1;
-    int64_t most = 4 * (int64_t)cpu_threads();
-    return tasks < most ? tasks : most;
-}
-
 /* Per-chunk scratch sizes are rounded to cache lines so that threads never share one. */
 static size_t round_line(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -139,11 +122,11 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
     int direct_cols = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
                       g.pw == 0;
 
-    int64_t chunks = task_chunks(tasks, (double)g.K * (double)g.P * (double)g.Og);
     size_t w_bytes = w_direct ? 0 : round_line((size_t)(g.O * g.K) * es);
     size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
     size_t gpk_bytes = g_direct ? 0 : round_line((size_t)(g.Og * g.P) * es);
     size_t per_chunk = col_bytes + gpk_bytes;
+    int64_t chunks = cpu_conv_chunks(tasks, (double)g.K * (double)g.P * (double)g.Og, per_chunk);
     char *scratch = NULL;
     if (w_bytes + per_chunk) {
         scratch = cn__malloc(op, w_bytes + per_chunk * (size_t)chunks);
@@ -245,10 +228,12 @@ cn_status cpu_conv2d_backward_weight(const cn_kernel_args *args) {
 
     /* Chunks accumulate their images into private copies of gw, summed at the end in chunk
      * order (deterministic: the chunks do not depend on timing); one chunk accumulates into out. */
-    int64_t chunks = task_chunks(tasks, (double)g.Og * (double)g.K * (double)g.P);
     size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
     size_t gpk_bytes = g_direct ? 0 : round_line((size_t)(g.Og * g.P) * es);
-    size_t acc_bytes = chunks > 1 ? round_line((size_t)numel * es) : 0;
+    size_t numel_bytes = round_line((size_t)numel * es);
+    int64_t chunks = cpu_conv_chunks(tasks, (double)g.Og * (double)g.K * (double)g.P,
+                                     col_bytes + gpk_bytes + numel_bytes);
+    size_t acc_bytes = chunks > 1 ? numel_bytes : 0;
     size_t per_chunk = col_bytes + gpk_bytes + acc_bytes;
     char *scratch = NULL;
     if (per_chunk) {

@@ -1,6 +1,7 @@
 /* im2col, col2im and weight packing for the CPU convolution kernels (see im2col.h). */
 #include "backends/cpu/im2col.h"
 
+#include "backends/cpu/cpu_internal.h"
 #include "core/backend_common.h"
 
 #include <limits.h>
@@ -114,6 +115,32 @@ DEFINE_IM2COL(double, cpu_im2col_f64)
 DEFINE_COL2IM(float, cpu_col2im_f32)
 DEFINE_COL2IM(double, cpu_col2im_f64)
 #undef DEFINE_COL2IM
+
+/* ---- work sharing --------------------------------------------------------------------------- */
+
+/* A GEMM with at most this many multiply-adds is one call (cpu_gemm splits bigger ones over the
+ * threads), so tasks of such GEMMs always run side by side (see matmul.c). */
+#define BLAS_SERIAL_MNK 2097152.0
+
+/* Below this many multiply-adds in total the images run on one thread. */
+#define CONV_PARALLEL_MACS 65536.0
+
+/* Chunks per thread: the pool's threads claim chunks as they come free, so a thread that a loaded
+ * machine has descheduled leaves its share to the others. */
+#define CONV_CHUNKS_PER_THREAD 4
+
+int64_t cpu_conv_chunks(int64_t tasks, double mnk, size_t per_chunk) {
+    if (tasks < 2 || mnk * (double)tasks < CONV_PARALLEL_MACS) return 1;
+    int64_t threads = cpu_threads();
+    int64_t most = CONV_CHUNKS_PER_THREAD * threads;
+    if (most > tasks) most = tasks;
+    if (mnk <= BLAS_SERIAL_MNK) return most; /* one GEMM is too small to split anyway */
+    /* A big GEMM: whole tasks per thread when each thread gets two or more and the scratch
+     * stays bounded, else one task at a time split by cpu_gemm. */
+    if (per_chunk && (size_t)most > CPU_CONV_SCRATCH_BYTES / per_chunk)
+        most = (int64_t)(CPU_CONV_SCRATCH_BYTES / per_chunk);
+    return threads > 1 && tasks >= 2 * threads && most >= threads ? most : 1;
+}
 
 /* ---- weights -------------------------------------------------------------------------------- */
 

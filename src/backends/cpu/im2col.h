@@ -36,6 +36,16 @@ void cpu_im2col_f64(const cpu_conv_geom *g, const double *x, const int64_t *xs, 
 void cpu_col2im_f32(const cpu_conv_geom *g, const float *col, float *x);
 void cpu_col2im_f64(const cpu_conv_geom *g, const double *col, double *x);
 
+/* How many chunks the conv kernels cut their `tasks` (image, group) GEMMs of `mnk` multiply-adds
+ * each into, every chunk needing `per_chunk` bytes of scratch (its column buffer and the like).
+ * Whole tasks go to the pool's threads, each GEMM on one thread: no barrier per image. Returns 1
+ * (the tasks one after another on the caller, each GEMM split over the threads by cpu_gemm) when
+ * the work is too small to share, or when the tasks are too few to keep every thread busy, or
+ * their scratch too big to hold one per thread (CPU_CONV_SCRATCH_BYTES), while one GEMM is big
+ * enough to split. Depends only on its arguments and the pool's size, never on timing. */
+#define CPU_CONV_SCRATCH_BYTES ((size_t)64 << 20)
+int64_t cpu_conv_chunks(int64_t tasks, double mnk, size_t per_chunk);
+
 /* Non-zero when dims [from, ndim) of v are dense row-major (size-1 dims ignored). */
 int cpu_dense_from(const cn_view *v, int from);
 

@@ -93,8 +93,7 @@ cn_tensor *cn__elementwise(cn_op op, cn_tensor *const *in, const int64_t *ints,
     }
 
     if (!usual) { /* the backend's refusal, before anything is allocated */
-        if (!k) cn__no_kernel(b, op);
-        else cn__dtype_unsupported(b, op, dt);
+        cn__kernel_refused(b, op, dt);
         return NULL;
     }
     cn_dtype out_dtype = d->out == CN__OUT_INPUT ? dt : d->out == CN__OUT_BOOL ? CN_BOOL : target;

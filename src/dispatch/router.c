@@ -212,6 +212,10 @@ static inline cn_status launch_into(const cn_backend *b, cn_device device, cn_op
     return s;
 }
 
+cn_status cn__kernel_refused(const cn_backend *b, cn_op op, cn_dtype dt) {
+    return b->kernels[op] ? cn__dtype_unsupported(b, op, dt) : cn__no_kernel(b, op);
+}
+
 cn_status cn__launch(const cn_backend *b, cn_device device, cn_op op, const cn_view *in, int n_in,
                      cn_tensor *const *out, int n_out, const int64_t *ints, int n_ints,
                      const double *reals, int n_reals) {

@@ -75,27 +75,24 @@ static inline cn_status cn__launch_kernel(const char *name, cn_kernel_fn k, cons
 
 /* What the router refuses before any kernel of a built-in op runs: an op the backend has no
  * kernel for (CN_ERR_NO_KERNEL) and a dtype its kernel does not take (CN_ERR_DTYPE, from
- * b->dtypes[op]), each naming op, dtype and backend. Returns the kernel, or NULL (error set). */
+ * b->dtypes[op]), each naming op, dtype and backend. cn__kernel_refused sets whichever applies to
+ * op on b for the value dtype dt, and returns its status. */
 cn_status cn__no_kernel(const cn_backend *b, cn_op op);
 cn_status cn__dtype_unsupported(const cn_backend *b, cn_op op, cn_dtype dtype);
+cn_status cn__kernel_refused(const cn_backend *b, cn_op op, cn_dtype dt);
+
+/* The kernel of op on b for these views, or NULL (error set) when the router refuses it. */
 static inline cn_kernel_fn cn__kernel_for(const cn_backend *b, cn_op op, const cn_view *in,
                                           int n_in, const cn_view *out) {
     cn_kernel_fn k = b->kernels[op];
-    if (!k) {
-        cn__no_kernel(b, op);
-        return NULL;
-    }
     uint32_t dtypes = b->dtypes[op];
-    if (dtypes) {
-        /* the first value input's dtype; the output's for the ops without inputs */
-        int v = cn__op_decl_of((int)op)->value_from;
-        cn_dtype dt = n_in == 0 ? out[0].dtype : in[v < n_in ? v : 0].dtype;
-        if (!((dtypes >> dt) & 1u)) {
-            cn__dtype_unsupported(b, op, dt);
-            return NULL;
-        }
-    }
-    return k;
+    if (k && !dtypes) return k;
+    /* the first value input's dtype; the output's for the ops without inputs */
+    int v = cn__op_decl_of((int)op)->value_from;
+    cn_dtype dt = n_in == 0 ? out[0].dtype : in[v < n_in ? v : 0].dtype;
+    if (k && ((dtypes >> dt) & 1u)) return k;
+    cn__kernel_refused(b, op, dt);
+    return NULL;
 }
 
 /* cn__launch, writing into explicit output views (copy into a slice). */

@@ -204,6 +204,11 @@ static cn_tensor *run_avg_pool_bwd(const oc_call *c) {
 /* Two optimizer steps on a copy of p (x[0]) with gradients x[1] then x[2] (the gradient of
  * sum(p * g) is g exactly); returns p after them. reals: lr, momentum, dampening,
  * weight_decay; ints[0]: nesterov. */
+/* ints: the forward op, cn_gelu_approx */
+static cn_tensor *run_act_bwd(const oc_call *c) {
+    return cn__activation_backward(c->x[0], c->x[1], (cn_op)INT_AT(0), INT_AT(1));
+}
+
 static cn_tensor *run_sgd(const oc_call *c) {
     const double *r = c->d->reals;
     cn_tensor *p = cn_require_grad(cn_from_inner(cn_clone(c->x[0]), cn_autodiff(c->dev)));
@@ -339,6 +344,9 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_CONV2D_BACKWARD_WEIGHT] = {run_conv_bwd_weight},
     [CN_OP_MAX_POOL2D_BACKWARD] = {run_max_pool_bwd},
     [CN_OP_AVG_POOL2D_BACKWARD] = {run_avg_pool_bwd},
+    /* the fused backward of relu, tanh, sigmoid, silu and gelu (both forms), against aten's
+     * threshold/tanh/sigmoid/silu/gelu_backward */
+    [CN_OP_ACTIVATION_BACKWARD] = {run_act_bwd},
     /* two steps of cn_sgd_new / cn_optimizer_step against torch.optim.SGD: nesterov with weight
      * decay, dampening, and plain (no momentum buffer) */
     [CN_OP_SGD_STEP] = {run_sgd},

@@ -89,6 +89,10 @@ typedef enum cn_op {
     CN_OP_SGD_STEP,
     /* added with the op table: atan2(a, b), elementwise binary, float */
     CN_OP_ATAN2,
+    /* added for speed: the fused backward of an activation, g * f'(s) in one pass (in[0] g,
+     * in[1] s: the forward's output for relu, tanh and sigmoid, its input for silu and gelu;
+     * ints[0] the forward op, ints[1] cn_gelu_approx for gelu; same shapes, float) */
+    CN_OP_ACTIVATION_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 
@@ -192,7 +196,7 @@ CN_API int cn_backend_find(const char *name);
 
 /* The version of the backend interface (this header's structs and the op numbering). Bumped on
  * any incompatible change; a module must have been built with the same number. */
-#define CN_BACKEND_ABI_VERSION 2
+#define CN_BACKEND_ABI_VERSION 3
 
 /* What cinder hands a module: its error path and its counted host allocator (so that the
  * allocation-failure mode, cn_alloc_fail_after, covers the module too). Valid for the life of the

@@ -392,6 +392,9 @@ static cn_status conv_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
 typedef struct formula {
     /* unary: gin = g * derivative(x, y) */
     cn_tensor *(*derivative)(ad_node *n, cn_tensor *x, cn_tensor *y);
+    /* unary activations: gin = activation_backward(g, x or y) in one pass where the backend has
+     * the kernel; derivative otherwise */
+    int fused;
     /* two broadcast inputs: the gradients at the output's shape, reduced to the inputs' here */
     void (*binary)(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
                    cn_tensor **gb);
@@ -404,7 +407,7 @@ typedef struct formula {
 static const formula formulas[CN__OP_ALL] = {
     [CN_OP_NEG] = {.input = i_neg},
     [CN_OP_ABS] = {.derivative = d_abs},
-    [CN_OP_RELU] = {.derivative = d_relu},
+    [CN_OP_RELU] = {.derivative = d_relu, .fused = 1},
     [CN_OP_EXP] = {.derivative = d_exp},
     [CN_OP_LOG] = {.derivative = d_log},
     [CN_OP_LOG1P] = {.derivative = d_log1p},
@@ -412,10 +415,10 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_RSQRT] = {.derivative = d_rsqrt},
     [CN_OP_SIN] = {.derivative = d_sin},
     [CN_OP_COS] = {.derivative = d_cos},
-    [CN_OP_TANH] = {.derivative = d_tanh},
-    [CN_OP_SIGMOID] = {.derivative = d_sigmoid},
-    [CN_OP_SILU] = {.derivative = d_silu},
-    [CN_OP_GELU] = {.derivative = d_gelu},
+    [CN_OP_TANH] = {.derivative = d_tanh, .fused = 1},
+    [CN_OP_SIGMOID] = {.derivative = d_sigmoid, .fused = 1},
+    [CN_OP_SILU] = {.derivative = d_silu, .fused = 1},
+    [CN_OP_GELU] = {.derivative = d_gelu, .fused = 1},
     [CN_OP_ERF] = {.derivative = d_erf},
     [CN_OP_ADD_SCALAR] = {.input = i_identity},
     [CN_OP_MUL_SCALAR] = {.input = i_mul_scalar},
@@ -472,8 +475,14 @@ static cn_status run_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     cn_tensor *x = (saves & CN__SAVE_IN(0)) ? ad_input_value(n, 0) : NULL;
     if (f->derivative) {
         cn_tensor *y = (saves & CN__SAVE_OUT) ? ad_output_value(n) : NULL;
-        cn_tensor *d = (x || y) ? f->derivative(n, x, y) : NULL;
-        gin[0] = cn_retain(cn_mul(g, d));
+        cn_tensor *s = x ? x : y;
+        if (f->fused && s && cn__has_kernel(CN_OP_ACTIVATION_BACKWARD, s)) {
+            int approx = n->op == CN_OP_GELU ? (int)n->ints[0] : 0;
+            gin[0] = cn_retain(cn__activation_backward(g, s, (cn_op)n->op, approx));
+        } else {
+            cn_tensor *d = s ? f->derivative(n, x, y) : NULL;
+            gin[0] = cn_retain(cn_mul(g, d));
+        }
     } else if (f->binary) {
         cn_tensor *y = (saves & CN__SAVE_IN(1)) ? ad_input_value(n, 1) : NULL;
         cn_tensor *ga = NULL, *gb = NULL;

@@ -3,6 +3,7 @@
 #ifndef CINDER_DISPATCH_BACKWARD_OPS_H
 #define CINDER_DISPATCH_BACKWARD_OPS_H
 
+#include "cinder/backend.h" /* cn_op */
 #include "cinder/tensor.h"
 
 /* g: [N,O,OH,OW], w: [O,C/g,KH,KW] -> gradient of conv2d's input, x_shape [N,C,H,W].
@@ -19,5 +20,13 @@ cn_tensor *cn__avg_pool2d_backward(cn_tensor *g, const int64_t *x_shape, const i
 
 /* erf, elementwise (float). */
 cn_tensor *cn__erf(cn_tensor *x);
+
+/* g * f'(s) in one pass, f the activation `op` (CN_OP_RELU, _TANH, _SIGMOID: s its output;
+ * CN_OP_SILU, _GELU: s its input; approx: cn_gelu_approx for gelu). g and s of one shape. */
+cn_tensor *cn__activation_backward(cn_tensor *g, cn_tensor *s, cn_op op, int approx);
+
+/* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel
+ * where there is one, and compose public ops on a backend written before it (a program's). */
+int cn__has_kernel(cn_op op, const cn_tensor *t);
 
 #endif

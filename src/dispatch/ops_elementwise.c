@@ -152,6 +152,18 @@ cn_tensor *cn_sigmoid(cn_tensor *x) { return unary(CN_OP_SIGMOID, x); }
 cn_tensor *cn_silu(cn_tensor *x) { return unary(CN_OP_SILU, x); }
 cn_tensor *cn__erf(cn_tensor *x) { return unary(CN_OP_ERF, x); }
 
+cn_tensor *cn__activation_backward(cn_tensor *g, cn_tensor *s, cn_op op, int approx) {
+    cn_tensor *in[2] = {g, s};
+    int64_t ints[2] = {op, approx};
+    return cn__elementwise(CN_OP_ACTIVATION_BACKWARD, in, ints, NULL, 0);
+}
+
+int cn__has_kernel(cn_op op, const cn_tensor *t) {
+    const cn_backend *b = t && t->storage ? t->storage->backend : NULL;
+    if (!b || !b->kernels[op]) return 0;
+    return !b->dtypes[op] || ((b->dtypes[op] >> t->dtype) & 1u);
+}
+
 cn_tensor *cn_gelu(cn_tensor *x, cn_gelu_approx approx) {
     if (approx != CN_GELU_ERF && approx != CN_GELU_TANH) {
         if (!x) {

@@ -245,6 +245,21 @@ case("max_pool2d_backward", "max_pool2d_backward", [Fl(P_G), Fl(P_X, "d")],
 case("avg_pool2d_backward", "avg_pool2d_backward", [Fl(P_G)],
      lambda g: pool_backward(F.avg_pool2d, g, torch.zeros(P_X)), ints=P_X + POOL_A)
 
+# ---- activation_backward: g * f'(s), against PyTorch's own backward kernels ------------------
+# ints = the forward op's number in cn_op (include/cinder/backend.h; append-only), cn_gelu_approx
+CN_OP_RELU, CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU = 2, 10, 11, 12, 13
+aten = torch.ops.aten
+for variant, act, approx, dom, fn in (
+        ("act_bwd_relu", CN_OP_RELU, 0, "d", lambda g, s: aten.threshold_backward(g, s, 0)),
+        ("act_bwd_tanh", CN_OP_TANH, 0, "u", aten.tanh_backward),
+        ("act_bwd_sigmoid", CN_OP_SIGMOID, 0, "u", aten.sigmoid_backward),
+        ("act_bwd_silu", CN_OP_SILU, 0, "u", aten.silu_backward),
+        ("act_bwd_gelu_erf", CN_OP_GELU, 0, "u",
+         lambda g, s: aten.gelu_backward(g, s, approximate="none")),
+        ("act_bwd_gelu_tanh", CN_OP_GELU, 1, "u",
+         lambda g, s: aten.gelu_backward(g, s, approximate="tanh"))):
+    case("activation_backward", variant, [Fl([3, 4]), Fl([3, 4], dom)], fn, ints=[act, approx])
+
 
 # ---- sgd_step: two steps of torch.optim.SGD on p with gradients g1 then g2 ------------------
 # reals = lr, momentum, dampening, weight_decay; ints = nesterov

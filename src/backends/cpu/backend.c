@@ -245,4 +245,6 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
     k[CN_OP_SGD_STEP] = cpu_sgd_step;
     dt[CN_OP_SGD_STEP] = F;
+    k[CN_OP_ACTIVATION_BACKWARD] = cpu_activation_backward;
+    dt[CN_OP_ACTIVATION_BACKWARD] = F;
 }

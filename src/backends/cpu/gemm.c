@@ -1,11 +1,18 @@
-/* GEMM for the CPU kernels (matmul, conv2d and its gradients): OpenBLAS on one thread per call,
- * a large product split into blocks of rows (or columns) of c that the pool's threads take.
+/* GEMM for the CPU kernels (matmul, conv2d and its gradients): one thread per library call, a
+ * large product split into blocks of rows (or columns) of c that the pool's threads take.
  *
- * OpenBLAS's own threads would be a second pool beside the backend's (parallel.c): each spins
+ * f32 is oneDNN's sgemm, whose JIT picks the widest kernel the CPU has at run time (Debian's
+ * OpenBLAS 0.3.21 falls back to its generic SSE3 kernel on CPUs newer than it: 5x slower on an
+ * AVX-512 Xeon, docs/benchmarks.md); f64, and an f32 call oneDNN refuses (out of memory for its
+ * packing buffers), is OpenBLAS's.
+ *
+ * A library's own threads would be a second pool beside the backend's (parallel.c): each spins
  * for a while after its work and takes the cores the other needs, and both wait for threads that
- * a loaded machine has not scheduled. So parallel.c sets OpenBLAS to one thread, and this file
- * does the splitting. */
+ * a loaded machine has not scheduled. So parallel.c sets OpenBLAS to one thread, oneDNN (OpenMP)
+ * runs each call with one thread, and this file does the splitting. */
 #include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
 
 #include "backends/cpu/cpu_internal.h"
 
@@ -24,10 +31,24 @@ typedef struct gemm_job {
     size_t es;
 } gemm_job;
 
+/* oneDNN's sgemm on the calling thread only: its OpenMP team size is this thread's OpenMP
+ * thread count, set to 1 for the call and put back (the caller's own OpenMP use is unchanged). */
+static int onednn_sgemm(const gemm_job *j, int64_t m, int64_t n, const float *a, const float *b,
+                        float *c) {
+    int saved = omp_get_max_threads();
+    if (saved != 1) omp_set_num_threads(1);
+    dnnl_status_t st = dnnl_sgemm(j->ta ? 'T' : 'N', j->tb ? 'T' : 'N', m, n, j->k, 1.0f, a, j->lda,
+                                  b, j->ldb, (float)j->beta, c, j->ldc);
+    if (saved != 1) omp_set_num_threads(saved);
+    return st == dnnl_success;
+}
+
 static void gemm_call(const gemm_job *j, int64_t m, int64_t n, const char *a, const char *b,
                       char *c) {
     CBLAS_TRANSPOSE ta = j->ta ? CblasTrans : CblasNoTrans;
     CBLAS_TRANSPOSE tb = j->tb ? CblasTrans : CblasNoTrans;
+    if (j->dt == CN_F32 && onednn_sgemm(j, m, n, (const float *)a, (const float *)b, (float *)c))
+        return;
     if (j->dt == CN_F32)
         cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)j->k, 1.0f, (const float *)a,
                     (int)j->lda, (const float *)b, (int)j->ldb, (float)j->beta, (float *)c,

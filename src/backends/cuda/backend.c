@@ -343,6 +343,7 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cuda_conv2d_backward_weight;
     k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cuda_pool2d_backward;
     k[CN_OP_SGD_STEP] = cuda_sgd_step;
+    k[CN_OP_ACTIVATION_BACKWARD] = cuda_activation_backward;
 
     /* The dtypes each kernel computes (0: every dtype the op accepts): the router refuses the
      * rest before launching, so the kernels do not check them. f16 and bf16 compute in float. */
@@ -355,7 +356,7 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_POW_SCALAR] = F;
     dt[CN_OP_ADD] = dt[CN_OP_SUB] = dt[CN_OP_MUL] = dt[CN_OP_DIV] = FI;
     dt[CN_OP_MAXIMUM] = dt[CN_OP_MINIMUM] = FI;
-    dt[CN_OP_POW] = dt[CN_OP_ATAN2] = F;
+    dt[CN_OP_POW] = dt[CN_OP_ATAN2] = dt[CN_OP_ACTIVATION_BACKWARD] = F;
     /* comparisons, logical ops, where, cast, copy, fill: every dtype they accept */
     dt[CN_OP_RAND_UNIFORM] = dt[CN_OP_RAND_NORMAL] = F;
     dt[CN_OP_SUM] = dt[CN_OP_PROD] = FI | DT(CN_U8);

@@ -175,6 +175,7 @@ cn_status cu_cudnn_conv_backward_weight(cu_dev *d, const cn_kernel_args *a,
 cn_status cuda_unary(const cn_kernel_args *a);
 cn_status cuda_scalar(const cn_kernel_args *a);
 cn_status cuda_binary(const cn_kernel_args *a);
+cn_status cuda_activation_backward(const cn_kernel_args *a);
 cn_status cuda_compare(const cn_kernel_args *a);
 cn_status cuda_logical(const cn_kernel_args *a);
 cn_status cuda_where(const cn_kernel_args *a);

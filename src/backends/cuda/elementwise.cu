@@ -87,6 +87,34 @@ template <typename T> CU_HD T gelu(T x, int tanh_form) {
     return (T)0.5 * x * ((T)1 + m_erf(x * (T)0.707106781186547524));
 }
 
+/* The fused backward of an activation: *z = g * f'(s), s the forward's output (relu, tanh,
+ * sigmoid) or input (silu, gelu), as on the CPU (cpu/activation.c). */
+template <typename T> CU_HD bool act_backward_op(int act, T g, T s, int gelu_tanh, T *z) {
+    switch (act) {
+    case CN_OP_RELU: *z = s > (T)0 ? g : (T)0; return true;
+    case CN_OP_TANH: *z = g * ((T)1 - s * s); return true;
+    case CN_OP_SIGMOID: *z = g * s * ((T)1 - s); return true;
+    case CN_OP_SILU: {
+        T sig = (T)1 / ((T)1 + m_exp(-s));
+        *z = g * sig * ((T)1 + s * ((T)1 - sig));
+        return true;
+    }
+    case CN_OP_GELU: {
+        const T k = (T)0.79788456080286535588, c = (T)0.044715;
+        if (gelu_tanh) {
+            T t = m_tanh(k * (s + c * s * s * s));
+            *z = g * ((T)0.5 * ((T)1 + t) +
+                      (T)0.5 * s * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * s * s));
+        } else {
+            T cdf = (T)0.5 * ((T)1 + m_erf(s * (T)0.70710678118654752440));
+            *z = g * (cdf + s * (T)0.39894228040143267794 * m_exp((T)-0.5 * s * s));
+        }
+        return true;
+    }
+    default: return false;
+    }
+}
+
 /* ---- kernels ----------------------------------------------------------------------------------- */
 
 /* What a kernel needs besides the iterator. */
@@ -255,6 +283,18 @@ template <typename T> __global__ void binary_kernel(const __grid_constant__ cu_i
         T x = cu_ld<T>(it.base[1] + off[1], p.dt_in), y = cu_ld<T>(it.base[2] + off[2], p.dt_in);
         T z = x;
         binary_op<T>(p.op, x, y, &z);
+        cu_st<T>(it.base[0] + off[0], p.dt_out, z);
+    }
+}
+
+template <typename T>
+__global__ void act_backward_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[3];
+        cu_offsets<3>(it, i, off);
+        T g = cu_ld<T>(it.base[1] + off[1], p.dt_in), s = cu_ld<T>(it.base[2] + off[2], p.dt_in);
+        T z = g;
+        act_backward_op<T>((int)p.i0, g, s, p.gelu_tanh, &z);
         cu_st<T>(it.base[0] + off[0], p.dt_out, z);
     }
 }
@@ -508,6 +548,29 @@ extern "C" cn_status cuda_logical(const cn_kernel_args *a) {
     if (!d) return cn_last_status();
     logical_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, a->op);
     return cu_check_launch(cn_op_name(a->op), "logical_kernel");
+}
+
+/* in[0] g, in[1] s -> out[0]; ints[0] the forward op, ints[1] cn_gelu_approx. */
+extern "C" cn_status cuda_activation_backward(const cn_kernel_args *a) {
+    cn_dtype dt = a->in[0].dtype;
+    double zf;
+    if (a->n_ints < 2 || !act_backward_op<double>((int)a->ints[0], 1.0, 1.0, 0, &zf))
+        return cn_set_error(CN_ERR_INVALID_ARG, "activation_backward",
+                            "ints[0] is not an activation this kernel differentiates (relu, "
+                            "tanh, sigmoid, silu, gelu); backward formulas call it");
+    if (!is_float_dt(dt)) return bad_dtype(a, dt);
+    cu_iter it;
+    make_iter(&it, a, 2);
+    if (it.numel == 0) return CN_OK;
+    cu_dev *d = cu_device(cn_op_name(a->op), a->device);
+    if (!d) return cn_last_status();
+    ew_params p = {};
+    p.op = a->op;
+    p.dt_in = p.dt_out = dt;
+    p.i0 = a->ints[0];
+    p.gelu_tanh = a->ints[1] == CN_GELU_TANH;
+    LAUNCH_FLOAT(act_backward_kernel, dt, it, p);
+    return cu_check_launch(cn_op_name(a->op), "act_backward_kernel");
 }
 
 extern "C" cn_status cuda_where(const cn_kernel_args *a) {

@@ -1,0 +1,130 @@
+/* The fused backward of the activations: out = g * f'(s) in one pass over memory, where the
+ * composed formula runs two to ten elementwise ops (a compare, a cast and a multiply for relu).
+ * s is what the forward saved: its output for relu, tanh and sigmoid, its input for silu and
+ * gelu. ints[0] names the forward op, ints[1] the gelu approximation.
+ *
+ * The strided iterator (strided.c) calls a row function on runs of elements; each has a dense
+ * path the compiler vectorises (exp through exp_f32; erf stays libm's). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math") /* vectorises the selects, as in elementwise.c */
+#endif
+
+#include <math.h>
+#include <stdatomic.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_math.h"
+#include "cinder/ops.h" /* cn_gelu_approx */
+#include "core/backend_common.h"
+
+#define SQRT1_2 0.70710678118654752440
+#define INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
+#define GELU_K 0.79788456080286535588       /* sqrt(2 / pi) */
+#define GELU_C 0.044715
+
+typedef struct act_ctx {
+    int act;  /* the forward op */
+    int tanh; /* gelu: the tanh approximation */
+} act_ctx;
+
+/* out[i] = EXPR(g, s) over a run; operands 0 out, 1 g, 2 s. */
+#define ACT_LOOP(T, EXPR)                                                                      \
+    do {                                                                                       \
+        if (step[0] == (int64_t)sizeof(T) && step[1] == (int64_t)sizeof(T) &&                  \
+            step[2] == (int64_t)sizeof(T)) {                                                   \
+            T *restrict o_ = (T *)ptrs[0];                                                     \
+            const T *restrict g_ = (const T *)ptrs[1], *restrict s_ = (const T *)ptrs[2];      \
+            for (int64_t i_ = 0; i_ < n; i_++) {                                               \
+                const T g = g_[i_], s = s_[i_];                                                \
+                o_[i_] = (EXPR);                                                               \
+            }                                                                                  \
+        } else {                                                                               \
+            for (int64_t i_ = 0; i_ < n; i_++) {                                               \
+                const T g = *(const T *)(ptrs[1] + i_ * step[1]);                              \
+                const T s = *(const T *)(ptrs[2] + i_ * step[2]);                              \
+                *(T *)(ptrs[0] + i_ * step[0]) = (EXPR);                                       \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+/* silu'(x) = sig (1 + x (1 - sig)), sig = 1 / (1 + e^-x) (e^-x = inf gives sig = 0). */
+static inline float silu_grad_f32(float x) {
+    float sig = 1.0f / (1.0f + exp_f32(-x));
+    return sig * (1.0f + x * (1.0f - sig));
+}
+
+static inline double silu_grad_f64(double x) {
+    double sig = 1.0 / (1.0 + exp(-x));
+    return sig * (1.0 + x * (1.0 - sig));
+}
+
+/* gelu'(x): Phi(x) + x phi(x) for the exact form; for the tanh form, with t = tanh(k (x + c x^3)),
+ * 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2). */
+static inline float gelu_grad_f32(float x, int tanh_form) {
+    if (tanh_form) {
+        float x2 = x * x;
+        float t = tanhf((float)GELU_K * (x + (float)GELU_C * x2 * x));
+        return 0.5f * (1.0f + t) +
+               0.5f * x * (1.0f - t * t) * (float)GELU_K * (1.0f + 3.0f * (float)GELU_C * x2);
+    }
+    float cdf = 0.5f * (1.0f + erff(x * (float)SQRT1_2));
+    return cdf + x * (float)INV_SQRT_2PI * exp_f32(-0.5f * x * x);
+}
+
+static inline double gelu_grad_f64(double x, int tanh_form) {
+    if (tanh_form) {
+        double x2 = x * x;
+        double t = tanh(GELU_K * (x + GELU_C * x2 * x));
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_K * (1.0 + 3.0 * GELU_C * x2);
+    }
+    return 0.5 * (1.0 + erf(x * SQRT1_2)) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
+}
+
+CPU_CLONES static void silu_row_f32(char **ptrs, const int64_t *step, int64_t n) {
+    ACT_LOOP(float, g * silu_grad_f32(s));
+}
+
+static void act_f32(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
+    const act_ctx *c = ctx;
+    switch (c->act) {
+    case CN_OP_RELU: ACT_LOOP(float, s > 0.0f ? g : 0.0f); break;
+    case CN_OP_TANH: ACT_LOOP(float, g * (1.0f - s * s)); break;
+    case CN_OP_SIGMOID: ACT_LOOP(float, g * s * (1.0f - s)); break;
+    case CN_OP_SILU: silu_row_f32(ptrs, step, n); break;
+    case CN_OP_GELU: ACT_LOOP(float, g * gelu_grad_f32(s, c->tanh)); break;
+    default: break; /* refused before the run (cpu_activation_backward) */
+    }
+}
+
+static void act_f64(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
+    const act_ctx *c = ctx;
+    switch (c->act) {
+    case CN_OP_RELU: ACT_LOOP(double, s > 0.0 ? g : 0.0); break;
+    case CN_OP_TANH: ACT_LOOP(double, g * (1.0 - s * s)); break;
+    case CN_OP_SIGMOID: ACT_LOOP(double, g * s * (1.0 - s)); break;
+    case CN_OP_SILU: ACT_LOOP(double, g * silu_grad_f64(s)); break;
+    case CN_OP_GELU: ACT_LOOP(double, g * gelu_grad_f64(s, c->tanh)); break;
+    default: break;
+    }
+}
+
+/* Whether act is an activation this kernel differentiates. */
+static int known_activation(int64_t act) {
+    return act == CN_OP_RELU || act == CN_OP_TANH || act == CN_OP_SIGMOID || act == CN_OP_SILU ||
+           act == CN_OP_GELU;
+}
+
+/* in[0] g, in[1] s -> out[0], one float dtype. */
+cn_status cpu_activation_backward(const cn_kernel_args *a) {
+    cn_dtype dt = a->in[0].dtype;
+    if (dt != CN_F32 && dt != CN_F64) return cn__kernel_dtype_error("cpu", a->op, dt);
+    if (a->n_ints < 2 || !known_activation(a->ints[0]))
+        return cn_set_error(CN_ERR_INVALID_ARG, "activation_backward",
+                            "ints[0] (%lld) is not an activation this kernel differentiates "
+                            "(relu, tanh, sigmoid, silu, gelu); backward formulas call it",
+                            a->n_ints > 0 ? (long long)a->ints[0] : -1LL);
+    act_ctx c = {.act = (int)a->ints[0], .tanh = a->ints[1] == CN_GELU_TANH};
+    const cn_view *views[3] = {&a->out[0], &a->in[0], &a->in[1]};
+    cpu_map(3, views, dt == CN_F32 ? act_f32 : act_f64, &c);
+    return CN_OK;
+}

@@ -1,24 +1,44 @@
 /* Matrix multiply, 1024 x 1024 x 1024 f32. Twin: bench/torch/matmul.py.
  *
  *   matmul_1024         GFLOP/s of c = cn_matmul(a, b) (2 n^3 flops; a new c each time)
- *   sgemm_1024          GFLOP/s of a direct cblas_sgemm on the same sizes with OpenBLAS's own
- *                       threads (CPU only): what OpenBLAS reaches here by itself. cinder runs
- *                       OpenBLAS on one thread and splits GEMMs over its own pool, so this
- *                       program sets OpenBLAS's threads for that call only
+ *   sgemm_1024          GFLOP/s of a direct dnnl_sgemm (oneDNN, the library cinder's f32 GEMMs
+ *                       call) on the same sizes with oneDNN's own OpenMP threads (CPU only):
+ *                       what the library reaches here by itself. cinder runs it on one thread
+ *                       per call and splits GEMMs over its own pool, so this program sets
+ *                       OpenMP's thread count for that call only
  *
- * cinder's runs come first, then OpenBLAS's (whose threads keep spinning after a call, which
- * would slow a cinder call run right after); medians of --reps runs after a warm-up. Usage: bench_matmul [--device D] [--reps N]; bench_matmul --info prints which
- * OpenBLAS build and kernel this process uses, and nothing else. */
+ * cinder's runs come first, then the library's (whose OpenMP threads keep spinning after a call,
+ * which would slow a cinder call run right after); medians of --reps runs after a warm-up.
+ * Usage: bench_matmul [--device D] [--reps N]; bench_matmul --info prints the oneDNN version and
+ * the instruction set its kernels use here, and OpenBLAS's build and kernel (f64), and nothing
+ * else. */
 #include "bench_common.h" /* first: it sets _POSIX_C_SOURCE */
 
 #include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
 #include <unistd.h>
 
 #define DIM 1024
 
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--info") == 0) {
-        printf("%s, kernel %s\n", openblas_get_config(), openblas_get_corename());
+        const dnnl_version_t *v = dnnl_version();
+        /* the effective ISA is a mask: each level holds the bits of those below it */
+        static const struct {
+            unsigned mask;
+            const char *name;
+        } isa[] = {{dnnl_cpu_isa_avx512_core_amx, "avx512+amx"},
+                   {dnnl_cpu_isa_avx512_core, "avx512"},
+                   {dnnl_cpu_isa_avx2, "avx2"},
+                   {dnnl_cpu_isa_avx, "avx"},
+                   {dnnl_cpu_isa_sse41, "sse4.1"}};
+        unsigned e = (unsigned)dnnl_get_effective_cpu_isa();
+        const char *isa_name = "unknown";
+        for (int i = 4; i >= 0; i--)
+            if ((e & isa[i].mask) == isa[i].mask) isa_name = isa[i].name;
+        printf("oneDNN %d.%d.%d (%s); OpenBLAS %s, kernel %s\n", v->major, v->minor, v->patch,
+               isa_name, openblas_get_config(), openblas_get_corename());
         return 0;
     }
     bench_options o;
@@ -54,15 +74,15 @@ int main(int argc, char **argv) {
         if (r >= 0) t_cn[r] = t1 - t0;
     }
     if (host) {
-        openblas_set_num_threads((int)cores);
+        int saved = omp_get_max_threads();
+        omp_set_num_threads((int)cores);
         for (int r = -1; r < o.reps; r++) {
             double t2 = bench_now();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, ha, n, hb, n,
-                        0.0f, hc, n);
+            dnnl_sgemm('N', 'N', n, n, n, 1.0f, ha, n, hb, n, 0.0f, hc, n);
             double t3 = bench_now();
             if (r >= 0) t_blas[r] = t3 - t2;
         }
-        openblas_set_num_threads(1);
+        omp_set_num_threads(saved);
     }
     double gflop = 2.0 * n * (double)n * n * 1e-9;
     bench_print("matmul_1024", gflop / bench_median(t_cn, o.reps), "GFLOP/s");

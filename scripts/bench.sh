@@ -142,7 +142,7 @@ done
 [ -n "$out" ] && cp "$raw" "$out"
 
 # ---- the table ----------------------------------------------------------------------------------
-openblas=$(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo unknown)
+openblas=$(dpkg-query -W -f='onednn ${Version}' libdnnl2 2>/dev/null || echo unknown)
 openblas_core=$("${bench_env[@]}" "$build/bench/bench_matmul" --info 2>/dev/null || echo unknown)
 torch_version=$("$py" -c "import torch; print(torch.__version__)")
 load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -180,7 +180,7 @@ BARS = [
 ]
 
 # ---- the machine's limits -----------------------------------------------------------------------
-# The GEMM floor of an epoch: its GEMM flops at the sgemm_1024 rate (OpenBLAS's own threads, as
+# The GEMM floor of an epoch: its GEMM flops at the sgemm_1024 rate (oneDNN's own threads, as
 # many as the run's). Each model's GEMMs for one image's forward pass as (M, K, N), 2 M K N flops:
 # a convolution is [C_out, C_in kh kw] x [C_in kh kw, H_out W_out] (im2col), a linear layer
 # [1, in] x [in, out]. Training an image costs the forward, the weight gradient (as many flops)
@@ -216,7 +216,7 @@ def sh(cmd):
 
 memory = sh("free -g | awk '/^Mem:/ {print $2}'")
 print(f"device {device}, {threads} threads; {cpu}, {sh('nproc')} cores, {memory} GiB; "
-      f"OpenBLAS {openblas} ({core}); PyTorch {torch_version}; medians of {reps} runs; "
+      f"GEMM: {core} (Debian {openblas}); PyTorch {torch_version}; medians of {reps} runs; "
       f"load average at the end {load}")
 print()
 print("| workload | unit | cinder | PyTorch | cinder/PyTorch | bar | met |")
@@ -265,7 +265,7 @@ LIMITS = [
 ]
 print()
 print("Against this machine's limits, measured in the same run: "
-      f"sgemm_1024 {fmt(peak)} GFLOP/s (OpenBLAS on {threads} threads, from matmul); memory "
+      f"sgemm_1024 {fmt(peak)} GFLOP/s (oneDNN's sgemm on {threads} threads, from matmul); memory "
       f"bandwidth {fmt(bandwidth)} GB/s (the best of memcpy and STREAM copy/add/triad, from "
       "elementwise). Fraction: limit / time for an epoch, figure / limit otherwise.")
 print()

@@ -17,6 +17,10 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#ifdef __linux__
+#define _GNU_SOURCE /* sched_getcpu */
+#include <sched.h>
+#endif
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -320,9 +324,10 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
 
 /* ---- binary ---------------------------------------------------------------------------------- */
 
-/* The float binary ops on a float type T; POW is powf or pow, ATAN2 atan2f or atan2. */
-#define DEFINE_BINARY_FLOAT(NAME, T, POW, ATAN2)                                               \
-    static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
+/* The float binary ops on a float type T; POW is powf or pow, ATAN2 atan2f or atan2. CLONES:
+ * CPU_CLONES or nothing (see binary_f32_wide). */
+#define DEFINE_BINARY_FLOAT(NAME, T, POW, ATAN2, CLONES)                                       \
+    CLONES static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {    \
         const ew_ctx *c = ctx;                                                                 \
         switch (c->op) {                                                                       \
         case CN_OP_ADD: MAP2(T, T, T, x + y); break;                                           \
@@ -337,8 +342,12 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
         }                                                                                      \
     }
 
-DEFINE_BINARY_FLOAT(binary_f32, float, powf, atan2f)
-DEFINE_BINARY_FLOAT(binary_f64, double, pow, atan2)
+DEFINE_BINARY_FLOAT(binary_f32, float, powf, atan2f, )
+DEFINE_BINARY_FLOAT(binary_f64, double, pow, atan2, )
+/* binary_f32 also compiled for AVX2, for runs split over threads (run_binary): on data in the
+ * cores' caches (an add of up to 128K f32) its 8-wide loops are a third faster than SSE2's, with
+ * the same results. A tiny op keeps binary_f32, a few instructions shorter. */
+DEFINE_BINARY_FLOAT(binary_f32_wide, float, powf, atan2f, CPU_CLONES)
 
 /* add sub mul div maximum minimum on a signed integer type T with unsigned twin U. Division
  * truncates; the caller has checked for zero divisors; MIN / -1 wraps to MIN. */
@@ -371,6 +380,123 @@ DEFINE_BINARY_INT(binary_i64, int64_t, uint64_t)
 DEFINE_FIND_ZERO(find_zero_i32, int32_t)
 DEFINE_FIND_ZERO(find_zero_i64, int64_t)
 
+/* ---- binary on dense operands: split with cache affinity ------------------------------------- *
+ * The commonest large binary op is two dense tensors of the output's shape (a + b of two
+ * activations). The strided iterator cuts such a run into chunks that go to whichever thread
+ * claims them first, so an op over data that fits in the cores' private caches (64K-256K f32: up
+ * to 3 MB with the output) finds about half of it in the other core's cache each time it runs.
+ * Here the run is cut into PARTS_PER_THREAD parts per thread, and a thread takes first the stripe
+ * of parts that belongs to the core it runs on, the same each time; one that finds its stripe
+ * taken takes any part left, so a worker that starts late leaves its parts to the caller. Every
+ * element is computed by the same row function whichever thread runs it, so results do not depend
+ * on timing. (Measured on 2 cores: add of 64K and 256K f32 about twice as fast as through the
+ * iterator, with the AVX2 loop of binary_f32_wide.) */
+
+#define PARTS_PER_THREAD 2
+#define MAX_PARTS (CN_CPU_MAX_THREADS * PARTS_PER_THREAD)
+
+/* The element count of the output's shape when every operand is dense in row-major order over
+ * it (size-1 dims take any stride), else -1. One pass, as it runs for every tiny op. */
+static int64_t dense_numel(int nops, const cn_view *const *views) {
+    const cn_view *out = views[0];
+    int64_t numel = 1;
+    int ok = 1;
+    for (int d = out->ndim - 1; d >= 0; d--) {
+        int64_t size = out->shape[d];
+        if (size != 1)
+            for (int k = 0; k < nops; k++) ok &= views[k]->strides[d] == numel;
+        numel *= size;
+    }
+    return ok ? numel : -1;
+}
+
+typedef struct dense_job {
+    char *base[3];   /* output, then the inputs */
+    int64_t step[3]; /* element sizes in bytes */
+    int64_t n;       /* elements */
+    int parts, threads;
+    cpu_row_fn fn;
+    const void *ctx;
+    atomic_char taken[MAX_PARTS];
+} dense_job;
+
+static atomic_int next_slot;
+static _Thread_local int slot = -1; /* without sched_getcpu: this thread's number, by first use */
+
+/* The stripe of parts that this thread prefers, of `threads`: the core it runs on, where the
+ * system says (the scheduler moves threads between cores on a busy machine, and the data is in
+ * the core's cache, not the thread's), else the thread's own number. */
+static int preferred_stripe(int threads) {
+#ifdef __linux__
+    int cpu = sched_getcpu();
+    if (cpu >= 0) return cpu % threads;
+#endif
+    if (slot < 0) slot = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed);
+    return slot % threads;
+}
+
+/* One pool chunk: claims one part, this thread's own stripe first, and runs fn on it. There are
+ * as many chunks as parts, and each claims one, so every part runs exactly once. */
+static void dense_part(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk, (void)begin, (void)end;
+    dense_job *j = ctx;
+    int first = preferred_stripe(j->threads) * PARTS_PER_THREAD;
+    for (int k = 0; k < j->parts; k++) {
+        int p = (first + k) % j->parts;
+        if (atomic_exchange_explicit(&j->taken[p], 1, memory_order_relaxed)) continue;
+        /* part p: [n p / parts, n (p + 1) / parts), cut on 16 elements (a cache line of f32) */
+        int64_t b = j->n * p / j->parts / 16 * 16;
+        int64_t e = p + 1 == j->parts ? j->n : j->n * (p + 1) / j->parts / 16 * 16;
+        if (b >= e) return;
+        char *ptrs[3];
+        for (int o = 0; o < 3; o++) ptrs[o] = j->base[o] + b * j->step[o];
+        j->fn(ptrs, j->step, e - b, j->ctx);
+        return;
+    }
+}
+
+/* Runs fn over the three dense views of n elements (n >= 2 * CPU_PARALLEL_GRAIN). */
+static void run_dense_parallel(const cn_view *const *views, int64_t n, cpu_row_fn fn,
+                               const void *ctx) {
+    dense_job j;
+    for (int o = 0; o < 3; o++) {
+        j.base[o] = (char *)views[o]->data;
+        j.step[o] = (int64_t)cn_dtype_size(views[o]->dtype);
+    }
+    j.n = n;
+    j.threads = cpu_threads();
+    j.parts = j.threads * PARTS_PER_THREAD;
+    j.fn = fn;
+    j.ctx = ctx;
+    for (int p = 0; p < j.parts; p++) atomic_init(&j.taken[p], 0);
+    cpu_parallel(j.parts, j.parts, dense_part, &j);
+}
+
+/* run for three operands, with two shortcuts: dense ones too small to split are one call of fn
+ * (as in cpu_map), larger dense ones are split by run_dense_parallel. */
+static cn_status run_binary(const cn_kernel_args *a, const cn_view *const *views, cpu_row_fn fn,
+                            ew_ctx *c) {
+    atomic_int unknown = 0;
+    c->unknown = &unknown;
+    int64_t n = dense_numel(3, views);
+    if (n > 0 && n < 2 * CPU_PARALLEL_GRAIN) {
+        char *ptrs[3];
+        int64_t step[3];
+        for (int k = 0; k < 3; k++) {
+            ptrs[k] = views[k]->data;
+            step[k] = (int64_t)cn_dtype_size(views[k]->dtype);
+        }
+        fn(ptrs, step, n, c);
+    } else if (n > 0 && cpu_threads() > 1) {
+        run_dense_parallel(views, n, fn == binary_f32 ? binary_f32_wide : fn, c);
+    } else {
+        cpu_map(3, views, fn == binary_f32 && n > 0 ? binary_f32_wide : fn, c);
+    }
+    if (atomic_load_explicit(&unknown, memory_order_relaxed))
+        return cn__kernel_op_error("cpu", "cpu_binary", a->op);
+    return CN_OK;
+}
+
 /* in[0] op in[1] -> out[0], all one dtype. Integer division checks every divisor before writing
  * anything, so a division by zero fails cleanly. */
 cn_status cpu_binary(const cn_kernel_args *a) {
@@ -399,7 +525,7 @@ cn_status cpu_binary(const cn_kernel_args *a) {
                                 cn_dtype_name(dt));
     }
     const cn_view *views[3] = {&a->out[0], &a->in[0], &a->in[1]};
-    return run(a, "cpu_binary", 3, views, fn, &c);
+    return run_binary(a, views, fn, &c);
 }
 
 /* ---- comparisons and logic ------------------------------------------------------------------- */

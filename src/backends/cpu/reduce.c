@@ -51,6 +51,8 @@
 
 #define EXP_f32(x) exp_f32(x)
 #define EXP_f64(x) exp(x)
+#define EXP_NONPOS_f32(x) exp_nonpos_f32(x) /* softmax's exp(x - max): see cpu_math.h */
+#define EXP_NONPOS_f64(x) exp(x)
 
 /* ---- primitives ------------------------------------------------------------------------------ *
  * Row forms reduce n elements at stride rs to one value; column forms reduce n rows (stride rs)
@@ -695,17 +697,41 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
  * runs of the output; a column item is a tile of w adjacent positions across n rows. */
 
 #define DEF_SOFTMAX(T, SUF, LANES)                                                                 \
-    /* exp(x - mx) into y, returning the sum; pairwise like sum_row. Contiguous x and y. */        \
-    CPU_CLONES static T expsum_row_##SUF(const T *restrict x, int64_t n, T mx, T *restrict y) {    \
+    /* max_row of a contiguous row (a NaN beats everything: the first one is returned), compiled   \
+     * with its caller's vector width. */                                                          \
+    CPU_CLONES_512 static T max_dense_##SUF(const T *restrict x, int64_t n) {                      \
+        T m = (T)-INFINITY;                                                                        \
+        int bad = 0;                                                                               \
+        SIMD_EXTREME(max, m, bad)                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T v = x[i];                                                                            \
+            m = v > m ? v : m;                                                                     \
+            bad |= v != v;                                                                         \
+        }                                                                                          \
+        if (bad)                                                                                   \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                if (x[i] != x[i]) return x[i];                                                     \
+        return m;                                                                                  \
+    }                                                                                              \
+    /* exp(x - mx) into y, returning the sum; pairwise like sum_row. Contiguous x and y. pf: the   \
+     * next row (or NULL), which each block prefetches as far as it reaches into this row, so the  \
+     * next row's reads from memory overlap this row's exps instead of stalling its max pass.      \
+     * f32 takes exp_nonpos_f32: where x - mx is NaN (a row holding a NaN or +inf, or only -inf)   \
+     * the sum is 0, and the caller's y * (1 / 0) is NaN everywhere, as exp_f32's NaN would be. */ \
+    CPU_CLONES_512 static T expsum_row_##SUF(const T *restrict x, int64_t n, T mx, T *restrict y,  \
+                                             const T *pf) {                                        \
         if (n > PAIR_BLOCK) {                                                                      \
             int64_t h = (n / 2 + LANES - 1) / LANES * LANES;                                       \
-            return expsum_row_##SUF(x, h, mx, y) + expsum_row_##SUF(x + h, n - h, mx, y + h);      \
+            return expsum_row_##SUF(x, h, mx, y, pf) +                                             \
+                   expsum_row_##SUF(x + h, n - h, mx, y + h, pf ? pf + h : NULL);                  \
         }                                                                                          \
+        if (pf)                                                                                    \
+            for (int64_t i = 0; i < n; i += 64 / (int64_t)sizeof(T)) __builtin_prefetch(pf + i);   \
         T acc[LANES] = {0};                                                                        \
         int64_t i = 0;                                                                             \
         for (; i + LANES <= n; i += LANES)                                                         \
             for (int j = 0; j < LANES; j++) {                                                      \
-                T e = EXP_##SUF(x[i + j] - mx);                                                    \
+                T e = EXP_NONPOS_##SUF(x[i + j] - mx);                                             \
                 y[i + j] = e;                                                                      \
                 acc[j] += e;                                                                       \
             }                                                                                      \
@@ -713,16 +739,18 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
             for (int j = 0; j < h; j++) acc[j] += acc[j + h];                                      \
         T s = 0;                                                                                   \
         for (; i < n; i++) {                                                                       \
-            y[i] = EXP_##SUF(x[i] - mx);                                                           \
+            y[i] = EXP_NONPOS_##SUF(x[i] - mx);                                                    \
             s += y[i];                                                                             \
         }                                                                                          \
         return acc[0] + s;                                                                         \
     }                                                                                              \
-    /* One row: x at stride xs, y at stride ys. */                                                 \
-    CPU_CLONES                                                                                     \
-    static void softmax_row_##SUF(const T *x, int64_t n, int64_t xs, T *y, int64_t ys, int lg) {   \
-        T mx = max_row_##SUF(x, n, xs);                                                            \
+    /* One row: x at stride xs, y at stride ys; next: the next row when x and it are contiguous    \
+     * (prefetched), else NULL. */                                                                 \
+    CPU_CLONES_512                                                                                 \
+    static void softmax_row_##SUF(const T *x, int64_t n, int64_t xs, T *y, int64_t ys, int lg,     \
+                                  const T *next) {                                                 \
         int dense = xs == 1 && ys == 1;                                                            \
+        T mx = xs == 1 ? max_dense_##SUF(x, n) : max_row_##SUF(x, n, xs);                          \
         if (lg) {                                                                                  \
             T ls = (T)log((double)sum_row_ex_##SUF(x, n, xs, mx));                                 \
             if (dense)                                                                             \
@@ -733,7 +761,7 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
         }                                                                                          \
         T s;                                                                                       \
         if (dense) {                                                                               \
-            s = expsum_row_##SUF(x, n, mx, y);                                                     \
+            s = expsum_row_##SUF(x, n, mx, y, next);                                               \
         } else {                                                                                   \
             for (int64_t i = 0; i < n; i++) y[i * ys] = EXP_##SUF(x[i * xs] - mx);                 \
             s = sum_row_id_##SUF(y, n, ys, 0);                                                     \
@@ -809,6 +837,17 @@ typedef struct splan {
     char *y;
 } splan;
 
+/* The input of item i's first row, the walker being at position q, i / ntiles being q or q + 1. */
+static const char *item_x(const splan *pl, const walker *wk, int64_t q, int64_t i, size_t es) {
+    int64_t off = wk->off;
+    if (i / pl->ntiles > q) {
+        walker next = *wk;
+        walker_next(&next);
+        off = next.off;
+    }
+    return pl->x + (size_t)(off + (i % pl->ntiles) * pl->tile * pl->cs) * es;
+}
+
 static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
     walker wk = pl->wk;
     int64_t q = begin / pl->ntiles;
@@ -830,13 +869,20 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
                                 pl->lg);
             continue;
         }
+        /* dense rows (softmax over a contiguous last dim): each row prefetches the next one */
+        int dense = pl->rs == 1 && pl->inner == 1;
         for (int64_t j = 0; j < w; j++) {
+            const char *next = NULL;
+            if (dense)
+                next = j + 1 < w ? xp + (size_t)((j + 1) * pl->cs) * es
+                       : i + 1 < end ? item_x(pl, &wk, q, i + 1, es)
+                                     : NULL;
             if (pl->f64)
                 softmax_row_f64((const double *)xp + j * pl->cs, pl->n, pl->rs,
-                                (double *)yp + j, pl->inner, pl->lg);
+                                (double *)yp + j, pl->inner, pl->lg, (const double *)next);
             else
                 softmax_row_f32((const float *)xp + j * pl->cs, pl->n, pl->rs, (float *)yp + j,
-                                pl->inner, pl->lg);
+                                pl->inner, pl->lg, (const float *)next);
         }
     }
 }

@@ -400,6 +400,60 @@ static void test_kernel_rejects_inconsistent_views(void) {
     cn_clear_error();
 }
 
+/* cn_cpu_gemm, the GEMM extension kernels call: c = a @ b + beta c for each storage of a and b,
+ * f32 and f64, against a double reference; its refusals write nothing. */
+static void test_cpu_gemm_for_extensions(void) {
+    enum { M = 5, N = 7, K = 9, LD = 12, SZ = K * LD }; /* SZ: the largest storage */
+    double a[SZ], at[SZ], b[SZ], bt[SZ], c0[SZ];
+    for (int i = 0; i < SZ; i++) c0[i] = 0.25 * (i % 5) - 0.5, a[i] = at[i] = b[i] = bt[i] = 0;
+    for (int i = 0; i < M; i++)
+        for (int p = 0; p < K; p++) a[i * LD + p] = at[p * LD + i] = 0.125 * ((i * 3 + p) % 7) - 0.375;
+    for (int p = 0; p < K; p++)
+        for (int j = 0; j < N; j++) b[p * LD + j] = bt[j * LD + p] = 0.25 * ((p + 2 * j) % 5) - 0.5;
+    for (int dt = 0; dt < 2; dt++) {
+        cn_dtype dtype = dt ? CN_F64 : CN_F32;
+        for (int form = 0; form < 4; form++) {
+            int ta = form & 1, tb = form >> 1;
+            double beta = form == 3 ? 1.0 : 0.0;
+            float af[SZ], bf[SZ], cf[SZ];
+            double ad[SZ], bd[SZ], cd[SZ];
+            const double *as = ta ? at : a, *bs = tb ? bt : b;
+            for (int i = 0; i < SZ; i++) {
+                af[i] = (float)as[i], ad[i] = as[i], bf[i] = (float)bs[i], bd[i] = bs[i];
+                cf[i] = (float)c0[i], cd[i] = c0[i];
+            }
+            cn_status st = dt ? cn_cpu_gemm(dtype, ta, tb, M, N, K, ad, LD, bd, LD, beta, cd, LD)
+                              : cn_cpu_gemm(dtype, ta, tb, M, N, K, af, LD, bf, LD, beta, cf, LD);
+            CHECK(st == CN_OK);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < LD; j++) {
+                    double want = c0[i * LD + j]; /* past column N: untouched */
+                    if (j < N) {
+                        double acc = 0;
+                        for (int p = 0; p < K; p++) acc += a[i * LD + p] * b[p * LD + j];
+                        want = acc + beta * c0[i * LD + j];
+                    }
+                    CHECK_NEAR(dt ? cd[i * LD + j] : cf[i * LD + j], want, dt ? 1e-14 : 1e-6);
+                }
+        }
+    }
+    double c[SZ];
+    memcpy(c, c0, sizeof c);
+    CHECK_STATUS_FAILS(cn_cpu_gemm(CN_I32, 0, 0, M, N, K, a, LD, b, LD, 0, c, LD),
+                       CN_ERR_INVALID_ARG, "f32 or f64");
+    CHECK_STATUS_FAILS(cn_cpu_gemm(CN_F64, 0, 0, -1, N, K, a, LD, b, LD, 0, c, LD),
+                       CN_ERR_INVALID_ARG, "negative size");
+    CHECK_STATUS_FAILS(cn_cpu_gemm(CN_F64, 0, 0, M, N, K, a, K - 1, b, LD, 0, c, LD),
+                       CN_ERR_INVALID_ARG, "lda 8 for 9");
+    CHECK_STATUS_FAILS(cn_cpu_gemm(CN_F64, 0, 0, M, N, K, NULL, LD, b, LD, 0, c, LD),
+                       CN_ERR_NULL_ARG, "'a'");
+    CHECK_STATUS_FAILS(cn_cpu_gemm(CN_F64, 0, 0, M, N, K, a, LD, b, LD, 0, c, N - 1),
+                       CN_ERR_INVALID_ARG, "ldc 6 for 7");
+    CHECK_STATUS_FAILS(cn_cpu_gemm(CN_F64, 0, 0, (int64_t)1 << 32, N, K, a, LD, b, LD, 0, c, LD),
+                       CN_ERR_OVERFLOW, "split the product");
+    for (int i = 0; i < SZ; i++) CHECK(c[i] == c0[i]);
+}
+
 int main(void) {
     RUN(test_2d_matches_reference);
     RUN(test_batched_with_broadcast_batch_dims);
@@ -409,5 +463,6 @@ int main(void) {
     RUN(test_linear_with_and_without_bias);
     RUN(test_router_rejects_bad_operands);
     RUN(test_kernel_rejects_inconsistent_views);
+    RUN(test_cpu_gemm_for_extensions);
     return th_finish();
 }

@@ -288,6 +288,19 @@ CN_API cn_status cn_cpu_set_threads(int n);
 typedef void (*cn_range_fn)(void *ctx, int64_t begin, int64_t end);
 CN_API void cn_cpu_parallel_for(int64_t n, int64_t chunks, cn_range_fn fn, void *ctx);
 
+/* The GEMM of cinder's CPU kernels, for extension kernels: c = a @ b + beta * c on host memory,
+ * row-major, dtype CN_F32 (oneDNN's JIT kernels for this CPU) or CN_F64 (OpenBLAS). a is [m, k]
+ * at leading dimension lda, or stored as its transpose [k, m] when ta != 0; b is [k, n], or
+ * [n, k] when tb != 0; c is [m, n] at ldc. beta 0 ignores c's old values (NaN included). It runs
+ * on the calling thread only (the libraries' own threads would compete with the pool's): split a
+ * large product into blocks of rows or columns of c with cn_cpu_parallel_for. Any thread may call
+ * it, on disjoint c. CN_OK; CN_ERR_INVALID_ARG for another dtype, a negative size or a leading
+ * dimension smaller than its row; CN_ERR_NULL_ARG for a NULL operand of a non-empty product;
+ * CN_ERR_OVERFLOW when a size does not fit the libraries' ints. Nothing is written on an error. */
+CN_API cn_status cn_cpu_gemm(cn_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                             const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
+                             void *c, int64_t ldc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -380,9 +380,14 @@ static cn_status conv_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     if (n->in[1].node && !(gin[1] = cn_retain(cn__conv2d_backward_weight(g, x, n->in[1].shape,
                                                                          n->ints))))
         return cn_last_status();
-    if (n->n_in == 3 && n->in[2].node &&
-        !(gin[2] = cn_retain(cn_sum_dim(cn_sum_dim(cn_sum_dim(g, 3, 0), 2, 0), 0, 0))))
-        return cn_last_status();
+    if (n->n_in == 3 && n->in[2].node) {
+        /* the bias: g summed over N, OH, OW; [N, O, OH * OW] sums whole planes in one pass (g is
+         * dense here, so the reshape is a view) instead of rows of OW */
+        const int64_t *gs = cn_shape(g);
+        int64_t planes[3] = {gs[0], gs[1], gs[2] * gs[3]};
+        gin[2] = cn_retain(cn_sum_dim(cn_sum_dim(cn_reshape(g, planes, 3), 2, 0), 0, 0));
+        if (!gin[2]) return cn_last_status();
+    }
     return CN_OK;
 }
 

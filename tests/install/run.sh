@@ -104,6 +104,7 @@ if [ "$have_cuda" = 1 ]; then
   step "without the CUDA module"
   mv "$libdir/libcinder_cuda.so" "$work/libcinder_cuda.so.away"
   info="$(env -u CINDER_BACKEND_PATH "$prefix/bin/cinder" info)"
+  printf '%s\n' "$info" | sed 's/^/   /'
   printf '%s\n' "$info" | grep -q "cuda .*not found" || die "cinder info does not report the module missing"
   printf '%s\n' "$info" | grep -q "$libdir/libcinder_cuda.so" || die "cinder info does not say where it looked"
   "$work/c/consumer_c" && "$work/cpp/consumer_cpp" || die "a consumer failed without the CUDA module"

@@ -256,6 +256,29 @@ static void test_errors(void) {
     cn_release(concrete);
 }
 
+/* The gradient of prod is the product of the other entries, zeros included (hand-computed, as
+ * PyTorch gives): rows with no zero, one zero and two zeros, along a dim and over everything. */
+static void test_prod_gradient_with_zeros(void) {
+    for (int k = 0; k < 2; k++) {
+        cn_scope_begin();
+        const double xv[9] = {2, 3, 4, 2, 0, 5, 0, 7, 0};
+        const int64_t s[2] = {3, 3};
+        cn_tensor *x = cn_require_grad(cn_from_inner(th_tensor(xv, s, 2, CN_F64), devices[k]));
+        cn_grads *g = cn_backward(cn_sum(cn_prod_dim(x, 1, 0)));
+        const double want[9] = {12, 8, 6, 0, 10, 0, 0, 0, 0};
+        check_grad("prod_dim with zeros", g, x, want, 9, 1e-12);
+        cn_grads_free(g);
+        const double one[4] = {2, 0, 3, 5};
+        const int64_t s4[1] = {4};
+        cn_tensor *y = cn_require_grad(cn_from_inner(th_tensor(one, s4, 1, CN_F64), devices[k]));
+        g = cn_backward(cn_prod(y));
+        const double want1[4] = {0, 30, 0, 0};
+        check_grad("prod with one zero", g, y, want1, 4, 1e-12);
+        cn_grads_free(g);
+        cn_scope_end();
+    }
+}
+
 int main(void) {
     devices[0] = cn_autodiff(cn_cpu());
     devices[1] = cn_autodiff_checkpointed(cn_cpu(), CN_CHECKPOINT_BALANCED);
@@ -269,5 +292,6 @@ int main(void) {
     RUN(test_no_grad_detach_inner);
     RUN(test_retain_grad);
     RUN(test_errors);
+    RUN(test_prod_gradient_with_zeros);
     return th_finish();
 }

@@ -233,10 +233,26 @@ static cn_tensor *r_extreme(ad_node *n, cn_tensor *g, int i) {
     cn_tensor *idx = n->op == CN_OP_MAX ? cn_argmax_dim(x, d, 1) : cn_argmin_dim(x, d, 1);
     return cn_scatter_add(zeros_of(a, g), d, idx, kept(n, g));
 }
+/* prod: d/dx_i is the product of the others. With no zero in the slice that is y / x_i; with one
+ * zero, the product of the nonzeros at the zero and 0 elsewhere; with two or more, 0 (y / x_i
+ * would be 0 / 0 at a zero). */
 static cn_tensor *r_prod(ad_node *n, cn_tensor *g, int i) {
     (void)i;
-    cn_tensor *x = ad_input_value(n, 0), *y = ad_output_value(n);
-    return cn_div(cn_mul(kept(n, g), kept(n, y)), x);
+    int d = (int)n->ints[0], nd = n->in[0].ndim;
+    cn_tensor *x = ad_input_value(n, 0);
+    if (!x) return NULL;
+    cn_tensor *is_zero = cn_eq(x, scalar_like(x, 0));
+    cn_tensor *x1 = cn_where(is_zero, scalar_like(x, 1), x); /* zeros as ones */
+    cn_tensor *zeros = cn_cast(is_zero, CN_I64), *p1 = x1;   /* per slice, kept dim */
+    if (nd > 0) {
+        zeros = cn_sum_dim(zeros, d, 1);
+        p1 = cn_prod_dim(x1, d, 1);
+    }
+    cn_tensor *no_zero = cn_eq(zeros, scalar_like(zeros, 0));
+    cn_tensor *at_the_zero = cn_logical_and(cn_eq(zeros, scalar_like(zeros, 1)), is_zero);
+    cn_tensor *others = cn_where(no_zero, cn_div(p1, x1),
+                                 cn_where(at_the_zero, p1, scalar_like(x, 0)));
+    return cn_mul(kept(n, g), others);
 }
 static cn_tensor *r_var(ad_node *n, cn_tensor *g, int i) {
     (void)i;

@@ -98,7 +98,7 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_MEAN] = REDUCE("mean", F, 0),
     [CN_OP_MAX] = REDUCE("max", N, IN0),
     [CN_OP_MIN] = REDUCE("min", N, IN0),
-    [CN_OP_PROD] = REDUCE("prod", N, IN0 | OUT),
+    [CN_OP_PROD] = REDUCE("prod", N, IN0),
     [CN_OP_ARGMAX] = {.name = "argmax", .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {N},
                       .out = CN__OUT_I64, .n_ints = 1},
     [CN_OP_ARGMIN] = {.name = "argmin", .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {N},

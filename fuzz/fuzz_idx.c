@@ -43,13 +43,21 @@ static idx_expect expect_of(const uint8_t *c, size_t n) {
     }
     e.ndim = c[3];
     if (n < 4 + 4 * (size_t)e.ndim) return e;
+    /* the element count, saturated at the loader's limit (2^63 / 8, past which a header is
+     * corrupt): a product of u32 dims can wrap even 128 bits (five dims of 2^26 are 2^130) */
+    const unsigned __int128 limit = (unsigned __int128)(INT64_MAX / 8);
     unsigned __int128 numel = 1;
+    int empty = 0, too_big = 0;
     for (int k = 0; k < e.ndim; k++) {
         const uint8_t *b = c + 4 + 4 * k;
         e.shape[k] = (int64_t)((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 |
                                b[3]);
-        numel *= (uint64_t)e.shape[k];
+        empty |= e.shape[k] == 0;
+        if (!too_big) numel *= (uint64_t)e.shape[k];
+        too_big |= numel > limit;
     }
+    if (empty) numel = 0;
+    else if (too_big) return e;
     size_t head = 4 + 4 * (size_t)e.ndim;
     if (numel * e.es != (unsigned __int128)(n - head)) return e;
     e.numel = (size_t)numel;

@@ -391,7 +391,15 @@ static void test_unary(void) {
         {CN_OP_SQRT, cn_sqrt, 0, 5, 0},       {CN_OP_RSQRT, cn_rsqrt, 0.05, 5, 0},
         {CN_OP_SIN, cn_sin, -6, 6, 0},        {CN_OP_COS, cn_cos, -6, 6, 0},
         {CN_OP_TANH, cn_tanh, -4, 4, 0},      {CN_OP_SIGMOID, cn_sigmoid, -30, 30, 0},
-        {CN_OP_SILU, cn_silu, -8, 8, 0},      {CN_OP_ERF, cn__erf, -3, 3, 0},
+        {CN_OP_SILU, cn_silu, -8, 8, 0},      {CN_OP_ERF, cn_erf, -3, 3, 0},
+        {CN_OP_FLOOR, cn_floor, -4, 4, 1},    {CN_OP_CEIL, cn_ceil, -4, 4, 1},
+        {CN_OP_ROUND, cn_round, -4, 4, 1},    {CN_OP_TRUNC, cn_trunc, -4, 4, 1},
+        {CN_OP_SIGN, cn_sign, -3, 3, 1},      {CN_OP_RECIPROCAL, cn_reciprocal, 0.1, 5, 0},
+        {CN_OP_TAN, cn_tan, -1.4, 1.4, 0},    {CN_OP_ASIN, cn_asin, -1, 1, 0},
+        {CN_OP_ACOS, cn_acos, -1, 1, 0},      {CN_OP_ATAN, cn_atan, -6, 6, 0},
+        {CN_OP_SINH, cn_sinh, -5, 5, 0},      {CN_OP_COSH, cn_cosh, -5, 5, 0},
+        {CN_OP_ASINH, cn_asinh, -6, 6, 0},    {CN_OP_ACOSH, cn_acosh, 1, 6, 0},
+        {CN_OP_ATANH, cn_atanh, -0.99, 0.99, 0},
     };
     const int64_t shape[3] = {3, 37, 45};
     for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {

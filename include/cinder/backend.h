@@ -93,6 +93,10 @@ typedef enum cn_op {
      * in[1] s: the forward's output for relu, tanh and sigmoid, its input for silu and gelu;
      * ints[0] the forward op, ints[1] cn_gelu_approx for gelu; same shapes, float) */
     CN_OP_ACTIVATION_BACKWARD,
+    /* added with the rest of PyTorch's elementwise unary math (floor to sign also on ints) */
+    CN_OP_FLOOR, CN_OP_CEIL, CN_OP_ROUND, CN_OP_TRUNC, CN_OP_SIGN, CN_OP_RECIPROCAL, CN_OP_TAN,
+    CN_OP_ASIN, CN_OP_ACOS, CN_OP_ATAN, CN_OP_SINH, CN_OP_COSH, CN_OP_ASINH, CN_OP_ACOSH,
+    CN_OP_ATANH,
     CN_OP_COUNT
 } cn_op;
 

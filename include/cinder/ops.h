@@ -48,6 +48,42 @@ CN_API cn_tensor *cn_silu(cn_tensor *x);
 typedef enum cn_gelu_approx { CN_GELU_ERF = 0, CN_GELU_TANH = 1 } cn_gelu_approx;
 CN_API cn_tensor *cn_gelu(cn_tensor *x, cn_gelu_approx approx);
 
+/* The Gauss error function, as torch.erf: float only (CN_ERR_KIND otherwise). Differentiable:
+ * d/dx = 2/sqrt(pi) exp(-x^2). */
+CN_API cn_tensor *cn_erf(cn_tensor *x);
+
+/* Rounding and sign, as torch.floor, ceil, round, trunc and sign: float and int (int tensors
+ * come back unchanged from the four roundings; sign gives -1, 0 or 1 in x's dtype). round rounds
+ * half to even (0.5 -> 0, 1.5 -> 2, -2.5 -> -2), like torch.round. The roundings keep NaN,
+ * +-inf and the sign of zero; sign(+-inf) is +-1 and, as in PyTorch, sign(NaN) and sign(-0.0)
+ * are 0. Bool is CN_ERR_KIND. Differentiable with a zero gradient everywhere, as in PyTorch
+ * (the jumps are ignored). */
+CN_API cn_tensor *cn_floor(cn_tensor *x);
+CN_API cn_tensor *cn_ceil(cn_tensor *x);
+CN_API cn_tensor *cn_round(cn_tensor *x);
+CN_API cn_tensor *cn_trunc(cn_tensor *x);
+CN_API cn_tensor *cn_sign(cn_tensor *x);
+
+/* The rest of the elementwise math, as the torch functions of the same names: float only
+ * (CN_ERR_KIND on int and bool; cast first). Outside an op's domain the result is NaN, never an
+ * error, as in PyTorch: asin and acos outside [-1, 1], acosh below 1, atanh outside [-1, 1]
+ * (atanh(+-1) is +-inf); reciprocal(+-0) is +-inf, and sinh and cosh overflow to +-inf past
+ * the dtype's range. Differentiable (the derivative is infinite or NaN where the function is
+ * not differentiable: asin and acos at +-1, acosh at 1, atanh at +-1):
+ *   reciprocal -1/x^2 = -y^2, tan 1 + y^2, asin 1/sqrt(1 - x^2), acos -1/sqrt(1 - x^2),
+ *   atan 1/(1 + x^2), sinh cosh x, cosh sinh x, asinh 1/sqrt(x^2 + 1), acosh 1/sqrt(x^2 - 1),
+ *   atanh 1/(1 - x^2). */
+CN_API cn_tensor *cn_reciprocal(cn_tensor *x);
+CN_API cn_tensor *cn_tan(cn_tensor *x);
+CN_API cn_tensor *cn_asin(cn_tensor *x);
+CN_API cn_tensor *cn_acos(cn_tensor *x);
+CN_API cn_tensor *cn_atan(cn_tensor *x);
+CN_API cn_tensor *cn_sinh(cn_tensor *x);
+CN_API cn_tensor *cn_cosh(cn_tensor *x);
+CN_API cn_tensor *cn_asinh(cn_tensor *x);
+CN_API cn_tensor *cn_acosh(cn_tensor *x);
+CN_API cn_tensor *cn_atanh(cn_tensor *x);
+
 /* ---- elementwise with scalars ---------------------------------------------------------------- */
 /* Float and int. On an int tensor s is truncated toward zero and must then fit x's dtype: NaN,
  * infinities and values out of its range are CN_ERR_INVALID_ARG (cast x to a float dtype to

@@ -135,6 +135,50 @@ static cn_tensor *d_erf(ad_node *n, cn_tensor *x, cn_tensor *y) {
     (void)n, (void)y;
     return cn_mul_scalar(cn_exp(cn_neg(cn_mul(x, x))), 2.0 / sqrt(PI));
 }
+static cn_tensor *d_reciprocal(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)x;
+    return cn_neg(cn_mul(y, y));
+}
+static cn_tensor *d_tan(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)x;
+    return cn_add_scalar(cn_mul(y, y), 1);
+}
+/* 1 / sqrt(s (x^2 - 1)): asin and acos (s = -1), acosh (s = 1) */
+static cn_tensor *inv_sqrt_square_minus_1(cn_tensor *x, double s) {
+    return cn_rsqrt(cn_mul_scalar(cn_add_scalar(cn_mul(x, x), -1), s));
+}
+static cn_tensor *d_asin(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return inv_sqrt_square_minus_1(x, -1);
+}
+static cn_tensor *d_acos(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_neg(inv_sqrt_square_minus_1(x, -1));
+}
+static cn_tensor *d_atan(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_reciprocal(cn_add_scalar(cn_mul(x, x), 1));
+}
+static cn_tensor *d_sinh(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_cosh(x);
+}
+static cn_tensor *d_cosh(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_sinh(x);
+}
+static cn_tensor *d_asinh(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_rsqrt(cn_add_scalar(cn_mul(x, x), 1));
+}
+static cn_tensor *d_acosh(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return inv_sqrt_square_minus_1(x, 1);
+}
+static cn_tensor *d_atanh(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_reciprocal(cn_add_scalar(cn_neg(cn_mul(x, x)), 1));
+}
 static cn_tensor *d_pow_scalar(ad_node *n, cn_tensor *x, cn_tensor *y) {
     (void)y;
     return cn_mul_scalar(cn_pow_scalar(x, n->reals[0] - 1), n->reals[0]);
@@ -287,6 +331,9 @@ static cn_tensor *i_neg(ad_node *n, cn_tensor *g, int i) {
 static cn_tensor *i_identity(ad_node *n, cn_tensor *g, int i) { /* add_scalar, copy */
     (void)n, (void)i;
     return g;
+}
+static cn_tensor *i_zero(ad_node *n, cn_tensor *g, int i) { /* floor, ceil, round, trunc, sign */
+    return zeros_of(&n->in[i], g);
 }
 static cn_tensor *i_mul_scalar(ad_node *n, cn_tensor *g, int i) {
     (void)i;
@@ -441,6 +488,21 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_SILU] = {.derivative = d_silu, .fused = 1},
     [CN_OP_GELU] = {.derivative = d_gelu, .fused = 1},
     [CN_OP_ERF] = {.derivative = d_erf},
+    [CN_OP_FLOOR] = {.input = i_zero},
+    [CN_OP_CEIL] = {.input = i_zero},
+    [CN_OP_ROUND] = {.input = i_zero},
+    [CN_OP_TRUNC] = {.input = i_zero},
+    [CN_OP_SIGN] = {.input = i_zero},
+    [CN_OP_RECIPROCAL] = {.derivative = d_reciprocal},
+    [CN_OP_TAN] = {.derivative = d_tan},
+    [CN_OP_ASIN] = {.derivative = d_asin},
+    [CN_OP_ACOS] = {.derivative = d_acos},
+    [CN_OP_ATAN] = {.derivative = d_atan},
+    [CN_OP_SINH] = {.derivative = d_sinh},
+    [CN_OP_COSH] = {.derivative = d_cosh},
+    [CN_OP_ASINH] = {.derivative = d_asinh},
+    [CN_OP_ACOSH] = {.derivative = d_acosh},
+    [CN_OP_ATANH] = {.derivative = d_atanh},
     [CN_OP_ADD_SCALAR] = {.input = i_identity},
     [CN_OP_MUL_SCALAR] = {.input = i_mul_scalar},
     [CN_OP_POW_SCALAR] = {.derivative = d_pow_scalar},

@@ -150,7 +150,23 @@ cn_tensor *cn_cos(cn_tensor *x) { return unary(CN_OP_COS, x); }
 cn_tensor *cn_tanh(cn_tensor *x) { return unary(CN_OP_TANH, x); }
 cn_tensor *cn_sigmoid(cn_tensor *x) { return unary(CN_OP_SIGMOID, x); }
 cn_tensor *cn_silu(cn_tensor *x) { return unary(CN_OP_SILU, x); }
-cn_tensor *cn__erf(cn_tensor *x) { return unary(CN_OP_ERF, x); }
+cn_tensor *cn_erf(cn_tensor *x) { return unary(CN_OP_ERF, x); }
+cn_tensor *cn__erf(cn_tensor *x) { return cn_erf(x); }
+cn_tensor *cn_floor(cn_tensor *x) { return unary(CN_OP_FLOOR, x); }
+cn_tensor *cn_ceil(cn_tensor *x) { return unary(CN_OP_CEIL, x); }
+cn_tensor *cn_round(cn_tensor *x) { return unary(CN_OP_ROUND, x); }
+cn_tensor *cn_trunc(cn_tensor *x) { return unary(CN_OP_TRUNC, x); }
+cn_tensor *cn_sign(cn_tensor *x) { return unary(CN_OP_SIGN, x); }
+cn_tensor *cn_reciprocal(cn_tensor *x) { return unary(CN_OP_RECIPROCAL, x); }
+cn_tensor *cn_tan(cn_tensor *x) { return unary(CN_OP_TAN, x); }
+cn_tensor *cn_asin(cn_tensor *x) { return unary(CN_OP_ASIN, x); }
+cn_tensor *cn_acos(cn_tensor *x) { return unary(CN_OP_ACOS, x); }
+cn_tensor *cn_atan(cn_tensor *x) { return unary(CN_OP_ATAN, x); }
+cn_tensor *cn_sinh(cn_tensor *x) { return unary(CN_OP_SINH, x); }
+cn_tensor *cn_cosh(cn_tensor *x) { return unary(CN_OP_COSH, x); }
+cn_tensor *cn_asinh(cn_tensor *x) { return unary(CN_OP_ASINH, x); }
+cn_tensor *cn_acosh(cn_tensor *x) { return unary(CN_OP_ACOSH, x); }
+cn_tensor *cn_atanh(cn_tensor *x) { return unary(CN_OP_ATANH, x); }
 
 cn_tensor *cn__activation_backward(cn_tensor *g, cn_tensor *s, cn_op op, int approx) {
     cn_tensor *in[2] = {g, s};

@@ -14,9 +14,11 @@ the case's op says) and the expected output, computed by PyTorch in float64. Flo
 float32-exact (so the test's f32 run sees the same values), except the "raw" ones of cast.
 Inputs keep to each op's smooth, safe domain so that the same values serve the test's gradient
 check by finite differences: positive where log, sqrt and pow's base need it, away from zero for
-divisors, prod, abs, relu and atan2's first argument, distinct values at least 0.03 apart where
-max, min, maximum, minimum, argmax and the max pool pick one (no ties), and clamp's bounds off
-the grid of those values (no kinks within the differences' step).
+divisors, prod, abs, relu, sign, reciprocal and atan2's first argument, inside (-1, 1) for
+asin, acos and atanh, above 1 for acosh, off the integers and halves for floor, ceil, round and
+trunc, distinct values at least 0.03 apart where max, min, maximum, minimum, argmax and the max
+pool pick one (no ties), and clamp's bounds off the grid of those values (no kinks within the
+differences' step).
 
 Every value is written with 17 significant digits, so the C side reads back the very doubles.
 The random ops (rand_uniform, rand_normal) are not here: PyTorch's generator is not cinder's
@@ -65,6 +67,16 @@ class Gen:
             k = torch.tensor([self.distinct.pop() for _ in range(n)], dtype=torch.float64)
             sign = torch.where(torch.rand(n, generator=self.g) < 0.5, -1.0, 1.0)
             return f32(sign * (0.15 + 0.03 * k)).reshape(shape)
+        if dom == "s":  # strictly inside (-1, 1): [-0.9, 0.9] (asin, acos, atanh, tan)
+            return f32(self.uniform(shape, -0.9, 0.9))
+        if dom == "h":  # above 1: [1.1, 3] (acosh)
+            return f32(self.uniform(shape, 1.1, 3.0))
+        if dom == "n":  # off the integers and the halves: m + [0.1, 0.4] or m + [0.6, 0.9], m in
+            # [-3, 2] (floor, ceil, round, trunc: no jump within the differences' step)
+            m = torch.randint(-3, 3, shape, generator=self.g).double()
+            frac = self.uniform(shape, 0.1, 0.4)
+            frac = torch.where(torch.rand(shape, generator=self.g) < 0.5, frac, frac + 0.5)
+            return f32(m + frac)
         if dom == "k":  # eighths in [-1, 1]: exact, with ties (comparisons)
             return torch.randint(-8, 9, shape, generator=self.g).double() / 8
         if dom == "r":  # raw doubles in [-4, 4], not float32-exact (cast)
@@ -113,6 +125,25 @@ case("silu", "silu", [Fl([2, 3])], F.silu)
 case("gelu", "gelu_erf", [Fl([2, 3])], lambda x: F.gelu(x), ints=[0])
 case("gelu", "gelu_tanh", [Fl([2, 3])], lambda x: F.gelu(x, approximate="tanh"), ints=[1])
 case("erf", "erf", [Fl([2, 3])], torch.erf)
+# the roundings and sign off their jumps (zero gradient), and on i64 (unchanged; sign -1, 0, 1);
+# round's ties to even are checked by hand in tests/test_op_table.c (no gradient there)
+INT_VALUES = [-7, -1, 0, 3, 12, -40]
+for name, fn in (("floor", torch.floor), ("ceil", torch.ceil), ("round", torch.round),
+                 ("trunc", torch.trunc)):
+    case(name, name, [Fl([2, 3], "n")], fn)
+    case(name, name + "_i64", [In([2, 3], INT_VALUES)], fn)
+case("sign", "sign", [Fl([2, 3], "a")], torch.sign)
+case("sign", "sign_i64", [In([2, 3], INT_VALUES)], torch.sign)
+case("reciprocal", "reciprocal", [Fl([2, 3], "a")], torch.reciprocal)
+case("tan", "tan", [Fl([2, 3], "s")], torch.tan)
+case("asin", "asin", [Fl([2, 3], "s")], torch.asin)
+case("acos", "acos", [Fl([2, 3], "s")], torch.acos)
+case("atan", "atan", [Fl([2, 3])], torch.atan)
+case("sinh", "sinh", [Fl([2, 3])], torch.sinh)
+case("cosh", "cosh", [Fl([2, 3])], torch.cosh)
+case("asinh", "asinh", [Fl([2, 3])], torch.asinh)
+case("acosh", "acosh", [Fl([2, 3], "h")], torch.acosh)
+case("atanh", "atanh", [Fl([2, 3], "s")], torch.atanh)
 
 # ---- elementwise with scalars ------------------------------------------------------------------
 case("add_scalar", "add_scalar", [Fl([2, 3])], lambda x: x + 0.625, reals=[0.625])

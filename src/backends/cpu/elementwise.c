@@ -195,6 +195,21 @@ static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_SILU: MAP1(float, float, x * sigmoid_f32(x)); break;
     case CN_OP_GELU: MAP1(float, float, gelu_f32(x, c->gelu_tanh)); break;
     case CN_OP_ERF: MAP1(float, float, erff(x)); break;
+    case CN_OP_FLOOR: MAP1(float, float, floorf(x)); break;
+    case CN_OP_CEIL: MAP1(float, float, ceilf(x)); break;
+    case CN_OP_ROUND: MAP1(float, float, rintf(x)); break; /* half to even (the default mode) */
+    case CN_OP_TRUNC: MAP1(float, float, truncf(x)); break;
+    case CN_OP_SIGN: MAP1(float, float, (float)((0.0f < x) - (x < 0.0f))); break; /* NaN, -0: 0 */
+    case CN_OP_RECIPROCAL: MAP1(float, float, 1.0f / x); break;
+    case CN_OP_TAN: MAP1(float, float, tanf(x)); break;
+    case CN_OP_ASIN: MAP1(float, float, asinf(x)); break;
+    case CN_OP_ACOS: MAP1(float, float, acosf(x)); break;
+    case CN_OP_ATAN: MAP1(float, float, atanf(x)); break;
+    case CN_OP_SINH: MAP1(float, float, sinhf(x)); break;
+    case CN_OP_COSH: MAP1(float, float, coshf(x)); break;
+    case CN_OP_ASINH: MAP1(float, float, asinhf(x)); break;
+    case CN_OP_ACOSH: MAP1(float, float, acoshf(x)); break;
+    case CN_OP_ATANH: MAP1(float, float, atanhf(x)); break;
     default: UNKNOWN_OP(c); break;
     }
 }
@@ -217,11 +232,27 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_SILU: MAP1(double, double, x * sigmoid_f64(x)); break;
     case CN_OP_GELU: MAP1(double, double, gelu_f64(x, c->gelu_tanh)); break;
     case CN_OP_ERF: MAP1(double, double, erf(x)); break;
+    case CN_OP_FLOOR: MAP1(double, double, floor(x)); break;
+    case CN_OP_CEIL: MAP1(double, double, ceil(x)); break;
+    case CN_OP_ROUND: MAP1(double, double, rint(x)); break; /* half to even (the default mode) */
+    case CN_OP_TRUNC: MAP1(double, double, trunc(x)); break;
+    case CN_OP_SIGN: MAP1(double, double, (double)((0.0 < x) - (x < 0.0))); break; /* NaN, -0: 0 */
+    case CN_OP_RECIPROCAL: MAP1(double, double, 1.0 / x); break;
+    case CN_OP_TAN: MAP1(double, double, tan(x)); break;
+    case CN_OP_ASIN: MAP1(double, double, asin(x)); break;
+    case CN_OP_ACOS: MAP1(double, double, acos(x)); break;
+    case CN_OP_ATAN: MAP1(double, double, atan(x)); break;
+    case CN_OP_SINH: MAP1(double, double, sinh(x)); break;
+    case CN_OP_COSH: MAP1(double, double, cosh(x)); break;
+    case CN_OP_ASINH: MAP1(double, double, asinh(x)); break;
+    case CN_OP_ACOSH: MAP1(double, double, acosh(x)); break;
+    case CN_OP_ATANH: MAP1(double, double, atanh(x)); break;
     default: UNKNOWN_OP(c); break;
     }
 }
 
-/* neg, abs, relu on a signed integer type T with unsigned twin U (so -INT_MIN wraps). */
+/* neg, abs, relu, the roundings and sign on a signed integer type T with unsigned twin U (so
+ * -INT_MIN wraps). */
 #define DEFINE_UNARY_INT(NAME, T, U)                                                           \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
@@ -229,6 +260,11 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
         case CN_OP_NEG: MAP1(T, T, (T)((U)0 - (U)x)); break;                                   \
         case CN_OP_ABS: MAP1(T, T, x < 0 ? (T)((U)0 - (U)x) : x); break;                       \
         case CN_OP_RELU: MAP1(T, T, x < 0 ? (T)0 : x); break;                                  \
+        case CN_OP_FLOOR:                                                                      \
+        case CN_OP_CEIL:                                                                       \
+        case CN_OP_ROUND:                                                                      \
+        case CN_OP_TRUNC: MAP1(T, T, x); break; /* an integer is its own rounding */           \
+        case CN_OP_SIGN: MAP1(T, T, (T)((x > 0) - (x < 0))); break;                            \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
@@ -236,7 +272,8 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
 DEFINE_UNARY_INT(unary_i32, int32_t, uint32_t)
 DEFINE_UNARY_INT(unary_i64, int64_t, uint64_t)
 
-/* in[0] -> out[0], same dtype. ints[0] = cn_gelu_approx for gelu. Integers: neg, abs, relu. */
+/* in[0] -> out[0], same dtype. ints[0] = cn_gelu_approx for gelu. Integers: neg, abs, relu,
+ * floor, ceil, round, trunc, sign. */
 cn_status cpu_unary(const cn_kernel_args *a) {
     cpu_row_fn fn;
     switch (a->in[0].dtype) {

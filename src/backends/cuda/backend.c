@@ -313,9 +313,12 @@ static void fill_table(cn_backend *b) {
     b->synchronize = cuda_synchronize;
 
     cn_kernel_fn *k = b->kernels;
-    const cn_op unary[] = {CN_OP_NEG,  CN_OP_ABS,     CN_OP_RELU, CN_OP_EXP,  CN_OP_LOG,
-                           CN_OP_LOG1P, CN_OP_SQRT,   CN_OP_RSQRT, CN_OP_SIN, CN_OP_COS,
-                           CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU, CN_OP_ERF};
+    const cn_op unary[] = {CN_OP_NEG,        CN_OP_ABS,     CN_OP_RELU,  CN_OP_EXP,   CN_OP_LOG,
+                           CN_OP_LOG1P,      CN_OP_SQRT,    CN_OP_RSQRT, CN_OP_SIN,   CN_OP_COS,
+                           CN_OP_TANH,       CN_OP_SIGMOID, CN_OP_SILU,  CN_OP_GELU,  CN_OP_ERF,
+                           CN_OP_FLOOR,      CN_OP_CEIL,    CN_OP_ROUND, CN_OP_TRUNC, CN_OP_SIGN,
+                           CN_OP_RECIPROCAL, CN_OP_TAN,     CN_OP_ASIN,  CN_OP_ACOS,  CN_OP_ATAN,
+                           CN_OP_SINH,       CN_OP_COSH,    CN_OP_ASINH, CN_OP_ACOSH, CN_OP_ATANH};
     for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) k[unary[i]] = cuda_unary;
     k[CN_OP_ADD_SCALAR] = k[CN_OP_MUL_SCALAR] = k[CN_OP_POW_SCALAR] = k[CN_OP_CLAMP] = cuda_scalar;
     k[CN_OP_ADD] = k[CN_OP_SUB] = k[CN_OP_MUL] = k[CN_OP_DIV] = cuda_binary;
@@ -352,6 +355,7 @@ static void fill_table(cn_backend *b) {
     const uint32_t I = DT(CN_I32) | DT(CN_I64), FI = F | I;
     for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) dt[unary[i]] = F;
     dt[CN_OP_NEG] = dt[CN_OP_ABS] = dt[CN_OP_RELU] = FI;
+    dt[CN_OP_FLOOR] = dt[CN_OP_CEIL] = dt[CN_OP_ROUND] = dt[CN_OP_TRUNC] = dt[CN_OP_SIGN] = FI;
     dt[CN_OP_ADD_SCALAR] = dt[CN_OP_MUL_SCALAR] = dt[CN_OP_CLAMP] = FI;
     dt[CN_OP_POW_SCALAR] = F;
     dt[CN_OP_ADD] = dt[CN_OP_SUB] = dt[CN_OP_MUL] = dt[CN_OP_DIV] = FI;

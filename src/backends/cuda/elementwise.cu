@@ -68,6 +68,19 @@ CU_MATH1(m_cos, cosf, cos)
 CU_MATH1(m_tanh, tanhf, tanh)
 CU_MATH1(m_erf, erff, erf)
 CU_MATH1(m_fabs, fabsf, fabs)
+CU_MATH1(m_floor, floorf, floor)
+CU_MATH1(m_ceil, ceilf, ceil)
+CU_MATH1(m_rint, rintf, rint) /* half to even, as torch.round */
+CU_MATH1(m_trunc, truncf, trunc)
+CU_MATH1(m_tan, tanf, tan)
+CU_MATH1(m_asin, asinf, asin)
+CU_MATH1(m_acos, acosf, acos)
+CU_MATH1(m_atan, atanf, atan)
+CU_MATH1(m_sinh, sinhf, sinh)
+CU_MATH1(m_cosh, coshf, cosh)
+CU_MATH1(m_asinh, asinhf, asinh)
+CU_MATH1(m_acosh, acoshf, acosh)
+CU_MATH1(m_atanh, atanhf, atanh)
 CU_HD float m_pow(float x, float y) { return powf(x, y); }
 CU_HD double m_pow(double x, double y) { return pow(x, y); }
 CU_HD float m_atan2(float y, float x) { return atan2f(y, x); }
@@ -145,17 +158,38 @@ template <typename T> CU_HD bool unary_op(int op, T x, int gelu_tanh, T *z) {
     case CN_OP_SILU: *z = x * sigmoid(x); return true;
     case CN_OP_GELU: *z = gelu(x, gelu_tanh); return true;
     case CN_OP_ERF: *z = m_erf(x); return true;
+    case CN_OP_FLOOR: *z = m_floor(x); return true;
+    case CN_OP_CEIL: *z = m_ceil(x); return true;
+    case CN_OP_ROUND: *z = m_rint(x); return true;
+    case CN_OP_TRUNC: *z = m_trunc(x); return true;
+    case CN_OP_SIGN: *z = (T)(((T)0 < x) - (x < (T)0)); return true; /* NaN, -0: 0 */
+    case CN_OP_RECIPROCAL: *z = (T)1 / x; return true;
+    case CN_OP_TAN: *z = m_tan(x); return true;
+    case CN_OP_ASIN: *z = m_asin(x); return true;
+    case CN_OP_ACOS: *z = m_acos(x); return true;
+    case CN_OP_ATAN: *z = m_atan(x); return true;
+    case CN_OP_SINH: *z = m_sinh(x); return true;
+    case CN_OP_COSH: *z = m_cosh(x); return true;
+    case CN_OP_ASINH: *z = m_asinh(x); return true;
+    case CN_OP_ACOSH: *z = m_acosh(x); return true;
+    case CN_OP_ATANH: *z = m_atanh(x); return true;
     default: return false;
     }
 }
 
-/* neg, abs, relu on integers: in 64 bits, wrapping (so -INT_MIN is INT_MIN after the store). */
+/* neg, abs, relu, the roundings (which keep an integer) and sign on integers: in 64 bits,
+ * wrapping (so -INT_MIN is INT_MIN after the store). */
 CU_HD bool unary_int_op(int op, int64_t x, int64_t *z) {
     int64_t neg = (int64_t)(0ull - (uint64_t)x);
     switch (op) {
     case CN_OP_NEG: *z = neg; return true;
     case CN_OP_ABS: *z = x < 0 ? neg : x; return true;
     case CN_OP_RELU: *z = x < 0 ? 0 : x; return true;
+    case CN_OP_FLOOR:
+    case CN_OP_CEIL:
+    case CN_OP_ROUND:
+    case CN_OP_TRUNC: *z = x; return true;
+    case CN_OP_SIGN: *z = (x > 0) - (x < 0); return true;
     default: return false;
     }
 }

@@ -101,5 +101,8 @@ void cpu_iter_run(const cpu_iter *it, cpu_row_fn fn, const void *ctx);
 /* cpu_iter_init and cpu_iter_run in one, with a shortcut for the commonest case of tiny ops:
  * dense operands too small to split are one call of fn. */
 void cpu_map(int nops, const cn_view *const *views, cpu_row_fn fn, const void *ctx);
+/* The element count of views[0]'s shape; *dense: whether every operand is dense in row-major
+ * order over it (size-1 dims take any stride). */
+int64_t cpu_count_dense(int nops, const cn_view *const *views, int *dense);
 
 #endif

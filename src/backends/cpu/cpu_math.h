@@ -13,9 +13,8 @@
  * |r| <= ln2/2; e^r by its Taylor series to degree 7 (truncation < 1e-8 relative). 2^k is applied
  * as two halves so results in the subnormal range and overflow to inf come out right. Measured
  * within 1.2 ulp of the exact value over the normal range; NaN gives NaN, -inf 0, +inf inf. */
-static inline float exp_f32(float x) {
-    float xc = x > -104.0f ? x : -104.0f;  /* below: 0 even as a subnormal; NaN lands here too */
-    xc = xc < 89.0f ? xc : 89.0f;          /* above: inf */
+/* exp of xc already clamped to [-104, 89] (the shared body of exp_f32 and exp_nonpos_f32). */
+static inline float exp_clamped_f32(float xc) {
     const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     float kf = (xc * 1.44269504f + round_magic) - round_magic;
     float r = xc - kf * 0.693359375f; /* ln2 = 0.693359375 - 2.12194440e-4 */
@@ -36,37 +35,22 @@ static inline float exp_f32(float x) {
     } s1, s2;
     s1.u = (uint32_t)(k1 + 127) << 23;
     s2.u = (uint32_t)(k2 + 127) << 23;
-    float y = p * s1.f * s2.f;
+    return p * s1.f * s2.f;
+}
+
+static inline float exp_f32(float x) {
+    float xc = x > -104.0f ? x : -104.0f; /* below: 0 even as a subnormal; NaN lands here too */
+    xc = xc < 89.0f ? xc : 89.0f;         /* above: inf */
+    float y = exp_clamped_f32(xc);
     return x == x ? y : x;
 }
 
 /* exp_f32 for softmax's x - max: x <= 0, or NaN (a row holding a NaN or +inf, or only -inf). The
  * same value as exp_f32 for x <= 0; a NaN gives 0 instead of NaN, which the caller turns into NaN
- * (the row's sum is then 0, and 0 * (1 / 0) is NaN). Without the clamp above and the NaN test,
+ * (the row's sum is then 0, and 0 * (1 / 0) is NaN). Without the upper clamp and the NaN test,
  * the vector loop has four fewer operations per element. */
 static inline float exp_nonpos_f32(float x) {
-    float xc = x > -104.0f ? x : -104.0f; /* below: 0 even as a subnormal; NaN lands here too */
-    const float round_magic = 12582912.0f;
-    float kf = (xc * 1.44269504f + round_magic) - round_magic;
-    float r = xc - kf * 0.693359375f;
-    r = r + kf * 2.12194440e-4f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t k = (int32_t)kf; /* in [-150, 0] */
-    int32_t k1 = k >> 1, k2 = k - k1;
-    union {
-        uint32_t u;
-        float f;
-    } s1, s2;
-    s1.u = (uint32_t)(k1 + 127) << 23;
-    s2.u = (uint32_t)(k2 + 127) << 23;
-    return p * s1.f * s2.f;
+    return exp_clamped_f32(x > -104.0f ? x : -104.0f);
 }
 
 /* The exp-heavy loops (exp, softmax, logsumexp) are also compiled for AVX2, chosen at load time

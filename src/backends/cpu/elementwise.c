@@ -432,21 +432,6 @@ DEFINE_FIND_ZERO(find_zero_i64, int64_t)
 #define PARTS_PER_THREAD 2
 #define MAX_PARTS (CN_CPU_MAX_THREADS * PARTS_PER_THREAD)
 
-/* The element count of the output's shape when every operand is dense in row-major order over
- * it (size-1 dims take any stride), else -1. One pass, as it runs for every tiny op. */
-static int64_t dense_numel(int nops, const cn_view *const *views) {
-    const cn_view *out = views[0];
-    int64_t numel = 1;
-    int ok = 1;
-    for (int d = out->ndim - 1; d >= 0; d--) {
-        int64_t size = out->shape[d];
-        if (size != 1)
-            for (int k = 0; k < nops; k++) ok &= views[k]->strides[d] == numel;
-        numel *= size;
-    }
-    return ok ? numel : -1;
-}
-
 typedef struct dense_job {
     char *base[3];   /* output, then the inputs */
     int64_t step[3]; /* element sizes in bytes */
@@ -515,7 +500,9 @@ static cn_status run_binary(const cn_kernel_args *a, const cn_view *const *views
                             ew_ctx *c) {
     atomic_int unknown = 0;
     c->unknown = &unknown;
-    int64_t n = dense_numel(3, views);
+    int dense;
+    int64_t n = cpu_count_dense(3, views, &dense);
+    if (!dense) n = -1;
     if (n > 0 && n < 2 * CPU_PARALLEL_GRAIN) {
         char *ptrs[3];
         int64_t step[3];

@@ -8,7 +8,7 @@
 /* The element count of the output's shape; *dense tells whether every operand is dense in
  * row-major order over it (each stride equals the count of the dims inside it; size-1 dims take
  * any stride). One pass, as it runs for every tiny op. */
-static int64_t count_dense(int nops, const cn_view *const *views, int *dense) {
+int64_t cpu_count_dense(int nops, const cn_view *const *views, int *dense) {
     const cn_view *out = views[0];
     int64_t numel = 1;
     int ok = 1;
@@ -37,7 +37,7 @@ void cpu_iter_init(cpu_iter *it, int nops, const cn_view *const *views) {
     int64_t es[CPU_ITER_MAX_OPS];
     for (int k = 0; k < nops; k++) es[k] = (int64_t)cn__dtype_size(views[k]->dtype);
     int dense;
-    count_dense(nops, views, &dense);
+    cpu_count_dense(nops, views, &dense);
     if (dense) { /* the usual case: one run, nothing to merge */
         it->ndim = 1;
         it->shape[0] = it->numel;
@@ -130,7 +130,7 @@ static __attribute__((noinline)) void map_iter(int nops, const cn_view *const *v
 
 void cpu_map(int nops, const cn_view *const *views, cpu_row_fn fn, const void *ctx) {
     int dense;
-    int64_t numel = count_dense(nops, views, &dense);
+    int64_t numel = cpu_count_dense(nops, views, &dense);
     if (dense && numel > 0 && numel < 2 * CPU_PARALLEL_GRAIN) {
         char *ptrs[CPU_ITER_MAX_OPS];
         int64_t step[CPU_ITER_MAX_OPS];

@@ -113,6 +113,39 @@ static void test_conv2d_stride_padding_dilation(void) {
     th_release_owned();
 }
 
+/* Unit stride with output rows as wide as the input's ("same" padding across): im2col copies each
+ * column row as one shifted block (im2col.c). Kernel widths 1, 3, 5, heights with padding from
+ * none to more than the kernel (whole column rows outside the image), a one-column image, and
+ * channels sliced out of a wider tensor (a channel stride that is not H*W). */
+static void test_conv2d_same_width(void) {
+    const int64_t ks[][2] = {{3, 3}, {1, 1}, {5, 5}, {3, 1}, {1, 5}, {2, 3}};
+    for (int i = 0; i < 2; i++) {
+        cn_dtype dt = i ? CN_F64 : CN_F32;
+        cn_tensor *x = rand_tensor((int64_t[]){2, 3, 7, 6}, 4, dt);
+        cn_tensor *narrow = rand_tensor((int64_t[]){1, 2, 5, 1}, 4, dt);
+        cn_tensor *wide = rand_tensor((int64_t[]){2, 5, 6, 6}, 4, dt);
+        cn_tensor *sliced = th_own(cn_slice(wide, 1, 1, 4, 1)); /* [2, 3, 6, 6] */
+        for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+            int64_t kh = ks[k][0], kw = ks[k][1], pw = (kw - 1) / 2;
+            if (kw % 2 == 0) continue; /* an even kernel width never keeps the width */
+            cn_tensor *w = rand_tensor((int64_t[]){4, 3, kh, kw}, 4, dt);
+            cn_tensor *w2 = rand_tensor((int64_t[]){2, 2, kh, kw}, 4, dt);
+            cn_tensor *b = rand_tensor((int64_t[]){4}, 1, dt);
+            const int64_t phs[] = {0, (kh - 1) / 2, kh, kh + 2};
+            for (int j = 0; j < 4; j++) {
+                cn_conv2d_params p = {{1, 1}, {phs[j], pw}, {1, 1}, 1};
+                check_conv("same width", x, w, b, p);
+                check_conv("same width, sliced channels", sliced, w, NULL, p);
+                check_conv("same width, one column", narrow, w2, NULL, p);
+            }
+        }
+        cn_tensor *w23 = rand_tensor((int64_t[]){4, 3, 2, 3}, 4, dt);
+        check_conv("same width, even height", x, w23, NULL,
+                   (cn_conv2d_params){{1, 1}, {1, 1}, {1, 1}, 1});
+    }
+    th_release_owned();
+}
+
 static void test_conv2d_groups_and_depthwise(void) {
     const cn_dtype dts[] = {CN_F32, CN_F64};
     for (int i = 0; i < 2; i++) {
@@ -385,6 +418,7 @@ static void test_pool_kernel_needs_the_routers_geometry(void) {
 int main(void) {
     RUN(test_conv2d_hand_computed);
     RUN(test_conv2d_stride_padding_dilation);
+    RUN(test_conv2d_same_width);
     RUN(test_conv2d_groups_and_depthwise);
     RUN(test_conv2d_non_contiguous_operands);
     RUN(test_conv2d_batched_paths);

@@ -47,8 +47,61 @@ static void valid_cols(const cpu_conv_geom *g, int64_t kw, int64_t *lo, int64_t 
 
 /* ---- im2col --------------------------------------------------------------------------------- */
 
-#define DEFINE_IM2COL(T, name)                                                                 \
+/* Unit stride and dilation, output rows as wide as the input's (padding (KW-1)/2 on each side:
+ * "same" convolutions) over dense rows: each column row is then the plane shifted by one offset,
+ * so it is one copy of the in-image rows plus zeros at the clipped edges, instead of a copy per
+ * output row (which, for rows of 14 or 28 values, costs more in calls than in bytes). */
+static int im2col_shifted(const cpu_conv_geom *g, const int64_t *xs) {
+    return g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->OW == g->W &&
+           xs[2] == 1 && xs[1] == g->W;
+}
+
+#define DEFINE_IM2COL_SHIFTED(T, name)                                                         \
+    static void name(const cpu_conv_geom *g, const T *x, int64_t cs, T *col) {                 \
+        const int64_t W = g->W, HW = g->H * g->W;                                              \
+        T *dst = col;                                                                          \
+        for (int64_t c = 0; c < g->Cg; c++) {                                                  \
+            const T *plane = x + c * cs;                                                       \
+            for (int64_t kh = 0; kh < g->KH; kh++) {                                           \
+                /* output rows whose input row oh - ph + kh lies in the image */               \
+                int64_t oh0 = g->ph - kh > 0 ? g->ph - kh : 0;                                 \
+                int64_t oh1 = g->H + g->ph - kh < g->OH ? g->H + g->ph - kh : g->OH;           \
+                if (oh0 > g->OH) oh0 = g->OH;                                                  \
+                if (oh1 < oh0) oh1 = oh0;                                                      \
+                for (int64_t kw = 0; kw < g->KW; kw++, dst += g->P) {                          \
+                    int64_t lo, hi;                                                            \
+                    valid_cols(g, kw, &lo, &hi);                                               \
+                    int64_t r1 = lo == hi ? oh0 : oh1; /* no column in the image: all zero */  \
+                    memset(dst, 0, sizeof(T) * (size_t)(oh0 * W));                             \
+                    memset(dst + r1 * W, 0, sizeof(T) * (size_t)(g->P - r1 * W));              \
+                    if (oh0 == r1) continue;                                                   \
+                    /* dst[i] = plane[i + off] over the in-image rows, clipped to the plane;    \
+                     * what the clipping skips and what wraps across rows are the edge         \
+                     * columns [0, lo) and [hi, W), zeroed after */                            \
+                    int64_t off = (kh - g->ph) * W + (kw - g->pw);                             \
+                    int64_t a = oh0 * W, b = r1 * W;                                           \
+                    if (a + off < 0) a = -off;                                                 \
+                    if (b + off > HW) b = HW - off;                                            \
+                    if (b > a) memcpy(dst + a, plane + a + off, sizeof(T) * (size_t)(b - a));  \
+                    for (int64_t oh = oh0; oh < r1; oh++) {                                    \
+                        T *d = dst + oh * W;                                                   \
+                        for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;                         \
+                        for (int64_t ow = hi; ow < W; ow++) d[ow] = 0;                         \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_IM2COL_SHIFTED(float, im2col_shifted_f32)
+DEFINE_IM2COL_SHIFTED(double, im2col_shifted_f64)
+#undef DEFINE_IM2COL_SHIFTED
+
+#define DEFINE_IM2COL(T, name, shifted)                                                        \
     void name(const cpu_conv_geom *g, const T *x, const int64_t *xs, T *col) {                 \
+        if (im2col_shifted(g, xs)) {                                                           \
+            shifted(g, x, xs[0], col);                                                         \
+            return;                                                                            \
+        }                                                                                      \
         T *dst = col;                                                                          \
         for (int64_t c = 0; c < g->Cg; c++) {                                                  \
             const T *plane = x + c * xs[0];                                                    \
@@ -78,8 +131,8 @@ static void valid_cols(const cpu_conv_geom *g, int64_t kw, int64_t *lo, int64_t 
             }                                                                                  \
         }                                                                                      \
     }
-DEFINE_IM2COL(float, cpu_im2col_f32)
-DEFINE_IM2COL(double, cpu_im2col_f64)
+DEFINE_IM2COL(float, cpu_im2col_f32, im2col_shifted_f32)
+DEFINE_IM2COL(double, cpu_im2col_f64, im2col_shifted_f64)
 #undef DEFINE_IM2COL
 
 /* ---- col2im --------------------------------------------------------------------------------- */

@@ -174,6 +174,12 @@ static cn_tensor *run_conv2d(const oc_call *c) {
     return cn_conv2d(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p);
 }
 
+static cn_tensor *run_conv2d_relu(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    cn_conv2d_params p = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}, i[6]};
+    return cn_conv2d_relu(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p);
+}
+
 /* ints: kernel h, w, stride h, w, padding h, w */
 static cn_tensor *run_pool(const oc_call *c) {
     const int64_t *i = c->d->ints;
@@ -354,6 +360,7 @@ static const oc_op ops[CN__OP_ALL] = {
     /* conv2d with stride, padding, dilation, groups and bias, and without; pools with
      * overlapping padded windows (max on distinct values) */
     [CN_OP_CONV2D] = {run_conv2d},
+    [CN_OP_CONV2D_RELU] = {run_conv2d_relu},
     [CN_OP_MAX_POOL2D] = {run_pool, .pool = cn_max_pool2d},
     [CN_OP_AVG_POOL2D] = {run_pool, .pool = cn_avg_pool2d},
     /* the backward kernels through their router entries, against torch.nn.grad and autograd */

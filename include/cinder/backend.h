@@ -28,6 +28,8 @@
  *   w, dilation h, w, groups. max_pool2d / avg_pool2d: ints = kernel h, w, stride h, w,
  *   padding h, w.
  * - erf: elementwise unary, float.
+ * - conv2d_relu: conv2d's inputs, ints and output, with relu applied to each output value
+ *   (NaN stays NaN, as relu's kernels do): max(conv2d(x, w, b), 0) in one pass.
  * - conv2d_backward_input: in = (g [N,O,OH,OW], w [O,C/g,KH,KW]), conv2d's ints; out = the
  *   input's gradient [N,C,H,W]. conv2d_backward_weight: in = (g, x [N,C,H,W]), conv2d's ints;
  *   out = the weight's gradient [O,C/g,KH,KW].
@@ -97,6 +99,9 @@ typedef enum cn_op {
     CN_OP_FLOOR, CN_OP_CEIL, CN_OP_ROUND, CN_OP_TRUNC, CN_OP_SIGN, CN_OP_RECIPROCAL, CN_OP_TAN,
     CN_OP_ASIN, CN_OP_ACOS, CN_OP_ATAN, CN_OP_SINH, CN_OP_COSH, CN_OP_ASINH, CN_OP_ACOSH,
     CN_OP_ATANH,
+    /* added for speed: conv2d followed by relu in one kernel (conv2d's inputs and ints; the
+     * output is max(conv2d, 0), written once) */
+    CN_OP_CONV2D_RELU,
     CN_OP_COUNT
 } cn_op;
 

@@ -193,6 +193,13 @@ typedef struct cn_conv2d_params {
  * Any int64 stride is accepted (a stride past the input keeps the first window); a padding or
  * dilation whose padded input or window span passes int64 is CN_ERR_OVERFLOW. */
 CN_API cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_params *p);
+/* relu(cn_conv2d(x, w, b, p)) as one op (oneDNN's conv + relu post-op): the activation is applied
+ * while each image's output is still in cache, and its gradient masks g by the output, so the
+ * convolution's output is never written and read back for the relu. Same arguments, errors and
+ * values as the two calls (bit for bit on the CPU); on a backend without a fused kernel it is
+ * the two calls. `cn_sequential_new` models use it for each Conv2d followed by a ReLU. */
+CN_API cn_tensor *cn_conv2d_relu(cn_tensor *x, cn_tensor *w, cn_tensor *b,
+                                 const cn_conv2d_params *p);
 
 typedef struct cn_pool2d_params {
     int64_t kernel[2];

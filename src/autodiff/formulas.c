@@ -434,7 +434,25 @@ static cn_status matmul_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     return CN_OK;
 }
 
+static cn_status conv_grads(ad_node *n, cn_tensor *g, cn_tensor **gin);
+
 static cn_status conv_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
+    return conv_grads(n, g, gin);
+}
+
+/* conv2d_relu: g masked by the output (relu's gradient, fused where the backend can), then
+ * conv2d's gradients of that. */
+static cn_status conv_relu_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
+    cn_tensor *y = ad_output_value(n);
+    if (!y) return cn_last_status();
+    cn_tensor *gm = cn__has_kernel(CN_OP_ACTIVATION_BACKWARD, y)
+                        ? cn__activation_backward(g, y, CN_OP_RELU, 0)
+                        : cn_mul(g, d_relu(n, NULL, y));
+    if (!gm) return cn_last_status(); /* gm: owned by the backward's scope, as every temporary */
+    return conv_grads(n, gm, gin);
+}
+
+static cn_status conv_grads(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     cn_tensor *x = ad_input_value(n, 0), *w = ad_input_value(n, 1);
     if (!x || !w) return cn_last_status();
     if (n->in[0].node && !(gin[0] = cn_retain(cn__conv2d_backward_input(g, w, n->in[0].shape,
@@ -532,6 +550,7 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_SCATTER_ADD] = {.input = i_scatter_add},
     [CN_OP_INDEX_SELECT] = {.input = i_index_select},
     [CN_OP_CONV2D] = {.node = conv_formula},
+    [CN_OP_CONV2D_RELU] = {.node = conv_relu_formula},
     [CN_OP_MAX_POOL2D] = {.input = i_max_pool2d},
     [CN_OP_AVG_POOL2D] = {.input = i_avg_pool2d},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},

@@ -143,6 +143,10 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_CONV2D] = {.name = "conv2d", .family = CN__FAMILY_WINDOW, .n_in = 3,
                       .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 7, .saves = IN0 | IN1,
                       .differentiable = 1},
+    /* conv2d then relu in one kernel; its formula masks g by the output, so it saves that too */
+    [CN_OP_CONV2D_RELU] = {.name = "conv2d_relu", .family = CN__FAMILY_WINDOW, .n_in = 3,
+                           .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 7,
+                           .saves = IN0 | IN1 | OUT, .differentiable = 1},
     [CN_OP_MAX_POOL2D] = {.name = "max_pool2d", .family = CN__FAMILY_WINDOW, .n_in = 1,
                           .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 6, .saves = IN0,
                           .differentiable = 1},

@@ -31,8 +31,10 @@ static cn_status check_4d(const char *op, const char *arg, const cn_tensor *t, c
                         "cn_unsqueeze(%s, 0))", arg, cn_tensor_str(t, a, sizeof a), want, arg);
 }
 
-cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_params *p) {
-    const char *op = "conv2d";
+/* conv2d, or conv2d_relu (kind): one front-end, the same checks and geometry. */
+static cn_tensor *conv2d(cn_op kind, cn_tensor *x, cn_tensor *w, cn_tensor *b,
+                         const cn_conv2d_params *p) {
+    const char *op = cn_op_name(kind);
     cn_tensor *in[3] = {x, w, b};
     const char *names[3] = {"x", "w", "b"};
     int n = b ? 3 : 2;
@@ -87,6 +89,14 @@ cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_p
                      cn_tensor_str(w, c, sizeof c), cn_tensor_str(x, a, sizeof a));
         return NULL;
     }
+    if (kind == CN_OP_CONV2D_RELU &&
+        (!be->kernels[kind] || (be->dtypes[kind] && !((be->dtypes[kind] >> x->dtype) & 1u)))) {
+        /* a backend without the fused kernel (the arguments are checked): the two ops */
+        cn_tensor *y = cn_conv2d(x, w, b, p);
+        cn_tensor *out = y ? cn_relu(y) : NULL;
+        cn_release(y);
+        return out;
+    }
     int64_t shape[4] = {N, O, oh, ow};
     cn_tensor *out = cn__tensor_alloc(op, shape, 4, x->dtype, dev);
     if (!out) return NULL;
@@ -98,11 +108,19 @@ cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_p
                           .ow = ow, .kh = w->shape[2], .kw = w->shape[3], .sh = d.stride[0],
                           .sw = d.stride[1], .ph = d.padding[0], .pw = d.padding[1],
                           .dh = d.dilation[0], .dw = d.dilation[1], .groups = d.groups};
-    if (cn__launch_geom(be, dev, CN_OP_CONV2D, views, n, &out, 1, ints, 7, &g) != CN_OK) {
+    if (cn__launch_geom(be, dev, kind, views, n, &out, 1, ints, 7, &g) != CN_OK) {
         cn_release(out);
         return NULL;
     }
-    return cn__record(CN_OP_CONV2D, out, in, n, ints, 7, NULL, 0);
+    return cn__record(kind, out, in, n, ints, 7, NULL, 0);
+}
+
+cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_params *p) {
+    return conv2d(CN_OP_CONV2D, x, w, b, p);
+}
+
+cn_tensor *cn_conv2d_relu(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_params *p) {
+    return conv2d(CN_OP_CONV2D_RELU, x, w, b, p);
 }
 
 /* The geometry of pooling x [N, C, H, W] with ints (kernel h, w, stride h, w, padding h, w; as

@@ -31,6 +31,8 @@ static const cn_module_vtable vtables[CN_ACT_COUNT] = {
     {"SiLU", activation_forward, NULL, free_state},
 };
 
+int nn_is_relu(const cn_module *m) { return m->vt == &vtables[CN_ACT_RELU]; }
+
 cn_module *cn_activation_new(cn_activation act) {
     const char *op = "activation_new";
     if ((int)act < 0 || act >= CN_ACT_COUNT) {

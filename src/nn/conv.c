@@ -20,6 +20,13 @@ static void free_state(void *state) { cn__free(state); }
 
 static const cn_module_vtable conv_vtable = {"Conv2d", conv_forward, NULL, free_state};
 
+int nn_is_conv2d(const cn_module *m) { return m->vt == &conv_vtable; }
+
+cn_tensor *nn_conv2d_relu_forward(cn_module *m, cn_tensor *x) {
+    conv_state *s = cn_module_state(m);
+    return cn_conv2d_relu(x, s->weight, s->bias, &s->p);
+}
+
 cn_module *cn_conv2d_new(int64_t in_channels, int64_t out_channels, int64_t kernel_h,
                          int64_t kernel_w, const cn_conv2d_params *p, int bias, cn_device device,
                          cn_dtype dtype, cn_generator *gen) {

@@ -56,6 +56,14 @@ cn_tensor *nn_uniform_param(const int64_t *shape, int ndim, double bound, cn_dev
 cn_tensor *nn_full_param(const int64_t *shape, int ndim, double value, int tracked,
                          cn_device device, cn_dtype dtype);
 
+/* Whether m is a Conv2d (nn/conv.c) or a ReLU (nn/activation.c) module. */
+int nn_is_conv2d(const cn_module *m);
+int nn_is_relu(const cn_module *m);
+
+/* A Conv2d module's forward followed by relu, as one fused op (cn_conv2d_relu): Sequential's
+ * forward for a Conv2d child followed by a ReLU child. */
+cn_tensor *nn_conv2d_relu_forward(cn_module *conv, cn_tensor *x);
+
 /* Registers t (a parameter) or frees m and returns NULL: for constructors' chains. */
 cn_module *nn_with_param(cn_module *m, const char *name, cn_tensor *t);
 cn_module *nn_with_buffer(cn_module *m, const char *name, cn_tensor *t);

@@ -4,10 +4,20 @@
 #include "core/error_internal.h"
 #include "nn/nn_internal.h"
 
+/* A Conv2d child followed by a ReLU child runs as one fused op (cn_conv2d_relu: the same values
+ * and gradients, without writing the convolution's output and reading it back for the relu). */
 static cn_tensor *sequential_forward(cn_module *m, cn_tensor *x) {
     cn_tensor *h = x; /* each child's output is owned by this forward's scope */
-    for (int i = 0; i < cn_module_child_count(m) && h; i++)
-        h = cn_module_forward(cn_module_child(m, i), h);
+    int n = cn_module_child_count(m);
+    for (int i = 0; i < n && h; i++) {
+        cn_module *c = cn_module_child(m, i);
+        if (i + 1 < n && nn_is_conv2d(c) && nn_is_relu(cn_module_child(m, i + 1))) {
+            h = nn_conv2d_relu_forward(c, h);
+            i++;
+        } else {
+            h = cn_module_forward(c, h);
+        }
+    }
     return h; /* x itself for no children: the wrapper makes it a view */
 }
 

@@ -238,6 +238,8 @@ case("conv2d", "conv2d_groups_bias", [Fl([2, 2, 5, 6]), Fl([4, 1, 3, 3]), Fl([4]
      ints=CONV_A)
 case("conv2d", "conv2d_plain", [Fl([1, 2, 4, 4]), Fl([3, 2, 2, 2])],
      lambda x, w: conv(x, w, None, CONV_B), ints=CONV_B)
+case("conv2d_relu", "conv2d_relu_groups_bias", [Fl([2, 2, 5, 6]), Fl([4, 1, 3, 3]), Fl([4])],
+     lambda x, w, b: F.relu(conv(x, w, b)), ints=CONV_A)
 POOL_A = [3, 2, 2, 1, 1, 1]  # kernel (3, 2), stride (2, 1), padding (1, 1): windows overlap
 
 

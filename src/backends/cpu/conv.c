@@ -1,7 +1,7 @@
 /* CPU 2-D convolution: im2col + GEMM through OpenBLAS.
  *
  * x: [N, C, H, W] (any strides), w: [O, C/g, KH, KW] (any strides), b: [O] or absent
- * -> out: [N, O, OH, OW] contiguous.
+ * -> out: [N, O, OH, OW] contiguous; conv2d_relu: the same, then relu.
  * For each image n and group g the receptive fields are unrolled into a column matrix
  * col: [C/g*KH*KW, OH*OW], and out[n, group g] = w_g [O/g, C/g*KH*KW] @ col, plus the bias.
  * A 1x1 convolution with unit stride and no padding reads x in place as the column matrix. */
@@ -16,20 +16,34 @@
 /* Per-thread scratch sizes are rounded to cache lines so that threads never share one. */
 static size_t round_line(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* out rows [Og, P] += b[o] (or = b[o] when k_empty, the GEMM having written nothing). */
-static void add_bias(cn_dtype dt, void *out, const cn_view *b, int64_t o0, int64_t Og,
-                     int64_t P, int k_empty) {
-    for (int64_t o = 0; o < Og; o++) {
-        if (dt == CN_F32) {
-            float *row = (float *)out + o * P;
-            float v = b ? ((const float *)b->data)[(o0 + o) * b->strides[0]] : 0.0f;
-            for (int64_t p = 0; p < P; p++) row[p] = k_empty ? v : row[p] + v;
-        } else {
-            double *row = (double *)out + o * P;
-            double v = b ? ((const double *)b->data)[(o0 + o) * b->strides[0]] : 0.0;
-            for (int64_t p = 0; p < P; p++) row[p] = k_empty ? v : row[p] + v;
-        }
+/* out rows [Og, P] += b[o] (or = b[o] when k_empty, the GEMM having written nothing), then
+ * relu when asked (conv2d_relu): one pass over rows the GEMM has just left in cache. relu as
+ * its kernel computes it (v < 0 ? 0 : v: NaN and -0 stay), so the fused op's values are the
+ * two ops' bit for bit. */
+#define DEFINE_EPILOGUE(T, name)                                                                \
+    static void name(T *out, const cn_view *b, int64_t o0, int64_t Og, int64_t P, int k_empty,  \
+                     int relu) {                                                                \
+        for (int64_t o = 0; o < Og; o++) {                                                      \
+            T *row = out + o * P;                                                               \
+            T v = b ? ((const T *)b->data)[(o0 + o) * b->strides[0]] : (T)0;                    \
+            if (k_empty)                                                                        \
+                for (int64_t p = 0; p < P; p++) row[p] = v;                                     \
+            else if (b)                                                                         \
+                for (int64_t p = 0; p < P; p++) row[p] += v;                                    \
+            if (relu)                                                                           \
+                for (int64_t p = 0; p < P; p++) row[p] = row[p] < 0 ? (T)0 : row[p];            \
+        }                                                                                       \
     }
+DEFINE_EPILOGUE(float, epilogue_f32)
+DEFINE_EPILOGUE(double, epilogue_f64)
+#undef DEFINE_EPILOGUE
+
+static void epilogue(cn_dtype dt, void *out, const cn_view *b, int64_t o0, int64_t Og, int64_t P,
+                     int k_empty, int relu) {
+    if (dt == CN_F32)
+        epilogue_f32((float *)out, b, o0, Og, P, k_empty, relu);
+    else
+        epilogue_f64((double *)out, b, o0, Og, P, k_empty, relu);
 }
 
 /* ---- the kernel ----------------------------------------------------------------------------- */
@@ -42,6 +56,7 @@ typedef struct conv_job {
     const char *wdata;   /* weights as [O, K] */
     int64_t w_ld;
     int direct_cols;     /* x is the column matrix itself */
+    int relu;            /* conv2d_relu */
     int64_t col_ld;
     char *cols;          /* a column buffer per chunk, col_bytes apart */
     size_t col_bytes;
@@ -70,7 +85,7 @@ static void conv_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
         const char *wg = j->wdata + (size_t)(grp * g->Og * j->w_ld) * es;
         char *out = (char *)j->ov->data + (size_t)((n * g->O + grp * g->Og) * g->P) * es;
         cpu_gemm(j->dt, 0, 0, g->Og, g->P, g->K, wg, j->w_ld, col, j->col_ld, 0.0, out, g->P);
-        if (j->bv) add_bias(j->dt, out, j->bv, grp * g->Og, g->Og, g->P, 0);
+        if (j->bv || j->relu) epilogue(j->dt, out, j->bv, grp * g->Og, g->Og, g->P, 0, j->relu);
     }
 }
 
@@ -81,6 +96,7 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
     if (dt != CN_F32 && dt != CN_F64) /* unreachable through the router: dtypes[op] (backend.c) */
         return cn__kernel_dtype_error("cpu", args->op, dt);
     size_t es = cn_dtype_size(dt);
+    int relu = args->op == CN_OP_CONV2D_RELU;
     cpu_conv_geom g;
     cn_status st = cpu_conv_geom_init(&g, args);
     if (st != CN_OK) return st;
@@ -88,7 +104,8 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
     if (tasks == 0 || g.Og == 0 || g.P == 0) return CN_OK;
     if (g.K == 0) { /* no input channels: the output is the bias */
         for (int64_t n = 0; n < g.N; n++)
-            add_bias(dt, (char *)ov->data + (size_t)(n * g.O * g.P) * es, bv, 0, g.O, g.P, 1);
+            epilogue(dt, (char *)ov->data + (size_t)(n * g.O * g.P) * es, bv, 0, g.O, g.P, 1,
+                     relu);
         return CN_OK;
     }
     if (g.Og > INT_MAX || g.P > INT_MAX || g.K > INT_MAX)
@@ -131,7 +148,7 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
         wdata = scratch;
     }
     conv_job j = {.g = &g, .xv = xv, .ov = ov, .bv = bv, .dt = dt, .es = es, .wdata = wdata,
-                  .w_ld = w_ld, .direct_cols = direct_cols, .col_ld = col_ld,
+                  .w_ld = w_ld, .direct_cols = direct_cols, .relu = relu, .col_ld = col_ld,
                   .cols = scratch ? scratch + w_bytes : NULL, .col_bytes = col_bytes};
     cpu_parallel(tasks, chunks, conv_tasks, &j);
     cn__free(scratch);

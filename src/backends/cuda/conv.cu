@@ -108,6 +108,16 @@ __global__ void bias_kernel(char *out, int64_t N, int64_t O, int64_t P, const ch
     }
 }
 
+/* out[e] = relu(out[e]) over n values (conv2d_relu's activation; v < 0 ? 0 : v keeps NaN). */
+template <typename T>
+__global__ void relu_kernel(char *out, int64_t n, int dt, int es) {
+    CU_GRID_LOOP(e, n) {
+        char *dst = out + e * es;
+        T v = cu_ld<T>(dst, dt);
+        cu_st<T>(dst, dt, v < (T)0 ? (T)0 : v);
+    }
+}
+
 /* ---- host helpers ------------------------------------------------------------------------------- */
 
 
@@ -194,8 +204,8 @@ extern "C" cn_status cu_conv_add_bias(cu_dev *d, const char *op, const cu_conv_g
 /* ---- forward ------------------------------------------------------------------------------------ */
 
 /* in = (x, w, optional b); conv2d's ints; out [N, O, OH, OW] contiguous. */
-extern "C" cn_status cuda_conv2d(const cn_kernel_args *a) {
-    const char *op = "conv2d";
+static cn_status conv_forward(const cn_kernel_args *a) {
+    const char *op = cn_op_name(a->op);
     const cn_view *xv = &a->in[0], *wv = &a->in[1], *ov = &a->out[0];
     const cn_view *bv = a->n_in > 2 ? &a->in[2] : NULL;
     cu_conv_geom g; /* dtypes: f32, f64, f16 or bf16 (backend.c), all alike */
@@ -243,6 +253,27 @@ extern "C" cn_status cuda_conv2d(const cn_kernel_args *a) {
     cu_scratch_free(d, col);
     cu_scratch_free(d, w_owned);
     return s;
+}
+
+/* conv2d, and conv2d_relu: the convolution, then relu over its output in a second pass (cuDNN's
+ * fused conv-bias-activation is not used yet). */
+extern "C" cn_status cuda_conv2d(const cn_kernel_args *a) {
+    cn_status s = conv_forward(a);
+    if (s != CN_OK || a->op != CN_OP_CONV2D_RELU) return s;
+    const cn_view *ov = &a->out[0];
+    int64_t total = 1;
+    for (int k = 0; k < ov->ndim; k++) total *= ov->shape[k];
+    if (total == 0) return CN_OK;
+    cu_dev *d = cu_device(cn_op_name(a->op), a->device);
+    if (!d) return cn_last_status();
+    int es = (int)cn_dtype_size(ov->dtype);
+    if (ov->dtype == CN_F64)
+        relu_kernel<double><<<cu_blocks(total), CU_THREADS, 0, d->stream>>>(
+            (char *)ov->data, total, ov->dtype, es);
+    else
+        relu_kernel<float><<<cu_blocks(total), CU_THREADS, 0, d->stream>>>(
+            (char *)ov->data, total, ov->dtype, es);
+    return cu_check_launch(cn_op_name(a->op), "relu_kernel");
 }
 
 /* ---- the input's gradient ----------------------------------------------------------------------- */

@@ -1,0 +1,150 @@
+/* conv2d_relu, the fused convolution + relu, against its definition: relu(conv2d(...)) through
+ * the two public ops, bit for bit on the CPU, in values and in every gradient (autodiff of
+ * sum(y * R)); the same through Sequential, which fuses a Conv2d child followed by a ReLU child
+ * (and keeps its parameter names); NaN through the relu; errors naming conv2d_relu. PyTorch's
+ * values and finite differences are in test_op_table (its conv2d_relu case). */
+#include <math.h>
+
+#include "harness.h"
+
+static uint64_t rng_state = 0x243f6a8885a308d3ull;
+
+static cn_tensor *rand_tensor(const int64_t *shape, int ndim, cn_dtype dt, cn_device dev) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    double *v = th_alloc_doubles(n);
+    for (int64_t i = 0; i < n; i++) v[i] = ((double)th_lcg(&rng_state) / 2147483648.0 - 0.5) * 2;
+    cn_tensor *t = th_tensor(v, shape, ndim, dt);
+    free(v);
+    cn_tensor *d = cn_to_device(t, dev);
+    cn_release(t);
+    return th_own(d);
+}
+
+/* Checks a and b hold the same values bit for bit (NaN matching NaN). */
+static void check_same(const char *what, cn_tensor *a, cn_tensor *b) {
+    if (!a || !b || cn_numel(a) != cn_numel(b)) {
+        fprintf(stderr, "%s: missing or mismatched (%s)\n", what, cn_last_error());
+        th_checks_failed++;
+        return;
+    }
+    double *va = th_values(a), *vb = th_values(b);
+    for (int64_t i = 0; i < cn_numel(a); i++)
+        if (!(va[i] == vb[i] && signbit(va[i]) == signbit(vb[i])) && !(isnan(va[i]) && isnan(vb[i]))) {
+            fprintf(stderr, "%s[%lld]: %.17g, want %.17g\n", what, (long long)i, va[i], vb[i]);
+            th_checks_failed++;
+            break;
+        }
+    free(va);
+    free(vb);
+}
+
+typedef struct geom {
+    const char *name;
+    int64_t x[4], w[4];
+    cn_conv2d_params p;
+    int bias;
+} geom;
+
+static const geom geoms[] = {
+    {"cnn conv1 (threaded, 1 channel)", {64, 1, 28, 28}, {32, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, 1},
+    {"cnn conv2", {8, 32, 14, 14}, {64, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, 1},
+    {"stride, dilation, groups, no bias", {2, 4, 9, 8}, {6, 2, 3, 2}, {{2, 1}, {1, 0}, {1, 2}, 2}, 0},
+    {"1x1 in place", {3, 5, 4, 6}, {7, 5, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1}, 1},
+};
+
+static void test_values_and_gradients_match_the_two_ops(void) {
+    for (size_t k = 0; k < sizeof geoms / sizeof geoms[0]; k++)
+        for (int d = 0; d < 2; d++) {
+            const geom *G = &geoms[k];
+            cn_dtype dt = d ? CN_F64 : CN_F32;
+            cn_device ad = cn_autodiff(cn_cpu());
+            cn_tensor *x = cn_require_grad(rand_tensor(G->x, 4, dt, ad));
+            cn_tensor *w = cn_require_grad(rand_tensor(G->w, 4, dt, ad));
+            cn_tensor *b = G->bias ? cn_require_grad(rand_tensor(&G->w[0], 1, dt, ad)) : NULL;
+            cn_tensor *fused = th_own(cn_conv2d_relu(x, w, b, &G->p));
+            cn_tensor *conv = th_own(cn_conv2d(x, w, b, &G->p));
+            cn_tensor *two = th_own(cn_relu(conv));
+            check_same(G->name, fused, two);
+            /* gradients of sum(y * R), R a fixed random tensor */
+            cn_tensor *r = fused ? rand_tensor(cn_shape(fused), 4, dt, cn_cpu()) : NULL;
+            cn_tensor *ra = r ? th_own(cn_to_device(r, ad)) : NULL;
+            cn_grads *gf = cn_backward(th_own(cn_sum(th_own(cn_mul(fused, ra)))));
+            cn_grads *gt = cn_backward(th_own(cn_sum(th_own(cn_mul(two, ra)))));
+            CHECK(gf && gt);
+            if (gf && gt) {
+                check_same("grad x", cn_grad(gf, x), cn_grad(gt, x));
+                check_same("grad w", cn_grad(gf, w), cn_grad(gt, w));
+                if (b) check_same("grad b", cn_grad(gf, b), cn_grad(gt, b));
+            }
+            cn_grads_free(gf);
+            cn_grads_free(gt);
+            th_release_owned();
+        }
+}
+
+/* relu keeps NaN (v < 0 ? 0 : v), in the fused op as in relu's kernel. */
+static void test_nan_passes_through(void) {
+    double xv[4] = {1, NAN, 2, -3}, wv[1] = {1};
+    cn_tensor *x = th_own(th_tensor(xv, (int64_t[]){1, 1, 2, 2}, 4, CN_F32));
+    cn_tensor *w = th_own(th_tensor(wv, (int64_t[]){1, 1, 1, 1}, 4, CN_F32));
+    th_check_values("nan", th_own(cn_conv2d_relu(x, w, NULL, NULL)), (double[]){1, NAN, 2, 0}, 4,
+                    0);
+    th_release_owned();
+}
+
+/* Sequential(Conv2d, ReLU, MaxPool2d, Conv2d, ReLU) gives the two ops' values and gradients, and
+ * its parameters keep their names ("0.weight", "3.bias"). */
+static void test_sequential_fuses_conv_and_relu(void) {
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_generator g = cn_generator_new(7), *gen = &g;
+    const cn_conv2d_params same = {.padding = {1, 1}};
+    const cn_pool2d_params pool2 = {.kernel = {2, 2}, .stride = {2, 2}};
+    cn_module *layers[5] = {
+        cn_conv2d_new(2, 4, 3, 3, &same, 1, ad, CN_F32, gen), cn_activation_new(CN_ACT_RELU),
+        cn_max_pool2d_new(&pool2), cn_conv2d_new(4, 3, 3, 3, &same, 1, ad, CN_F32, gen),
+        cn_activation_new(CN_ACT_RELU)};
+    cn_module *net = cn_sequential_new(layers, 5);
+    CHECK(net != NULL);
+    if (!net) return;
+    cn_tensor *w0 = cn_module_find(net, "0.weight"), *b0 = cn_module_find(net, "0.bias");
+    cn_tensor *w3 = cn_module_find(net, "3.weight"), *b3 = cn_module_find(net, "3.bias");
+    CHECK(w0 && b0 && w3 && b3);
+    cn_tensor *x = rand_tensor((int64_t[]){3, 2, 6, 6}, 4, CN_F32, ad);
+    cn_tensor *y = th_own(cn_module_forward(net, x));
+    cn_tensor *h = th_own(cn_relu(th_own(cn_conv2d(x, w0, b0, &same))));
+    h = th_own(cn_max_pool2d(h, &pool2));
+    cn_tensor *want = th_own(cn_relu(th_own(cn_conv2d(h, w3, b3, &same))));
+    check_same("sequential forward", y, want);
+    cn_grads *gy = cn_backward(th_own(cn_sum(th_own(cn_mul(y, y)))));
+    cn_grads *gw = cn_backward(th_own(cn_sum(th_own(cn_mul(want, want)))));
+    CHECK(gy && gw);
+    if (gy && gw) {
+        check_same("sequential grad 0.weight", cn_grad(gy, w0), cn_grad(gw, w0));
+        check_same("sequential grad 3.bias", cn_grad(gy, b3), cn_grad(gw, b3));
+    }
+    cn_grads_free(gy);
+    cn_grads_free(gw);
+    th_release_owned();
+    cn_module_free(net);
+}
+
+static void test_errors_name_the_fused_op(void) {
+    cn_tensor *x = rand_tensor((int64_t[]){1, 3, 4, 4}, 4, CN_F32, cn_cpu());
+    cn_tensor *w = rand_tensor((int64_t[]){2, 2, 3, 3}, 4, CN_F32, cn_cpu());
+    cn_tensor *x64 = rand_tensor((int64_t[]){1, 2, 4, 4}, 4, CN_F64, cn_cpu());
+    cn_tensor *xi = th_own(cn_cast(x, CN_I32));
+    CHECK_FAILS(cn_conv2d_relu(x, w, NULL, NULL), CN_ERR_SHAPE, "conv2d_relu");
+    CHECK_FAILS(cn_conv2d_relu(x64, w, NULL, NULL), CN_ERR_DTYPE, "conv2d_relu");
+    CHECK_FAILS(cn_conv2d_relu(xi, w, NULL, NULL), CN_ERR_KIND, "conv2d_relu");
+    CHECK_FAILS(cn_conv2d_relu(NULL, w, NULL, NULL), CN_ERR_NULL_ARG, "conv2d_relu");
+    th_release_owned();
+}
+
+int main(void) {
+    RUN(test_values_and_gradients_match_the_two_ops);
+    RUN(test_nan_passes_through);
+    RUN(test_sequential_fuses_conv_and_relu);
+    RUN(test_errors_name_the_fused_op);
+    return th_finish();
+}

@@ -355,6 +355,11 @@ static cn_tensor *f_conv2d(cn_tensor *const *x, const void *a) {
     cn_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6]};
     return cn_conv2d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
 }
+static cn_tensor *f_conv2d_relu(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6]};
+    return cn_conv2d_relu(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
+}
 static cn_tensor *f_conv_bw_input(cn_tensor *const *x, const void *a) {
     return cn__conv2d_backward_input(x[0], x[1], A(a)->shape, A(a)->ints);
 }
@@ -1031,6 +1036,8 @@ static void run_conv_case(const conv_case *k, cn_dtype dt, int strided) {
     const char *l = strided ? "strided" : "contiguous";
     check_op(label("conv2d %s %s %s", k->name, cn_dtype_name(dt), l), CN_OP_CONV2D, f_conv2d, &a,
              in, 3, 4);
+    check_op(label("conv2d_relu %s %s %s", k->name, cn_dtype_name(dt), l), CN_OP_CONV2D_RELU,
+             f_conv2d_relu, &a, in, 3, 4);
     pair g = conv_input(gs, dt, strided);
     pair bi[2] = {g, in[1]}, bw[2] = {g, in[0]};
     args ai = {.ints = p, .shape = xs}, aw = {.ints = p, .shape = ws};

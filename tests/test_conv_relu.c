@@ -1,7 +1,8 @@
 /* conv2d_relu, the fused convolution + relu, against its definition: relu(conv2d(...)) through
  * the two public ops, bit for bit on the CPU, in values and in every gradient (autodiff of
  * sum(y * R)); the same through Sequential, which fuses a Conv2d child followed by a ReLU child
- * (and keeps its parameter names); NaN through the relu; errors naming conv2d_relu. PyTorch's
+ * and runs a ReLU followed by a MaxPool2d as the pool then the relu (and keeps its parameter
+ * names); NaN through the relu; errors naming conv2d_relu. PyTorch's
  * values and finite differences are in test_op_table (its conv2d_relu case). */
 #include <math.h>
 
@@ -93,8 +94,9 @@ static void test_nan_passes_through(void) {
     th_release_owned();
 }
 
-/* Sequential(Conv2d, ReLU, MaxPool2d, Conv2d, ReLU) gives the two ops' values and gradients, and
- * its parameters keep their names ("0.weight", "3.bias"). */
+/* Sequential(Conv2d, ReLU, MaxPool2d, Conv2d, ReLU) (the pool before the first relu, the second
+ * conv and relu fused) gives the unfused ops' values and gradients, and its parameters keep
+ * their names ("0.weight", "3.bias"). */
 static void test_sequential_fuses_conv_and_relu(void) {
     cn_device ad = cn_autodiff(cn_cpu());
     cn_generator g = cn_generator_new(7), *gen = &g;
@@ -110,7 +112,7 @@ static void test_sequential_fuses_conv_and_relu(void) {
     cn_tensor *w0 = cn_module_find(net, "0.weight"), *b0 = cn_module_find(net, "0.bias");
     cn_tensor *w3 = cn_module_find(net, "3.weight"), *b3 = cn_module_find(net, "3.bias");
     CHECK(w0 && b0 && w3 && b3);
-    cn_tensor *x = rand_tensor((int64_t[]){3, 2, 6, 6}, 4, CN_F32, ad);
+    cn_tensor *x = cn_require_grad(rand_tensor((int64_t[]){3, 2, 6, 6}, 4, CN_F32, ad));
     cn_tensor *y = th_own(cn_module_forward(net, x));
     cn_tensor *h = th_own(cn_relu(th_own(cn_conv2d(x, w0, b0, &same))));
     h = th_own(cn_max_pool2d(h, &pool2));
@@ -120,13 +122,50 @@ static void test_sequential_fuses_conv_and_relu(void) {
     cn_grads *gw = cn_backward(th_own(cn_sum(th_own(cn_mul(want, want)))));
     CHECK(gy && gw);
     if (gy && gw) {
+        check_same("sequential grad x", cn_grad(gy, x), cn_grad(gw, x));
         check_same("sequential grad 0.weight", cn_grad(gy, w0), cn_grad(gw, w0));
+        check_same("sequential grad 0.bias", cn_grad(gy, b0), cn_grad(gw, b0));
+        check_same("sequential grad 3.weight", cn_grad(gy, w3), cn_grad(gw, w3));
         check_same("sequential grad 3.bias", cn_grad(gy, b3), cn_grad(gw, b3));
     }
     cn_grads_free(gy);
     cn_grads_free(gw);
     th_release_owned();
     cn_module_free(net);
+}
+
+/* Sequential(ReLU, MaxPool2d) runs the pool first: the same values and gradients as relu then
+ * pool, with ties (values k/4 for k in -4..4), windows that padding clips, and all-negative
+ * windows. */
+static void test_sequential_commutes_relu_and_max_pool(void) {
+    const cn_pool2d_params pools[2] = {{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}},
+                                       {.kernel = {2, 2}, .stride = {2, 2}}};
+    for (int k = 0; k < 2; k++) {
+        cn_device ad = cn_autodiff(cn_cpu());
+        cn_module *layers[2] = {cn_activation_new(CN_ACT_RELU), cn_max_pool2d_new(&pools[k])};
+        cn_module *net = cn_sequential_new(layers, 2);
+        CHECK(net != NULL);
+        if (!net) return;
+        int64_t n = 2 * 3 * 7 * 8;
+        double *v = th_alloc_doubles(n);
+        for (int64_t i = 0; i < n; i++) v[i] = (double)((int64_t)(th_lcg(&rng_state) % 9) - 4) / 4;
+        for (int64_t i = 0; i < 8; i++) v[i] = -1; /* the first row all negative */
+        cn_tensor *x0 = th_own(th_tensor(v, (int64_t[]){2, 3, 7, 8}, 4, CN_F32));
+        free(v);
+        cn_tensor *x = cn_require_grad(th_own(cn_to_device(x0, ad)));
+        cn_tensor *y = th_own(cn_module_forward(net, x));
+        cn_tensor *want = th_own(cn_max_pool2d(th_own(cn_relu(x)), &pools[k]));
+        check_same("relu, max pool", y, want);
+        cn_tensor *r = want ? rand_tensor(cn_shape(want), 4, CN_F32, ad) : NULL;
+        cn_grads *gy = cn_backward(th_own(cn_sum(th_own(cn_mul(y, r)))));
+        cn_grads *gw = cn_backward(th_own(cn_sum(th_own(cn_mul(want, r)))));
+        CHECK(gy && gw);
+        if (gy && gw) check_same("relu, max pool: grad x", cn_grad(gy, x), cn_grad(gw, x));
+        cn_grads_free(gy);
+        cn_grads_free(gw);
+        th_release_owned();
+        cn_module_free(net);
+    }
 }
 
 static void test_errors_name_the_fused_op(void) {
@@ -145,6 +184,7 @@ int main(void) {
     RUN(test_values_and_gradients_match_the_two_ops);
     RUN(test_nan_passes_through);
     RUN(test_sequential_fuses_conv_and_relu);
+    RUN(test_sequential_commutes_relu_and_max_pool);
     RUN(test_errors_name_the_fused_op);
     return th_finish();
 }

@@ -56,9 +56,10 @@ cn_tensor *nn_uniform_param(const int64_t *shape, int ndim, double bound, cn_dev
 cn_tensor *nn_full_param(const int64_t *shape, int ndim, double value, int tracked,
                          cn_device device, cn_dtype dtype);
 
-/* Whether m is a Conv2d (nn/conv.c) or a ReLU (nn/activation.c) module. */
+/* Whether m is a Conv2d (nn/conv.c), a ReLU (nn/activation.c) or a MaxPool2d (nn/pool.c). */
 int nn_is_conv2d(const cn_module *m);
 int nn_is_relu(const cn_module *m);
+int nn_is_max_pool2d(const cn_module *m);
 
 /* A Conv2d module's forward followed by relu, as one fused op (cn_conv2d_relu): Sequential's
  * forward for a Conv2d child followed by a ReLU child. */

@@ -17,6 +17,8 @@ static void free_state(void *state) { cn__free(state); }
 static const cn_module_vtable max_vtable = {"MaxPool2d", max_forward, NULL, free_state};
 static const cn_module_vtable avg_vtable = {"AvgPool2d", avg_forward, NULL, free_state};
 
+int nn_is_max_pool2d(const cn_module *m) { return m->vt == &max_vtable; }
+
 /* The parameters are checked by the op at the first forward, where the input is known. */
 static cn_module *pool_new(const char *op, const cn_module_vtable *vt, const cn_pool2d_params *p) {
     if (!p) {

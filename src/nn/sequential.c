@@ -4,14 +4,29 @@
 #include "core/error_internal.h"
 #include "nn/nn_internal.h"
 
-/* A Conv2d child followed by a ReLU child runs as one fused op (cn_conv2d_relu: the same values
- * and gradients, without writing the convolution's output and reading it back for the relu). */
+/* Two exact rewrites that save passes over the largest activations:
+ * - a ReLU child followed by a MaxPool2d child runs as the pool, then the relu: max and relu
+ *   commute (relu is monotone, and the max pool ignores padding), and so do their gradients
+ *   (both send g to the window's first maximum when it is positive, nothing otherwise), while
+ *   the relu and its backward now touch the pooled tensor, a quarter of the size for 2x2
+ *   windows, and the pool's backward hands the layer before a gradient already masked (only a
+ *   zero's sign may differ: relu keeps -0);
+ * - a Conv2d child followed by a ReLU child (not itself followed by a MaxPool2d) runs as one
+ *   fused op (cn_conv2d_relu: the same values and gradients, without writing the convolution's
+ *   output and reading it back for the relu). */
 static cn_tensor *sequential_forward(cn_module *m, cn_tensor *x) {
     cn_tensor *h = x; /* each child's output is owned by this forward's scope */
     int n = cn_module_child_count(m);
     for (int i = 0; i < n && h; i++) {
         cn_module *c = cn_module_child(m, i);
-        if (i + 1 < n && nn_is_conv2d(c) && nn_is_relu(cn_module_child(m, i + 1))) {
+        cn_module *next = i + 1 < n ? cn_module_child(m, i + 1) : NULL;
+        cn_module *after = i + 2 < n ? cn_module_child(m, i + 2) : NULL;
+        if (nn_is_relu(c) && next && nn_is_max_pool2d(next)) {
+            h = cn_module_forward(next, h);
+            if (h) h = cn_module_forward(c, h);
+            i++;
+        } else if (nn_is_conv2d(c) && next && nn_is_relu(next) &&
+                   !(after && nn_is_max_pool2d(after))) {
             h = nn_conv2d_relu_forward(c, h);
             i++;
         } else {

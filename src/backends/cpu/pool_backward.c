@@ -303,9 +303,11 @@ typedef struct pool_back_job {
     size_t es;
     int64_t C, plane;
     int is_max;
+    int covers; /* the 2x2 fast path writes every element of each plane: no zeroing first */
 } pool_back_job;
 
-/* (n, c) planes [begin, end) of gx, each zeroed and then filled from its windows. */
+/* (n, c) planes [begin, end) of gx, each zeroed (unless the windows cover it) and then filled
+ * from its windows. */
 static void pool_back_planes(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     (void)chunk;
     const pool_back_job *j = ctx;
@@ -316,7 +318,7 @@ static void pool_back_planes(void *ctx, int64_t chunk, int64_t begin, int64_t en
         const char *g = (const char *)gv->data +
                         (n * gv->strides[0] + c * gv->strides[1]) * (int64_t)es;
         char *gx = (char *)j->ov->data + (size_t)(q * j->plane) * es;
-        memset(gx, 0, (size_t)j->plane * es);
+        if (!j->covers) memset(gx, 0, (size_t)j->plane * es);
         if (j->is_max) {
             const char *x = (const char *)xv->data +
                             (n * xv->strides[0] + c * xv->strides[1]) * (int64_t)es;
@@ -363,8 +365,12 @@ cn_status cpu_pool2d_backward(const cn_kernel_args *args) {
     if (planes == 0 || plane == 0) return CN_OK;
     double work = (double)planes * (double)(p.OH * p.OW) * (double)(p.KH * p.KW);
 
+    /* 2x2 windows at stride 2 tiling the plane exactly: each element lies in one whole window,
+     * and the fast rows write (not add) all four of every window's elements */
+    int covers = p.fast_k == 2 && p.ph == 0 && p.pw == 0 && p.H == 2 * p.OH && p.W == 2 * p.OW &&
+                 p.ow_lo == 0 && p.ow_hi == p.OW;
     pool_back_job j = {.p = &p, .gv = gv, .xv = xv, .ov = ov, .dt = dt, .es = es, .C = C,
-                       .plane = plane, .is_max = is_max};
+                       .plane = plane, .is_max = is_max, .covers = covers};
     int64_t chunks = work < 2.0 * CPU_PARALLEL_GRAIN ? 1 : cpu_chunks(planes, 1);
     cpu_parallel(planes, chunks, pool_back_planes, &j);
     return CN_OK;

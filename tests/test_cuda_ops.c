@@ -360,6 +360,14 @@ static cn_tensor *f_conv2d_relu(cn_tensor *const *x, const void *a) {
     cn_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6]};
     return cn_conv2d_relu(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
 }
+static cn_tensor *f_conv2d_max_pool2d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6]};
+    return cn_conv2d_max_pool2d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p, A(a)->i1);
+}
+static cn_tensor *f_max_pool_bw_index(cn_tensor *const *x, const void *a) {
+    return cn__max_pool2d_backward_index(x[0], x[1], A(a)->shape, A(a)->i1);
+}
 static cn_tensor *f_conv_bw_input(cn_tensor *const *x, const void *a) {
     return cn__conv2d_backward_input(x[0], x[1], A(a)->shape, A(a)->ints);
 }
@@ -1038,6 +1046,17 @@ static void run_conv_case(const conv_case *k, cn_dtype dt, int strided) {
              in, 3, 4);
     check_op(label("conv2d_relu %s %s %s", k->name, cn_dtype_name(dt), l), CN_OP_CONV2D_RELU,
              f_conv2d_relu, &a, in, 3, 4);
+    /* conv2d then a 2x2 max pool at stride 2, and that pool's backward from random choices */
+    int64_t zs[4] = {k->N, k->O, OH, OW}, ps[4] = {k->N, k->O, OH / 2, OW / 2};
+    args ap = {.ints = p, .i0 = k->bias, .i1 = 2, .shape = zs};
+    check_op(label("conv2d_max_pool2d %s %s %s", k->name, cn_dtype_name(dt), l),
+             CN_OP_CONV2D_MAX_POOL2D, f_conv2d_max_pool2d, &ap, in, 3, 4);
+    pair pin[2] = {input(ps, 4, dt, -1, 1, strided ? STRIDED : CONTIG),
+                   input(ps, 4, CN_U8, 0, 4, CONTIG)};
+    check_op(label("max_pool2d_backward_index %s %s %s", k->name, cn_dtype_name(dt), l),
+             CN_OP_MAX_POOL2D_BACKWARD_INDEX, f_max_pool_bw_index, &ap, pin, 2, 1);
+    pair_free(pin[0]);
+    pair_free(pin[1]);
     pair g = conv_input(gs, dt, strided);
     pair bi[2] = {g, in[1]}, bw[2] = {g, in[0]};
     args ai = {.ints = p, .shape = xs}, aw = {.ints = p, .shape = ws};

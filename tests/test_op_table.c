@@ -180,6 +180,22 @@ static cn_tensor *run_conv2d_relu(const oc_call *c) {
     return cn_conv2d_relu(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p);
 }
 
+/* ints: conv2d's 7, then the pool's k */
+static cn_tensor *run_conv2d_max_pool2d(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    cn_conv2d_params p = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}, i[6]};
+    return cn_conv2d_max_pool2d(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p, i[7]);
+}
+
+/* ints: the pool input's shape, then k; the choices (i64 in the data) as the u8 the op takes */
+static cn_tensor *run_max_pool_bwd_index(const oc_call *c) {
+    cn_tensor *idx = cn_cast(c->x[1], CN_U8);
+    cn_tensor *out = idx ? cn__max_pool2d_backward_index(c->x[0], idx, c->d->ints, c->d->ints[4])
+                         : NULL;
+    cn_release(idx);
+    return out;
+}
+
 /* ints: kernel h, w, stride h, w, padding h, w */
 static cn_tensor *run_pool(const oc_call *c) {
     const int64_t *i = c->d->ints;
@@ -361,12 +377,14 @@ static const oc_op ops[CN__OP_ALL] = {
      * overlapping padded windows (max on distinct values) */
     [CN_OP_CONV2D] = {run_conv2d},
     [CN_OP_CONV2D_RELU] = {run_conv2d_relu},
+    [CN_OP_CONV2D_MAX_POOL2D] = {run_conv2d_max_pool2d},
     [CN_OP_MAX_POOL2D] = {run_pool, .pool = cn_max_pool2d},
     [CN_OP_AVG_POOL2D] = {run_pool, .pool = cn_avg_pool2d},
     /* the backward kernels through their router entries, against torch.nn.grad and autograd */
     [CN_OP_CONV2D_BACKWARD_INPUT] = {run_conv_bwd_input},
     [CN_OP_CONV2D_BACKWARD_WEIGHT] = {run_conv_bwd_weight},
     [CN_OP_MAX_POOL2D_BACKWARD] = {run_max_pool_bwd},
+    [CN_OP_MAX_POOL2D_BACKWARD_INDEX] = {run_max_pool_bwd_index},
     [CN_OP_AVG_POOL2D_BACKWARD] = {run_avg_pool_bwd},
     /* the fused backward of relu, tanh, sigmoid, silu and gelu (both forms), against aten's
      * threshold/tanh/sigmoid/silu/gelu_backward */

@@ -30,6 +30,17 @@
  * - erf: elementwise unary, float.
  * - conv2d_relu: conv2d's inputs, ints and output, with relu applied to each output value
  *   (NaN stays NaN, as relu's kernels do): max(conv2d(x, w, b), 0) in one pass.
+ * - conv2d_max_pool2d: conv2d's inputs; ints = conv2d's 7, then k (2 <= k <= 15): a max pool of
+ *   k x k windows at stride k, unpadded, over the convolution's output z [N, O, OH, OW]. out[0]
+ *   = the pool [N, O, OH / k, OW / k] (rows and columns past the last whole window dropped, as
+ *   max_pool2d does), contiguous; when n_out is 2, out[1] = u8 of the same shape, contiguous:
+ *   each window's choice i * k + j (row i, column j of the window): its first NaN, else its
+ *   first maximum, in row-major order (max_pool2d's choice). args->conv: the convolution's.
+ * - max_pool2d_backward_index: in = (g [N, C, PH, PW] any strides, idx u8 [N, C, PH, PW]
+ *   contiguous: conv2d_max_pool2d's out[1]); ints = max_pool2d's 6 (k, k, k, k, 0, 0);
+ *   args->conv: the pool's geometry (h, w: the pooled tensor's input); out = [N, C, H, W]
+ *   contiguous: 0 + g at each window's chosen element, +0 elsewhere (max_pool2d_backward's
+ *   values).
  * - conv2d_backward_input: in = (g [N,O,OH,OW], w [O,C/g,KH,KW]), conv2d's ints; out = the
  *   input's gradient [N,C,H,W]. conv2d_backward_weight: in = (g, x [N,C,H,W]), conv2d's ints;
  *   out = the weight's gradient [O,C/g,KH,KW].
@@ -102,6 +113,10 @@ typedef enum cn_op {
     /* added for speed: conv2d followed by relu in one kernel (conv2d's inputs and ints; the
      * output is max(conv2d, 0), written once) */
     CN_OP_CONV2D_RELU,
+    /* added for speed: conv2d followed by a max pool of non-overlapping square windows in one
+     * kernel (the convolution's output is never written out), and that pool's backward from the
+     * window positions it kept */
+    CN_OP_CONV2D_MAX_POOL2D, CN_OP_MAX_POOL2D_BACKWARD_INDEX,
     CN_OP_COUNT
 } cn_op;
 

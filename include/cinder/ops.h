@@ -200,6 +200,16 @@ CN_API cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_c
  * the two calls. `cn_sequential_new` models use it for each Conv2d followed by a ReLU. */
 CN_API cn_tensor *cn_conv2d_relu(cn_tensor *x, cn_tensor *w, cn_tensor *b,
                                  const cn_conv2d_params *p);
+/* cn_max_pool2d(cn_conv2d(x, w, b, p), {{k, k}, {k, k}, {0, 0}}) as one op: each image's
+ * convolution output is pooled by k x k windows at stride k while it is in cache, and never
+ * written out; for the gradient the op keeps each window's choice (a byte) instead of that
+ * output. Same values and gradients as the two calls (bit for bit on the CPU), same errors
+ * (those of conv2d name conv2d_max_pool2d; a window larger than the convolution's output is
+ * max_pool2d's error); k in 2..15, else CN_ERR_INVALID_ARG. On a backend without the fused
+ * kernel it is the two calls. `cn_sequential_new` models use it for each Conv2d followed by
+ * such a MaxPool2d (with or without a ReLU between). */
+CN_API cn_tensor *cn_conv2d_max_pool2d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
+                                       const cn_conv2d_params *p, int64_t k);
 
 typedef struct cn_pool2d_params {
     int64_t kernel[2];

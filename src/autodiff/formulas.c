@@ -434,10 +434,25 @@ static cn_status matmul_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     return CN_OK;
 }
 
-static cn_status conv_grads(ad_node *n, cn_tensor *g, cn_tensor **gin);
+/* conv2d's gradients with respect to x (input 0), w (input 1) and b (input bias_at, when the
+ * node has it), from the gradient g of the convolution's output. */
+static cn_status conv_grads(ad_node *n, cn_tensor *g, cn_tensor **gin, int bias_at);
 
 static cn_status conv_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
-    return conv_grads(n, g, gin);
+    return conv_grads(n, g, gin, 2);
+}
+
+/* conv2d_max_pool2d (inputs x, w, idx[, b]): g goes back through the pool by its kept choices,
+ * to the convolution's output of the size conv2d computes; then conv2d's gradients. */
+static cn_status conv_pool_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
+    cn_tensor *idx = ad_input_value(n, 2);
+    if (!idx) return cn_last_status();
+    const int64_t *xs = n->in[0].shape, *ws = n->in[1].shape, *c = n->ints;
+    int64_t z_shape[4] = {xs[0], ws[0], cn__conv_out_size(xs[2], ws[2], c[0], c[2], c[4]),
+                          cn__conv_out_size(xs[3], ws[3], c[1], c[3], c[5])};
+    cn_tensor *gz = cn__max_pool2d_backward_index(g, idx, z_shape, c[7]);
+    if (!gz) return cn_last_status(); /* gz: owned by the backward's scope */
+    return conv_grads(n, gz, gin, 3);
 }
 
 /* conv2d_relu: g masked by the output (relu's gradient, fused where the backend can), then
@@ -449,10 +464,10 @@ static cn_status conv_relu_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
                         ? cn__activation_backward(g, y, CN_OP_RELU, 0)
                         : cn_mul(g, d_relu(n, NULL, y));
     if (!gm) return cn_last_status(); /* gm: owned by the backward's scope, as every temporary */
-    return conv_grads(n, gm, gin);
+    return conv_grads(n, gm, gin, 2);
 }
 
-static cn_status conv_grads(ad_node *n, cn_tensor *g, cn_tensor **gin) {
+static cn_status conv_grads(ad_node *n, cn_tensor *g, cn_tensor **gin, int bias_at) {
     cn_tensor *x = ad_input_value(n, 0), *w = ad_input_value(n, 1);
     if (!x || !w) return cn_last_status();
     if (n->in[0].node && !(gin[0] = cn_retain(cn__conv2d_backward_input(g, w, n->in[0].shape,
@@ -461,13 +476,13 @@ static cn_status conv_grads(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     if (n->in[1].node && !(gin[1] = cn_retain(cn__conv2d_backward_weight(g, x, n->in[1].shape,
                                                                          n->ints))))
         return cn_last_status();
-    if (n->n_in == 3 && n->in[2].node) {
+    if (n->n_in > bias_at && n->in[bias_at].node) {
         /* the bias: g summed over N, OH, OW; [N, O, OH * OW] sums whole planes in one pass (g is
          * dense here, so the reshape is a view) instead of rows of OW */
         const int64_t *gs = cn_shape(g);
         int64_t planes[3] = {gs[0], gs[1], gs[2] * gs[3]};
-        gin[2] = cn_retain(cn_sum_dim(cn_sum_dim(cn_reshape(g, planes, 3), 2, 0), 0, 0));
-        if (!gin[2]) return cn_last_status();
+        gin[bias_at] = cn_retain(cn_sum_dim(cn_sum_dim(cn_reshape(g, planes, 3), 2, 0), 0, 0));
+        if (!gin[bias_at]) return cn_last_status();
     }
     return CN_OK;
 }
@@ -551,6 +566,7 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_INDEX_SELECT] = {.input = i_index_select},
     [CN_OP_CONV2D] = {.node = conv_formula},
     [CN_OP_CONV2D_RELU] = {.node = conv_relu_formula},
+    [CN_OP_CONV2D_MAX_POOL2D] = {.node = conv_pool_formula},
     [CN_OP_MAX_POOL2D] = {.input = i_max_pool2d},
     [CN_OP_AVG_POOL2D] = {.input = i_avg_pool2d},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},

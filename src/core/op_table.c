@@ -11,6 +11,7 @@
 #define I CN_KINDS_INT
 #define IN0 CN__SAVE_IN(0)
 #define IN1 CN__SAVE_IN(1)
+#define IN2 CN__SAVE_IN(2)
 #define OUT CN__SAVE_OUT
 
 /* Elementwise rows: memory-bound, so checkpointing recomputes instead of keeping them. */
@@ -147,6 +148,12 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_CONV2D_RELU] = {.name = "conv2d_relu", .family = CN__FAMILY_WINDOW, .n_in = 3,
                            .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 7,
                            .saves = IN0 | IN1 | OUT, .differentiable = 1},
+    /* conv2d then a k x k max pool at stride k in one kernel (ints: conv2d's 7, then k). Its
+     * node has the inputs (x, w, idx[, b]): idx, the pool's choices (the kernel's out[1]), is
+     * saved in place of the convolution's output, which is never written out. */
+    [CN_OP_CONV2D_MAX_POOL2D] = {.name = "conv2d_max_pool2d", .family = CN__FAMILY_WINDOW,
+                                 .n_in = 3, .kinds = {F, F, F}, .out = CN__OUT_INPUT,
+                                 .n_ints = 8, .saves = IN0 | IN1 | IN2, .differentiable = 1},
     [CN_OP_MAX_POOL2D] = {.name = "max_pool2d", .family = CN__FAMILY_WINDOW, .n_in = 1,
                           .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 6, .saves = IN0,
                           .differentiable = 1},
@@ -161,6 +168,9 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
                                       .out = CN__OUT_INPUT, .n_ints = 7},
     [CN_OP_MAX_POOL2D_BACKWARD] = {.name = "max_pool2d_backward", .family = CN__FAMILY_GRAD,
                                    .n_in = 2, .kinds = {F, F}, .out = CN__OUT_INPUT, .n_ints = 6},
+    [CN_OP_MAX_POOL2D_BACKWARD_INDEX] = {.name = "max_pool2d_backward_index",
+                                         .family = CN__FAMILY_GRAD, .n_in = 2, .kinds = {F, I},
+                                         .out = CN__OUT_INPUT, .n_ints = 6},
     [CN_OP_AVG_POOL2D_BACKWARD] = {.name = "avg_pool2d_backward", .family = CN__FAMILY_GRAD,
                                    .n_in = 1, .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 6},
     /* ints: the forward op (relu, tanh, sigmoid, silu, gelu), cn_gelu_approx */

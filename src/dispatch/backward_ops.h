@@ -18,6 +18,14 @@ cn_tensor *cn__max_pool2d_backward(cn_tensor *g, cn_tensor *x, const int64_t *in
 /* g: [N,C,OH,OW] -> gradient of avg_pool2d's input of shape x_shape. */
 cn_tensor *cn__avg_pool2d_backward(cn_tensor *g, const int64_t *x_shape, const int64_t *ints);
 
+/* g: [N,C,PH,PW], idx: conv2d_max_pool2d's choices (u8, g's shape) -> the gradient of the
+ * pool's input, z_shape [N,C,H,W]. */
+cn_tensor *cn__max_pool2d_backward_index(cn_tensor *g, cn_tensor *idx, const int64_t *z_shape,
+                                         int64_t k);
+/* The output size of a convolution or pool along one dim (-1: the window does not fit, -2: past
+ * int64), as cn_conv2d computes it. */
+int64_t cn__conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil);
+
 /* erf, elementwise (float). */
 cn_tensor *cn__erf(cn_tensor *x);
 

@@ -1,6 +1,8 @@
 /* Front-ends of conv2d and pooling: parameter defaults, shape checks, output size, and the
  * geometry (cn_conv_geometry) the kernels read: computed and checked here once, for the forward
  * ops and the four backward kernels, so no kernel derives or re-checks it. */
+#include <string.h>
+
 #include "cinder/ops.h"
 #include "core/error_internal.h"
 #include "dispatch/backward_ops.h"
@@ -31,9 +33,10 @@ static cn_status check_4d(const char *op, const char *arg, const cn_tensor *t, c
                         "cn_unsqueeze(%s, 0))", arg, cn_tensor_str(t, a, sizeof a), want, arg);
 }
 
-/* conv2d, or conv2d_relu (kind): one front-end, the same checks and geometry. */
+/* conv2d, conv2d_relu or conv2d_max_pool2d (kind; pool: the last's window k): one front-end,
+ * the same checks and geometry. */
 static cn_tensor *conv2d(cn_op kind, cn_tensor *x, cn_tensor *w, cn_tensor *b,
-                         const cn_conv2d_params *p) {
+                         const cn_conv2d_params *p, int64_t pool) {
     const char *op = cn_op_name(kind);
     cn_tensor *in[3] = {x, w, b};
     const char *names[3] = {"x", "w", "b"};
@@ -89,38 +92,78 @@ static cn_tensor *conv2d(cn_op kind, cn_tensor *x, cn_tensor *w, cn_tensor *b,
                      cn_tensor_str(w, c, sizeof c), cn_tensor_str(x, a, sizeof a));
         return NULL;
     }
-    if (kind == CN_OP_CONV2D_RELU &&
-        (!be->kernels[kind] || (be->dtypes[kind] && !((be->dtypes[kind] >> x->dtype) & 1u)))) {
-        /* a backend without the fused kernel (the arguments are checked): the two ops */
-        cn_tensor *y = cn_conv2d(x, w, b, p);
-        cn_tensor *out = y ? cn_relu(y) : NULL;
+    if (kind == CN_OP_CONV2D_MAX_POOL2D && (pool < 2 || pool > 15)) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "the pool's window k = %lld must be in 2..15; pool "
+                     "with cn_max_pool2d instead", (long long)pool);
+        return NULL;
+    }
+    if (kind != CN_OP_CONV2D &&
+        (!be->kernels[kind] || (be->dtypes[kind] && !((be->dtypes[kind] >> x->dtype) & 1u)) ||
+         (kind == CN_OP_CONV2D_MAX_POOL2D && (oh < pool || ow < pool)))) {
+        /* a backend without the fused kernel, or a window larger than the convolution's output
+         * (max_pool2d's error then): the two ops, the arguments being checked */
+        cn_tensor *y = cn_conv2d(x, w, b, p), *out = NULL;
+        const cn_pool2d_params pp = {{pool, pool}, {pool, pool}, {0, 0}};
+        if (y) out = kind == CN_OP_CONV2D_RELU ? cn_relu(y) : cn_max_pool2d(y, &pp);
         cn_release(y);
         return out;
     }
-    int64_t shape[4] = {N, O, oh, ow};
-    cn_tensor *out = cn__tensor_alloc(op, shape, 4, x->dtype, dev);
-    if (!out) return NULL;
+    int pooled = kind == CN_OP_CONV2D_MAX_POOL2D;
+    int64_t shape[4] = {N, O, pooled ? oh / pool : oh, pooled ? ow / pool : ow};
+    cn_tensor *outs[2] = {cn__tensor_alloc(op, shape, 4, x->dtype, dev), NULL};
+    if (!outs[0]) return NULL;
+    /* the pool's choices, for the backward: only when the output will be tracked (an input
+     * tracked on an autodiff device; a no-grad region then merely drops them) */
+    int tracked = dev.autodiff && (x->autograd || w->autograd || (b && b->autograd));
+    if (pooled && tracked) {
+        cn_device concrete = dev;
+        concrete.autodiff = 0;
+        concrete.checkpoint = 0;
+        outs[1] = cn__tensor_alloc(op, shape, 4, CN_U8, concrete);
+        if (!outs[1]) {
+            cn_release(outs[0]);
+            return NULL;
+        }
+    }
     cn_view views[3];
     for (int i = 0; i < n; i++) cn__tensor_as_view(in[i], &views[i]);
-    int64_t ints[7] = {d.stride[0],   d.stride[1],   d.padding[0], d.padding[1],
-                       d.dilation[0], d.dilation[1], d.groups};
+    int64_t ints[8] = {d.stride[0],   d.stride[1],   d.padding[0], d.padding[1],
+                       d.dilation[0], d.dilation[1], d.groups,     pool};
+    int n_ints = pooled ? 8 : 7;
     cn_conv_geometry g = {.n = N, .c = C, .h = x->shape[2], .w = x->shape[3], .o = O, .oh = oh,
                           .ow = ow, .kh = w->shape[2], .kw = w->shape[3], .sh = d.stride[0],
                           .sw = d.stride[1], .ph = d.padding[0], .pw = d.padding[1],
                           .dh = d.dilation[0], .dw = d.dilation[1], .groups = d.groups};
-    if (cn__launch_geom(be, dev, kind, views, n, &out, 1, ints, 7, &g) != CN_OK) {
-        cn_release(out);
+    if (cn__launch_geom(be, dev, kind, views, n, outs, outs[1] ? 2 : 1, ints, n_ints, &g) !=
+        CN_OK) {
+        cn_release(outs[0]);
+        cn_release(outs[1]);
         return NULL;
     }
-    return cn__record(kind, out, in, n, ints, 7, NULL, 0);
+    if (!pooled) return cn__record(kind, outs[0], in, n, ints, n_ints, NULL, 0);
+    /* the node's inputs: (x, w, idx[, b]), idx saved in place of the convolution's output */
+    cn_tensor *rec[4] = {x, w, outs[1], b};
+    cn_tensor *out = outs[1] ? cn__record(kind, outs[0], rec, n + 1, ints, n_ints, NULL, 0)
+                             : outs[0];
+    cn_release(outs[1]);
+    return out;
 }
 
 cn_tensor *cn_conv2d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_params *p) {
-    return conv2d(CN_OP_CONV2D, x, w, b, p);
+    return conv2d(CN_OP_CONV2D, x, w, b, p, 0);
 }
 
 cn_tensor *cn_conv2d_relu(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv2d_params *p) {
-    return conv2d(CN_OP_CONV2D_RELU, x, w, b, p);
+    return conv2d(CN_OP_CONV2D_RELU, x, w, b, p, 0);
+}
+
+cn_tensor *cn_conv2d_max_pool2d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
+                                 const cn_conv2d_params *p, int64_t k) {
+    return conv2d(CN_OP_CONV2D_MAX_POOL2D, x, w, b, p, k);
+}
+
+int64_t cn__conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+    return out_size(in, k, stride, pad, dil);
 }
 
 /* The geometry of pooling x [N, C, H, W] with ints (kernel h, w, stride h, w, padding h, w; as
@@ -276,7 +319,17 @@ static cn_tensor *backward_kernel(cn_op kind, cn_tensor *a, cn_tensor *b, const 
         cn_set_error(CN_ERR_SHAPE, op, "the gradient and the saved tensor must be 4-D");
         return NULL;
     }
-    if (b && cn__check_same_dtype(op, "g", a, "saved", b) != CN_OK) return NULL;
+    if (kind == CN_OP_MAX_POOL2D_BACKWARD_INDEX) {
+        /* b: the forward's choices, u8 and dense, of g's shape */
+        if (b->dtype != CN_U8 || !cn_is_contiguous(b) ||
+            memcmp(a->shape, b->shape, sizeof(int64_t) * 4) != 0) {
+            cn_set_error(CN_ERR_SHAPE, op, "the choices must be conv2d_max_pool2d's: u8, dense, "
+                         "of the gradient's shape");
+            return NULL;
+        }
+    } else if (b && cn__check_same_dtype(op, "g", a, "saved", b) != CN_OK) {
+        return NULL;
+    }
     cn_conv_geometry g;
     cn_status s;
     switch (kind) {
@@ -285,6 +338,13 @@ static cn_tensor *backward_kernel(cn_op kind, cn_tensor *a, cn_tensor *b, const 
         break;
     case CN_OP_CONV2D_BACKWARD_WEIGHT: /* b: the input; shape: the weight's */
         s = conv_geometry(op, b->shape, shape, a->shape, ints, &g);
+        break;
+    case CN_OP_MAX_POOL2D_BACKWARD_INDEX: /* b: the choices; shape: the pool's input */
+        s = ints[0] == ints[1] && ints[0] == ints[2] && ints[0] == ints[3] && ints[0] >= 2 &&
+                    ints[0] <= 15 && ints[4] == 0 && ints[5] == 0
+                ? pool_geometry_checked(op, shape, a->shape, ints, &g)
+                : cn_set_error(CN_ERR_INVALID_ARG, op, "the pool must be k x k at stride k, "
+                               "unpadded, 2 <= k <= 15 (conv2d_max_pool2d's)");
         break;
     case CN_OP_MAX_POOL2D_BACKWARD: /* b: the input */
     case CN_OP_AVG_POOL2D_BACKWARD: s = pool_geometry_checked(op, shape, a->shape, ints, &g); break;
@@ -316,6 +376,12 @@ cn_tensor *cn__conv2d_backward_weight(cn_tensor *g, cn_tensor *x, const int64_t 
 
 cn_tensor *cn__max_pool2d_backward(cn_tensor *g, cn_tensor *x, const int64_t *ints) {
     return backward_kernel(CN_OP_MAX_POOL2D_BACKWARD, g, x, x ? x->shape : NULL, ints, 6);
+}
+
+cn_tensor *cn__max_pool2d_backward_index(cn_tensor *g, cn_tensor *idx, const int64_t *z_shape,
+                                         int64_t k) {
+    const int64_t ints[6] = {k, k, k, k, 0, 0};
+    return backward_kernel(CN_OP_MAX_POOL2D_BACKWARD_INDEX, g, idx, z_shape, ints, 6);
 }
 
 cn_tensor *cn__avg_pool2d_backward(cn_tensor *g, const int64_t *x_shape, const int64_t *ints) {

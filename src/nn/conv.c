@@ -27,6 +27,11 @@ cn_tensor *nn_conv2d_relu_forward(cn_module *m, cn_tensor *x) {
     return cn_conv2d_relu(x, s->weight, s->bias, &s->p);
 }
 
+cn_tensor *nn_conv2d_max_pool2d_forward(cn_module *m, cn_tensor *x, int64_t k) {
+    conv_state *s = cn_module_state(m);
+    return cn_conv2d_max_pool2d(x, s->weight, s->bias, &s->p, k);
+}
+
 cn_module *cn_conv2d_new(int64_t in_channels, int64_t out_channels, int64_t kernel_h,
                          int64_t kernel_w, const cn_conv2d_params *p, int bias, cn_device device,
                          cn_dtype dtype, cn_generator *gen) {

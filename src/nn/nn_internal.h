@@ -61,9 +61,14 @@ int nn_is_conv2d(const cn_module *m);
 int nn_is_relu(const cn_module *m);
 int nn_is_max_pool2d(const cn_module *m);
 
-/* A Conv2d module's forward followed by relu, as one fused op (cn_conv2d_relu): Sequential's
- * forward for a Conv2d child followed by a ReLU child. */
+/* k when m is a MaxPool2d of k x k windows at stride k, unpadded, 2 <= k <= 15 (what
+ * conv2d_max_pool2d fuses), else 0. */
+int64_t nn_max_pool2d_tiles(const cn_module *m);
+
+/* A Conv2d module's forward followed by relu, or by a k x k max pool at stride k, as one fused
+ * op (cn_conv2d_relu, cn_conv2d_max_pool2d): Sequential's forward for such children. */
 cn_tensor *nn_conv2d_relu_forward(cn_module *conv, cn_tensor *x);
+cn_tensor *nn_conv2d_max_pool2d_forward(cn_module *conv, cn_tensor *x, int64_t k);
 
 /* Registers t (a parameter) or frees m and returns NULL: for constructors' chains. */
 cn_module *nn_with_param(cn_module *m, const char *name, cn_tensor *t);

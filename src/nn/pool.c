@@ -19,6 +19,16 @@ static const cn_module_vtable avg_vtable = {"AvgPool2d", avg_forward, NULL, free
 
 int nn_is_max_pool2d(const cn_module *m) { return m->vt == &max_vtable; }
 
+int64_t nn_max_pool2d_tiles(const cn_module *m) {
+    if (m->vt != &max_vtable) return 0;
+    const cn_pool2d_params *p = m->state;
+    int64_t k = p->kernel[0];
+    int square = p->kernel[1] == k && (p->stride[0] == k || p->stride[0] == 0) &&
+                 (p->stride[1] == k || p->stride[1] == 0) && p->padding[0] == 0 &&
+                 p->padding[1] == 0;
+    return square && k >= 2 && k <= 15 ? k : 0;
+}
+
 /* The parameters are checked by the op at the first forward, where the input is known. */
 static cn_module *pool_new(const char *op, const cn_module_vtable *vt, const cn_pool2d_params *p) {
     if (!p) {

@@ -240,6 +240,10 @@ case("conv2d", "conv2d_plain", [Fl([1, 2, 4, 4]), Fl([3, 2, 2, 2])],
      lambda x, w: conv(x, w, None, CONV_B), ints=CONV_B)
 case("conv2d_relu", "conv2d_relu_groups_bias", [Fl([2, 2, 5, 6]), Fl([4, 1, 3, 3]), Fl([4])],
      lambda x, w, b: F.relu(conv(x, w, b)), ints=CONV_A)
+# conv2d then a k x k max pool at stride k (ints: conv2d's 7, then k); 5 x 6 -> 2 x 3 drops a row
+CONV_P = [1, 1, 1, 1, 1, 1, 2]
+case("conv2d_max_pool2d", "conv2d_max_pool2d", [Fl([2, 2, 5, 6]), Fl([4, 1, 3, 3]), Fl([4])],
+     lambda x, w, b: F.max_pool2d(conv(x, w, b, CONV_P), 2, 2), ints=CONV_P + [2])
 POOL_A = [3, 2, 2, 1, 1, 1]  # kernel (3, 2), stride (2, 1), padding (1, 1): windows overlap
 
 
@@ -277,6 +281,23 @@ case("max_pool2d_backward", "max_pool2d_backward", [Fl(P_G), Fl(P_X, "d")],
      lambda g, x: pool_backward(F.max_pool2d, g, x), ints=POOL_A)
 case("avg_pool2d_backward", "avg_pool2d_backward", [Fl(P_G)],
      lambda g: pool_backward(F.avg_pool2d, g, torch.zeros(P_X)), ints=P_X + POOL_A)
+
+# max_pool2d_backward_index: g and each window's choice i * k + j (as conv2d_max_pool2d keeps
+# them) -> the pool input's gradient, against max_unpool2d with the choices as plane indices.
+# ints: the input's shape, then k; 5 x 7 with k 2 leaves a row and a column out of every window.
+PI_Z, PI_K = [1, 2, 5, 7], 2
+PI_CHOICES = [3, 0, 1, 2, 2, 1, 0, 3, 1, 1, 0, 2]  # g's [1, 2, 2, 3] windows
+
+
+def unpool_choices(g, idx):
+    ph = torch.arange(g.shape[2]).view(1, 1, -1, 1)
+    pw = torch.arange(g.shape[3]).view(1, 1, 1, -1)
+    flat = (ph * PI_K + idx // PI_K) * PI_Z[3] + pw * PI_K + idx % PI_K
+    return F.max_unpool2d(g, flat, PI_K, PI_K, output_size=PI_Z[2:])
+
+
+case("max_pool2d_backward_index", "max_pool2d_backward_index",
+     [Fl([1, 2, 2, 3]), In([1, 2, 2, 3], PI_CHOICES)], unpool_choices, ints=PI_Z + [PI_K])
 
 # ---- activation_backward: g * f'(s), against PyTorch's own backward kernels ------------------
 # ints = the forward op's number in cn_op (include/cinder/backend.h; append-only), cn_gelu_approx

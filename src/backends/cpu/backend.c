@@ -235,12 +235,14 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_ONE_HOT] = cpu_one_hot;
     dt[CN_OP_SCATTER_ADD] = FI;
     /* gather, index_select (by element size), one_hot (an index of any int dtype): all */
-    k[CN_OP_CONV2D] = k[CN_OP_CONV2D_RELU] = cpu_conv2d;
+    k[CN_OP_CONV2D] = k[CN_OP_CONV2D_RELU] = k[CN_OP_CONV2D_MAX_POOL2D] = cpu_conv2d;
+    k[CN_OP_MAX_POOL2D_BACKWARD_INDEX] = cpu_max_pool2d_backward_index;
     k[CN_OP_MAX_POOL2D] = k[CN_OP_AVG_POOL2D] = cpu_pool2d;
     k[CN_OP_CONV2D_BACKWARD_INPUT] = cpu_conv2d_backward_input;
     k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cpu_conv2d_backward_weight;
     k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cpu_pool2d_backward;
-    dt[CN_OP_CONV2D] = dt[CN_OP_CONV2D_RELU] = dt[CN_OP_MAX_POOL2D] = dt[CN_OP_AVG_POOL2D] = F;
+    dt[CN_OP_CONV2D] = dt[CN_OP_CONV2D_RELU] = dt[CN_OP_CONV2D_MAX_POOL2D] = F;
+    dt[CN_OP_MAX_POOL2D] = dt[CN_OP_AVG_POOL2D] = dt[CN_OP_MAX_POOL2D_BACKWARD_INDEX] = F;
     dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
     dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
     k[CN_OP_SGD_STEP] = cpu_sgd_step;

@@ -1,7 +1,8 @@
 /* CPU 2-D convolution: im2col + GEMM through OpenBLAS.
  *
  * x: [N, C, H, W] (any strides), w: [O, C/g, KH, KW] (any strides), b: [O] or absent
- * -> out: [N, O, OH, OW] contiguous; conv2d_relu: the same, then relu.
+ * -> out: [N, O, OH, OW] contiguous; conv2d_relu: the same, then relu; conv2d_max_pool2d: each
+ * image's output pooled (pool_index.c) while it is in cache, never written out.
  * For each image n and group g the receptive fields are unrolled into a column matrix
  * col: [C/g*KH*KW, OH*OW], and out[n, group g] = w_g [O/g, C/g*KH*KW] @ col, plus the bias.
  * A 1x1 convolution with unit stride and no padding reads x in place as the column matrix. */
@@ -60,7 +61,30 @@ typedef struct conv_job {
     int64_t col_ld;
     char *cols;          /* a column buffer per chunk, col_bytes apart */
     size_t col_bytes;
+    /* conv2d_max_pool2d: each task's output [Og, P] goes to a buffer per chunk (z_bytes apart),
+     * then the k x k pool of its planes to out[0] (and the choices to out[1] when present) */
+    int64_t pool, PH, PW;
+    char *zs;
+    size_t z_bytes;
+    const cn_view *iv;
 } conv_job;
+
+/* The pool of one task's output z [Og, OH, OW] (dense) into its planes of out[0] and out[1]. */
+static void pool_task(const conv_job *j, const char *z, int64_t n, int64_t grp) {
+    const cpu_conv_geom *g = j->g;
+    for (int64_t o = 0; o < g->Og; o++) {
+        int64_t plane = n * g->O + grp * g->Og + o, pp = j->PH * j->PW;
+        uint8_t *idx = j->iv ? (uint8_t *)j->iv->data + plane * pp : NULL;
+        char *out = (char *)j->ov->data + (size_t)(plane * pp) * j->es;
+        const char *zp = z + (size_t)(o * g->P) * j->es;
+        if (j->dt == CN_F32)
+            cpu_pool_index_plane_f32((const float *)zp, g->OW, j->pool, j->PH, j->PW,
+                                     (float *)out, idx);
+        else
+            cpu_pool_index_plane_f64((const double *)zp, g->OW, j->pool, j->PH, j->PW,
+                                     (double *)out, idx);
+    }
+}
 
 /* (image, group) tasks [begin, end): out[n, group] = w_group @ im2col(x[n, group]) + b. */
 static void conv_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
@@ -71,6 +95,13 @@ static void conv_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     const int64_t xs[3] = {xv->strides[1], xv->strides[2], xv->strides[3]};
     for (int64_t t = begin; t < end; t++) {
         int64_t n = t / g->groups, grp = t % g->groups;
+        char *out = j->pool ? j->zs + j->z_bytes * (size_t)chunk
+                            : (char *)j->ov->data + (size_t)((n * g->O + grp * g->Og) * g->P) * es;
+        if (g->K == 0) { /* no input channels: the output is the bias (conv2d_max_pool2d) */
+            epilogue(j->dt, out, j->bv, grp * g->Og, g->Og, g->P, 1, j->relu);
+            pool_task(j, out, n, grp);
+            continue;
+        }
         const char *x = (const char *)xv->data +
                         (n * xv->strides[0] + grp * g->Cg * xv->strides[1]) * (int64_t)es;
         const void *col = x;
@@ -83,9 +114,9 @@ static void conv_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
             col = mine;
         }
         const char *wg = j->wdata + (size_t)(grp * g->Og * j->w_ld) * es;
-        char *out = (char *)j->ov->data + (size_t)((n * g->O + grp * g->Og) * g->P) * es;
         cpu_gemm(j->dt, 0, 0, g->Og, g->P, g->K, wg, j->w_ld, col, j->col_ld, 0.0, out, g->P);
         if (j->bv || j->relu) epilogue(j->dt, out, j->bv, grp * g->Og, g->Og, g->P, 0, j->relu);
+        if (j->pool) pool_task(j, out, n, grp);
     }
 }
 
@@ -97,12 +128,13 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
         return cn__kernel_dtype_error("cpu", args->op, dt);
     size_t es = cn_dtype_size(dt);
     int relu = args->op == CN_OP_CONV2D_RELU;
+    int64_t pool = args->op == CN_OP_CONV2D_MAX_POOL2D ? args->ints[7] : 0;
     cpu_conv_geom g;
     cn_status st = cpu_conv_geom_init(&g, args);
     if (st != CN_OK) return st;
     int64_t tasks = g.N * g.groups;
     if (tasks == 0 || g.Og == 0 || g.P == 0) return CN_OK;
-    if (g.K == 0) { /* no input channels: the output is the bias */
+    if (g.K == 0 && !pool) { /* no input channels: the output is the bias */
         for (int64_t n = 0; n < g.N; n++)
             epilogue(dt, (char *)ov->data + (size_t)(n * g.O * g.P) * es, bv, 0, g.O, g.P, 1,
                      relu);
@@ -128,18 +160,21 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
     int64_t kp;
     int too_big = __builtin_mul_overflow(g.K, g.P, &kp) || (uint64_t)kp > SIZE_MAX / 4 / es;
     size_t w_bytes = w_direct ? 0 : round_line((size_t)(g.O * g.K) * es);
-    size_t col_bytes = direct_cols || too_big ? 0 : round_line((size_t)kp * es);
+    size_t col_bytes = direct_cols || too_big || g.K == 0 ? 0 : round_line((size_t)kp * es);
+    /* conv2d_max_pool2d: a task's output [Og, P] per chunk (sizes of a tensor already made) */
+    size_t z_bytes = pool ? round_line((size_t)(g.Og * g.P) * es) : 0;
     /* A range of (image, group) tasks per chunk, each with its column buffer; or the tasks one
      * after another, each GEMM split over the threads by cpu_gemm (cpu_conv_chunks). */
-    int64_t chunks = cpu_conv_chunks(tasks, (double)g.Og * (double)g.P * (double)g.K, col_bytes);
-    if (too_big || col_bytes > SIZE_MAX / 2 / (size_t)chunks)
+    int64_t chunks = cpu_conv_chunks(tasks, (double)g.Og * (double)g.P * (double)g.K,
+                                     col_bytes + z_bytes);
+    if (too_big || col_bytes + z_bytes > SIZE_MAX / 2 / (size_t)chunks)
         return cn_set_error(CN_ERR_OUT_OF_MEMORY, "conv2d",
                             "the column buffer (%lld x %lld elements) exceeds the address space; "
                             "split the batch or the channels",
                             (long long)g.K, (long long)g.P);
     char *scratch = NULL;
-    if (w_bytes + col_bytes) {
-        scratch = cn__malloc("conv2d", w_bytes + col_bytes * (size_t)chunks);
+    if (w_bytes + col_bytes + z_bytes) {
+        scratch = cn__malloc(cn_op_name(args->op), w_bytes + (col_bytes + z_bytes) * (size_t)chunks);
         if (!scratch) return CN_ERR_OUT_OF_MEMORY;
     }
     const char *wdata = (const char *)wv->data;
@@ -149,7 +184,10 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
     }
     conv_job j = {.g = &g, .xv = xv, .ov = ov, .bv = bv, .dt = dt, .es = es, .wdata = wdata,
                   .w_ld = w_ld, .direct_cols = direct_cols, .relu = relu, .col_ld = col_ld,
-                  .cols = scratch ? scratch + w_bytes : NULL, .col_bytes = col_bytes};
+                  .cols = scratch ? scratch + w_bytes : NULL, .col_bytes = col_bytes,
+                  .pool = pool, .PH = pool ? g.OH / pool : 0, .PW = pool ? g.OW / pool : 0,
+                  .zs = scratch ? scratch + w_bytes + col_bytes * (size_t)chunks : NULL,
+                  .z_bytes = z_bytes, .iv = args->n_out > 1 ? &args->out[1] : NULL};
     cpu_parallel(tasks, chunks, conv_tasks, &j);
     cn__free(scratch);
     return CN_OK;

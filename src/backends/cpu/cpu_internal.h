@@ -43,6 +43,14 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *a);
 cn_status cpu_conv2d_backward_weight(const cn_kernel_args *a);
 /* pool_backward.c */
 cn_status cpu_pool2d_backward(const cn_kernel_args *a); /* max and avg */
+/* pool_index.c: max_pool2d_backward_index, and the pool of conv2d_max_pool2d's planes: z, a
+ * dense plane with rows W apart, pooled by k x k windows at stride k into out [PH, PW] and the
+ * choices into idx (u8, when not NULL) */
+cn_status cpu_max_pool2d_backward_index(const cn_kernel_args *a);
+void cpu_pool_index_plane_f32(const float *z, int64_t W, int64_t k, int64_t PH, int64_t PW,
+                              float *out, uint8_t *idx);
+void cpu_pool_index_plane_f64(const double *z, int64_t W, int64_t k, int64_t PH, int64_t PW,
+                              double *out, uint8_t *idx);
 /* optim.c */
 cn_status cpu_sgd_step(const cn_kernel_args *a);
 

@@ -340,7 +340,8 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_SCATTER_ADD] = cuda_scatter_add;
     k[CN_OP_INDEX_SELECT] = cuda_index_select;
     k[CN_OP_ONE_HOT] = cuda_one_hot;
-    k[CN_OP_CONV2D] = k[CN_OP_CONV2D_RELU] = cuda_conv2d;
+    k[CN_OP_CONV2D] = k[CN_OP_CONV2D_RELU] = k[CN_OP_CONV2D_MAX_POOL2D] = cuda_conv2d;
+    k[CN_OP_MAX_POOL2D_BACKWARD_INDEX] = cuda_max_pool2d_backward_index;
     k[CN_OP_MAX_POOL2D] = k[CN_OP_AVG_POOL2D] = cuda_pool2d;
     k[CN_OP_CONV2D_BACKWARD_INPUT] = cuda_conv2d_backward_input;
     k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cuda_conv2d_backward_weight;
@@ -370,7 +371,8 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_SOFTMAX] = dt[CN_OP_LOG_SOFTMAX] = dt[CN_OP_MATMUL] = F;
     dt[CN_OP_SCATTER_ADD] = FI;
     /* gather, index_select (by element size), one_hot (an index of any int dtype): all */
-    dt[CN_OP_CONV2D] = dt[CN_OP_CONV2D_RELU] = dt[CN_OP_MAX_POOL2D] = dt[CN_OP_AVG_POOL2D] = F;
+    dt[CN_OP_CONV2D] = dt[CN_OP_CONV2D_RELU] = dt[CN_OP_CONV2D_MAX_POOL2D] = F;
+    dt[CN_OP_MAX_POOL2D] = dt[CN_OP_AVG_POOL2D] = dt[CN_OP_MAX_POOL2D_BACKWARD_INDEX] = F;
     dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
     dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
     dt[CN_OP_SGD_STEP] = DT(CN_F32) | DT(CN_F64);

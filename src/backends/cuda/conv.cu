@@ -255,9 +255,44 @@ static cn_status conv_forward(const cn_kernel_args *a) {
     return s;
 }
 
-/* conv2d, and conv2d_relu: the convolution, then relu over its output in a second pass (cuDNN's
- * fused conv-bias-activation is not used yet). */
+/* conv2d_max_pool2d: the convolution into a scratch buffer, then its pool (pool.cu). */
+static cn_status conv_pool_forward(const cn_kernel_args *a) {
+    const char *op = cn_op_name(a->op);
+    const cn_conv_geometry *c = cn__kernel_geometry("cuda", a);
+    if (!c) return CN_ERR_INVALID_ARG;
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    const cn_view *ov = &a->out[0];
+    size_t es = cn_dtype_size(ov->dtype);
+    cn_view z;
+    memset(&z, 0, sizeof z);
+    z.dtype = ov->dtype;
+    z.ndim = 4;
+    const int64_t zs[4] = {c->n, c->o, c->oh, c->ow};
+    int64_t st = 1;
+    for (int k = 3; k >= 0; k--) {
+        z.shape[k] = zs[k];
+        z.strides[k] = st;
+        st *= zs[k];
+    }
+    cn_status s = cu_scratch(d, op, (size_t)(c->n * c->o * c->oh * c->ow) * es, &z.data);
+    if (s != CN_OK) return s;
+    cn_kernel_args conv = *a;
+    conv.op = CN_OP_CONV2D;
+    conv.n_out = 1;
+    conv.out = &z;
+    conv.n_ints = 7;
+    s = conv_forward(&conv);
+    if (s == CN_OK)
+        s = cu_pool_index(d, op, &z, a->ints[7], ov, a->n_out > 1 ? &a->out[1] : NULL);
+    cu_scratch_free(d, z.data);
+    return s;
+}
+
+/* conv2d, conv2d_relu (the convolution, then relu over its output in a second pass: cuDNN's
+ * fused conv-bias-activation is not used yet) and conv2d_max_pool2d. */
 extern "C" cn_status cuda_conv2d(const cn_kernel_args *a) {
+    if (a->op == CN_OP_CONV2D_MAX_POOL2D) return conv_pool_forward(a);
     cn_status s = conv_forward(a);
     if (s != CN_OK || a->op != CN_OP_CONV2D_RELU) return s;
     const cn_view *ov = &a->out[0];

@@ -25,6 +25,7 @@ typedef struct pool_geom {
     int64_t xs[4], gs[4];  /* element strides of x and of g (backward) */
     const char *x, *g;
     char *out;
+    unsigned char *idx;    /* conv2d_max_pool2d's choices (its pool and that pool's backward) */
     int dt, es, is_max;
 } pool_geom;
 
@@ -127,6 +128,52 @@ template <typename T> __global__ void pool_backward_kernel(const __grid_constant
     }
 }
 
+/* conv2d_max_pool2d's pool: k x k windows at stride k (KH) over x, one thread per output: the
+ * first NaN, else the first maximum (row-major), its value to out and its place i * k + j to
+ * idx when there is one (the CPU's pool_index.c). */
+template <typename T> __global__ void pool_index_kernel(const __grid_constant__ pool_geom p) {
+    const int64_t total = p.N * p.C * p.OH * p.OW, k = p.KH;
+    CU_GRID_LOOP(i, total) {
+        int64_t ow = i % p.OW, t = i / p.OW;
+        int64_t oh = t % p.OH;
+        t /= p.OH;
+        int64_t c = t % p.C, n = t / p.C;
+        const char *win =
+            p.x + (n * p.xs[0] + c * p.xs[1] + oh * k * p.xs[2] + ow * k * p.xs[3]) * p.es;
+        T m = cu_ld<T>(win, p.dt);
+        int best = 0;
+        for (int64_t e = 1; e < k * k && m == m; e++) {
+            T v = cu_ld<T>(win + ((e / k) * p.xs[2] + (e % k) * p.xs[3]) * p.es, p.dt);
+            if (v > m || v != v) {
+                m = v;
+                best = (int)e;
+            }
+        }
+        cu_st<T>(p.out + i * p.es, p.dt, m);
+        if (p.idx) p.idx[i] = (unsigned char)best;
+    }
+}
+
+/* Its backward, one thread per input element: 0 + g where the element is its window's choice,
+ * +0 elsewhere (and past the last window). */
+template <typename T>
+__global__ void pool_index_backward_kernel(const __grid_constant__ pool_geom p) {
+    const int64_t total = p.N * p.C * p.H * p.W, k = p.KH;
+    CU_GRID_LOOP(i, total) {
+        int64_t w = i % p.W, t = i / p.W;
+        int64_t h = t % p.H;
+        t /= p.H;
+        int64_t c = t % p.C, n = t / p.C, oh = h / k, ow = w / k;
+        T v = (T)0;
+        if (oh < p.OH && ow < p.OW &&
+            p.idx[((n * p.C + c) * p.OH + oh) * p.OW + ow] == (h % k) * k + w % k)
+            v = (T)0 + cu_ld<T>(p.g + (n * p.gs[0] + c * p.gs[1] + oh * p.gs[2] + ow * p.gs[3]) *
+                                          p.es,
+                                p.dt);
+        cu_st<T>(p.out + i * p.es, p.dt, v);
+    }
+}
+
 /* ---- host ------------------------------------------------------------------------------------- */
 
 /* The geometry of the call (the router's, args->conv) into p; CN_ERR_INVALID_ARG without one. */
@@ -196,4 +243,46 @@ extern "C" cn_status cuda_pool2d_backward(const cn_kernel_args *a) {
     if (!d) return cn_last_status();
     LAUNCH_T(pool_backward_kernel, p.dt, total, p);
     return cu_check_launch(op, "pool_backward_kernel");
+}
+
+/* conv2d_max_pool2d's pool of z [N, C, H, W] (any strides) by k x k windows at stride k into
+ * out [N, C, H / k, W / k] and idx (u8, same shape; NULL: not kept). */
+extern "C" cn_status cu_pool_index(cu_dev *d, const char *op, const cn_view *z, int64_t k,
+                                   const cn_view *out, const cn_view *idx) {
+    pool_geom p;
+    memset(&p, 0, sizeof p);
+    p.N = z->shape[0], p.C = z->shape[1], p.H = z->shape[2], p.W = z->shape[3];
+    p.OH = p.H / k, p.OW = p.W / k, p.KH = p.KW = p.sh = p.sw = k;
+    int64_t total = p.N * p.C * p.OH * p.OW;
+    if (total == 0) return CN_OK;
+    for (int i = 0; i < 4; i++) p.xs[i] = z->strides[i];
+    p.x = (const char *)z->data;
+    p.out = (char *)out->data;
+    p.idx = idx ? (unsigned char *)idx->data : NULL;
+    p.dt = out->dtype;
+    p.es = (int)cn_dtype_size(out->dtype);
+    LAUNCH_T(pool_index_kernel, p.dt, total, p);
+    return cu_check_launch(op, "pool_index_kernel");
+}
+
+/* in = (g [N,C,PH,PW], idx u8 [N,C,PH,PW] dense); the pool's geometry in args->conv; out = the
+ * gradient of the pool's input [N,C,H,W]. */
+extern "C" cn_status cuda_max_pool2d_backward_index(const cn_kernel_args *a) {
+    const char *op = "max_pool2d_backward_index";
+    const cn_view *gv = &a->in[0], *iv = &a->in[1], *ov = &a->out[0];
+    pool_geom p;
+    cn_status s = geom_from(&p, a);
+    if (s != CN_OK) return s;
+    int64_t total = p.N * p.C * p.H * p.W;
+    if (total == 0) return CN_OK;
+    for (int k = 0; k < 4; k++) p.gs[k] = gv->strides[k];
+    p.g = (const char *)gv->data;
+    p.idx = (unsigned char *)iv->data;
+    p.out = (char *)ov->data;
+    p.dt = ov->dtype;
+    p.es = (int)cn_dtype_size(ov->dtype);
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    LAUNCH_T(pool_index_backward_kernel, p.dt, total, p);
+    return cu_check_launch(op, "pool_index_backward_kernel");
 }

@@ -1,11 +1,15 @@
-/* conv2d_relu, the fused convolution + relu, against its definition: relu(conv2d(...)) through
- * the two public ops, bit for bit on the CPU, in values and in every gradient (autodiff of
- * sum(y * R)); the same through Sequential, which fuses a Conv2d child followed by a ReLU child
- * and runs a ReLU followed by a MaxPool2d as the pool then the relu (and keeps its parameter
- * names); NaN through the relu; errors naming conv2d_relu. PyTorch's
- * values and finite differences are in test_op_table (its conv2d_relu case). */
+/* The fused convolutions against their definitions, bit for bit on the CPU in values and in
+ * every gradient (autodiff of sum(y * R)):
+ * - conv2d_relu = relu(conv2d(...)), NaN passing through the relu;
+ * - conv2d_max_pool2d = max_pool2d(conv2d(...)) over k x k windows at stride k, with ties, NaN,
+ *   sizes that leave rows and columns out of the last window, groups, threaded batches;
+ * - Sequential's rewrites (Conv2d+ReLU fused; ReLU+MaxPool2d run as pool then relu;
+ *   Conv2d[+ReLU]+MaxPool2d fused), keeping parameter names;
+ * and errors naming the fused ops. PyTorch's values and finite differences are in
+ * test_op_table (the conv2d_relu and conv2d_max_pool2d cases). */
 #include <math.h>
 
+#include "dispatch/backward_ops.h"
 #include "harness.h"
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
@@ -82,6 +86,91 @@ static void test_values_and_gradients_match_the_two_ops(void) {
             cn_grads_free(gt);
             th_release_owned();
         }
+}
+
+/* conv2d_max_pool2d against max_pool2d(conv2d(...)) with its k x k windows at stride k. */
+static void test_conv_max_pool_matches_the_two_ops(void) {
+    typedef struct {
+        const char *name;
+        int64_t x[4], w[4];
+        cn_conv2d_params p;
+        int64_t k;
+        int bias, eighths;
+    } pcase;
+    static const pcase cases[] = {
+        {"cnn conv1 (threaded)", {64, 1, 28, 28}, {32, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, 2, 1, 0},
+        {"cnn conv2", {8, 32, 14, 14}, {64, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, 2, 1, 0},
+        {"ties (eighths, 1x1)", {2, 2, 6, 6}, {3, 2, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1}, 2, 0, 1},
+        {"k 3, rows and columns left over", {2, 3, 11, 8}, {4, 3, 2, 2}, {{1, 1}, {0, 0}, {1, 1}, 1}, 3, 1, 0},
+        {"groups, stride, dilation, odd sizes", {3, 4, 13, 9}, {6, 2, 3, 2}, {{2, 1}, {1, 0}, {1, 2}, 2}, 2, 0, 0},
+        {"k 5", {1, 2, 12, 11}, {2, 2, 2, 2}, {{1, 1}, {1, 1}, {1, 1}, 1}, 5, 1, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int d = 0; d < 2; d++) {
+            const pcase *P = &cases[c];
+            cn_dtype dt = d ? CN_F64 : CN_F32;
+            cn_device ad = cn_autodiff(cn_cpu());
+            cn_tensor *x, *w;
+            if (P->eighths) { /* small integers over 8: exact products, many equal outputs */
+                int64_t nx = P->x[0] * P->x[1] * P->x[2] * P->x[3];
+                double *v = th_alloc_doubles(nx);
+                for (int64_t i = 0; i < nx; i++)
+                    v[i] = (double)((int64_t)(th_lcg(&rng_state) % 5) - 2) / 8;
+                x = th_own(th_tensor(v, P->x, 4, dt));
+                free(v);
+                x = th_own(cn_to_device(x, ad));
+                double wv[64];
+                for (int i = 0; i < 64; i++) wv[i] = (double)(i % 3) - 1;
+                w = th_own(cn_to_device(th_own(th_tensor(wv, P->w, 4, dt)), ad));
+            } else {
+                x = rand_tensor(P->x, 4, dt, ad);
+                w = rand_tensor(P->w, 4, dt, ad);
+            }
+            x = cn_require_grad(x);
+            w = cn_require_grad(w);
+            cn_tensor *b = P->bias ? cn_require_grad(rand_tensor(&P->w[0], 1, dt, ad)) : NULL;
+            const cn_pool2d_params pp = {{P->k, P->k}, {P->k, P->k}, {0, 0}};
+            cn_tensor *fused = th_own(cn_conv2d_max_pool2d(x, w, b, &P->p, P->k));
+            cn_tensor *two = th_own(cn_max_pool2d(th_own(cn_conv2d(x, w, b, &P->p)), &pp));
+            check_same(P->name, fused, two);
+            cn_tensor *r = fused ? rand_tensor(cn_shape(fused), 4, dt, ad) : NULL;
+            cn_grads *gf = cn_backward(th_own(cn_sum(th_own(cn_mul(fused, r)))));
+            cn_grads *gt = cn_backward(th_own(cn_sum(th_own(cn_mul(two, r)))));
+            CHECK(gf && gt);
+            if (gf && gt) {
+                check_same("pool grad x", cn_grad(gf, x), cn_grad(gt, x));
+                check_same("pool grad w", cn_grad(gf, w), cn_grad(gt, w));
+                if (b) check_same("pool grad b", cn_grad(gf, b), cn_grad(gt, b));
+            }
+            cn_grads_free(gf);
+            cn_grads_free(gt);
+            /* untracked (the concrete route, no choices kept): the same values */
+            cn_tensor *xc = th_own(cn_to_device(x, cn_cpu())), *wc = th_own(cn_to_device(w, cn_cpu()));
+            cn_tensor *bc = b ? th_own(cn_to_device(b, cn_cpu())) : NULL;
+            check_same("pool, concrete", th_own(cn_conv2d_max_pool2d(xc, wc, bc, &P->p, P->k)),
+                       two);
+            th_release_owned();
+        }
+}
+
+/* A NaN in a window is its choice, as in max_pool2d: the value is NaN, the gradient goes there. */
+static void test_conv_max_pool_nan(void) {
+    double xv[16] = {1, 2, 3, 4, 5, NAN, 7, 8, -1, -2, -3, -4, -5, -6, NAN, NAN}, wv[1] = {1};
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_tensor *x = cn_require_grad(th_own(cn_to_device(
+        th_own(th_tensor(xv, (int64_t[]){1, 1, 4, 4}, 4, CN_F32)), ad)));
+    cn_tensor *w = th_own(cn_to_device(th_own(th_tensor(wv, (int64_t[]){1, 1, 1, 1}, 4, CN_F32)), ad));
+    const cn_pool2d_params pp = {{2, 2}, {2, 2}, {0, 0}};
+    cn_tensor *fused = th_own(cn_conv2d_max_pool2d(x, w, NULL, NULL, 2));
+    cn_tensor *two = th_own(cn_max_pool2d(th_own(cn_conv2d(x, w, NULL, NULL)), &pp));
+    th_check_values("nan pool", fused, (double[]){NAN, 8, -1, NAN}, 4, 0);
+    check_same("nan pool vs two ops", fused, two);
+    cn_grads *gf = cn_backward(th_own(cn_sum(fused)));
+    cn_grads *gt = cn_backward(th_own(cn_sum(two)));
+    if (gf && gt) check_same("nan pool grad", cn_grad(gf, x), cn_grad(gt, x));
+    cn_grads_free(gf);
+    cn_grads_free(gt);
+    th_release_owned();
 }
 
 /* relu keeps NaN (v < 0 ? 0 : v), in the fused op as in relu's kernel. */
@@ -168,6 +257,35 @@ static void test_sequential_commutes_relu_and_max_pool(void) {
     }
 }
 
+/* A window larger than the convolution's output: max_pool2d's error, as the two ops give; a k
+ * outside 2..15 names the fused op; the backward's choices must be u8 of g's shape. */
+static void test_conv_max_pool_errors(void) {
+    cn_tensor *x = rand_tensor((int64_t[]){1, 2, 4, 4}, 4, CN_F32, cn_cpu());
+    cn_tensor *w = rand_tensor((int64_t[]){2, 2, 3, 3}, 4, CN_F32, cn_cpu());
+    CHECK_FAILS(cn_conv2d_max_pool2d(x, w, NULL, NULL, 3), CN_ERR_SHAPE, "max_pool2d");
+    CHECK_FAILS(cn_conv2d_max_pool2d(x, w, NULL, NULL, 1), CN_ERR_INVALID_ARG,
+                "conv2d_max_pool2d");
+    CHECK_FAILS(cn_conv2d_max_pool2d(x, w, NULL, NULL, 16), CN_ERR_INVALID_ARG,
+                "conv2d_max_pool2d");
+    cn_tensor *g = rand_tensor((int64_t[]){1, 2, 2, 2}, 4, CN_F32, cn_cpu());
+    cn_tensor *bad = th_own(cn_zeros((int64_t[]){1, 2, 2, 2}, 4, CN_I64, cn_cpu()));
+    CHECK_FAILS(cn__max_pool2d_backward_index(g, bad, (int64_t[]){1, 2, 4, 4}, 2), CN_ERR_SHAPE,
+                "max_pool2d_backward_index");
+    cn_tensor *idx = th_own(cn_zeros((int64_t[]){1, 2, 2, 2}, 4, CN_U8, cn_cpu()));
+    CHECK_FAILS(cn__max_pool2d_backward_index(g, idx, (int64_t[]){1, 2, 6, 4}, 2), CN_ERR_SHAPE,
+                "max_pool2d_backward_index");
+    /* by hand: choice 0 is each window's top-left element; row 4 lies past the last window */
+    double *gv = th_values(g), want[40] = {0};
+    for (int c = 0; c < 2; c++)
+        for (int ph = 0; ph < 2; ph++)
+            for (int pw = 0; pw < 2; pw++) want[c * 20 + 2 * ph * 4 + 2 * pw] = gv[c * 4 + ph * 2 + pw];
+    free(gv);
+    th_check_values("backward from choices", th_own(cn__max_pool2d_backward_index(
+                                                 g, idx, (int64_t[]){1, 2, 5, 4}, 2)),
+                    want, 40, 0);
+    th_release_owned();
+}
+
 static void test_errors_name_the_fused_op(void) {
     cn_tensor *x = rand_tensor((int64_t[]){1, 3, 4, 4}, 4, CN_F32, cn_cpu());
     cn_tensor *w = rand_tensor((int64_t[]){2, 2, 3, 3}, 4, CN_F32, cn_cpu());
@@ -183,6 +301,9 @@ static void test_errors_name_the_fused_op(void) {
 int main(void) {
     RUN(test_values_and_gradients_match_the_two_ops);
     RUN(test_nan_passes_through);
+    RUN(test_conv_max_pool_matches_the_two_ops);
+    RUN(test_conv_max_pool_nan);
+    RUN(test_conv_max_pool_errors);
     RUN(test_sequential_fuses_conv_and_relu);
     RUN(test_sequential_commutes_relu_and_max_pool);
     RUN(test_errors_name_the_fused_op);

@@ -43,6 +43,9 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *a);
 cn_status cpu_conv2d_backward_weight(const cn_kernel_args *a);
 /* pool_backward.c */
 cn_status cpu_pool2d_backward(const cn_kernel_args *a); /* max and avg */
+/* scan.c: cumsum, cumprod, cummax, cummin, sort, any, all; cumprod's backward */
+cn_status cpu_scan(const cn_kernel_args *a);
+cn_status cpu_cumprod_backward(const cn_kernel_args *a);
 /* optim.c */
 cn_status cpu_sgd_step(const cn_kernel_args *a);
 

@@ -200,6 +200,9 @@ cn_status cuda_conv2d_backward_weight(const cn_kernel_args *a);
 /* pool.cu */
 cn_status cuda_pool2d(const cn_kernel_args *a);          /* max and avg */
 cn_status cuda_pool2d_backward(const cn_kernel_args *a); /* max and avg */
+/* scan.cu: cumsum, cumprod, cummax, cummin, sort, any, all; cumprod's backward */
+cn_status cuda_scan(const cn_kernel_args *a);
+cn_status cuda_cumprod_backward(const cn_kernel_args *a);
 /* optim.cu */
 cn_status cuda_sgd_step(const cn_kernel_args *a);
 

@@ -346,8 +346,11 @@ cn_status cpu_scan(const cn_kernel_args *a) {
     case CN_OP_ALL: run_rows(&j, anyall_chunk, chunks); return CN_OK;
     case CN_OP_SORT: {
         if (chunks < 1) chunks = 1;
-        size_t per = (size_t)j.g.n * 2;
-        j.scratch = cn__malloc("sort", per * (size_t)chunks * sizeof(int64_t));
+        /* 2 n indices per chunk: n * chunks <= numel, an int64; 16 bytes each must fit */
+        if (j.g.n > INT64_MAX / 16 / chunks)
+            return cn_set_error(CN_ERR_OVERFLOW, "sort", "the sort's scratch (16 bytes per "
+                                "element of a row, per thread) does not fit in memory");
+        j.scratch = cn__malloc("sort", (size_t)(j.g.n * chunks * 16));
         if (!j.scratch) return cn_last_status();
         run_rows(&j, sort_chunk, chunks);
         cn__free(j.scratch);

@@ -17,8 +17,8 @@
  * - cummax / cummin take a new extreme when x >= (<=) the running one, so the index of equal
  *   values is the last one; a NaN always takes over (the running value stays NaN and later NaNs
  *   move the index), as torch.cummax.
- * - sort is a stable merge sort of the row's indices: equal values keep their order (both
- *   directions), and NaN sorts as the largest value (last ascending, first descending).
+ * - sort is a stable merge sort of the row's (value, index) pairs: equal values keep their order
+ *   (both directions), and NaN sorts as the largest value (last ascending, first descending).
  * - any / all: != 0 is true (NaN too). */
 #include <stdint.h>
 #include <string.h>
@@ -70,7 +70,7 @@ static int64_t row_offsets(const row_geom *g, int64_t r, int64_t out_n, int64_t 
 typedef struct scan_job {
     const cn_kernel_args *a;
     row_geom g;
-    int64_t *scratch; /* sort: 2 n indices per chunk */
+    char *scratch; /* sort: 2 n pairs per chunk */
 } scan_job;
 
 static void run_rows(scan_job *j, cpu_range_fn fn, int64_t chunks) {
@@ -98,11 +98,72 @@ static int64_t row_chunks(const row_geom *g) {
             y[i * ys] = (T)acc;                                                                    \
         }                                                                                          \
     }
-DEF_CUM(float, f32, double)
-DEF_CUM(double, f64, double)
-DEF_CUM(int32_t, i32, uint64_t)
-DEF_CUM(int64_t, i64, uint64_t)
-DEF_CUM(uint8_t, u8, uint64_t)
+/* Columns: w adjacent rows at once (x dense, so the rows' elements at one position along dim are
+ * adjacent in x and in y, and one step along dim is `inner` elements in both): the loop over the
+ * w accumulators vectorises, and memory is read in sequence. Same sums, in the same order, as
+ * the row form. */
+#define DEF_CUM_COLS(T, SUF, ACC)                                                                  \
+    static void cum_cols_##SUF(const T *x, T *y, int64_t inner, int64_t n, int64_t w, int prod,  \
+                               int reverse) {                                                      \
+        ACC acc[COL_TILE];                                                                         \
+        for (int64_t j = 0; j < w; j++) acc[j] = prod ? (ACC)1 : (ACC)0;                           \
+        for (int64_t k = 0; k < n; k++) {                                                          \
+            int64_t i = reverse ? n - 1 - k : k;                                                   \
+            const T *restrict xi = x + i * inner;                                                  \
+            T *restrict yi = y + i * inner;                                                        \
+            if (prod)                                                                              \
+                for (int64_t j = 0; j < w; j++) yi[j] = (T)(acc[j] *= (ACC)xi[j]);                 \
+            else                                                                                   \
+                for (int64_t j = 0; j < w; j++) yi[j] = (T)(acc[j] += (ACC)xi[j]);                 \
+        }                                                                                          \
+    }
+#define COL_TILE 256
+#define DEF_CUM_BOTH(T, SUF, ACC) DEF_CUM(T, SUF, ACC) DEF_CUM_COLS(T, SUF, ACC)
+DEF_CUM_BOTH(float, f32, double)
+DEF_CUM_BOTH(double, f64, double)
+DEF_CUM_BOTH(int32_t, i32, uint64_t)
+DEF_CUM_BOTH(int64_t, i64, uint64_t)
+DEF_CUM_BOTH(uint8_t, u8, uint64_t)
+
+/* Items of the column form: item t is tile t % tiles of the outer position t / tiles. */
+static void cum_cols_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const scan_job *j = ctx;
+    const cn_kernel_args *a = j->a;
+    const row_geom *g = &j->g;
+    int prod = a->op == CN_OP_CUMPROD;
+    int reverse = a->op == CN_OP_CUMSUM && a->n_ints > 1 && a->ints[1];
+    int64_t tiles = (g->inner + COL_TILE - 1) / COL_TILE;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t j0 = t % tiles * COL_TILE, w = g->inner - j0 < COL_TILE ? g->inner - j0 : COL_TILE;
+        int64_t off = t / tiles * g->n * g->inner + j0; /* the same in x and y */
+        switch (a->in[0].dtype) {
+#define COLS_CASE(DT, T, SUF)                                                                      \
+    case DT:                                                                                       \
+        cum_cols_##SUF((const T *)a->in[0].data + off, (T *)a->out[0].data + off, g->inner, g->n,  \
+                       w, prod, reverse);                                                          \
+        break;
+            COLS_CASE(CN_F32, float, f32)
+            COLS_CASE(CN_F64, double, f64)
+            COLS_CASE(CN_I32, int32_t, i32)
+            COLS_CASE(CN_I64, int64_t, i64)
+            COLS_CASE(CN_U8, uint8_t, u8)
+#undef COLS_CASE
+        default: break;
+        }
+    }
+}
+
+/* Whether view x is dense row-major (size-1 dims take any stride). */
+static int dense(const cn_view *x) {
+    int64_t expect = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (x->shape[d] == 1) continue;
+        if (x->strides[d] != expect) return 0;
+        expect *= x->shape[d];
+    }
+    return 1;
+}
 
 static void cum_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     (void)chunk;
@@ -228,35 +289,53 @@ static void cumext_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
 
 /* ---- sort -------------------------------------------------------------------------------- */
 
-/* A stable bottom-up merge sort of the indices 0..n-1 of a row x (stride xs) into idx, with tmp
- * (n entries) as the other buffer; then the values in that order. before(a, b): a sorts strictly
- * before b (NaN as the largest value). */
+/* A stable sort of a row x (stride xs) as (value, index) pairs, so that merges read memory in
+ * sequence: insertion sort of runs of SORT_RUN, then bottom-up merges between the two halves of
+ * buf (2 n pairs); then the values and indices in that order. before(a, b): a sorts strictly
+ * before b (NaN as the largest value); ties keep the left one first, so the sort is stable. */
+#define SORT_RUN 16
+#define SORT_PAIR_BYTES 16 /* the largest pair ({double or int64, int64}); buf holds 2 n of it */
 #define DEF_SORT(T, SUF, ISNAN)                                                                    \
+    typedef struct pair_##SUF {                                                                    \
+        T v;                                                                                       \
+        int64_t i;                                                                                 \
+    } pair_##SUF;                                                                                  \
     static int before_##SUF(T a, T b, int desc) {                                                  \
         if (desc) return (ISNAN(a) && !ISNAN(b)) || (!ISNAN(b) && a > b);                          \
         return !ISNAN(a) && (ISNAN(b) || a < b);                                                   \
     }                                                                                              \
     static void sort_row_##SUF(const T *x, int64_t xs, T *y, int64_t *idx_out, int64_t ys,       \
-                               int64_t n, int desc, int64_t *buf) {                                \
-        int64_t *src = buf, *dst = buf + n;                                                        \
-        for (int64_t i = 0; i < n; i++) src[i] = i;                                                \
-        for (int64_t w = 1; w < n; w *= 2) {                                                       \
+                               int64_t n, int desc, void *buf) {                                   \
+        pair_##SUF *src = buf, *dst = src + n;                                                     \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            src[i].v = x[i * xs];                                                                  \
+            src[i].i = i;                                                                          \
+        }                                                                                          \
+        for (int64_t lo = 0; lo < n; lo += SORT_RUN) {                                             \
+            int64_t hi = lo + SORT_RUN < n ? lo + SORT_RUN : n;                                    \
+            for (int64_t i = lo + 1; i < hi; i++) {                                                \
+                pair_##SUF t = src[i];                                                             \
+                int64_t j = i;                                                                     \
+                for (; j > lo && before_##SUF(t.v, src[j - 1].v, desc); j--) src[j] = src[j - 1];  \
+                src[j] = t;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+        for (int64_t w = SORT_RUN; w < n; w *= 2) {                                                \
             for (int64_t lo = 0; lo < n; lo += 2 * w) {                                            \
                 int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;      \
                 int64_t p = lo, q = mid, o = lo;                                                   \
                 while (p < mid && q < hi) /* the right one first only when strictly before */     \
-                    dst[o++] = before_##SUF(x[src[q] * xs], x[src[p] * xs], desc) ? src[q++]       \
-                                                                                  : src[p++];      \
+                    dst[o++] = before_##SUF(src[q].v, src[p].v, desc) ? src[q++] : src[p++];       \
                 while (p < mid) dst[o++] = src[p++];                                               \
                 while (q < hi) dst[o++] = src[q++];                                                \
             }                                                                                      \
-            int64_t *t = src;                                                                      \
+            pair_##SUF *t = src;                                                                   \
             src = dst;                                                                             \
             dst = t;                                                                               \
         }                                                                                          \
         for (int64_t i = 0; i < n; i++) {                                                          \
-            y[i * ys] = x[src[i] * xs];                                                            \
-            idx_out[i * ys] = src[i];                                                              \
+            y[i * ys] = src[i].v;                                                                  \
+            idx_out[i * ys] = src[i].i;                                                            \
         }                                                                                          \
     }
 DEF_SORT(float, f32, ISNAN_F)
@@ -270,7 +349,7 @@ static void sort_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     const cn_kernel_args *a = j->a;
     const row_geom *g = &j->g;
     int desc = a->n_ints > 1 && a->ints[1];
-    int64_t *buf = j->scratch + chunk * 2 * g->n;
+    char *buf = j->scratch + chunk * 2 * g->n * SORT_PAIR_BYTES;
     for (int64_t r = begin; r < end; r++) {
         int64_t yo, xo = row_offsets(g, r, g->n, &yo);
         int64_t *idx = (int64_t *)a->out[1].data + yo;
@@ -339,18 +418,27 @@ cn_status cpu_scan(const cn_kernel_args *a) {
     int64_t chunks = row_chunks(&j.g);
     switch (a->op) {
     case CN_OP_CUMSUM:
-    case CN_OP_CUMPROD: run_rows(&j, cum_chunk, chunks); return CN_OK;
+    case CN_OP_CUMPROD:
+        if (j.g.inner > 1 && dense(x)) { /* a dim before the last of a dense x: columns */
+            int64_t items = j.g.rows / j.g.inner * ((j.g.inner + COL_TILE - 1) / COL_TILE);
+            int64_t c = cpu_chunks(j.g.rows * j.g.n, SCAN_GRAIN);
+            cpu_parallel(items, c > items ? items : c, cum_cols_chunk, &j);
+            return CN_OK;
+        }
+        run_rows(&j, cum_chunk, chunks);
+        return CN_OK;
     case CN_OP_CUMMAX:
     case CN_OP_CUMMIN: run_rows(&j, cumext_chunk, chunks); return CN_OK;
     case CN_OP_ANY:
     case CN_OP_ALL: run_rows(&j, anyall_chunk, chunks); return CN_OK;
     case CN_OP_SORT: {
         if (chunks < 1) chunks = 1;
-        /* 2 n indices per chunk: n * chunks <= numel, an int64; 16 bytes each must fit */
-        if (j.g.n > INT64_MAX / 16 / chunks)
-            return cn_set_error(CN_ERR_OVERFLOW, "sort", "the sort's scratch (16 bytes per "
-                                "element of a row, per thread) does not fit in memory");
-        j.scratch = cn__malloc("sort", (size_t)(j.g.n * chunks * 16));
+        /* 2 n pairs per chunk: n * chunks <= numel, an int64; the bytes must fit too */
+        if (j.g.n > INT64_MAX / (2 * SORT_PAIR_BYTES) / chunks)
+            return cn_set_error(CN_ERR_OVERFLOW, "sort", "the sort's scratch (%d bytes per "
+                                "element of a row, per thread) does not fit in memory",
+                                2 * SORT_PAIR_BYTES);
+        j.scratch = cn__malloc("sort", (size_t)(j.g.n * chunks * 2 * SORT_PAIR_BYTES));
         if (!j.scratch) return cn_last_status();
         run_rows(&j, sort_chunk, chunks);
         cn__free(j.scratch);

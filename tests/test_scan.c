@@ -339,6 +339,71 @@ static void test_misuse(void) {
     cn_scope_end();
 }
 
+/* ---- allocation failures ---------------------------------------------------------------------- */
+
+/* Every scan and sort on the autodiff device and back: L's gradient as one sum, or NAN on failure
+ * (every tensor released either way). */
+static double scan_everything(cn_tensor *x) {
+    double out = NAN;
+    if (cn_scope_begin() != CN_OK) return out;
+    cn_tensor *idx = NULL, *idx2 = NULL;
+    cn_tensor *a = cn_cumsum(x, 1), *b = cn_cumprod(x, 0), *c = cn_cummax(x, 1, &idx);
+    cn_tensor *d = cn_sort(x, 0, 1, &idx2), *e = cn_topk(x, 2, 1, 0, 1, NULL);
+    cn_tensor *f = cn_max_dim_indices(x, 1, 1, NULL), *anyx = cn_any_dim(x, 0, 0);
+    cn_tensor *l = NULL;
+    if (a && b && c && d && e && f && anyx && idx && idx2) {
+        l = cn_add(cn_add(cn_sum(a), cn_sum(cn_mul(b, b))), cn_add(cn_sum(c), cn_sum(d)));
+        l = cn_add(l, cn_add(cn_sum(e), cn_sum(f)));
+    }
+    cn_grads *g = l ? cn_backward(l) : NULL;
+    cn_tensor *gx = g ? cn_grad(g, x) : NULL;
+    cn_tensor *s = gx ? cn_sum(gx) : NULL;
+    double v;
+    if (s && cn_read(s, &v, sizeof v) == CN_OK) out = v;
+    cn_grads_free(g);
+    cn_release(idx);
+    cn_release(idx2);
+    cn_scope_end();
+    return out;
+}
+
+static void test_allocation_failures_are_clean(void) {
+    const double v[12] = {0.5, -1.25, 2, 0.75, 1.5, -0.25, 1, -2, 0.125, 3, -0.5, 1.75};
+    const int64_t s[2] = {3, 4};
+    cn_tensor *x = cn_require_grad(cn_from_data(v, s, 2, CN_F64, cn_autodiff(cn_cpu())));
+    int64_t before = cn_alloc_count();
+    double want = scan_everything(x);
+    int64_t count = cn_alloc_count() - before;
+    CHECK(!isnan(want) && count > 10);
+    int64_t live = cn_live_tensors(), failed = 0;
+    for (int64_t k = 1; k <= count; k++) {
+        cn_clear_error();
+        cn_alloc_fail_after(k);
+        double got = scan_everything(x);
+        cn_alloc_fail_after(0);
+        failed += isnan(got);
+        if (isnan(got) && cn_last_status() != CN_ERR_OUT_OF_MEMORY) {
+            fprintf(stderr, "allocation %lld: failed with %s (%s)\n", (long long)k,
+                    cn_status_name(cn_last_status()), cn_last_error());
+            th_checks_failed++;
+        }
+        if (!isnan(got) && got != want) {
+            fprintf(stderr, "allocation %lld: %.17g, want %.17g\n", (long long)k, got, want);
+            th_checks_failed++;
+        }
+        if (cn_live_tensors() != live) {
+            fprintf(stderr, "allocation %lld: %lld tensors leaked\n", (long long)k,
+                    (long long)(cn_live_tensors() - live));
+            th_checks_failed++;
+            live = cn_live_tensors();
+        }
+    }
+    CHECK(failed == count); /* every allocation is needed: each failure fails the run */
+    cn_clear_error();
+    CHECK(scan_everything(x) == want); /* and the runtime still works */
+    cn_release(x);
+}
+
 int main(void) {
     RUN(test_cumprod_gradient_with_zeros);
     RUN(test_cumsum_gradient_is_the_reverse_cumsum);
@@ -351,5 +416,6 @@ int main(void) {
     RUN(test_max_abs);
     RUN(test_strided_and_long_rows);
     RUN(test_misuse);
+    RUN(test_allocation_failures_are_clean);
     return th_finish();
 }

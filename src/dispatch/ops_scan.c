@@ -70,7 +70,9 @@ static cn_tensor *scan(cn_op op, const char *name, cn_tensor *x, int dim, int64_
     return values;
 }
 
-cn_tensor *cn_cumsum(cn_tensor *x, int dim) { return scan(CN_OP_CUMSUM, "cumsum", x, dim, 0, NULL); }
+cn_tensor *cn_cumsum(cn_tensor *x, int dim) {
+    return scan(CN_OP_CUMSUM, "cumsum", x, dim, 0, NULL);
+}
 cn_tensor *cn_cumprod(cn_tensor *x, int dim) {
     return scan(CN_OP_CUMPROD, "cumprod", x, dim, 0, NULL);
 }

@@ -11,9 +11,12 @@
  * - cumsum and cumprod accumulate f32 in double (at::acc_type), ints in 64 bits wrapping and
  *   narrowed to the dtype. cumsum's reverse form (ints[1] = 1: the sum of in[i..n-1]) is the
  *   gradient of cumsum.
- * - cumprod_backward: for y = cumprod(x), dL/dx_i = sum over j >= i of g_j prod_{k <= j, k != i} x_k
- *   = P_{i-1} S_i, with P the exclusive prefix product and S_i = g_i + x_{i+1} S_{i+1} (a reverse
- *   scan): no division, so zeros in x give the exact product of the others.
+ * - cumprod_backward: for y = cumprod(x),
+ *       dL/dx_i = sum over j >= i of g_j prod_{k <= j, k != i} x_k = P_{i-1} S_i,
+ *   with P the exclusive prefix product and S_i = g_i + x_{i+1} S_{i+1} (a reverse scan): no
+ *   division, so zeros in x give the exact product of the others.
+ * - Rows of a dense input along a dim before the last are taken as tiles of adjacent columns by
+ *   cumsum and cumprod (the same sums in the same order, vectorised).
  * - cummax / cummin take a new extreme when x >= (<=) the running one, so the index of equal
  *   values is the last one; a NaN always takes over (the running value stays NaN and later NaNs
  *   move the index), as torch.cummax.

@@ -152,7 +152,8 @@ CN_API cn_tensor *cn_log_softmax(cn_tensor *x, int dim);
  * out of range or a bad k, CN_ERR_KIND, the router's device errors; x is never modified).
  * The ops that find elements also give their i64 indices along dim: pass `indices` to receive
  * them (a new reference for the caller, set only on success, NULL on failure) or NULL when they
- * are not wanted. One kernel computes values and indices together.
+ * are not wanted. cummax, cummin, sort (and topk, argsort) compute values and indices in one
+ * kernel; max / min with indices run max_dim's and argmax_dim's.
  * Differentiable on float tensors; the gradient of the values goes to the selected elements
  * (adding up where an element is selected more than once); the indices have none. Threads: as
  * every op (reads of x may run concurrently; tensor.h). */
@@ -169,7 +170,8 @@ CN_API cn_tensor *cn_cummax(cn_tensor *x, int dim, cn_tensor **indices);
 CN_API cn_tensor *cn_cummin(cn_tensor *x, int dim, cn_tensor **indices);
 /* Max / min along dim with the index of the first extreme (a NaN being the extreme, as in
  * PyTorch), as torch.max(x, dim) / torch.min(x, dim); keepdim as cn_max_dim. Values and indices
- * are cn_max_dim's and cn_argmax_dim's. An empty dim is CN_ERR_SHAPE. */
+ * are cn_max_dim's and cn_argmax_dim's (and so are the errors, naming max / argmax). An empty
+ * dim is CN_ERR_SHAPE. */
 CN_API cn_tensor *cn_max_dim_indices(cn_tensor *x, int dim, int keepdim, cn_tensor **indices);
 CN_API cn_tensor *cn_min_dim_indices(cn_tensor *x, int dim, int keepdim, cn_tensor **indices);
 /* Sorts along dim, ascending or (descending != 0) descending, as torch.sort(stable=True): equal
@@ -183,8 +185,9 @@ CN_API cn_tensor *cn_argsort(cn_tensor *x, int dim, int descending);
 CN_API cn_tensor *cn_topk(cn_tensor *x, int64_t k, int dim, int largest, int sorted,
                           cn_tensor **indices);
 /* Whether any / all elements are non-zero (NaN counts as non-zero), over all elements (0-d) or
- * along dim (keepdim as cn_sum_dim), as torch.any / torch.all: any dtype, bool result; over
- * nothing, any is false and all is true. Not differentiable (bool). */
+ * along dim (keepdim as cn_sum_dim), as torch.any / torch.all: float, int and bool (the CPU:
+ * every dtype but f16 and bf16), bool result; over nothing, any is false and all is true. Not
+ * differentiable (bool). */
 CN_API cn_tensor *cn_any(cn_tensor *x);
 CN_API cn_tensor *cn_any_dim(cn_tensor *x, int dim, int keepdim);
 CN_API cn_tensor *cn_all(cn_tensor *x);

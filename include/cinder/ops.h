@@ -147,8 +147,8 @@ CN_API cn_tensor *cn_log_softmax(cn_tensor *x, int dim);
 
 /* ---- scans and sorts along a dim, any / all ------------------------------------------------ *
  * Each works along one dim (negative counts from the end; a 0-d x takes dim 0 or -1 and counts
- * as one element) on float and int tensors (bool: CN_ERR_KIND, cast first), and returns a new
- * tensor of x's dtype (or NULL with the error set: CN_ERR_NULL_ARG, CN_ERR_INVALID_ARG for a dim
+ * as one element). The scans and sorts take float and int tensors (bool: CN_ERR_KIND, cast
+ * first; any / all take bool too) and return a new tensor of x's dtype (or NULL with the error set: CN_ERR_NULL_ARG, CN_ERR_INVALID_ARG for a dim
  * out of range or a bad k, CN_ERR_KIND, the router's device errors; x is never modified).
  * The ops that find elements also give their i64 indices along dim: pass `indices` to receive
  * them (a new reference for the caller, set only on success, NULL on failure) or NULL when they

@@ -898,6 +898,116 @@ static void test_softmax(void) {
     pair_free(x);
 }
 
+/* ---- scans and sorts, any / all ------------------------------------------------------------------ */
+
+static cn_tensor *f_cumsum(cn_tensor *const *x, const void *a) {
+    return A(a)->i1 ? cn__cumsum_reverse(x[0], (int)A(a)->i0) : cn_cumsum(x[0], (int)A(a)->i0);
+}
+static cn_tensor *f_cumprod(cn_tensor *const *x, const void *a) {
+    return cn_cumprod(x[0], (int)A(a)->i0);
+}
+static cn_tensor *f_cumprod_bwd(cn_tensor *const *x, const void *a) {
+    return cn__cumprod_backward(x[0], x[1], (int)A(a)->i0);
+}
+/* i1: 0 values, 1 indices; ints[0]: the op (cummax, cummin, sort), ints[1]: descending */
+static cn_tensor *f_select(cn_tensor *const *x, const void *a) {
+    cn_tensor *idx = NULL, *v;
+    int dim = (int)A(a)->i0;
+    switch (A(a)->ints[0]) {
+    case CN_OP_CUMMAX: v = cn_cummax(x[0], dim, &idx); break;
+    case CN_OP_CUMMIN: v = cn_cummin(x[0], dim, &idx); break;
+    default: v = cn_sort(x[0], dim, (int)A(a)->ints[1], &idx); break;
+    }
+    cn_tensor *keep = A(a)->i1 ? idx : v;
+    cn_release(A(a)->i1 ? v : idx);
+    return keep;
+}
+
+static void test_scans(void) {
+    static const struct {
+        int nd;
+        int64_t shape[3];
+    } shapes[] = {{3, {4, 9, 6}}, {2, {3, 700}}, {2, {300, 2}}};
+    const cn_dtype dts[] = {CN_F32, CN_F64, CN_F16, CN_BF16, CN_I32, CN_I64, CN_U8};
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++) {
+        cn_dtype dt = dts[di];
+        int is_int = di >= 4;
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            int nd = shapes[si].nd;
+            const int64_t *shape = shapes[si].shape;
+            for (int l = 0; l < 3; l++) {
+                /* ints: few values, so ties (stable order, last index of cummax) are common */
+                pair x = input(shape, nd, dt, is_int ? (dt == CN_U8 ? 0 : -4) : -2,
+                               is_int ? 4 : 2, l);
+                pair p = input(shape, nd, dt, is_int ? 1 : 0.9, is_int ? 2 : 1.1, l);
+                for (int dim = 0; dim < nd; dim++) {
+                    const char *w = label("%s [%lld..] dim %d %s", cn_dtype_name(dt),
+                                          (long long)shape[0], dim, layout_names[l]);
+                    for (int rev = 0; rev < 2; rev++) {
+                        args a = {.i0 = dim, .i1 = rev};
+                        check_op(label("cumsum%s %s", rev ? " reverse" : "", w), CN_OP_CUMSUM,
+                                 f_cumsum, &a, &x, 1, 5);
+                    }
+                    args a = {.i0 = dim};
+                    check_op(label("cumprod %s", w), CN_OP_CUMPROD, f_cumprod, &a, &p, 1, 5);
+                    const int64_t sel[4][2] = {{CN_OP_CUMMAX, 0}, {CN_OP_CUMMIN, 0},
+                                               {CN_OP_SORT, 0}, {CN_OP_SORT, 1}};
+                    for (int k = 0; k < 4; k++)
+                        for (int which = 0; which < 2; which++) {
+                            args b = {.i0 = dim, .i1 = which, .ints = sel[k]};
+                            check_op(label("%s%s %s %s", cn_op_name((cn_op)sel[k][0]),
+                                           sel[k][1] ? " descending" : "",
+                                           which ? "indices" : "values", w),
+                                     (cn_op)sel[k][0], f_select, &b, &x, 1, 1);
+                        }
+                    args r = {.r = cn_any_dim, .i0 = dim, .i1 = dim & 1};
+                    check_op(label("any %s", w), CN_OP_ANY, f_reduce_dim, &r, &x, 1, 1);
+                    r.r = cn_all_dim;
+                    check_op(label("all %s", w), CN_OP_ALL, f_reduce_dim, &r, &x, 1, 1);
+                    if (!is_int && dt != CN_BF16 && dt != CN_F16) {
+                        pair gx[2] = {x, p};
+                        check_op(label("cumprod_backward %s", w), CN_OP_CUMPROD_BACKWARD,
+                                 f_cumprod_bwd, &a, gx, 2, 5);
+                    }
+                }
+                pair_free(p);
+                pair_free(x);
+            }
+        }
+    }
+    /* NaN (sorts as the largest; cummax takes it over), signed zeros, infinities, zeros in
+     * cumprod's backward */
+    const double v[12] = {1, NAN, 3, 3, -INFINITY, 0, -0.0, 5, NAN, 0, INFINITY, INFINITY};
+    const int64_t s34[2] = {3, 4};
+    pair x = pair_from(v, s34, 2, CN_F32);
+    for (int dim = 0; dim < 2; dim++) {
+        const int64_t sel[4][2] = {{CN_OP_CUMMAX, 0}, {CN_OP_CUMMIN, 0}, {CN_OP_SORT, 0},
+                                   {CN_OP_SORT, 1}};
+        for (int k = 0; k < 4; k++)
+            for (int which = 0; which < 2; which++) {
+                args b = {.i0 = dim, .i1 = which, .ints = sel[k]};
+                check_op(label("%s specials dim %d", cn_op_name((cn_op)sel[k][0]), dim),
+                         (cn_op)sel[k][0], f_select, &b, &x, 1, 1);
+            }
+        args r = {.r = cn_any_dim, .i0 = dim};
+        check_op("any specials", CN_OP_ANY, f_reduce_dim, &r, &x, 1, 1);
+    }
+    pair_free(x);
+    const double z[12] = {2, 0, -1.5, 0.5, 0, 1.25, 0, -2, 0.75, 1.5, -0.5, 2};
+    pair zx[2] = {input(s34, 2, CN_F64, -1, 1, CONTIG), pair_from(z, s34, 2, CN_F64)};
+    args a1 = {.i0 = 1};
+    check_op("cumprod_backward with zeros", CN_OP_CUMPROD_BACKWARD, f_cumprod_bwd, &a1, zx, 2, 1);
+    pair_free(zx[0]);
+    pair_free(zx[1]);
+    /* an empty dim: any is false, all is true, the scans give empty results */
+    const int64_t e[2] = {4, 0};
+    x = input(e, 2, CN_F32, 0, 1, CONTIG);
+    args any1 = {.r = cn_any_dim, .i0 = 1}, all1 = {.r = cn_all_dim, .i0 = 1};
+    check_op("any of nothing", CN_OP_ANY, f_reduce_dim, &any1, &x, 1, 1);
+    check_op("all of nothing", CN_OP_ALL, f_reduce_dim, &all1, &x, 1, 1);
+    pair_free(x);
+}
+
 /* ---- matmul ------------------------------------------------------------------------------------- */
 
 static void matmul_case(const char *name, const int64_t *as, int an, int al, const int64_t *bs,
@@ -1491,6 +1601,7 @@ int main(void) {
     RUN(test_random_bit_identical);
     RUN(test_reductions);
     RUN(test_softmax);
+    RUN(test_scans);
     RUN(test_matmul);
     RUN(test_indexing);
     RUN(test_conv);

@@ -768,6 +768,54 @@ static void test_softmax(void) {
         }
 }
 
+/* scans and sorts along a dim: kind picks the op; s0 = k of topk */
+enum { S_CUMSUM, S_CUMPROD, S_CUMMAX, S_CUMMIN, S_SORT, S_SORT_DESC, S_TOPK, S_TOPK_SMALL,
+       S_MAX_INDICES, S_MIN_INDICES, S_MAX_ABS };
+static cn_tensor *op_scan(cn_tensor *const *x, int n, const gc_args *a) {
+    (void)n;
+    switch (a->kind) {
+    case S_CUMSUM: return cn_cumsum(x[0], a->dim);
+    case S_CUMPROD: return cn_cumprod(x[0], a->dim);
+    case S_CUMMAX: return cn_cummax(x[0], a->dim, NULL);
+    case S_CUMMIN: return cn_cummin(x[0], a->dim, NULL);
+    case S_SORT: return cn_sort(x[0], a->dim, 0, NULL);
+    case S_SORT_DESC: return cn_sort(x[0], a->dim, 1, NULL);
+    case S_TOPK: return cn_topk(x[0], (int64_t)a->s0, a->dim, 1, 1, NULL);
+    case S_TOPK_SMALL: return cn_topk(x[0], (int64_t)a->s0, a->dim, 0, 1, NULL);
+    case S_MAX_INDICES: return cn_max_dim_indices(x[0], a->dim, a->keepdim, NULL);
+    case S_MIN_INDICES: return cn_min_dim_indices(x[0], a->dim, a->keepdim, NULL);
+    default: return cn_max_abs_dim(x[0], a->dim, a->keepdim);
+    }
+}
+
+static void test_scans(void) {
+    static const struct {
+        const char *name;
+        int kind;
+        char values; /* distinct values where an element is selected: no ties, no kinks */
+    } ops[] = {
+        {"cumsum", S_CUMSUM, 'u'},           {"cumprod", S_CUMPROD, 'a'},
+        {"cummax", S_CUMMAX, 'd'},           {"cummin", S_CUMMIN, 'd'},
+        {"sort", S_SORT, 'd'},               {"sort descending", S_SORT_DESC, 'd'},
+        {"topk", S_TOPK, 'd'},               {"topk smallest", S_TOPK_SMALL, 'd'},
+        {"max_dim_indices", S_MAX_INDICES, 'd'}, {"min_dim_indices", S_MIN_INDICES, 'd'},
+        {"max_abs_dim", S_MAX_ABS, 'd'},
+    };
+    char spec[32], name[96];
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+        for (int dim = -1; dim < 3; dim++) {
+            gc_args a = {.kind = ops[k].kind, .dim = dim, .keepdim = dim & 1, .s0 = 2};
+            snprintf(name, sizeof name, "%s(dim %d)", ops[k].name, dim);
+            snprintf(spec, sizeof spec, "%c[2,3,4]", ops[k].values);
+            gradcheck(name, op_scan, &a, spec);
+            if (dim != 1 && dim != -1) continue;
+            snprintf(spec, sizeof spec, "%cT[2,4,3]", ops[k].values);
+            gradcheck(name, op_scan, &a, spec);
+            snprintf(spec, sizeof spec, "%cS[2,3,9]", ops[k].values);
+            gradcheck(name, op_scan, &a, spec);
+        }
+}
+
 static void test_matmul(void) {
     gc_args mm = {.bin = cn_matmul};
     static const char *const specs[] = {
@@ -921,6 +969,7 @@ int main(void) {
     RUN(test_where_and_cast);
     RUN(test_reductions);
     RUN(test_softmax);
+    RUN(test_scans);
     RUN(test_matmul);
     RUN(test_linear);
     RUN(test_views);

@@ -275,6 +275,29 @@ static cn_tensor *run_expand(const oc_call *c) {
 
 static cn_tensor *run_cat(const oc_call *c) { return cn_cat(c->x, c->d->n_in, INT_AT(0)); }
 
+/* scans and sorts: ints = (dim[, descending], which): the last picks values (0) or indices (1) */
+static cn_tensor *run_scan(const oc_call *c) { return c->o->along(c->x[0], INT_AT(0)); }
+static cn_tensor *pick(cn_tensor *values, cn_tensor *indices, int64_t which) {
+    if (!values || !indices) return NULL;
+    return which ? indices : values; /* both are the scope's */
+}
+static cn_tensor *run_cumext(const oc_call *c) {
+    cn_tensor *idx = NULL;
+    cn_tensor *(*f)(cn_tensor *, int, cn_tensor **) =
+        strcmp(c->d->op, "cummax") == 0 ? cn_cummax : cn_cummin;
+    cn_tensor *values = f(c->x[0], INT_AT(0), &idx);
+    return pick(values, idx, c->d->ints[1]);
+}
+static cn_tensor *run_sort(const oc_call *c) {
+    cn_tensor *idx = NULL;
+    cn_tensor *values = cn_sort(c->x[0], INT_AT(0), INT_AT(1), &idx);
+    return pick(values, idx, c->d->ints[2]);
+}
+/* ints: the dim */
+static cn_tensor *run_cumprod_bwd(const oc_call *c) {
+    return cn__cumprod_backward(c->x[0], c->x[1], INT_AT(0));
+}
+
 #undef INT_AT
 
 #include "op_table_random.h" /* check_rand_uniform, check_rand_normal */
@@ -392,6 +415,17 @@ static const oc_op ops[CN__OP_ALL] = {
     /* two steps of cn_sgd_new / cn_optimizer_step against torch.optim.SGD: nesterov with weight
      * decay, dampening, and plain (no momentum buffer) */
     [CN_OP_SGD_STEP] = {run_sgd},
+    /* scans along a dim (cumprod with zeros: its gradient must not divide by x), cumprod's
+     * backward kernel against autograd's, cummax / cummin / sort values and indices (distinct
+     * values for the gradients, ties on ints), any / all on float, int and bool */
+    [CN_OP_CUMSUM] = {run_scan, .along = cn_cumsum},
+    [CN_OP_CUMPROD] = {run_scan, .along = cn_cumprod},
+    [CN_OP_CUMPROD_BACKWARD] = {run_cumprod_bwd},
+    [CN_OP_CUMMAX] = {run_cumext},
+    [CN_OP_CUMMIN] = {run_cumext},
+    [CN_OP_SORT] = {run_sort},
+    [CN_OP_ANY] = {run_reduce, .all = cn_any, .dim = cn_any_dim},
+    [CN_OP_ALL] = {run_reduce, .all = cn_all, .dim = cn_all_dim},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

@@ -59,6 +59,15 @@
  *       d = buf ? (nesterov ? g' + momentum * buf : buf) : g'
  *       p = p - lr * d
  *   Whoever reads an element of p or buf also writes it, after reading.
+ * - cumsum, cumprod, cummax, cummin, sort: in[0] any strides, ints[0] = the (non-negative) dim;
+ *   out[0] contiguous, in[0]'s shape and dtype. cumsum: ints[1] = 1 scans from the end
+ *   (out[i] = sum of in[i..n-1]). cummax / cummin: out[1] (i64, same shape) the index of the
+ *   running extreme (the last one among equals; NaN beats everything and then stays). sort:
+ *   ints[1] = descending; out[1] (i64) the source index of each value; stable; NaN sorts as the
+ *   largest value. cumprod_backward: in = (g, x) of one shape, ints[0] = dim; out = x's gradient
+ *   (no division: correct where x has zeros).
+ * - any / all: a reduction (ints[0] = dim, out[0] bool with size 1 at dim) of any dtype; an
+ *   element counts as true when it is != 0 (NaN is true).
  * A kernel that fails calls cn_set_error and returns its status; it must leave inputs untouched. */
 #ifndef CINDER_BACKEND_H
 #define CINDER_BACKEND_H
@@ -117,6 +126,12 @@ typedef enum cn_op {
      * kernel (the convolution's output is never written out), and that pool's backward from the
      * window positions it kept */
     CN_OP_CONV2D_MAX_POOL2D, CN_OP_MAX_POOL2D_BACKWARD_INDEX,
+    /* added with the scans and sorts (issue 16), all along one dim ints[0]: cumsum (ints[1] = 1:
+     * the reverse scan, from the end), cumprod, its backward (in = g, x), cummax and cummin
+     * (out = values, i64 indices), sort (ints[1] = descending; out = values, i64 indices), and
+     * any / all (reductions to bool) */
+    CN_OP_CUMSUM, CN_OP_CUMPROD, CN_OP_CUMPROD_BACKWARD, CN_OP_CUMMAX, CN_OP_CUMMIN, CN_OP_SORT,
+    CN_OP_ANY, CN_OP_ALL,
     CN_OP_COUNT
 } cn_op;
 

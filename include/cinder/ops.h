@@ -145,6 +145,58 @@ CN_API cn_tensor *cn_logsumexp_dim(cn_tensor *x, int dim, int keepdim);
 CN_API cn_tensor *cn_softmax(cn_tensor *x, int dim);
 CN_API cn_tensor *cn_log_softmax(cn_tensor *x, int dim);
 
+/* ---- scans and sorts along a dim, any / all ------------------------------------------------ *
+ * Each works along one dim (negative counts from the end; a 0-d x takes dim 0 or -1 and counts
+ * as one element). The scans and sorts take float and int tensors (bool: CN_ERR_KIND, cast
+ * first; any / all take bool too) and return a new tensor of x's dtype (or NULL with the error set: CN_ERR_NULL_ARG, CN_ERR_INVALID_ARG for a dim
+ * out of range or a bad k, CN_ERR_KIND, the router's device errors; x is never modified).
+ * The ops that find elements also give their i64 indices along dim: pass `indices` to receive
+ * them (a new reference for the caller, set only on success, NULL on failure) or NULL when they
+ * are not wanted. cummax, cummin, sort (and topk, argsort) compute values and indices in one
+ * kernel; max / min with indices run max_dim's and argmax_dim's.
+ * Differentiable on float tensors; the gradient of the values goes to the selected elements
+ * (adding up where an element is selected more than once); the indices have none. Threads: as
+ * every op (reads of x may run concurrently; tensor.h). */
+
+/* Running sum and product along dim, as torch.cumsum and torch.cumprod (same shape). Ints keep
+ * their dtype and wrap like it (as cn_sum; PyTorch widens ints to i64), f32 accumulates in
+ * double. The gradient of cumprod is exact where x has zeros (it never divides by x). */
+CN_API cn_tensor *cn_cumsum(cn_tensor *x, int dim);
+CN_API cn_tensor *cn_cumprod(cn_tensor *x, int dim);
+/* Running max / min along dim and the index where it was taken, as torch.cummax / cummin: among
+ * equal values the last index; a NaN takes over from where it appears (each later NaN moves the
+ * index to itself). */
+CN_API cn_tensor *cn_cummax(cn_tensor *x, int dim, cn_tensor **indices);
+CN_API cn_tensor *cn_cummin(cn_tensor *x, int dim, cn_tensor **indices);
+/* Max / min along dim with the index of the first extreme (a NaN being the extreme, as in
+ * PyTorch), as torch.max(x, dim) / torch.min(x, dim); keepdim as cn_max_dim. Values and indices
+ * are cn_max_dim's and cn_argmax_dim's (and so are the errors, naming max / argmax). An empty
+ * dim is CN_ERR_SHAPE. */
+CN_API cn_tensor *cn_max_dim_indices(cn_tensor *x, int dim, int keepdim, cn_tensor **indices);
+CN_API cn_tensor *cn_min_dim_indices(cn_tensor *x, int dim, int keepdim, cn_tensor **indices);
+/* Sorts along dim, ascending or (descending != 0) descending, as torch.sort(stable=True): equal
+ * values keep their order in both directions, NaN sorts as the largest value (last ascending,
+ * first descending), -0.0 and 0.0 are equal. cn_argsort returns only the indices (i64). */
+CN_API cn_tensor *cn_sort(cn_tensor *x, int dim, int descending, cn_tensor **indices);
+CN_API cn_tensor *cn_argsort(cn_tensor *x, int dim, int descending);
+/* The k largest (largest != 0) or smallest values along dim, as torch.topk: 0 <= k <= the size
+ * of dim (else CN_ERR_INVALID_ARG). Always in sorted order (sorted is accepted for PyTorch's
+ * signature), equal values by their index: the first k of cn_sort. */
+CN_API cn_tensor *cn_topk(cn_tensor *x, int64_t k, int dim, int largest, int sorted,
+                          cn_tensor **indices);
+/* Whether any / all elements are non-zero (NaN counts as non-zero), over all elements (0-d) or
+ * along dim (keepdim as cn_sum_dim), as torch.any / torch.all: float, int and bool (the CPU:
+ * every dtype but f16 and bf16), bool result; over nothing, any is false and all is true. Not
+ * differentiable (bool). */
+CN_API cn_tensor *cn_any(cn_tensor *x);
+CN_API cn_tensor *cn_any_dim(cn_tensor *x, int dim, int keepdim);
+CN_API cn_tensor *cn_all(cn_tensor *x);
+CN_API cn_tensor *cn_all_dim(cn_tensor *x, int dim, int keepdim);
+/* The largest |x|, over all elements or along dim: cn_max(cn_abs(x)) (burn's max_abs); float and
+ * int; differentiable where |x| is (not at 0). */
+CN_API cn_tensor *cn_max_abs(cn_tensor *x);
+CN_API cn_tensor *cn_max_abs_dim(cn_tensor *x, int dim, int keepdim);
+
 /* ---- linear algebra ------------------------------------------------------------------------- */
 /* a: [..., M, K], b: [..., K, N] -> [..., M, N]; batch dims broadcast; 1-D operands are promoted
  * as in numpy.matmul. Float only. */

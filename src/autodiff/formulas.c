@@ -322,6 +322,35 @@ static cn_tensor *r_log_softmax(ad_node *n, cn_tensor *g, int i) {
     return cn_sub(g, cn_mul(cn_exp(y), cn_sum_dim(g, (int)n->ints[0], 1)));
 }
 
+/* ---- scans and sorts along ints[0]: the input's gradient ---------------------------------- */
+
+static cn_tensor *s_cumsum(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    return cn__cumsum_reverse(g, (int)n->ints[0]);
+}
+static cn_tensor *s_cumprod(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    return cn__cumprod_backward(g, ad_input_value(n, 0), (int)n->ints[0]);
+}
+/* cummax, cummin, sort: g scattered back to the selected elements, whose indices the op gives
+ * again on the saved input (it is deterministic: the same indices as in the forward) */
+static cn_tensor *s_selected(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    const ad_input *a = &n->in[0];
+    int d = (int)n->ints[0];
+    cn_tensor *x = ad_input_value(n, 0), *idx = NULL, *v = NULL;
+    if (!x) return NULL;
+    if (a->ndim == 0) return g;
+    if (n->op == CN_OP_SORT)
+        v = cn_sort(x, d, (int)n->ints[1], &idx);
+    else
+        v = n->op == CN_OP_CUMMAX ? cn_cummax(x, d, &idx) : cn_cummin(x, d, &idx);
+    cn_release(v);
+    cn_tensor *out = idx ? cn_scatter_add(zeros_of(a, g), d, idx, g) : NULL;
+    cn_release(idx);
+    return out;
+}
+
 /* ---- one input's gradient: scalar ops, layout, indexing, pooling -------------------------- */
 
 static cn_tensor *i_neg(ad_node *n, cn_tensor *g, int i) {
@@ -569,6 +598,11 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_CONV2D_MAX_POOL2D] = {.node = conv_pool_formula},
     [CN_OP_MAX_POOL2D] = {.input = i_max_pool2d},
     [CN_OP_AVG_POOL2D] = {.input = i_avg_pool2d},
+    [CN_OP_CUMSUM] = {.input = s_cumsum},
+    [CN_OP_CUMPROD] = {.input = s_cumprod},
+    [CN_OP_CUMMAX] = {.input = s_selected},
+    [CN_OP_CUMMIN] = {.input = s_selected},
+    [CN_OP_SORT] = {.input = s_selected},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

@@ -180,6 +180,25 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     /* in-place parameter updates (under no-grad) */
     [CN_OP_SGD_STEP] = {.name = "sgd_step", .family = CN__FAMILY_OPTIM, .n_in = 3,
                         .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 2, .n_reals = 4},
+    /* scans and sorts along ints[0] (cumsum: ints[1] = reverse; sort: ints[1] = descending);
+     * cummax, cummin and sort also write i64 indices, which their formulas recompute from the
+     * saved input (as max's does); any / all: reductions to bool of any kind */
+    [CN_OP_CUMSUM] = {.name = "cumsum", .family = CN__FAMILY_SCAN, .n_in = 1, .kinds = {N},
+                      .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1},
+    [CN_OP_CUMPROD] = {.name = "cumprod", .family = CN__FAMILY_SCAN, .n_in = 1, .kinds = {N},
+                       .out = CN__OUT_INPUT, .n_ints = 1, .saves = IN0, .differentiable = 1},
+    [CN_OP_CUMPROD_BACKWARD] = {.name = "cumprod_backward", .family = CN__FAMILY_GRAD,
+                                .n_in = 2, .kinds = {F, F}, .out = CN__OUT_INPUT, .n_ints = 1},
+    [CN_OP_CUMMAX] = {.name = "cummax", .family = CN__FAMILY_SCAN, .n_in = 1, .kinds = {N},
+                      .out = CN__OUT_INPUT, .n_ints = 1, .saves = IN0, .differentiable = 1},
+    [CN_OP_CUMMIN] = {.name = "cummin", .family = CN__FAMILY_SCAN, .n_in = 1, .kinds = {N},
+                      .out = CN__OUT_INPUT, .n_ints = 1, .saves = IN0, .differentiable = 1},
+    [CN_OP_SORT] = {.name = "sort", .family = CN__FAMILY_SCAN, .n_in = 1, .kinds = {N},
+                    .out = CN__OUT_INPUT, .n_ints = 2, .saves = IN0, .differentiable = 1},
+    [CN_OP_ANY] = {.name = "any", .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {A},
+                   .out = CN__OUT_BOOL, .n_ints = 1},
+    [CN_OP_ALL] = {.name = "all", .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {A},
+                   .out = CN__OUT_BOOL, .n_ints = 1},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

@@ -51,6 +51,7 @@ typedef enum cn__op_family {
     CN__FAMILY_GRAD,      /* kernels only backward formulas call */
     CN__FAMILY_OPTIM,     /* in-place parameter updates */
     CN__FAMILY_VIEW,      /* no kernel: views and cat */
+    CN__FAMILY_SCAN,      /* along one dim, same shape: scans and sort (some with i64 indices) */
 } cn__op_family;
 
 /* The output dtype. */

@@ -33,6 +33,12 @@ cn_tensor *cn__erf(cn_tensor *x);
  * CN_OP_SILU, _GELU: s its input; approx: cn_gelu_approx for gelu). g and s of one shape. */
 cn_tensor *cn__activation_backward(cn_tensor *g, cn_tensor *s, cn_op op, int approx);
 
+/* The reverse cumsum of g along dim (element i: the sum of g[i..n-1]): cumsum's gradient. */
+cn_tensor *cn__cumsum_reverse(cn_tensor *g, int dim);
+/* cumprod's gradient from its output gradient g and its input x (one shape, float), along dim:
+ * exact where x has zeros (no division by x). */
+cn_tensor *cn__cumprod_backward(cn_tensor *g, cn_tensor *x, int dim);
+
 /* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel
  * where there is one, and compose public ops on a backend written before it (a program's). */
 int cn__has_kernel(cn_op op, const cn_tensor *t);

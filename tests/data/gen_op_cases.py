@@ -209,6 +209,68 @@ case("var", "var_all", [Fl([3, 4])], lambda x: x.var(correction=0), ints=[0])
 case("softmax", "softmax", [Fl([3, 4])], lambda x: torch.softmax(x, 0), ints=[0])
 case("log_softmax", "log_softmax", [Fl([3, 4])], lambda x: torch.log_softmax(x, -1), ints=[-1])
 
+# ---- scans and sorts along a dim, any / all ---------------------------------------------------
+# cumsum, cumprod: ints = (dim); cumprod also with zeros in x (its gradient must not divide by x)
+case("cumsum", "cumsum", [Fl([3, 4])], lambda x: torch.cumsum(x, 1), ints=[1])
+case("cumsum", "cumsum_dim0", [Fl([3, 2, 2])], lambda x: torch.cumsum(x, 0), ints=[0])
+case("cumsum", "cumsum_i64", [In([2, 3], INT_VALUES)], lambda x: torch.cumsum(x, -1), ints=[-1])
+case("cumprod", "cumprod", [Fl([3, 4], "a")], lambda x: torch.cumprod(x, 1), ints=[1])
+CUMPROD_ZEROS = [2.0, 0.0, -1.5, 0.5, 0.0, 1.25, 0.0, -2.0, 0.75, 1.5, -0.5, 2.0]
+case("cumprod", "cumprod_zeros", [Fl([3, 4], CUMPROD_ZEROS)], lambda x: torch.cumprod(x, 1),
+     ints=[1])
+case("cumprod", "cumprod_zeros_dim0", [Fl([4, 3], CUMPROD_ZEROS)],
+     lambda x: torch.cumprod(x, 0), ints=[0])
+case("cumprod", "cumprod_i64", [In([2, 3], INT_VALUES)], lambda x: torch.cumprod(x, 1), ints=[1])
+
+
+def cumprod_grad(dim):
+    def run(g, x):
+        x = x.clone().requires_grad_(True)
+        torch.cumprod(x, dim).backward(g)
+        return x.grad
+    return run
+
+
+# cumprod_backward: in = (g, x), ints = (dim), against autograd's gradient (x with zeros)
+case("cumprod_backward", "cumprod_backward", [Fl([3, 4]), Fl([3, 4], CUMPROD_ZEROS)],
+     cumprod_grad(1), ints=[1])
+case("cumprod_backward", "cumprod_backward_dim0", [Fl([4, 3]), Fl([4, 3], CUMPROD_ZEROS)],
+     cumprod_grad(0), ints=[0])
+# cummax, cummin, sort: the last int picks the output (0 values, 1 indices); distinct values where
+# the gradient is checked, ties (last index for cummax / cummin, kept order for sort) on ints
+TIES = [3, 1, 3, 0, 1, 3, -2, 1, 0, 3, 1, -2]
+for name, fn in (("cummax", torch.cummax), ("cummin", torch.cummin)):
+    for which, out in ((0, "values"), (1, "indices")):
+        case(name, "%s_%s" % (name, out), [Fl([3, 4], "d")],
+             lambda x, f=fn, w=which: f(x, 1)[w], ints=[1, which])
+        case(name, "%s_dim0_%s" % (name, out), [Fl([4, 3], "d")],
+             lambda x, f=fn, w=which: f(x, 0)[w], ints=[0, which])
+        case(name, "%s_ties_%s" % (name, out), [In([3, 4], TIES)],
+             lambda x, f=fn, w=which: f(x, -1)[w], ints=[-1, which])
+# sort: ints = (dim, descending, which)
+for which, out in ((0, "values"), (1, "indices")):
+    for desc in (0, 1):
+        tag = "desc" if desc else "asc"
+        case("sort", "sort_%s_%s" % (tag, out), [Fl([3, 5], "d")],
+             lambda x, d=desc, w=which: torch.sort(x, dim=1, descending=bool(d), stable=True)[w],
+             ints=[1, desc, which])
+        case("sort", "sort_dim0_%s_%s" % (tag, out), [Fl([4, 3], "d")],
+             lambda x, d=desc, w=which: torch.sort(x, dim=0, descending=bool(d), stable=True)[w],
+             ints=[0, desc, which])
+        case("sort", "sort_ties_%s_%s" % (tag, out), [In([2, 6], TIES)],
+             lambda x, d=desc, w=which: torch.sort(x, dim=-1, descending=bool(d), stable=True)[w],
+             ints=[-1, desc, which])
+# any / all: ints = (dim, keepdim), or none for all elements; float (with zeros), int and bool
+ANY_F = [0.0, 0.0, 0.0, 1.5, 0.0, -2.0, 0.5, 0.25, 0.0, 0.0, 0.0, 0.0]
+ANY_I = [0, 0, 0, 0, 3, 0, 0, -1, 2, 5, 7, 1]
+for name, fn in (("any", torch.any), ("all", torch.all)):
+    case(name, name + "_f_dim", [Fl([3, 4], ANY_F)], lambda x, f=fn: f(x, 1, keepdim=True),
+         ints=[1, 1])
+    case(name, name + "_i_dim0", [In([4, 3], ANY_I)], lambda x, f=fn: f(x, 0), ints=[0, 0])
+    case(name, name + "_b_dim", [Bo([3, 4])], lambda x, f=fn: f(x, -1), ints=[-1, 0])
+    case(name, name + "_all_f", [Fl([3, 4], ANY_F)], fn)
+    case(name, name + "_all_b", [Bo([2, 3], [1, 1, 1, 1, 1, 1])], fn)
+
 # ---- linear algebra, indexing ------------------------------------------------------------------
 case("matmul", "matmul", [Fl([2, 3]), Fl([3, 4])], torch.matmul)
 case("matmul", "matmul_batched", [Fl([2, 2, 3]), Fl([3, 2])], torch.matmul)

@@ -249,4 +249,12 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_SGD_STEP] = F;
     k[CN_OP_ACTIVATION_BACKWARD] = cpu_activation_backward;
     dt[CN_OP_ACTIVATION_BACKWARD] = F;
+    /* scans and sorts: float and int; any / all: every dtype but the half floats */
+    const cn_op scans[] = {CN_OP_CUMSUM, CN_OP_CUMPROD, CN_OP_CUMMAX, CN_OP_CUMMIN, CN_OP_SORT,
+                           CN_OP_ANY,    CN_OP_ALL};
+    for (size_t i = 0; i < sizeof scans / sizeof *scans; i++)
+        k[scans[i]] = cpu_scan, dt[scans[i]] = FI | DT(CN_U8);
+    dt[CN_OP_ANY] = dt[CN_OP_ALL] = FI | DT(CN_U8) | DT(CN_BOOL);
+    k[CN_OP_CUMPROD_BACKWARD] = cpu_cumprod_backward;
+    dt[CN_OP_CUMPROD_BACKWARD] = F;
 }

@@ -51,6 +51,9 @@ void cpu_pool_index_plane_f32(const float *z, int64_t W, int64_t k, int64_t PH, 
                               float *out, uint8_t *idx);
 void cpu_pool_index_plane_f64(const double *z, int64_t W, int64_t k, int64_t PH, int64_t PW,
                               double *out, uint8_t *idx);
+/* scan.c: cumsum, cumprod, cummax, cummin, sort, any, all; cumprod's backward */
+cn_status cpu_scan(const cn_kernel_args *a);
+cn_status cpu_cumprod_backward(const cn_kernel_args *a);
 /* optim.c */
 cn_status cpu_sgd_step(const cn_kernel_args *a);
 

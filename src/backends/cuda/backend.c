@@ -376,6 +376,14 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
     dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
     dt[CN_OP_SGD_STEP] = DT(CN_F32) | DT(CN_F64);
+    /* scans and sorts: float and int; any / all: every dtype */
+    const cn_op scans[] = {CN_OP_CUMSUM, CN_OP_CUMPROD, CN_OP_CUMMAX, CN_OP_CUMMIN, CN_OP_SORT,
+                           CN_OP_ANY,    CN_OP_ALL};
+    for (size_t i = 0; i < sizeof scans / sizeof *scans; i++)
+        k[scans[i]] = cuda_scan, dt[scans[i]] = FI | DT(CN_U8);
+    dt[CN_OP_ANY] = dt[CN_OP_ALL] = 0;
+    k[CN_OP_CUMPROD_BACKWARD] = cuda_cumprod_backward;
+    dt[CN_OP_CUMPROD_BACKWARD] = F;
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

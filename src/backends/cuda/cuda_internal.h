@@ -205,6 +205,9 @@ cn_status cuda_max_pool2d_backward_index(const cn_kernel_args *a);
  * when idx is not NULL, the choices (u8). */
 cn_status cu_pool_index(cu_dev *d, const char *op, const cn_view *z, int64_t k,
                         const cn_view *out, const cn_view *idx);
+/* scan.cu: cumsum, cumprod, cummax, cummin, sort, any, all; cumprod's backward */
+cn_status cuda_scan(const cn_kernel_args *a);
+cn_status cuda_cumprod_backward(const cn_kernel_args *a);
 /* optim.cu */
 cn_status cuda_sgd_step(const cn_kernel_args *a);
 

@@ -97,6 +97,15 @@ typedef enum cn_op {
     CN_OP_FLOOR, CN_OP_CEIL, CN_OP_ROUND, CN_OP_TRUNC, CN_OP_SIGN, CN_OP_RECIPROCAL, CN_OP_TAN,
     CN_OP_ASIN, CN_OP_ACOS, CN_OP_ATAN, CN_OP_SINH, CN_OP_COSH, CN_OP_ASINH, CN_OP_ACOSH,
     CN_OP_ATANH,
+    /* added with issue 16's remaining elementwise ops: remainder (the divisor's sign, as
+     * torch.remainder) and fmod (the dividend's) on floats and ints, hypot, is_nan and is_inf
+     * (bool out); the integer bitwise ops and shifts, on two tensors or with reals[0] the scalar;
+     * bool xor */
+    CN_OP_REMAINDER, CN_OP_FMOD, CN_OP_HYPOT, CN_OP_REMAINDER_SCALAR, CN_OP_IS_NAN, CN_OP_IS_INF,
+    CN_OP_BITWISE_AND, CN_OP_BITWISE_OR, CN_OP_BITWISE_XOR, CN_OP_BITWISE_LEFT_SHIFT,
+    CN_OP_BITWISE_RIGHT_SHIFT, CN_OP_BITWISE_NOT, CN_OP_BITWISE_AND_SCALAR,
+    CN_OP_BITWISE_OR_SCALAR, CN_OP_BITWISE_XOR_SCALAR, CN_OP_BITWISE_LEFT_SHIFT_SCALAR,
+    CN_OP_BITWISE_RIGHT_SHIFT_SCALAR, CN_OP_LOGICAL_XOR,
     CN_OP_COUNT
 } cn_op;
 

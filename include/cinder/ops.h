@@ -116,6 +116,55 @@ CN_API cn_tensor *cn_logical_and(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_logical_or(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_logical_not(cn_tensor *x);
 
+/* ---- more elementwise: remainders, hypot, NaN/inf tests, bitwise ops ------------------------- *
+ * Each returns a new tensor (one reference for the caller) or NULL with the error set, inputs
+ * untouched; like every op, safe to call from several threads on different tensors. The binary
+ * ones broadcast and take two tensors of one dtype. */
+
+/* The remainder of a / b with the sign of b, as torch.remainder (Python's %): a - floor(a / b) b;
+ * remainder(-5, 3) = 1, remainder(5, -3) = -1. fmod keeps the sign of a instead, as torch.fmod
+ * (C's fmod and %): a - trunc(a / b) b. Float and int. On floats b = 0 gives NaN; on ints a zero
+ * element of b is CN_ERR_INVALID_ARG ("integer division by zero", nothing written: mask the
+ * zeros with cn_where first, or cast to a float dtype), and x % -1 is 0 even for the minimum.
+ * Differentiable (floats): d/da = 1, d/db = -floor(a / b) (remainder), -trunc(a / b) (fmod),
+ * as in PyTorch (the jumps are ignored). burn's remainder is torch.remainder's. */
+CN_API cn_tensor *cn_remainder(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_fmod(cn_tensor *a, cn_tensor *b);
+/* cn_remainder with a scalar divisor s, as torch.remainder(x, s) (burn: remainder_scalar). On an
+ * int tensor s must be a nonzero integer that fits x's dtype (CN_ERR_INVALID_ARG otherwise:
+ * cast x to a float dtype for a fractional s); on floats s = 0 gives NaN. d/dx = 1. */
+CN_API cn_tensor *cn_remainder_scalar(cn_tensor *x, double s);
+/* sqrt(a^2 + b^2) without overflow or underflow in the squares, as torch.hypot: float only.
+ * Differentiable: d/da = a / hypot(a, b), d/db = b / hypot(a, b) (NaN at a = b = 0). */
+CN_API cn_tensor *cn_hypot(cn_tensor *a, cn_tensor *b);
+/* x is NaN / x is +-inf, as torch.isnan and torch.isinf: bool out. Float and int (an int tensor
+ * gives all false, as in PyTorch). No gradient. */
+CN_API cn_tensor *cn_is_nan(cn_tensor *x);
+CN_API cn_tensor *cn_is_inf(cn_tensor *x);
+
+/* Bitwise and, or, xor, not and shifts on int tensors (i32, i64), as torch.bitwise_and, _or,
+ * _xor, _not, bitwise_left_shift and bitwise_right_shift; float, bool and u8 tensors are
+ * CN_ERR_KIND or CN_ERR_DTYPE (for bool use cn_logical_and, _or, _xor, _not). No gradient.
+ * Shifts by a count y of a W-bit dtype are defined for every y, as PyTorch defines them (no C
+ * undefined behaviour): left shift drops the bits shifted out (the sign bit too: 1 << 63 is the
+ * i64 minimum) and gives 0 for y < 0 or y >= W; right shift is arithmetic (the sign fills in)
+ * and for y < 0 or y >= W gives x >> (W - 1), that is 0 or -1. */
+CN_API cn_tensor *cn_bitwise_and(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_bitwise_or(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_bitwise_xor(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_bitwise_left_shift(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_bitwise_right_shift(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_bitwise_not(cn_tensor *x);
+/* The same with a scalar s (burn: bitwise_and_scalar, ...): s must be an integer that fits x's
+ * dtype (CN_ERR_INVALID_ARG otherwise: a fraction, NaN or a value out of range). */
+CN_API cn_tensor *cn_bitwise_and_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_bitwise_or_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_bitwise_xor_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_bitwise_left_shift_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_bitwise_right_shift_scalar(cn_tensor *x, double s);
+/* a xor b on bool tensors (broadcasting), as torch.logical_xor (burn: bool_xor). Bool only. */
+CN_API cn_tensor *cn_logical_xor(cn_tensor *a, cn_tensor *b);
+
 /* ---- reductions ----------------------------------------------------------------------------- *
  * The plain form reduces all elements to a 0-d tensor; the _dim form reduces one dim, keeping it
  * with size 1 when keepdim is non-zero. sum/prod/max/min accept float and int, mean/var/logsumexp

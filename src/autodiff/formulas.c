@@ -248,6 +248,28 @@ static void g_atan2(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_ten
     *gb = cn_neg(cn_mul(scaled, x));
 }
 
+/* remainder(a, b) = a - floor(a / b) b, fmod(a, b) = a - trunc(a / b) b: d/da = 1, d/db the
+ * quotient negated (the jumps ignored, as in PyTorch) */
+static void g_remainder(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                        cn_tensor **gb) {
+    (void)n;
+    *ga = g;
+    *gb = cn_neg(cn_mul(g, cn_floor(cn_div(x, y))));
+}
+static void g_fmod(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                   cn_tensor **gb) {
+    (void)n;
+    *ga = g;
+    *gb = cn_neg(cn_mul(g, cn_trunc(cn_div(x, y))));
+}
+/* hypot(a, b) = h: d/da = a / h, d/db = b / h */
+static void g_hypot(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                    cn_tensor **gb) {
+    cn_tensor *scaled = cn_div(g, ad_output_value(n));
+    *ga = cn_mul(scaled, x);
+    *gb = cn_mul(scaled, y);
+}
+
 /* ---- reductions over dim ints[0] and softmax: the input's gradient ------------------------ */
 
 /* g with the reduced dim kept (size 1), and that dim's size */
@@ -328,7 +350,7 @@ static cn_tensor *i_neg(ad_node *n, cn_tensor *g, int i) {
     (void)n, (void)i;
     return cn_neg(g);
 }
-static cn_tensor *i_identity(ad_node *n, cn_tensor *g, int i) { /* add_scalar, copy */
+static cn_tensor *i_identity(ad_node *n, cn_tensor *g, int i) { /* add/remainder_scalar, copy */
     (void)n, (void)i;
     return g;
 }
@@ -515,6 +537,10 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_MAXIMUM] = {.binary = g_maximum},
     [CN_OP_MINIMUM] = {.binary = g_minimum},
     [CN_OP_ATAN2] = {.binary = g_atan2},
+    [CN_OP_REMAINDER] = {.binary = g_remainder},
+    [CN_OP_FMOD] = {.binary = g_fmod},
+    [CN_OP_HYPOT] = {.binary = g_hypot},
+    [CN_OP_REMAINDER_SCALAR] = {.input = i_identity},
     [CN_OP_WHERE] = {.input = i_where},
     [CN_OP_CAST] = {.input = i_cast},
     [CN_OP_COPY] = {.input = i_identity},

@@ -22,6 +22,13 @@
                            .memory_bound = 1}
 #define COMPARE(nm) {.name = nm, .family = CN__FAMILY_COMPARE, .n_in = 2, .kinds = {A, A}, \
                      .out = CN__OUT_BOOL}
+/* float or int in, bool out (is_nan, is_inf) */
+#define PREDICATE(nm) {.name = nm, .family = CN__FAMILY_UNARY, .n_in = 1, .kinds = {N}, \
+                       .out = CN__OUT_BOOL}
+#define BITWISE(nm) {.name = nm, .family = CN__FAMILY_BINARY, .n_in = 2, .kinds = {I, I}, \
+                     .out = CN__OUT_INPUT}
+#define BITWISE_SCALAR(nm) {.name = nm, .family = CN__FAMILY_SCALAR, .n_in = 1, .kinds = {I}, \
+                            .out = CN__OUT_INPUT, .n_reals = 1}
 #define REDUCE(nm, k, sv) {.name = nm, .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {k}, \
                            .out = CN__OUT_INPUT, .n_ints = 1, .saves = (sv), .differentiable = 1}
 
@@ -60,6 +67,31 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_ASINH] = UNARY("asinh", F, IN0),
     [CN_OP_ACOSH] = UNARY("acosh", F, IN0),
     [CN_OP_ATANH] = UNARY("atanh", F, IN0),
+    /* issue 16's remaining elementwise ops. remainder and fmod on ints check for zero divisors;
+     * the scalar ops read reals[0]; is_nan and is_inf take ints too (all false); the bitwise
+     * ops take ints only, bool xor bools only; none of those has a gradient */
+    [CN_OP_REMAINDER] = BINARY("remainder", N, IN0 | IN1),
+    [CN_OP_FMOD] = BINARY("fmod", N, IN0 | IN1),
+    [CN_OP_HYPOT] = BINARY("hypot", F, IN0 | IN1 | OUT),
+    [CN_OP_REMAINDER_SCALAR] = {.name = "remainder_scalar", .family = CN__FAMILY_SCALAR,
+                                .n_in = 1, .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1,
+                                .differentiable = 1, .memory_bound = 1},
+    [CN_OP_IS_NAN] = PREDICATE("is_nan"),
+    [CN_OP_IS_INF] = PREDICATE("is_inf"),
+    [CN_OP_BITWISE_AND] = BITWISE("bitwise_and"),
+    [CN_OP_BITWISE_OR] = BITWISE("bitwise_or"),
+    [CN_OP_BITWISE_XOR] = BITWISE("bitwise_xor"),
+    [CN_OP_BITWISE_LEFT_SHIFT] = BITWISE("bitwise_left_shift"),
+    [CN_OP_BITWISE_RIGHT_SHIFT] = BITWISE("bitwise_right_shift"),
+    [CN_OP_BITWISE_NOT] = {.name = "bitwise_not", .family = CN__FAMILY_UNARY, .n_in = 1,
+                           .kinds = {I}, .out = CN__OUT_INPUT},
+    [CN_OP_BITWISE_AND_SCALAR] = BITWISE_SCALAR("bitwise_and_scalar"),
+    [CN_OP_BITWISE_OR_SCALAR] = BITWISE_SCALAR("bitwise_or_scalar"),
+    [CN_OP_BITWISE_XOR_SCALAR] = BITWISE_SCALAR("bitwise_xor_scalar"),
+    [CN_OP_BITWISE_LEFT_SHIFT_SCALAR] = BITWISE_SCALAR("bitwise_left_shift_scalar"),
+    [CN_OP_BITWISE_RIGHT_SHIFT_SCALAR] = BITWISE_SCALAR("bitwise_right_shift_scalar"),
+    [CN_OP_LOGICAL_XOR] = {.name = "logical_xor", .family = CN__FAMILY_LOGIC, .n_in = 2,
+                           .kinds = {B, B}, .out = CN__OUT_BOOL},
     /* elementwise with scalars: reals[0] the scalar; clamp: lo, hi */
     [CN_OP_ADD_SCALAR] = {.name = "add_scalar", .family = CN__FAMILY_SCALAR, .n_in = 1,
                           .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1, .differentiable = 1,

@@ -1,4 +1,5 @@
 /* Front-ends of the elementwise ops: kind and dtype checks, broadcasting, output allocation. */
+#include <math.h>
 #include <string.h>
 
 #include "cinder/ops.h"
@@ -214,6 +215,69 @@ cn_tensor *cn_clamp(cn_tensor *x, double lo, double hi) {
         return NULL;
     }
     return with_scalars(CN_OP_CLAMP, x, lo, hi);
+}
+
+/* ---- issue 16's remaining elementwise ops ------------------------------------------------- */
+
+cn_tensor *cn_remainder(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_REMAINDER, a, b); }
+cn_tensor *cn_fmod(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_FMOD, a, b); }
+cn_tensor *cn_hypot(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_HYPOT, a, b); }
+cn_tensor *cn_is_nan(cn_tensor *x) { return unary(CN_OP_IS_NAN, x); }
+cn_tensor *cn_is_inf(cn_tensor *x) { return unary(CN_OP_IS_INF, x); }
+cn_tensor *cn_bitwise_and(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_BITWISE_AND, a, b); }
+cn_tensor *cn_bitwise_or(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_BITWISE_OR, a, b); }
+cn_tensor *cn_bitwise_xor(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_BITWISE_XOR, a, b); }
+cn_tensor *cn_bitwise_left_shift(cn_tensor *a, cn_tensor *b) {
+    return binary(CN_OP_BITWISE_LEFT_SHIFT, a, b);
+}
+cn_tensor *cn_bitwise_right_shift(cn_tensor *a, cn_tensor *b) {
+    return binary(CN_OP_BITWISE_RIGHT_SHIFT, a, b);
+}
+cn_tensor *cn_bitwise_not(cn_tensor *x) { return unary(CN_OP_BITWISE_NOT, x); }
+cn_tensor *cn_logical_xor(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_LOGICAL_XOR, a, b); }
+
+/* op with the scalar s, which on an int tensor must be a whole number that fits its dtype (the
+ * kinds and dtypes themselves are the router's to check). */
+static cn_tensor *with_int_scalar(cn_op op, cn_tensor *x, double s) {
+    const char *name = cn__op_table[op].name;
+    CN__CHECK_LIVE(name, x);
+    if (x && cn__dtype_kind(x->dtype) == CN_KIND_INT) {
+        if (cn__check_int_scalar(name, "s", s, x->dtype) != CN_OK) return NULL;
+        if (s != trunc(s)) {
+            cn_set_error(CN_ERR_INVALID_ARG, name, "s = %g is not an integer, and x is %s; pass "
+                         "a whole number%s", s, cn_dtype_name(x->dtype),
+                         op == CN_OP_REMAINDER_SCALAR
+                             ? ", or cast x to a float dtype (cn_cast(x, CN_F64))"
+                             : "");
+            return NULL;
+        }
+        if (op == CN_OP_REMAINDER_SCALAR && s == 0) {
+            cn_set_error(CN_ERR_INVALID_ARG, name, "integer division by zero: s = 0 and x is %s; "
+                         "pass a nonzero s, or cast x to a float dtype to get NaN instead",
+                         cn_dtype_name(x->dtype));
+            return NULL;
+        }
+    }
+    return with_scalars(op, x, s, 0);
+}
+
+cn_tensor *cn_remainder_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_REMAINDER_SCALAR, x, s);
+}
+cn_tensor *cn_bitwise_and_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_BITWISE_AND_SCALAR, x, s);
+}
+cn_tensor *cn_bitwise_or_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_BITWISE_OR_SCALAR, x, s);
+}
+cn_tensor *cn_bitwise_xor_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_BITWISE_XOR_SCALAR, x, s);
+}
+cn_tensor *cn_bitwise_left_shift_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_BITWISE_LEFT_SHIFT_SCALAR, x, s);
+}
+cn_tensor *cn_bitwise_right_shift_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_BITWISE_RIGHT_SHIFT_SCALAR, x, s);
 }
 
 cn_tensor *cn_where(cn_tensor *cond, cn_tensor *a, cn_tensor *b) {

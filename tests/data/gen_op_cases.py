@@ -164,6 +164,47 @@ case("minimum", "minimum", [Fl([2, 3], "d"), Fl([2, 1], "d")], torch.minimum)
 # a away from zero: no point near the branch cut (a = 0, b < 0) or the origin
 case("atan2", "atan2", [Fl([2, 3], "a"), Fl([3])], torch.atan2)
 
+# ---- issue 16's remaining elementwise ops -------------------------------------------------------
+# remainder and fmod on literal values of every sign pairing, a / b off the integers (floor and
+# trunc of a / b, the gradient of b, jump nowhere near); ints too, with -1 and mixed signs
+REM_A = [5.25, -5.25, 1.75, -0.625, 2.5, -3.5]
+REM_B = [1.5, -2.0, 0.75]
+REM_IA = [7, -7, 7, -7, 0, -9]
+REM_IB = [3, -3, -4]
+for name, fn in (("remainder", torch.remainder), ("fmod", torch.fmod)):
+    case(name, name, [Fl([2, 3], REM_A), Fl([3], REM_B)], fn)
+    case(name, name + "_i64", [In([2, 3], REM_IA), In([3], REM_IB)], fn)
+    case(name, name + "_i64_minus_one", [In([4], [-9223372036854775808, 5, -5, 0]), In([1], [-1])],
+         fn)
+case("remainder_scalar", "remainder_scalar", [Fl([2, 3], REM_A)],
+     lambda x: torch.remainder(x, -1.375), reals=[-1.375])
+case("remainder_scalar", "remainder_scalar_i64", [In([2, 3], REM_IA)],
+     lambda x: torch.remainder(x, 4), reals=[4])
+case("hypot", "hypot", [Fl([2, 3]), Fl([3], "a")], torch.hypot)
+SPECIALS = [0.0, float("nan"), float("inf"), float("-inf"), 1.5, -0.0, float("nan"), -2.0]
+case("is_nan", "is_nan", [Fl([2, 4], SPECIALS)], torch.isnan)
+case("is_nan", "is_nan_i64", [In([3], [0, -1, 5])], torch.isnan)
+case("is_inf", "is_inf", [Fl([2, 4], SPECIALS)], torch.isinf)
+case("is_inf", "is_inf_i64", [In([3], [0, -1, 5])], torch.isinf)
+# bitwise ops on i64 (negative values: two's complement); shift counts past both ends of 64 bits
+BIT_A = [0x5a5a, -1, 12345, -98765, 7, -(2 ** 40)]  # results exact in doubles
+BIT_B = [0x0ff0, -256, 3]
+for name, fn in (("bitwise_and", torch.bitwise_and), ("bitwise_or", torch.bitwise_or),
+                 ("bitwise_xor", torch.bitwise_xor)):
+    case(name, name, [In([2, 3], BIT_A), In([3], BIT_B)], fn)
+    case(name + "_scalar", name + "_scalar", [In([2, 3], BIT_A)], lambda x, f=fn: f(x, -300),
+         reals=[-300])
+SHIFT_X = [5, -5, 7, -8, 1, -1, 3, -3]
+SHIFT_N = [-1, 64, 63, 2]
+for name, fn in (("bitwise_left_shift", torch.bitwise_left_shift),
+                 ("bitwise_right_shift", torch.bitwise_right_shift)):
+    case(name, name, [In([2, 4], SHIFT_X), In([4], SHIFT_N)], fn)
+    for n in (3, 64, -2):
+        case(name + "_scalar", "%s_scalar_%s" % (name, str(n).replace("-", "minus")),
+             [In([2, 4], SHIFT_X)], lambda x, f=fn, n=n: f(x, n), reals=[n])
+case("bitwise_not", "bitwise_not", [In([2, 3], BIT_A)], torch.bitwise_not)
+case("logical_xor", "logical_xor", [Bo([2, 4]), Bo([4])], torch.logical_xor)
+
 # ---- comparisons and logic (exact) -------------------------------------------------------------
 for name, fn in (("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le),
                  ("gt", torch.gt), ("ge", torch.ge)):
@@ -336,6 +377,10 @@ def kind_of(t):
 
 def num(v):
     v = float(v)
+    if v != v:
+        return "NAN"
+    if v in (float("inf"), float("-inf")):
+        return "INFINITY" if v > 0 else "-INFINITY"
     if v == 0:
         return "-0.0" if str(v).startswith("-") else "0.0"
     return "%.17g" % v

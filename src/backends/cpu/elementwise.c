@@ -151,6 +151,45 @@ static void int_range(cn_dtype dt, int64_t *lo, int64_t *hi) {
     }
 }
 
+/* x mod y with the sign of y, as torch.remainder: fmod's result (exact, with x's sign) moved by
+ * one y when the signs differ. y = 0 gives NaN. */
+static inline float remainder_f32(float x, float y) {
+    float r = fmodf(x, y);
+    return r != 0.0f && ((r < 0.0f) != (y < 0.0f)) ? r + y : r;
+}
+
+static inline double remainder_f64(double x, double y) {
+    double r = fmod(x, y);
+    return r != 0.0 && ((r < 0.0) != (y < 0.0)) ? r + y : r;
+}
+
+/* The integer remainders, shifts on a signed type T of W bits with unsigned twin U, as PyTorch
+ * defines them (never C's undefined cases):
+ *   remainder: the sign of y (torch.remainder); fmod: the sign of x (torch.fmod). y != 0 (the
+ *     callers check); x % -1 is 0, also for the minimum (where C's % overflows).
+ *   left shift: 0 when the count is negative or >= W; otherwise x << y in U (bits shifted out
+ *     are lost, the sign bit included).
+ *   right shift: arithmetic (the sign fills in); a count that is negative or >= W shifts by
+ *     W - 1 (0 or -1), as PyTorch's a >> (W - 1). Negative x goes through ~x, so no signed
+ *     shift of a negative value is left to the implementation. */
+#define DEFINE_INT_HELPERS(S, T, U)                                                            \
+    static inline T remainder_##S(T x, T y) {                                                  \
+        if (y == -1) return 0;                                                                 \
+        T r = (T)(x % y);                                                                      \
+        return r != 0 && ((r < 0) != (y < 0)) ? (T)(r + y) : r;                                \
+    }                                                                                          \
+    static inline T fmod_##S(T x, T y) { return y == -1 ? (T)0 : (T)(x % y); }                 \
+    static inline T shl_##S(T x, T y) {                                                        \
+        return y < 0 || y >= (T)(8 * sizeof(T)) ? (T)0 : (T)((U)x << y);                       \
+    }                                                                                          \
+    static inline T shr_##S(T x, T y) {                                                        \
+        if (y < 0 || y >= (T)(8 * sizeof(T))) y = (T)(8 * sizeof(T) - 1);                      \
+        return x < 0 ? (T) ~(~x >> y) : (T)(x >> y);                                           \
+    }
+
+DEFINE_INT_HELPERS(i32, int32_t, uint32_t)
+DEFINE_INT_HELPERS(i64, int64_t, uint64_t)
+
 static cn_status bad_dtype(const cn_kernel_args *a, cn_dtype dt) {
     return cn__kernel_dtype_error("cpu", a->op, dt);
 }
@@ -210,6 +249,8 @@ static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_ASINH: MAP1(float, float, asinhf(x)); break;
     case CN_OP_ACOSH: MAP1(float, float, acoshf(x)); break;
     case CN_OP_ATANH: MAP1(float, float, atanhf(x)); break;
+    case CN_OP_IS_NAN: MAP1(uint8_t, float, (uint8_t)(isnan(x) != 0)); break;
+    case CN_OP_IS_INF: MAP1(uint8_t, float, (uint8_t)(isinf(x) != 0)); break;
     default: UNKNOWN_OP(c); break;
     }
 }
@@ -247,12 +288,14 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_ASINH: MAP1(double, double, asinh(x)); break;
     case CN_OP_ACOSH: MAP1(double, double, acosh(x)); break;
     case CN_OP_ATANH: MAP1(double, double, atanh(x)); break;
+    case CN_OP_IS_NAN: MAP1(uint8_t, double, (uint8_t)(isnan(x) != 0)); break;
+    case CN_OP_IS_INF: MAP1(uint8_t, double, (uint8_t)(isinf(x) != 0)); break;
     default: UNKNOWN_OP(c); break;
     }
 }
 
-/* neg, abs, relu, the roundings and sign on a signed integer type T with unsigned twin U (so
- * -INT_MIN wraps). */
+/* neg, abs, relu, the roundings, sign and bitwise_not on a signed integer type T with unsigned
+ * twin U (so -INT_MIN wraps); is_nan and is_inf are false on integers (bool out). */
 #define DEFINE_UNARY_INT(NAME, T, U)                                                           \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
@@ -265,6 +308,9 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
         case CN_OP_ROUND:                                                                      \
         case CN_OP_TRUNC: MAP1(T, T, x); break; /* an integer is its own rounding */           \
         case CN_OP_SIGN: MAP1(T, T, (T)((x > 0) - (x < 0))); break;                            \
+        case CN_OP_BITWISE_NOT: MAP1(T, T, (T)~x); break;                                      \
+        case CN_OP_IS_NAN:                                                                     \
+        case CN_OP_IS_INF: MAP1(uint8_t, T, ((void)x, (uint8_t)0)); break;                     \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
@@ -272,8 +318,8 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
 DEFINE_UNARY_INT(unary_i32, int32_t, uint32_t)
 DEFINE_UNARY_INT(unary_i64, int64_t, uint64_t)
 
-/* in[0] -> out[0], same dtype. ints[0] = cn_gelu_approx for gelu. Integers: neg, abs, relu,
- * floor, ceil, round, trunc, sign. */
+/* in[0] -> out[0], same dtype (bool for is_nan and is_inf). ints[0] = cn_gelu_approx for gelu.
+ * Integers: neg, abs, relu, floor, ceil, round, trunc, sign, bitwise_not, is_nan, is_inf. */
 cn_status cpu_unary(const cn_kernel_args *a) {
     cpu_row_fn fn;
     switch (a->in[0].dtype) {
@@ -291,8 +337,9 @@ cn_status cpu_unary(const cn_kernel_args *a) {
 
 /* ---- with scalars ---------------------------------------------------------------------------- */
 
-/* add/mul/pow_scalar and clamp on a float type T; POW is powf or pow. Clamp lets NaN through. */
-#define DEFINE_SCALAR_FLOAT(NAME, T, POW)                                                      \
+/* add/mul/pow/remainder_scalar and clamp on a float type T; POW is powf or pow, REM
+ * remainder_f32 or remainder_f64. Clamp lets NaN through. */
+#define DEFINE_SCALAR_FLOAT(NAME, T, POW, REM)                                                 \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
         const T s = (T)c->s0, lo = (T)c->s0, hi = (T)c->s1;                                    \
@@ -301,15 +348,17 @@ cn_status cpu_unary(const cn_kernel_args *a) {
         case CN_OP_MUL_SCALAR: MAP1(T, T, x * s); break;                                       \
         case CN_OP_POW_SCALAR: MAP1(T, T, POW(x, s)); break;                                   \
         case CN_OP_CLAMP: MAP1(T, T, x < lo ? lo : (x > hi ? hi : x)); break;                  \
+        case CN_OP_REMAINDER_SCALAR: MAP1(T, T, REM(x, s)); break;                             \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
-DEFINE_SCALAR_FLOAT(scalar_f32, float, powf)
-DEFINE_SCALAR_FLOAT(scalar_f64, double, pow)
+DEFINE_SCALAR_FLOAT(scalar_f32, float, powf, remainder_f32)
+DEFINE_SCALAR_FLOAT(scalar_f64, double, pow, remainder_f64)
 
-/* add/mul_scalar (wrapping) and clamp on a signed integer type T with unsigned twin U. */
-#define DEFINE_SCALAR_INT(NAME, T, U)                                                          \
+/* add/mul_scalar (wrapping), clamp, remainder_scalar (s != 0: cpu_scalar checks) and the
+ * bitwise ops with a scalar on a signed integer type T with unsigned twin U and helpers _S. */
+#define DEFINE_SCALAR_INT(NAME, T, U, S)                                                       \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
         const T s = (T)c->i0, lo = (T)c->i0, hi = (T)c->i1;                                    \
@@ -317,12 +366,18 @@ DEFINE_SCALAR_FLOAT(scalar_f64, double, pow)
         case CN_OP_ADD_SCALAR: MAP1(T, T, (T)((U)x + (U)s)); break;                            \
         case CN_OP_MUL_SCALAR: MAP1(T, T, (T)((U)x * (U)s)); break;                            \
         case CN_OP_CLAMP: MAP1(T, T, x < lo ? lo : (x > hi ? hi : x)); break;                  \
+        case CN_OP_REMAINDER_SCALAR: MAP1(T, T, remainder_##S(x, s)); break;                   \
+        case CN_OP_BITWISE_AND_SCALAR: MAP1(T, T, (T)(x & s)); break;                          \
+        case CN_OP_BITWISE_OR_SCALAR: MAP1(T, T, (T)(x | s)); break;                           \
+        case CN_OP_BITWISE_XOR_SCALAR: MAP1(T, T, (T)(x ^ s)); break;                          \
+        case CN_OP_BITWISE_LEFT_SHIFT_SCALAR: MAP1(T, T, shl_##S(x, s)); break;                \
+        case CN_OP_BITWISE_RIGHT_SHIFT_SCALAR: MAP1(T, T, shr_##S(x, s)); break;               \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
-DEFINE_SCALAR_INT(scalar_i32, int32_t, uint32_t)
-DEFINE_SCALAR_INT(scalar_i64, int64_t, uint64_t)
+DEFINE_SCALAR_INT(scalar_i32, int32_t, uint32_t, i32)
+DEFINE_SCALAR_INT(scalar_i64, int64_t, uint64_t, i64)
 
 /* in[0] -> out[0], same dtype. reals[0] = the scalar, or reals[0..1] = lo, hi for clamp.
  * Integers: the scalar is truncated toward zero; clamp keeps x within [ceil(lo), floor(hi)]
@@ -354,6 +409,11 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
         } else {
             c.i0 = to_int_sat(c.s0, lo, hi);
         }
+        if (a->op == CN_OP_REMAINDER_SCALAR && c.i0 == 0)
+            return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
+                                "integer division by zero: the scalar divisor s = %g is 0 in %s; "
+                                "pass a nonzero s, or cast x to a float dtype to get NaN instead",
+                                c.s0, cn_dtype_name(dt));
     }
     const cn_view *views[2] = {&a->out[0], &a->in[0]};
     return run(a, "cpu_scalar", 2, views, fn, &c);
@@ -361,9 +421,10 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
 
 /* ---- binary ---------------------------------------------------------------------------------- */
 
-/* The float binary ops on a float type T; POW is powf or pow, ATAN2 atan2f or atan2. CLONES:
- * CPU_CLONES or nothing (see binary_f32_wide). */
-#define DEFINE_BINARY_FLOAT(NAME, T, POW, ATAN2, CLONES)                                       \
+/* The float binary ops on a float type T; POW, ATAN2, FMOD, HYPOT and REM are the f32 or the f64
+ * functions (REM: remainder_f32 or remainder_f64). CLONES: CPU_CLONES or nothing (see
+ * binary_f32_wide). */
+#define DEFINE_BINARY_FLOAT(NAME, T, POW, ATAN2, FMOD, HYPOT, REM, CLONES)                     \
     CLONES static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {    \
         const ew_ctx *c = ctx;                                                                 \
         switch (c->op) {                                                                       \
@@ -375,20 +436,25 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
         case CN_OP_MAXIMUM: MAP2(T, T, T, (x != x || x > y) ? x : y); break;                   \
         case CN_OP_MINIMUM: MAP2(T, T, T, (x != x || x < y) ? x : y); break;                   \
         case CN_OP_ATAN2: MAP2(T, T, T, ATAN2(x, y)); break;                                   \
+        case CN_OP_REMAINDER: MAP2(T, T, T, REM(x, y)); break;                                 \
+        case CN_OP_FMOD: MAP2(T, T, T, FMOD(x, y)); break;                                     \
+        case CN_OP_HYPOT: MAP2(T, T, T, HYPOT(x, y)); break;                                   \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
-DEFINE_BINARY_FLOAT(binary_f32, float, powf, atan2f, )
-DEFINE_BINARY_FLOAT(binary_f64, double, pow, atan2, )
+DEFINE_BINARY_FLOAT(binary_f32, float, powf, atan2f, fmodf, hypotf, remainder_f32, )
+DEFINE_BINARY_FLOAT(binary_f64, double, pow, atan2, fmod, hypot, remainder_f64, )
 /* binary_f32 also compiled for AVX2, for runs split over threads (run_binary): on data in the
  * cores' caches (an add of up to 128K f32) its 8-wide loops are a third faster than SSE2's, with
  * the same results. A tiny op keeps binary_f32, a few instructions shorter. */
-DEFINE_BINARY_FLOAT(binary_f32_wide, float, powf, atan2f, CPU_CLONES)
+DEFINE_BINARY_FLOAT(binary_f32_wide, float, powf, atan2f, fmodf, hypotf, remainder_f32,
+                    CPU_CLONES)
 
-/* add sub mul div maximum minimum on a signed integer type T with unsigned twin U. Division
- * truncates; the caller has checked for zero divisors; MIN / -1 wraps to MIN. */
-#define DEFINE_BINARY_INT(NAME, T, U)                                                          \
+/* add sub mul div maximum minimum remainder fmod and the bitwise ops on a signed integer type T
+ * with unsigned twin U and helpers _S. Division truncates; the caller has checked for zero
+ * divisors; MIN / -1 wraps to MIN. */
+#define DEFINE_BINARY_INT(NAME, T, U, S)                                                       \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
         switch (c->op) {                                                                       \
@@ -398,12 +464,19 @@ DEFINE_BINARY_FLOAT(binary_f32_wide, float, powf, atan2f, CPU_CLONES)
         case CN_OP_DIV: MAP2(T, T, T, y == -1 ? (T)((U)0 - (U)x) : (T)(x / y)); break;         \
         case CN_OP_MAXIMUM: MAP2(T, T, T, x > y ? x : y); break;                               \
         case CN_OP_MINIMUM: MAP2(T, T, T, x < y ? x : y); break;                               \
+        case CN_OP_REMAINDER: MAP2(T, T, T, remainder_##S(x, y)); break;                       \
+        case CN_OP_FMOD: MAP2(T, T, T, fmod_##S(x, y)); break;                                 \
+        case CN_OP_BITWISE_AND: MAP2(T, T, T, (T)(x & y)); break;                              \
+        case CN_OP_BITWISE_OR: MAP2(T, T, T, (T)(x | y)); break;                               \
+        case CN_OP_BITWISE_XOR: MAP2(T, T, T, (T)(x ^ y)); break;                              \
+        case CN_OP_BITWISE_LEFT_SHIFT: MAP2(T, T, T, shl_##S(x, y)); break;                    \
+        case CN_OP_BITWISE_RIGHT_SHIFT: MAP2(T, T, T, shr_##S(x, y)); break;                   \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
-DEFINE_BINARY_INT(binary_i32, int32_t, uint32_t)
-DEFINE_BINARY_INT(binary_i64, int64_t, uint64_t)
+DEFINE_BINARY_INT(binary_i32, int32_t, uint32_t, i32)
+DEFINE_BINARY_INT(binary_i64, int64_t, uint64_t, i64)
 
 /* Sets *found_zero when the run (operand 0: the divisor) holds a zero. */
 #define DEFINE_FIND_ZERO(NAME, T)                                                              \
@@ -521,8 +594,8 @@ static cn_status run_binary(const cn_kernel_args *a, const cn_view *const *views
     return CN_OK;
 }
 
-/* in[0] op in[1] -> out[0], all one dtype. Integer division checks every divisor before writing
- * anything, so a division by zero fails cleanly. */
+/* in[0] op in[1] -> out[0], all one dtype. Integer division (div, remainder, fmod) checks every
+ * divisor before writing anything, so a division by zero fails cleanly. */
 cn_status cpu_binary(const cn_kernel_args *a) {
     cn_dtype dt = a->in[0].dtype;
     cpu_row_fn fn;
@@ -537,7 +610,8 @@ cn_status cpu_binary(const cn_kernel_args *a) {
     atomic_int found_zero = 0;
     ew_ctx c = {.op = a->op, .found_zero = &found_zero};
     cpu_iter it;
-    if (a->op == CN_OP_DIV && (dt == CN_I32 || dt == CN_I64)) {
+    int divides = a->op == CN_OP_DIV || a->op == CN_OP_REMAINDER || a->op == CN_OP_FMOD;
+    if (divides && (dt == CN_I32 || dt == CN_I64)) {
         const cn_view *divisor[1] = {&a->in[1]};
         cpu_iter_init(&it, 1, divisor);
         cpu_iter_run(&it, dt == CN_I32 ? find_zero_i32 : find_zero_i64, &c);
@@ -599,11 +673,12 @@ static void logical_row(char **ptrs, const int64_t *step, int64_t n, const void 
     case CN_OP_LOGICAL_AND: MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) & (y != 0))); break;
     case CN_OP_LOGICAL_OR: MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) | (y != 0))); break;
     case CN_OP_LOGICAL_NOT: MAP1(uint8_t, uint8_t, (uint8_t)(x == 0)); break;
+    case CN_OP_LOGICAL_XOR: MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) ^ (y != 0))); break;
     default: UNKNOWN_OP(c); break;
     }
 }
 
-/* logical_and / logical_or: in[0], in[1] bool -> out[0] bool; logical_not: in[0] -> out[0]. */
+/* logical_and / or / xor: in[0], in[1] bool -> out[0] bool; logical_not: in[0] -> out[0]. */
 cn_status cpu_logical(const cn_kernel_args *a) {
     int unary = a->op == CN_OP_LOGICAL_NOT;
     ew_ctx c = {.op = a->op};

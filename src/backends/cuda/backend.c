@@ -374,6 +374,23 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
     dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
     dt[CN_OP_SGD_STEP] = DT(CN_F32) | DT(CN_F64);
+
+    /* issue 16's remaining elementwise ops: the bitwise ones on i32 and i64 only */
+    k[CN_OP_REMAINDER] = k[CN_OP_FMOD] = k[CN_OP_HYPOT] = cuda_binary;
+    k[CN_OP_BITWISE_AND] = k[CN_OP_BITWISE_OR] = k[CN_OP_BITWISE_XOR] = cuda_binary;
+    k[CN_OP_BITWISE_LEFT_SHIFT] = k[CN_OP_BITWISE_RIGHT_SHIFT] = cuda_binary;
+    k[CN_OP_REMAINDER_SCALAR] = k[CN_OP_BITWISE_AND_SCALAR] = k[CN_OP_BITWISE_OR_SCALAR] =
+        k[CN_OP_BITWISE_XOR_SCALAR] = k[CN_OP_BITWISE_LEFT_SHIFT_SCALAR] =
+            k[CN_OP_BITWISE_RIGHT_SHIFT_SCALAR] = cuda_scalar;
+    k[CN_OP_IS_NAN] = k[CN_OP_IS_INF] = k[CN_OP_BITWISE_NOT] = cuda_unary;
+    k[CN_OP_LOGICAL_XOR] = cuda_logical;
+    dt[CN_OP_REMAINDER] = dt[CN_OP_FMOD] = dt[CN_OP_REMAINDER_SCALAR] = FI;
+    dt[CN_OP_IS_NAN] = dt[CN_OP_IS_INF] = FI;
+    dt[CN_OP_HYPOT] = F;
+    dt[CN_OP_BITWISE_AND] = dt[CN_OP_BITWISE_OR] = dt[CN_OP_BITWISE_XOR] = I;
+    dt[CN_OP_BITWISE_LEFT_SHIFT] = dt[CN_OP_BITWISE_RIGHT_SHIFT] = dt[CN_OP_BITWISE_NOT] = I;
+    dt[CN_OP_BITWISE_AND_SCALAR] = dt[CN_OP_BITWISE_OR_SCALAR] = dt[CN_OP_BITWISE_XOR_SCALAR] = I;
+    dt[CN_OP_BITWISE_LEFT_SHIFT_SCALAR] = dt[CN_OP_BITWISE_RIGHT_SHIFT_SCALAR] = I;
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

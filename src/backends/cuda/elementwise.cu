@@ -85,6 +85,34 @@ CU_HD float m_pow(float x, float y) { return powf(x, y); }
 CU_HD double m_pow(double x, double y) { return pow(x, y); }
 CU_HD float m_atan2(float y, float x) { return atan2f(y, x); }
 CU_HD double m_atan2(double y, double x) { return atan2(y, x); }
+CU_HD float m_fmod(float x, float y) { return fmodf(x, y); }
+CU_HD double m_fmod(double x, double y) { return fmod(x, y); }
+CU_HD float m_hypot(float x, float y) { return hypotf(x, y); }
+CU_HD double m_hypot(double x, double y) { return hypot(x, y); }
+
+/* x mod y with the sign of y (torch.remainder), as on the CPU. */
+template <typename T> CU_HD T m_remainder(T x, T y) {
+    T r = m_fmod(x, y);
+    return r != (T)0 && ((r < (T)0) != (y < (T)0)) ? r + y : r;
+}
+
+/* The integer remainders and shifts in 64 bits for a dtype of `bits` bits, as on the CPU
+ * (cpu/elementwise.c): y != 0 (checked before launching), x % -1 is 0; shifts by a count < 0 or
+ * >= bits give 0 (left) or x >> (bits - 1) (right, arithmetic). An i32 value sign-extended to 64
+ * bits keeps its low 32 bits right through each. */
+CU_HD int64_t int_remainder(int64_t x, int64_t y) {
+    if (y == -1 || y == 0) return 0;
+    int64_t r = x % y;
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+CU_HD int64_t int_fmod(int64_t x, int64_t y) { return y == -1 || y == 0 ? 0 : x % y; }
+CU_HD int64_t int_shl(int64_t x, int64_t y, int bits) {
+    return y < 0 || y >= bits ? 0 : (int64_t)((uint64_t)x << y);
+}
+CU_HD int64_t int_shr(int64_t x, int64_t y, int bits) {
+    if (y < 0 || y >= bits) y = bits - 1;
+    return x < 0 ? ~(~x >> y) : x >> y;
+}
 
 /* Numerically stable logistic: exp only sees -|x|. */
 template <typename T> CU_HD T sigmoid(T x) {
@@ -135,6 +163,7 @@ typedef struct ew_params {
     int op;
     int gelu_tanh;
     int dt_out, dt_in; /* dt_in: the (shared) dtype of the value inputs */
+    int bits;          /* integer ops: the width of dt_in (the shifts need it) */
     double s0, s1;     /* scalar, or lo and hi (floats) */
     int64_t i0, i1;    /* the same for integers, saturated to the dtype's range */
 } ew_params;
@@ -177,8 +206,17 @@ template <typename T> CU_HD bool unary_op(int op, T x, int gelu_tanh, T *z) {
     }
 }
 
-/* neg, abs, relu, the roundings (which keep an integer) and sign on integers: in 64 bits,
- * wrapping (so -INT_MIN is INT_MIN after the store). */
+/* The float predicates: bool out. */
+template <typename T> CU_HD bool unary_bool_op(int op, T x, uint8_t *z) {
+    switch (op) {
+    case CN_OP_IS_NAN: *z = x != x; return true;
+    case CN_OP_IS_INF: *z = isinf(x) != 0; return true;
+    default: return false;
+    }
+}
+
+/* neg, abs, relu, the roundings (which keep an integer), sign and bitwise_not on integers: in 64
+ * bits, wrapping (so -INT_MIN is INT_MIN after the store); is_nan and is_inf: false. */
 CU_HD bool unary_int_op(int op, int64_t x, int64_t *z) {
     int64_t neg = (int64_t)(0ull - (uint64_t)x);
     switch (op) {
@@ -190,6 +228,9 @@ CU_HD bool unary_int_op(int op, int64_t x, int64_t *z) {
     case CN_OP_ROUND:
     case CN_OP_TRUNC: *z = x; return true;
     case CN_OP_SIGN: *z = (x > 0) - (x < 0); return true;
+    case CN_OP_BITWISE_NOT: *z = ~x; return true;
+    case CN_OP_IS_NAN:
+    case CN_OP_IS_INF: *z = 0; return true; /* stored as bool: an integer is never NaN or inf */
     default: return false;
     }
 }
@@ -201,15 +242,22 @@ template <typename T> CU_HD bool scalar_op(int op, T x, T s, T hi, T *z) {
     case CN_OP_MUL_SCALAR: *z = x * s; return true;
     case CN_OP_POW_SCALAR: *z = m_pow(x, s); return true;
     case CN_OP_CLAMP: *z = x < s ? s : (x > hi ? hi : x); return true; /* s: lo */
+    case CN_OP_REMAINDER_SCALAR: *z = m_remainder(x, s); return true;
     default: return false;
     }
 }
 
-CU_HD bool scalar_int_op(int op, int64_t x, int64_t s, int64_t hi, int64_t *z) {
+CU_HD bool scalar_int_op(int op, int64_t x, int64_t s, int64_t hi, int bits, int64_t *z) {
     switch (op) {
     case CN_OP_ADD_SCALAR: *z = (int64_t)((uint64_t)x + (uint64_t)s); return true;
     case CN_OP_MUL_SCALAR: *z = (int64_t)((uint64_t)x * (uint64_t)s); return true;
     case CN_OP_CLAMP: *z = x < s ? s : (x > hi ? hi : x); return true; /* s: lo */
+    case CN_OP_REMAINDER_SCALAR: *z = int_remainder(x, s); return true;
+    case CN_OP_BITWISE_AND_SCALAR: *z = x & s; return true;
+    case CN_OP_BITWISE_OR_SCALAR: *z = x | s; return true;
+    case CN_OP_BITWISE_XOR_SCALAR: *z = x ^ s; return true;
+    case CN_OP_BITWISE_LEFT_SHIFT_SCALAR: *z = int_shl(x, s, bits); return true;
+    case CN_OP_BITWISE_RIGHT_SHIFT_SCALAR: *z = int_shr(x, s, bits); return true;
     default: return false;
     }
 }
@@ -225,13 +273,16 @@ template <typename T> CU_HD bool binary_op(int op, T x, T y, T *z) {
     case CN_OP_MAXIMUM: *z = (x != x || x > y) ? x : y; return true;
     case CN_OP_MINIMUM: *z = (x != x || x < y) ? x : y; return true;
     case CN_OP_ATAN2: *z = m_atan2(x, y); return true;
+    case CN_OP_REMAINDER: *z = m_remainder(x, y); return true;
+    case CN_OP_FMOD: *z = m_fmod(x, y); return true;
+    case CN_OP_HYPOT: *z = m_hypot(x, y); return true;
     default: return false;
     }
 }
 
 /* Integers in 64 bits; i32 results keep the low 32 bits, which is what 32-bit wrapping gives.
  * Division: the divisors were checked for zero; x / -1 is negation (wraps at the minimum). */
-CU_HD bool binary_int_op(int op, int64_t x, int64_t y, int64_t *z) {
+CU_HD bool binary_int_op(int op, int64_t x, int64_t y, int bits, int64_t *z) {
     switch (op) {
     case CN_OP_ADD: *z = (int64_t)((uint64_t)x + (uint64_t)y); return true;
     case CN_OP_SUB: *z = (int64_t)((uint64_t)x - (uint64_t)y); return true;
@@ -241,6 +292,13 @@ CU_HD bool binary_int_op(int op, int64_t x, int64_t y, int64_t *z) {
         return true;
     case CN_OP_MAXIMUM: *z = x > y ? x : y; return true;
     case CN_OP_MINIMUM: *z = x < y ? x : y; return true;
+    case CN_OP_REMAINDER: *z = int_remainder(x, y); return true;
+    case CN_OP_FMOD: *z = int_fmod(x, y); return true;
+    case CN_OP_BITWISE_AND: *z = x & y; return true;
+    case CN_OP_BITWISE_OR: *z = x | y; return true;
+    case CN_OP_BITWISE_XOR: *z = x ^ y; return true;
+    case CN_OP_BITWISE_LEFT_SHIFT: *z = int_shl(x, y, bits); return true;
+    case CN_OP_BITWISE_RIGHT_SHIFT: *z = int_shr(x, y, bits); return true;
     default: return false;
     }
 }
@@ -263,6 +321,7 @@ CU_HD bool logical_op(int op, uint8_t x, uint8_t y, uint8_t *z) {
     case CN_OP_LOGICAL_AND: *z = x & y; return true;
     case CN_OP_LOGICAL_OR: *z = x | y; return true;
     case CN_OP_LOGICAL_NOT: *z = !x; return true;
+    case CN_OP_LOGICAL_XOR: *z = x ^ y; return true;
     default: return false;
     }
 }
@@ -276,6 +335,17 @@ template <typename T> __global__ void unary_kernel(const __grid_constant__ cu_it
         T x = cu_ld<T>(it.base[1] + off[1], p.dt_in), z = x;
         unary_op<T>(p.op, x, p.gelu_tanh, &z);
         cu_st<T>(it.base[0] + off[0], p.dt_out, z);
+    }
+}
+
+template <typename T>
+__global__ void unary_bool_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[2];
+        cu_offsets<2>(it, i, off);
+        uint8_t z = 0;
+        unary_bool_op<T>(p.op, cu_ld<T>(it.base[1] + off[1], p.dt_in), &z);
+        *(uint8_t *)(it.base[0] + off[0]) = z;
     }
 }
 
@@ -305,7 +375,7 @@ __global__ void scalar_int_kernel(const __grid_constant__ cu_iter it, ew_params 
         int64_t off[2];
         cu_offsets<2>(it, i, off);
         int64_t x = cu_ld<int64_t>(it.base[1] + off[1], p.dt_in), z = x;
-        scalar_int_op(p.op, x, p.i0, p.i1, &z);
+        scalar_int_op(p.op, x, p.i0, p.i1, p.bits, &z);
         cu_st<int64_t>(it.base[0] + off[0], p.dt_out, z);
     }
 }
@@ -339,7 +409,7 @@ __global__ void binary_int_kernel(const __grid_constant__ cu_iter it, ew_params 
         cu_offsets<3>(it, i, off);
         int64_t x = cu_ld<int64_t>(it.base[1] + off[1], p.dt_in);
         int64_t y = cu_ld<int64_t>(it.base[2] + off[2], p.dt_in), z = x;
-        binary_int_op(p.op, x, y, &z);
+        binary_int_op(p.op, x, y, p.bits, &z);
         cu_st<int64_t>(it.base[0] + off[0], p.dt_out, z);
     }
 }
@@ -423,7 +493,10 @@ extern "C" cn_status cuda_unary(const cn_kernel_args *a) {
     double zf;
     int64_t zi;
     /* the switch the kernel runs, asked on the host whether it has the op */
-    if (is_int_dt(dt) ? !unary_int_op(a->op, 1, &zi) : !unary_op<double>(a->op, 1.0, 0, &zf))
+    uint8_t zb;
+    int to_bool = !is_int_dt(dt) && unary_bool_op<double>(a->op, 1.0, &zb); /* is_nan, is_inf */
+    if (is_int_dt(dt) ? !unary_int_op(a->op, 1, &zi)
+                      : !to_bool && !unary_op<double>(a->op, 1.0, 0, &zf))
         return unknown_op(a, "cuda_unary");
     if (!is_float_dt(dt) && !is_int_dt(dt)) return bad_dtype(a, dt);
     cu_iter it;
@@ -433,10 +506,13 @@ extern "C" cn_status cuda_unary(const cn_kernel_args *a) {
     if (!d) return cn_last_status();
     ew_params p = {};
     p.op = a->op;
-    p.dt_in = p.dt_out = dt;
+    p.dt_in = dt;
+    p.dt_out = a->out[0].dtype; /* dt, or bool for is_nan and is_inf */
     p.gelu_tanh = a->op == CN_OP_GELU && a->n_ints > 0 && a->ints[0] == CN_GELU_TANH;
     if (is_int_dt(dt))
         unary_int_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, p);
+    else if (to_bool)
+        LAUNCH_FLOAT(unary_bool_kernel, dt, it, p);
     else
         LAUNCH_FLOAT(unary_kernel, dt, it, p);
     return cu_check_launch(cn_op_name(a->op), "unary_kernel");
@@ -454,7 +530,7 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
     cn_dtype dt = a->in[0].dtype;
     double zf;
     int64_t zi;
-    if (is_int_dt(dt) ? !scalar_int_op(a->op, 1, 1, 1, &zi)
+    if (is_int_dt(dt) ? !scalar_int_op(a->op, 1, 1, 1, 64, &zi)
                       : !scalar_op<double>(a->op, 1.0, 1.0, 1.0, &zf))
         return unknown_op(a, "cuda_scalar");
     if (!is_float_dt(dt) && !is_int_dt(dt)) return bad_dtype(a, dt);
@@ -478,6 +554,12 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
         } else {
             p.i0 = to_int_sat(p.s0, lo, hi);
         }
+        p.bits = dt == CN_I32 ? 32 : 64;
+        if (a->op == CN_OP_REMAINDER_SCALAR && p.i0 == 0)
+            return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
+                                "integer division by zero: the scalar divisor s = %g is 0 in %s; "
+                                "pass a nonzero s, or cast x to a float dtype to get NaN instead",
+                                p.s0, cn_dtype_name(dt));
     }
     cu_iter it;
     make_iter(&it, a, 1);
@@ -491,7 +573,7 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
     return cu_check_launch(cn_op_name(a->op), "scalar_kernel");
 }
 
-/* Integer division checks every divisor before anything is written, so that a zero divisor is a
+/* Integer division (div, remainder, fmod) checks every divisor before anything is written, so that a zero divisor is a
  * clean error as on the CPU (this waits for the GPU). */
 static cn_status check_divisors(cu_dev *d, const cn_kernel_args *a) {
     const char *op = cn_op_name(a->op);
@@ -524,7 +606,8 @@ extern "C" cn_status cuda_binary(const cn_kernel_args *a) {
     cn_dtype dt = a->in[0].dtype;
     double zf;
     int64_t zi;
-    if (is_int_dt(dt) ? !binary_int_op(a->op, 1, 1, &zi) : !binary_op<double>(a->op, 1.0, 1.0, &zf))
+    if (is_int_dt(dt) ? !binary_int_op(a->op, 1, 1, 64, &zi)
+                      : !binary_op<double>(a->op, 1.0, 1.0, &zf))
         return unknown_op(a, "cuda_binary");
     if (!is_float_dt(dt) && !is_int_dt(dt)) return bad_dtype(a, dt);
     cu_iter it;
@@ -536,7 +619,8 @@ extern "C" cn_status cuda_binary(const cn_kernel_args *a) {
     p.op = a->op;
     p.dt_in = p.dt_out = dt;
     if (is_int_dt(dt)) {
-        if (a->op == CN_OP_DIV) {
+        p.bits = dt == CN_I32 ? 32 : 64;
+        if (a->op == CN_OP_DIV || a->op == CN_OP_REMAINDER || a->op == CN_OP_FMOD) {
             cn_status s = check_divisors(d, a);
             if (s != CN_OK) return s;
         }

@@ -629,6 +629,10 @@ static cn_tensor *f_scalar_op(cn_tensor *const *x, const void *a) {
     return A(a)->sc(x[0], A(a)->s0);
 }
 
+static cn_tensor *f_softplus(cn_tensor *const *x, const void *a) {
+    return cn_softplus(x[0], A(a)->s0, A(a)->s1);
+}
+
 static void test_more_elementwise(void) {
     static const struct {
         cn_op op;
@@ -741,6 +745,42 @@ static void test_more_elementwise(void) {
                      sc[k].op, f_scalar_op, &a, &v, 1, 2);
             pair_free(v);
         }
+    }
+    /* the activations: unary ones on ranges past their kinks, those with attributes through the
+     * scalar kernel, prelu with a weight per channel */
+    static const struct {
+        cn_op op;
+        cn_tensor *(*f)(cn_tensor *);
+        double lo, hi;
+    } act[] = {
+        {CN_OP_HARD_SIGMOID, cn_hard_sigmoid, -5, 5},
+        {CN_OP_HARD_SWISH, cn_hard_swish, -5, 5},
+        {CN_OP_LOG_SIGMOID, cn_log_sigmoid, -100, 100},
+    };
+    for (size_t k = 0; k < sizeof act / sizeof *act; k++) {
+        args a = {.u = act[k].f};
+        for (int d = 0; d < N_FLOAT; d++) {
+            pair v = input(shape, 3, float_dtypes[d], act[k].lo, act[k].hi, TRANSPOSED);
+            check_op(label("%s %s", cn_op_name(act[k].op), cn_dtype_name(float_dtypes[d])),
+                     act[k].op, f_unary, &a, &v, 1, 1);
+            pair_free(v);
+        }
+    }
+    args leaky = {.sc = cn_leaky_relu, .s0 = 0.2}, elu = {.sc = cn_elu, .s0 = 1.5};
+    args sp = {.s0 = 2, .s1 = 3};
+    for (int d = 0; d < N_FLOAT; d++) {
+        const char *dn = cn_dtype_name(float_dtypes[d]);
+        pair v = input(shape, 3, float_dtypes[d], -4, 4, STRIDED);
+        check_op(label("leaky_relu %s", dn), CN_OP_LEAKY_RELU, f_scalar_op, &leaky, &v, 1, 1);
+        check_op(label("elu %s", dn), CN_OP_ELU, f_scalar_op, &elu, &v, 1, 2);
+        check_op(label("softplus %s", dn), CN_OP_SOFTPLUS, f_softplus, &sp, &v, 1, 2);
+        const int64_t wshape[1] = {4};
+        pair w = input(wshape, 1, float_dtypes[d], 0.05, 0.5, CONTIG);
+        pair in[2] = {v, w};
+        args pr = {.b = cn_prelu};
+        check_op(label("prelu %s", dn), CN_OP_PRELU, f_binary, &pr, in, 2, 1);
+        pair_free(w);
+        pair_free(v);
     }
     /* bool xor, broadcast */
     const int64_t row[1] = {29}, bs[2] = {4, 29};

@@ -236,6 +236,84 @@ static void test_logical_xor_truth_table(void) {
     cn_release(ta);
 }
 
+/* ---- activations ---------------------------------------------------------------------------- */
+
+/* log_sigmoid far out, in both dtypes: no overflow to -inf or NaN, and no rounding of the tiny
+ * values at large x to 0 (values from torch.nn.functional.logsigmoid in each dtype). */
+static void test_log_sigmoid_is_exact_far_out(void) {
+    const double x[] = {-1000, 40, 90, 0};
+    const double want64[] = {-1000, -4.2483542552915889e-18, -8.1940126239905147e-40,
+                             -0.69314718055994531};
+    const double want32[] = {-1000, -4.24835413e-18, -8.19400869e-40, -0.693147182};
+    for (int d = 0; d < 2; d++) {
+        cn_tensor *t = vec(x, 4, d ? CN_F32 : CN_F64), *y = cn_log_sigmoid(t);
+        double got[4];
+        CHECK(y && th_read(y, got) == 4);
+        const double *want = d ? want32 : want64;
+        for (int k = 0; y && k < 4; k++) {
+            double rel = fabs(got[k] - want[k]) / fabs(want[k]);
+            if (!(rel <= (d ? 1e-6 : 1e-13))) {
+                fprintf(stderr, "log_sigmoid(%g) in %s = %.17g, want %.17g\n", x[k],
+                        d ? "f32" : "f64", got[k], want[k]);
+                th_checks_failed++;
+            }
+        }
+        cn_release(y);
+        cn_release(t);
+    }
+}
+
+/* softmin against torch.nn.functional.softmin's values (float64), along both dims. */
+static void test_softmin_matches_pytorch(void) {
+    const double x[] = {1.0, -2.0, 0.5, 3.0, 3.0, -1.0};
+    const double dim1[] = {0.043986480292057845, 0.88349207402719454, 0.072521445680747754,
+                           0.017668422014048044, 0.017668422014048044, 0.96466315597190377};
+    const double dim0[] = {0.88079707797788231, 0.99330714907571527, 0.18242552380635632,
+                           0.11920292202211755, 0.0066928509242848563, 0.81757447619364365};
+    const int64_t shape[2] = {2, 3};
+    cn_tensor *t = th_tensor(x, shape, 2, CN_F64);
+    cn_tensor *a = cn_softmin(t, 1), *b = cn_softmin(t, -2);
+    th_check_values("softmin dim 1", a, dim1, 6, 1e-15);
+    th_check_values("softmin dim 0", b, dim0, 6, 1e-15);
+    cn_release(b);
+    cn_release(a);
+    cn_release(t);
+}
+
+/* Bad attributes and shapes of the activations: errors naming the op and the argument. */
+static void test_activation_misuse_is_a_clear_error(void) {
+    const double v[] = {1, -2, 3, -4, 5, -6};
+    const int64_t s23[2] = {2, 3}, s22[2] = {2, 2};
+    cn_tensor *x = th_tensor(v, s23, 2, CN_F32), *xi = th_tensor(v, s23, 2, CN_I32);
+    cn_tensor *w2 = vec(v, 2, CN_F32), *w3 = vec(v, 3, CN_F32), *w3d = vec(v, 3, CN_F64);
+    cn_tensor *wm = th_tensor(v, s22, 2, CN_F32);
+    CHECK_FAILS(cn_leaky_relu(x, NAN), CN_ERR_INVALID_ARG, "negative_slope");
+    CHECK_FAILS(cn_leaky_relu(xi, 0.1), CN_ERR_KIND, "leaky_relu");
+    CHECK_FAILS(cn_elu(x, INFINITY), CN_ERR_INVALID_ARG, "alpha");
+    CHECK_FAILS(cn_softplus(x, 0, 20), CN_ERR_INVALID_ARG, "beta");
+    CHECK_FAILS(cn_softplus(x, 1, NAN), CN_ERR_INVALID_ARG, "threshold");
+    CHECK_FAILS(cn_prelu(x, w2), CN_ERR_SHAPE, "'weight'");
+    CHECK_FAILS(cn_prelu(x, wm), CN_ERR_SHAPE, "prelu");
+    CHECK_FAILS(cn_prelu(x, w3d), CN_ERR_DTYPE, "prelu");
+    CHECK_FAILS(cn_prelu(xi, w3), CN_ERR_KIND, "prelu");
+    CHECK_FAILS(cn_prelu(x, NULL), CN_ERR_NULL_ARG, "weight");
+    CHECK_FAILS(cn_hard_sigmoid(xi), CN_ERR_KIND, "hard_sigmoid");
+    CHECK_FAILS(cn_log_sigmoid(xi), CN_ERR_KIND, "log_sigmoid");
+    CHECK_FAILS(cn_softmin(xi, 0), CN_ERR_KIND, "softmin");
+    CHECK_FAILS(cn_softmin(x, 2), CN_ERR_INVALID_ARG, "softmin");
+    /* a weight per channel broadcasts along dim 1 */
+    cn_tensor *y = cn_prelu(x, w3);
+    const double want[] = {1, 4, 3, -4, 5, -18}; /* w = [1, -2, 3] */
+    th_check_values("prelu per channel", y, want, 6, 0);
+    cn_release(y);
+    cn_release(wm);
+    cn_release(w3d);
+    cn_release(w3);
+    cn_release(w2);
+    cn_release(xi);
+    cn_release(x);
+}
+
 int main(void) {
     RUN(test_remainder_and_fmod_signs_on_every_dtype);
     RUN(test_float_remainder_by_zero_is_nan);
@@ -247,5 +325,8 @@ int main(void) {
     RUN(test_bitwise_truth_on_i32);
     RUN(test_bitwise_misuse_is_a_clear_error);
     RUN(test_logical_xor_truth_table);
+    RUN(test_log_sigmoid_is_exact_far_out);
+    RUN(test_softmin_matches_pytorch);
+    RUN(test_activation_misuse_is_a_clear_error);
     return th_finish();
 }

@@ -119,6 +119,11 @@ static cn_tensor *run_binary(const oc_call *c) { return c->o->bin(c->x[0], c->x[
 static cn_tensor *run_not(const oc_call *c) { return cn_logical_not(c->x[0]); }
 static cn_tensor *run_where(const oc_call *c) { return cn_where(c->x[0], c->x[1], c->x[2]); }
 
+/* reals: beta, threshold */
+static cn_tensor *run_softplus(const oc_call *c) {
+    return cn_softplus(c->x[0], c->d->reals[0], c->d->reals[1]);
+}
+
 static cn_tensor *run_clamp(const oc_call *c) {
     return cn_clamp(c->x[0], c->d->reals[0], c->d->reals[1]);
 }
@@ -317,6 +322,15 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_BITWISE_LEFT_SHIFT_SCALAR] = {run_scalar, .scalar = cn_bitwise_left_shift_scalar},
     [CN_OP_BITWISE_RIGHT_SHIFT_SCALAR] = {run_scalar, .scalar = cn_bitwise_right_shift_scalar},
     [CN_OP_LOGICAL_XOR] = {run_binary, .bin = cn_logical_xor},
+    /* the activations off their kinks; prelu with a weight per channel and a single one (its
+     * gradient summed back through the view of the weight) */
+    [CN_OP_LEAKY_RELU] = {run_scalar, .scalar = cn_leaky_relu},
+    [CN_OP_PRELU] = {run_binary, .bin = cn_prelu},
+    [CN_OP_HARD_SIGMOID] = {run_unary, .un = cn_hard_sigmoid},
+    [CN_OP_LOG_SIGMOID] = {run_unary, .un = cn_log_sigmoid},
+    [CN_OP_HARD_SWISH] = {run_unary, .un = cn_hard_swish},
+    [CN_OP_SOFTPLUS] = {run_softplus},
+    [CN_OP_ELU] = {run_scalar, .scalar = cn_elu},
     /* elementwise with scalars (reals); clamp's bounds off the inputs' grid */
     [CN_OP_ADD_SCALAR] = {run_scalar, .scalar = cn_add_scalar},
     [CN_OP_MUL_SCALAR] = {run_scalar, .scalar = cn_mul_scalar},

@@ -165,6 +165,36 @@ CN_API cn_tensor *cn_bitwise_right_shift_scalar(cn_tensor *x, double s);
 /* a xor b on bool tensors (broadcasting), as torch.logical_xor (burn: bool_xor). Bool only. */
 CN_API cn_tensor *cn_logical_xor(cn_tensor *a, cn_tensor *b);
 
+/* ---- activations as direct ops (float only: CN_ERR_KIND otherwise), as PyTorch's ---------- *
+ * Each is one pass over x, differentiable, with PyTorch's gradient; NaN passes through. */
+/* x > 0 ? x : negative_slope * x (F.leaky_relu). negative_slope must be finite
+ * (CN_ERR_INVALID_ARG). d/dx = 1 or negative_slope (the slope at 0). */
+CN_API cn_tensor *cn_leaky_relu(cn_tensor *x, double negative_slope);
+/* x > 0 ? x : w x with a learned slope (F.prelu): weight is 1-D, [C] with C = x's dim 1 (one
+ * slope per channel; x at least 2-D) or [1] (one for all); x's dtype. A weight of another shape
+ * is CN_ERR_SHAPE. Differentiable in x (1 or w) and in weight (0 or x, summed over every dim but
+ * the channels). */
+CN_API cn_tensor *cn_prelu(cn_tensor *x, cn_tensor *weight);
+/* min(max(x + 3, 0), 6) / 6 (F.hardsigmoid; burn: hard_sigmoid with PyTorch's constants);
+ * d/dx = 1/6 inside (-3, 3), else 0. */
+CN_API cn_tensor *cn_hard_sigmoid(cn_tensor *x);
+/* x hard_sigmoid(x) (F.hardswish); d/dx = 0 below -3, x/3 + 1/2 up to 3, 1 above. */
+CN_API cn_tensor *cn_hard_swish(cn_tensor *x);
+/* log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)) (F.logsigmoid), exact to the last bits for
+ * every x: no overflow for large -x (log_sigmoid(-1000) = -1000) and no rounding to 0 for large
+ * x (log_sigmoid(40) = -4.2e-18). d/dx = sigmoid(-x), also computed without overflow. */
+CN_API cn_tensor *cn_log_sigmoid(cn_tensor *x);
+/* log1p(exp(beta x)) / beta, or x where beta x > threshold (F.softplus; PyTorch's defaults
+ * are beta = 1, threshold = 20). beta finite and nonzero, threshold finite (CN_ERR_INVALID_ARG).
+ * d/dx = sigmoid(beta x), or 1 past the threshold. */
+CN_API cn_tensor *cn_softplus(cn_tensor *x, double beta, double threshold);
+/* x > 0 ? x : alpha (exp(x) - 1) (F.elu); alpha finite (CN_ERR_INVALID_ARG). d/dx = 1 or
+ * alpha exp(x). */
+CN_API cn_tensor *cn_elu(cn_tensor *x, double alpha);
+/* softmax(-x) along dim (F.softmin), computed as PyTorch computes it: cn_neg, then cn_softmax
+ * (two passes, and two nodes in the graph). Errors as cn_softmax's, naming softmin. */
+CN_API cn_tensor *cn_softmin(cn_tensor *x, int dim);
+
 /* ---- reductions ----------------------------------------------------------------------------- *
  * The plain form reduces all elements to a 0-d tensor; the _dim form reduces one dim, keeping it
  * with size 1 when keepdim is non-zero. sum/prod/max/min accept float and int, mean/var/logsumexp

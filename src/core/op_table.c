@@ -29,6 +29,10 @@
                      .out = CN__OUT_INPUT}
 #define BITWISE_SCALAR(nm) {.name = nm, .family = CN__FAMILY_SCALAR, .n_in = 1, .kinds = {I}, \
                             .out = CN__OUT_INPUT, .n_reals = 1}
+/* a float activation with n real attributes, differentiated from its input */
+#define ACTIVATION_SCALAR(nm, n) {.name = nm, .family = CN__FAMILY_SCALAR, .n_in = 1,          \
+                                  .kinds = {F}, .out = CN__OUT_INPUT, .n_reals = (n),           \
+                                  .saves = IN0, .differentiable = 1, .memory_bound = 1}
 #define REDUCE(nm, k, sv) {.name = nm, .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {k}, \
                            .out = CN__OUT_INPUT, .n_ints = 1, .saves = (sv), .differentiable = 1}
 
@@ -92,6 +96,15 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_BITWISE_RIGHT_SHIFT_SCALAR] = BITWISE_SCALAR("bitwise_right_shift_scalar"),
     [CN_OP_LOGICAL_XOR] = {.name = "logical_xor", .family = CN__FAMILY_LOGIC, .n_in = 2,
                            .kinds = {B, B}, .out = CN__OUT_BOOL},
+    /* activations: leaky_relu reals[0] = slope, softplus (beta, threshold), elu alpha; prelu's
+     * weight comes reshaped to broadcast along x's dim 1 */
+    [CN_OP_LEAKY_RELU] = ACTIVATION_SCALAR("leaky_relu", 1),
+    [CN_OP_PRELU] = BINARY("prelu", F, IN0 | IN1),
+    [CN_OP_HARD_SIGMOID] = UNARY("hard_sigmoid", F, IN0),
+    [CN_OP_LOG_SIGMOID] = UNARY("log_sigmoid", F, IN0),
+    [CN_OP_HARD_SWISH] = UNARY("hard_swish", F, IN0),
+    [CN_OP_SOFTPLUS] = ACTIVATION_SCALAR("softplus", 2),
+    [CN_OP_ELU] = ACTIVATION_SCALAR("elu", 1),
     /* elementwise with scalars: reals[0] the scalar; clamp: lo, hi */
     [CN_OP_ADD_SCALAR] = {.name = "add_scalar", .family = CN__FAMILY_SCALAR, .n_in = 1,
                           .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1, .differentiable = 1,

@@ -280,6 +280,85 @@ cn_tensor *cn_bitwise_right_shift_scalar(cn_tensor *x, double s) {
     return with_int_scalar(CN_OP_BITWISE_RIGHT_SHIFT_SCALAR, x, s);
 }
 
+/* ---- activations as direct ops ----------------------------------------------------------- */
+
+cn_tensor *cn_hard_sigmoid(cn_tensor *x) { return unary(CN_OP_HARD_SIGMOID, x); }
+cn_tensor *cn_log_sigmoid(cn_tensor *x) { return unary(CN_OP_LOG_SIGMOID, x); }
+cn_tensor *cn_hard_swish(cn_tensor *x) { return unary(CN_OP_HARD_SWISH, x); }
+
+/* Refuses a NaN or infinite attribute of op, naming it. */
+static int finite_attr(const char *op, cn_tensor *x, const char *arg, double v, const char *hint) {
+    if (!x || isfinite(v)) return 1;
+    cn_set_error(CN_ERR_INVALID_ARG, op, "%s = %g; pass a finite value (%s)", arg, v, hint);
+    return 0;
+}
+
+cn_tensor *cn_leaky_relu(cn_tensor *x, double negative_slope) {
+    if (!finite_attr("leaky_relu", x, "negative_slope", negative_slope, "PyTorch's default is "
+                     "0.01"))
+        return NULL;
+    return with_scalars(CN_OP_LEAKY_RELU, x, negative_slope, 0);
+}
+cn_tensor *cn_elu(cn_tensor *x, double alpha) {
+    if (!finite_attr("elu", x, "alpha", alpha, "PyTorch's default is 1")) return NULL;
+    return with_scalars(CN_OP_ELU, x, alpha, 0);
+}
+cn_tensor *cn_softplus(cn_tensor *x, double beta, double threshold) {
+    if (!finite_attr("softplus", x, "beta", beta, "PyTorch's default is 1") ||
+        !finite_attr("softplus", x, "threshold", threshold, "PyTorch's default is 20"))
+        return NULL;
+    if (x && beta == 0) {
+        cn_set_error(CN_ERR_INVALID_ARG, "softplus", "beta = 0 divides by zero; pass a nonzero "
+                     "beta (PyTorch's default is 1)");
+        return NULL;
+    }
+    return with_scalars(CN_OP_SOFTPLUS, x, beta, threshold);
+}
+
+/* weight [C] (C = x's dim 1) or one element, viewed as [1, C, 1, ...] or 0-d to broadcast. */
+cn_tensor *cn_prelu(cn_tensor *x, cn_tensor *weight) {
+    const char *op = "prelu";
+    if (!x || !weight) {
+        cn__null_arg(op, !x ? "x" : "weight");
+        return NULL;
+    }
+    CN__CHECK_LIVE(op, x);
+    CN__CHECK_LIVE(op, weight);
+    char s[128], t[128];
+    int64_t c = weight->ndim == 0 ? 1 : weight->shape[0];
+    int64_t channels = x->ndim >= 2 ? x->shape[1] : 1;
+    if (weight->ndim > 1 || (c != 1 && c != channels)) {
+        cn_set_error(CN_ERR_SHAPE, op, "'weight' is %s but 'x' %s has %lld channel(s) (dim 1, or "
+                     "1 below 2-D); pass a 1-D weight of [%lld] (one per channel) or [1] (one "
+                     "for all)", cn_tensor_str(weight, s, sizeof s), cn_tensor_str(x, t, sizeof t),
+                     (long long)channels, (long long)channels);
+        return NULL;
+    }
+    int64_t shape[CN_MAX_DIMS];
+    int nd = c == 1 ? 0 : x->ndim;
+    for (int d = 0; d < nd; d++) shape[d] = d == 1 ? c : 1;
+    cn_tensor *w = cn_reshape(weight, shape, nd);
+    if (!w) return NULL;
+    cn_tensor *out = binary(CN_OP_PRELU, x, w);
+    cn_release(w);
+    return out;
+}
+
+/* softmax(-x), as torch.nn.functional.softmin computes it; checked first so that errors name
+ * softmin. */
+cn_tensor *cn_softmin(cn_tensor *x, int dim) {
+    const char *names[1] = {"x"};
+    cn_device dev;
+    if (!cn__route("softmin", &x, names, 1, &dev) ||
+        cn__check_kind("softmin", "x", x, CN_KINDS_FLOAT) != CN_OK ||
+        cn__norm_dim("softmin", "dim", dim, x->ndim) < 0)
+        return NULL;
+    cn_tensor *neg = cn_neg(x);
+    cn_tensor *out = neg ? cn_softmax(neg, dim) : NULL;
+    cn_release(neg);
+    return out;
+}
+
 cn_tensor *cn_where(cn_tensor *cond, cn_tensor *a, cn_tensor *b) {
     cn_tensor *in[3] = {cond, a, b};
     return cn__elementwise(CN_OP_WHERE, in, NULL, NULL, 0);

@@ -204,6 +204,22 @@ for name, fn in (("bitwise_left_shift", torch.bitwise_left_shift),
              [In([2, 4], SHIFT_X)], lambda x, f=fn, n=n: f(x, n), reals=[n])
 case("bitwise_not", "bitwise_not", [In([2, 3], BIT_A)], torch.bitwise_not)
 case("logical_xor", "logical_xor", [Bo([2, 4]), Bo([4])], torch.logical_xor)
+# activations, with values away from their kinks (0 for leaky_relu, prelu and elu, +-3 for the
+# hard ones, softplus's threshold); log_sigmoid also far out, where a naive form overflows
+case("leaky_relu", "leaky_relu", [Fl([2, 3], "d")], lambda x: F.leaky_relu(x, 0.125),
+     reals=[0.125])
+case("prelu", "prelu_channels", [Fl([2, 3, 2], "d"), Fl([3])], F.prelu)
+case("prelu", "prelu_one", [Fl([2, 3], "d"), Fl([1])], F.prelu)
+HARD_X = [-4.5, -2.25, -0.5, 0.75, 2.5, 3.75]
+case("hard_sigmoid", "hard_sigmoid", [Fl([2, 3], HARD_X)], F.hardsigmoid)
+case("hard_swish", "hard_swish", [Fl([2, 3], HARD_X)], F.hardswish)
+case("log_sigmoid", "log_sigmoid", [Fl([2, 3])], F.logsigmoid)
+case("log_sigmoid", "log_sigmoid_far", [Fl([2, 3], [-100, -30, -5.5, 7, 40, 100])], F.logsigmoid)
+case("softplus", "softplus_beta", [Fl([2, 3], [-1.25, -0.3, 0.4, 0.6, 0.9, 1.4])],
+     lambda x: F.softplus(x, 2.0, 1.5), reals=[2.0, 1.5])
+case("softplus", "softplus_default", [Fl([2, 3], [-30, -2.5, 0.25, 3, 19.5, 25])], F.softplus,
+     reals=[1, 20])
+case("elu", "elu", [Fl([2, 3], "d")], lambda x: F.elu(x, 1.25), reals=[1.25])
 
 # ---- comparisons and logic (exact) -------------------------------------------------------------
 for name, fn in (("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le),

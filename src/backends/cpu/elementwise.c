@@ -132,6 +132,29 @@ static inline double gelu_f64(double x, int tanh_form) {
     return 0.5 * x * (1.0 + erf(x * 0.707106781186547524));
 }
 
+/* The activations of PyTorch's names (hard_sigmoid is hardsigmoid, hard_swish hardswish):
+ *   hard_sigmoid(x) = min(max(x + 3, 0), 6) / 6, hard_swish(x) = x hard_sigmoid(x) (NaN passes
+ *     through the comparisons, as through std::min/max);
+ *   log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)): exp never overflows, and -log(1 + e^-x) does
+ *     not round to 0 for large x or lose x for very negative x;
+ *   softplus(x) = log1p(exp(beta x)) / beta, or x where beta x > threshold (PyTorch's switch). */
+#define DEFINE_ACTIVATIONS(S, T, EXP, LOG1P, FABS)                                             \
+    static inline T hard_sigmoid_##S(T x) {                                                    \
+        T t = x + (T)3;                                                                        \
+        t = t < (T)0 ? (T)0 : t;                                                               \
+        t = t > (T)6 ? (T)6 : t;                                                               \
+        return t / (T)6;                                                                       \
+    }                                                                                          \
+    static inline T log_sigmoid_##S(T x) {                                                     \
+        return (x < (T)0 ? x : (T)0) - LOG1P(EXP(-FABS(x)));                                   \
+    }                                                                                          \
+    static inline T softplus_##S(T x, T beta, T threshold) {                                   \
+        return x * beta > threshold ? x : LOG1P(EXP(x * beta)) / beta;                         \
+    }
+
+DEFINE_ACTIVATIONS(f32, float, expf, log1pf, fabsf)
+DEFINE_ACTIVATIONS(f64, double, exp, log1p, fabs)
+
 /* A double truncated toward zero and saturated to [lo, hi]; NaN gives 0. */
 static int64_t to_int_sat(double v, int64_t lo, int64_t hi) {
     if (isnan(v)) return 0;
@@ -251,6 +274,9 @@ static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_ATANH: MAP1(float, float, atanhf(x)); break;
     case CN_OP_IS_NAN: MAP1(uint8_t, float, (uint8_t)(isnan(x) != 0)); break;
     case CN_OP_IS_INF: MAP1(uint8_t, float, (uint8_t)(isinf(x) != 0)); break;
+    case CN_OP_HARD_SIGMOID: MAP1(float, float, hard_sigmoid_f32(x)); break;
+    case CN_OP_LOG_SIGMOID: MAP1(float, float, log_sigmoid_f32(x)); break;
+    case CN_OP_HARD_SWISH: MAP1(float, float, x * hard_sigmoid_f32(x)); break;
     default: UNKNOWN_OP(c); break;
     }
 }
@@ -290,6 +316,9 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_ATANH: MAP1(double, double, atanh(x)); break;
     case CN_OP_IS_NAN: MAP1(uint8_t, double, (uint8_t)(isnan(x) != 0)); break;
     case CN_OP_IS_INF: MAP1(uint8_t, double, (uint8_t)(isinf(x) != 0)); break;
+    case CN_OP_HARD_SIGMOID: MAP1(double, double, hard_sigmoid_f64(x)); break;
+    case CN_OP_LOG_SIGMOID: MAP1(double, double, log_sigmoid_f64(x)); break;
+    case CN_OP_HARD_SWISH: MAP1(double, double, x * hard_sigmoid_f64(x)); break;
     default: UNKNOWN_OP(c); break;
     }
 }
@@ -337,9 +366,9 @@ cn_status cpu_unary(const cn_kernel_args *a) {
 
 /* ---- with scalars ---------------------------------------------------------------------------- */
 
-/* add/mul/pow/remainder_scalar and clamp on a float type T; POW is powf or pow, REM
- * remainder_f32 or remainder_f64. Clamp lets NaN through. */
-#define DEFINE_SCALAR_FLOAT(NAME, T, POW, REM)                                                 \
+/* add/mul/pow/remainder_scalar, clamp and the activations with attributes on a float type T;
+ * POW, REM, EXPM1 are its functions, S the suffix of its helpers. Clamp lets NaN through. */
+#define DEFINE_SCALAR_FLOAT(NAME, T, POW, REM, EXPM1, S)                                       \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
         const T s = (T)c->s0, lo = (T)c->s0, hi = (T)c->s1;                                    \
@@ -349,12 +378,15 @@ cn_status cpu_unary(const cn_kernel_args *a) {
         case CN_OP_POW_SCALAR: MAP1(T, T, POW(x, s)); break;                                   \
         case CN_OP_CLAMP: MAP1(T, T, x < lo ? lo : (x > hi ? hi : x)); break;                  \
         case CN_OP_REMAINDER_SCALAR: MAP1(T, T, REM(x, s)); break;                             \
+        case CN_OP_LEAKY_RELU: MAP1(T, T, x > (T)0 ? x : x * s); break;                        \
+        case CN_OP_ELU: MAP1(T, T, x > (T)0 ? x : s * EXPM1(x)); break;                        \
+        case CN_OP_SOFTPLUS: MAP1(T, T, softplus_##S(x, s, hi)); break; /* beta, threshold */  \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
-DEFINE_SCALAR_FLOAT(scalar_f32, float, powf, remainder_f32)
-DEFINE_SCALAR_FLOAT(scalar_f64, double, pow, remainder_f64)
+DEFINE_SCALAR_FLOAT(scalar_f32, float, powf, remainder_f32, expm1f, f32)
+DEFINE_SCALAR_FLOAT(scalar_f64, double, pow, remainder_f64, expm1, f64)
 
 /* add/mul_scalar (wrapping), clamp, remainder_scalar (s != 0: cpu_scalar checks) and the
  * bitwise ops with a scalar on a signed integer type T with unsigned twin U and helpers _S. */
@@ -392,7 +424,7 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
     case CN_I64: fn = scalar_i64; break;
     default: return bad_dtype(a, dt);
     }
-    int need = a->op == CN_OP_CLAMP ? 2 : 1;
+    int need = a->op == CN_OP_CLAMP || a->op == CN_OP_SOFTPLUS ? 2 : 1;
     if (a->n_reals < need)
         return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
                             "the kernel needs %d scalar argument(s) but got %d; call the op "
@@ -439,6 +471,7 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
         case CN_OP_REMAINDER: MAP2(T, T, T, REM(x, y)); break;                                 \
         case CN_OP_FMOD: MAP2(T, T, T, FMOD(x, y)); break;                                     \
         case CN_OP_HYPOT: MAP2(T, T, T, HYPOT(x, y)); break;                                   \
+        case CN_OP_PRELU: MAP2(T, T, T, x > (T)0 ? x : y * x); break; /* y: the weight */      \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }

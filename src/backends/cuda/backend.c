@@ -391,6 +391,12 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_BITWISE_LEFT_SHIFT] = dt[CN_OP_BITWISE_RIGHT_SHIFT] = dt[CN_OP_BITWISE_NOT] = I;
     dt[CN_OP_BITWISE_AND_SCALAR] = dt[CN_OP_BITWISE_OR_SCALAR] = dt[CN_OP_BITWISE_XOR_SCALAR] = I;
     dt[CN_OP_BITWISE_LEFT_SHIFT_SCALAR] = dt[CN_OP_BITWISE_RIGHT_SHIFT_SCALAR] = I;
+    /* the activations: float */
+    k[CN_OP_HARD_SIGMOID] = k[CN_OP_LOG_SIGMOID] = k[CN_OP_HARD_SWISH] = cuda_unary;
+    k[CN_OP_LEAKY_RELU] = k[CN_OP_SOFTPLUS] = k[CN_OP_ELU] = cuda_scalar;
+    k[CN_OP_PRELU] = cuda_binary;
+    dt[CN_OP_HARD_SIGMOID] = dt[CN_OP_LOG_SIGMOID] = dt[CN_OP_HARD_SWISH] = F;
+    dt[CN_OP_LEAKY_RELU] = dt[CN_OP_SOFTPLUS] = dt[CN_OP_ELU] = dt[CN_OP_PRELU] = F;
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

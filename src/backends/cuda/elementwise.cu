@@ -81,6 +81,7 @@ CU_MATH1(m_cosh, coshf, cosh)
 CU_MATH1(m_asinh, asinhf, asinh)
 CU_MATH1(m_acosh, acoshf, acosh)
 CU_MATH1(m_atanh, atanhf, atanh)
+CU_MATH1(m_expm1, expm1f, expm1)
 CU_HD float m_pow(float x, float y) { return powf(x, y); }
 CU_HD double m_pow(double x, double y) { return pow(x, y); }
 CU_HD float m_atan2(float y, float x) { return atan2f(y, x); }
@@ -126,6 +127,22 @@ template <typename T> CU_HD T gelu(T x, int tanh_form) {
         return (T)0.5 * x *
                ((T)1 + m_tanh((T)0.797884560802865356 * (x + (T)0.044715 * x * x * x)));
     return (T)0.5 * x * ((T)1 + m_erf(x * (T)0.707106781186547524));
+}
+
+/* The activations as on the CPU (cpu/elementwise.c): NaN passes through hard_sigmoid's
+ * comparisons; log_sigmoid = min(x, 0) - log1p(exp(-|x|)) never overflows; softplus switches to
+ * x where beta x > threshold. */
+template <typename T> CU_HD T hard_sigmoid(T x) {
+    T t = x + (T)3;
+    t = t < (T)0 ? (T)0 : t;
+    t = t > (T)6 ? (T)6 : t;
+    return t / (T)6;
+}
+template <typename T> CU_HD T log_sigmoid(T x) {
+    return (x < (T)0 ? x : (T)0) - m_log1p(m_exp(-m_fabs(x)));
+}
+template <typename T> CU_HD T softplus(T x, T beta, T threshold) {
+    return x * beta > threshold ? x : m_log1p(m_exp(x * beta)) / beta;
 }
 
 /* The fused backward of an activation: *z = g * f'(s), s the forward's output (relu, tanh,
@@ -202,6 +219,9 @@ template <typename T> CU_HD bool unary_op(int op, T x, int gelu_tanh, T *z) {
     case CN_OP_ASINH: *z = m_asinh(x); return true;
     case CN_OP_ACOSH: *z = m_acosh(x); return true;
     case CN_OP_ATANH: *z = m_atanh(x); return true;
+    case CN_OP_HARD_SIGMOID: *z = hard_sigmoid(x); return true;
+    case CN_OP_LOG_SIGMOID: *z = log_sigmoid(x); return true;
+    case CN_OP_HARD_SWISH: *z = x * hard_sigmoid(x); return true;
     default: return false;
     }
 }
@@ -243,6 +263,9 @@ template <typename T> CU_HD bool scalar_op(int op, T x, T s, T hi, T *z) {
     case CN_OP_POW_SCALAR: *z = m_pow(x, s); return true;
     case CN_OP_CLAMP: *z = x < s ? s : (x > hi ? hi : x); return true; /* s: lo */
     case CN_OP_REMAINDER_SCALAR: *z = m_remainder(x, s); return true;
+    case CN_OP_LEAKY_RELU: *z = x > (T)0 ? x : x * s; return true;
+    case CN_OP_ELU: *z = x > (T)0 ? x : s * m_expm1(x); return true;
+    case CN_OP_SOFTPLUS: *z = softplus(x, s, hi); return true; /* beta, threshold */
     default: return false;
     }
 }
@@ -276,6 +299,7 @@ template <typename T> CU_HD bool binary_op(int op, T x, T y, T *z) {
     case CN_OP_REMAINDER: *z = m_remainder(x, y); return true;
     case CN_OP_FMOD: *z = m_fmod(x, y); return true;
     case CN_OP_HYPOT: *z = m_hypot(x, y); return true;
+    case CN_OP_PRELU: *z = x > (T)0 ? x : y * x; return true; /* y: the weight */
     default: return false;
     }
 }
@@ -534,7 +558,7 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
                       : !scalar_op<double>(a->op, 1.0, 1.0, 1.0, &zf))
         return unknown_op(a, "cuda_scalar");
     if (!is_float_dt(dt) && !is_int_dt(dt)) return bad_dtype(a, dt);
-    int need = a->op == CN_OP_CLAMP ? 2 : 1;
+    int need = a->op == CN_OP_CLAMP || a->op == CN_OP_SOFTPLUS ? 2 : 1;
     if (a->n_reals < need)
         return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
                             "the kernel needs %d scalar argument(s) but got %d; call the op "

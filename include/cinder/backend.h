@@ -90,7 +90,8 @@ typedef enum cn_op {
     /* added with the op table: atan2(a, b), elementwise binary, float */
     CN_OP_ATAN2,
     /* added for speed: the fused backward of an activation, g * f'(s) in one pass (in[0] g,
-     * in[1] s: the forward's output for relu, tanh and sigmoid, its input for silu and gelu;
+     * in[1] s: the forward's output for relu, tanh and sigmoid, its input for silu, gelu,
+     * hard_sigmoid, log_sigmoid and hard_swish;
      * ints[0] the forward op, ints[1] cn_gelu_approx for gelu; same shapes, float) */
     CN_OP_ACTIVATION_BACKWARD,
     /* added with the rest of PyTorch's elementwise unary math (floor to sign also on ints) */

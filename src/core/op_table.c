@@ -204,7 +204,8 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
                                    .n_in = 2, .kinds = {F, F}, .out = CN__OUT_INPUT, .n_ints = 6},
     [CN_OP_AVG_POOL2D_BACKWARD] = {.name = "avg_pool2d_backward", .family = CN__FAMILY_GRAD,
                                    .n_in = 1, .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 6},
-    /* ints: the forward op (relu, tanh, sigmoid, silu, gelu), cn_gelu_approx */
+    /* ints: the forward op (relu, tanh, sigmoid, silu, gelu, hard_sigmoid, log_sigmoid,
+     * hard_swish), cn_gelu_approx */
     [CN_OP_ACTIVATION_BACKWARD] = {.name = "activation_backward", .family = CN__FAMILY_GRAD,
                                    .n_in = 2, .kinds = {F, F}, .out = CN__OUT_INPUT,
                                    .n_ints = 2, .memory_bound = 1},

@@ -22,7 +22,8 @@ cn_tensor *cn__avg_pool2d_backward(cn_tensor *g, const int64_t *x_shape, const i
 cn_tensor *cn__erf(cn_tensor *x);
 
 /* g * f'(s) in one pass, f the activation `op` (CN_OP_RELU, _TANH, _SIGMOID: s its output;
- * CN_OP_SILU, _GELU: s its input; approx: cn_gelu_approx for gelu). g and s of one shape. */
+ * CN_OP_SILU, _GELU, _HARD_SIGMOID, _LOG_SIGMOID, _HARD_SWISH: s its input; approx:
+ * cn_gelu_approx for gelu). g and s of one shape. */
 cn_tensor *cn__activation_backward(cn_tensor *g, cn_tensor *s, cn_op op, int approx);
 
 /* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel

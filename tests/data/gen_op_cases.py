@@ -25,6 +25,7 @@ The random ops (rand_uniform, rand_normal) are not here: PyTorch's generator is 
 Philox stream, so the test checks their statistics instead.
 """
 import os
+import re
 import zlib
 
 import torch
@@ -334,8 +335,26 @@ case("avg_pool2d_backward", "avg_pool2d_backward", [Fl(P_G)],
      lambda g: pool_backward(F.avg_pool2d, g, torch.zeros(P_X)), ints=P_X + POOL_A)
 
 # ---- activation_backward: g * f'(s), against PyTorch's own backward kernels ------------------
-# ints = the forward op's number in cn_op (include/cinder/backend.h; append-only), cn_gelu_approx
-CN_OP_RELU, CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU = 2, 10, 11, 12, 13
+# ints = the forward op's number in cn_op, cn_gelu_approx. The numbers are read from the enum in
+# include/cinder/backend.h, so that the cases follow it wherever ops were appended.
+def cn_op_numbers():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include",
+                        "cinder", "backend.h")
+    text = open(path).read()
+    body = text[text.index("typedef enum cn_op {"):text.index("} cn_op;")]
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    return {name: k for k, name in enumerate(re.findall(r"\bCN_OP_[A-Z0-9_]+", body))}
+
+
+CN_OPS = cn_op_numbers()
+CN_OP_RELU, CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU = (
+    CN_OPS["CN_OP_" + n] for n in ("RELU", "TANH", "SIGMOID", "SILU", "GELU"))
+assert (CN_OP_RELU, CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU) == (2, 10, 11, 12, 13)
+CN_OP_HARD_SIGMOID, CN_OP_LOG_SIGMOID, CN_OP_HARD_SWISH = (
+    CN_OPS["CN_OP_" + n] for n in ("HARD_SIGMOID", "LOG_SIGMOID", "HARD_SWISH"))
+# s on every piece of the hard ones (off +-3) and far out for log_sigmoid
+ACT_HARD_S = [-4.5, -2.25, -0.5, 0.75, 2.5, 3.75, -3.25, 2.875, -1.0, 0.125, 5.0, -2.9375]
+ACT_WIDE_S = [-30, -5, -2.5, -0.5, 0.25, 1, 2.75, 3.5, 6, 15, -3.25, 40]
 aten = torch.ops.aten
 for variant, act, approx, dom, fn in (
         ("act_bwd_relu", CN_OP_RELU, 0, "d", lambda g, s: aten.threshold_backward(g, s, 0)),
@@ -345,7 +364,14 @@ for variant, act, approx, dom, fn in (
         ("act_bwd_gelu_erf", CN_OP_GELU, 0, "u",
          lambda g, s: aten.gelu_backward(g, s, approximate="none")),
         ("act_bwd_gelu_tanh", CN_OP_GELU, 1, "u",
-         lambda g, s: aten.gelu_backward(g, s, approximate="tanh"))):
+         lambda g, s: aten.gelu_backward(g, s, approximate="tanh")),
+        # not aten.hardsigmoid_backward: its CPU kernel scales by 1/6 rounded to float32, even
+        # in float64 (a 6e-9 relative error); cinder scales by the double 1/6
+        ("act_bwd_hard_sigmoid", CN_OP_HARD_SIGMOID, 0, ACT_HARD_S,
+         lambda g, s: torch.where((s > -3) & (s < 3), g / 6, 0.0)),
+        ("act_bwd_hard_swish", CN_OP_HARD_SWISH, 0, ACT_HARD_S, aten.hardswish_backward),
+        ("act_bwd_log_sigmoid", CN_OP_LOG_SIGMOID, 0, ACT_WIDE_S,
+         lambda g, s: aten.log_sigmoid_backward(g, s, aten.log_sigmoid_forward(s)[1]))):
     case("activation_backward", variant, [Fl([3, 4]), Fl([3, 4], dom)], fn, ints=[act, approx])
 
 

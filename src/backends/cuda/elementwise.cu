@@ -146,7 +146,8 @@ template <typename T> CU_HD T softplus(T x, T beta, T threshold) {
 }
 
 /* The fused backward of an activation: *z = g * f'(s), s the forward's output (relu, tanh,
- * sigmoid) or input (silu, gelu), as on the CPU (cpu/activation.c). */
+ * sigmoid) or input (silu, gelu, hard_sigmoid, log_sigmoid, hard_swish), as on the CPU
+ * (cpu/activation.c). */
 template <typename T> CU_HD bool act_backward_op(int act, T g, T s, int gelu_tanh, T *z) {
     switch (act) {
     case CN_OP_RELU: *z = s > (T)0 ? g : (T)0; return true;
@@ -169,6 +170,15 @@ template <typename T> CU_HD bool act_backward_op(int act, T g, T s, int gelu_tan
         }
         return true;
     }
+    case CN_OP_HARD_SIGMOID: *z = s > (T)-3 && s < (T)3 ? g * ((T)1 / (T)6) : (T)0; return true;
+    case CN_OP_LOG_SIGMOID: { /* sigmoid(-s), without overflow */
+        T e = m_exp(-m_fabs(s));
+        *z = g * ((s > (T)0 ? e : (T)1) / ((T)1 + e));
+        return true;
+    }
+    case CN_OP_HARD_SWISH:
+        *z = s < (T)-3 ? (T)0 : (s <= (T)3 ? g * (s / (T)3 + (T)0.5) : g);
+        return true;
     default: return false;
     }
 }
@@ -699,7 +709,8 @@ extern "C" cn_status cuda_activation_backward(const cn_kernel_args *a) {
     if (a->n_ints < 2 || !act_backward_op<double>((int)a->ints[0], 1.0, 1.0, 0, &zf))
         return cn_set_error(CN_ERR_INVALID_ARG, "activation_backward",
                             "ints[0] is not an activation this kernel differentiates (relu, "
-                            "tanh, sigmoid, silu, gelu); backward formulas call it");
+                            "tanh, sigmoid, silu, gelu, hard_sigmoid, log_sigmoid, hard_swish); "
+                            "backward formulas call it");
     if (!is_float_dt(dt)) return bad_dtype(a, dt);
     cu_iter it;
     make_iter(&it, a, 2);

@@ -782,6 +782,36 @@ static void test_more_elementwise(void) {
         pair_free(w);
         pair_free(v);
     }
+    /* comparisons with a scalar: floats on eighths with ties (s exact in every float dtype),
+     * ints against whole, fractional and out-of-range scalars */
+    static const struct {
+        cn_op op;
+        cn_tensor *(*f)(cn_tensor *, double);
+    } cmp[] = {{CN_OP_EQ_SCALAR, cn_eq_scalar}, {CN_OP_NE_SCALAR, cn_ne_scalar},
+               {CN_OP_LT_SCALAR, cn_lt_scalar}, {CN_OP_LE_SCALAR, cn_le_scalar},
+               {CN_OP_GT_SCALAR, cn_gt_scalar}, {CN_OP_GE_SCALAR, cn_ge_scalar}};
+    const double eighths[8] = {-1, -0.25, 0.25, 0.25, 0.5, 0.875, NAN, 0.25};
+    const double ints_s[4] = {3, 2.5, -1e30, NAN};
+    for (size_t k = 0; k < sizeof cmp / sizeof *cmp; k++) {
+        for (int d = 0; d < N_FLOAT; d++) {
+            n = 8;
+            pair v = pair_from(eighths, &n, 1, float_dtypes[d]);
+            args a = {.sc = cmp[k].f, .s0 = 0.25};
+            check_op(label("%s %s", cn_op_name(cmp[k].op), cn_dtype_name(float_dtypes[d])),
+                     cmp[k].op, f_scalar_op, &a, &v, 1, 1);
+            pair_free(v);
+        }
+        for (int d = 0; d < 2; d++) {
+            cn_dtype dt = d ? CN_I64 : CN_I32;
+            pair v = input(shape, 3, dt, -5, 5, TRANSPOSED);
+            for (int j = 0; j < 4; j++) {
+                args a = {.sc = cmp[k].f, .s0 = ints_s[j]};
+                check_op(label("%s(%g) %s", cn_op_name(cmp[k].op), ints_s[j], cn_dtype_name(dt)),
+                         cmp[k].op, f_scalar_op, &a, &v, 1, 1);
+            }
+            pair_free(v);
+        }
+    }
     /* bool xor, broadcast */
     const int64_t row[1] = {29}, bs[2] = {4, 29};
     pair l[2] = {input(bs, 2, CN_BOOL, 0, 0, STRIDED), input(row, 1, CN_BOOL, 0, 0, CONTIG)};

@@ -236,6 +236,67 @@ static void test_logical_xor_truth_table(void) {
     cn_release(ta);
 }
 
+/* ---- comparisons with a scalar ------------------------------------------------------------- */
+
+typedef cn_tensor *(*cmp_fn)(cn_tensor *, double);
+static const cmp_fn cmps[6] = {cn_eq_scalar, cn_ne_scalar, cn_lt_scalar,
+                               cn_le_scalar, cn_gt_scalar, cn_ge_scalar};
+
+/* x against s with every comparison; want[k][i] for eq, ne, lt, le, gt, ge. */
+static void check_compares(const char *what, cn_tensor *x, double s, const double want[6][3]) {
+    static const char *const names[6] = {"eq", "ne", "lt", "le", "gt", "ge"};
+    for (int k = 0; k < 6; k++) {
+        char label[128];
+        snprintf(label, sizeof label, "%s: %s %g", what, names[k], s);
+        cn_tensor *y = cmps[k](x, s);
+        CHECK(y && cn_dtype_of(y) == CN_BOOL);
+        th_check_values(label, y, want[k], 3, 0);
+        cn_release(y);
+    }
+}
+
+/* Integers against scalars past their range, fractional, NaN, and 2^53 (where a comparison in
+ * doubles would round the i64 2^53 + 1 down to it): exact answers. */
+static void test_int_compare_with_a_scalar_is_exact(void) {
+    const int64_t big[3] = {INT64_MAX, INT64_MIN, 9007199254740993LL}; /* 2^53 + 1 */
+    const int64_t shape[1] = {3};
+    cn_tensor *x = cn_from_data(big, shape, 1, CN_I64, cn_cpu());
+    const double at_2_63[6][3] = {{0, 0, 0}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}};
+    check_compares("i64 vs 2^63", x, 0x1p63, at_2_63);
+    const double at_min[6][3] = {{0, 1, 0}, {1, 0, 1}, {0, 0, 0}, {0, 1, 0}, {1, 0, 1}, {1, 1, 1}};
+    check_compares("i64 vs -2^63", x, -0x1p63, at_min);
+    const double at_2_53[6][3] = {{0, 0, 0}, {1, 1, 1}, {0, 1, 0}, {0, 1, 0}, {1, 0, 1}, {1, 0, 1}};
+    check_compares("i64 vs 2^53", x, 0x1p53, at_2_53);
+    const double at_nan[6][3] = {{0, 0, 0}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+    check_compares("i64 vs NaN", x, NAN, at_nan);
+    cn_release(x);
+    const double small[3] = {2, 3, -3};
+    cn_tensor *y = vec(small, 3, CN_I32);
+    const double at_half[6][3] = {{0, 0, 0}, {1, 1, 1}, {1, 0, 1}, {1, 0, 1}, {0, 1, 0}, {0, 1, 0}};
+    check_compares("i32 vs 2.5", y, 2.5, at_half);
+    const double at_far[6][3] = {{0, 0, 0}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}};
+    check_compares("i32 vs 1e10", y, 1e10, at_far);
+    check_compares("i32 vs inf", y, INFINITY, at_far);
+    const double at_neg_far[6][3] = {{0, 0, 0}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1},
+                                     {1, 1, 1}};
+    check_compares("i32 vs -1e10", y, -1e10, at_neg_far);
+    const double at_3[6][3] = {{0, 1, 0}, {1, 0, 1}, {1, 0, 1}, {1, 1, 1}, {0, 0, 0}, {0, 1, 0}};
+    check_compares("i32 vs 3", y, 3, at_3);
+    cn_tensor *b = vec(small, 3, CN_BOOL);
+    CHECK_FAILS(cn_lt_scalar(b, 1), CN_ERR_KIND, "lt_scalar");
+    cn_release(b);
+    cn_release(y);
+}
+
+/* On f32 the scalar is rounded to f32 first, as PyTorch converts it: 0.1f == 0.1. */
+static void test_float_compare_rounds_the_scalar_to_the_dtype(void) {
+    const double v[3] = {0.1, 0.2, NAN};
+    cn_tensor *x = vec(v, 3, CN_F32);
+    const double at_01[6][3] = {{1, 0, 0}, {0, 1, 1}, {0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {1, 1, 0}};
+    check_compares("f32 vs 0.1", x, 0.1, at_01);
+    cn_release(x);
+}
+
 /* ---- activations ---------------------------------------------------------------------------- */
 
 /* log_sigmoid far out, in both dtypes: no overflow to -inf or NaN, and no rounding of the tiny
@@ -325,6 +386,8 @@ int main(void) {
     RUN(test_bitwise_truth_on_i32);
     RUN(test_bitwise_misuse_is_a_clear_error);
     RUN(test_logical_xor_truth_table);
+    RUN(test_int_compare_with_a_scalar_is_exact);
+    RUN(test_float_compare_rounds_the_scalar_to_the_dtype);
     RUN(test_log_sigmoid_is_exact_far_out);
     RUN(test_softmin_matches_pytorch);
     RUN(test_activation_misuse_is_a_clear_error);

@@ -331,6 +331,13 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_HARD_SWISH] = {run_unary, .un = cn_hard_swish},
     [CN_OP_SOFTPLUS] = {run_softplus},
     [CN_OP_ELU] = {run_scalar, .scalar = cn_elu},
+    /* comparisons with a scalar: floats on eighths (ties), ints with a fractional scalar */
+    [CN_OP_EQ_SCALAR] = {run_scalar, .scalar = cn_eq_scalar},
+    [CN_OP_NE_SCALAR] = {run_scalar, .scalar = cn_ne_scalar},
+    [CN_OP_LT_SCALAR] = {run_scalar, .scalar = cn_lt_scalar},
+    [CN_OP_LE_SCALAR] = {run_scalar, .scalar = cn_le_scalar},
+    [CN_OP_GT_SCALAR] = {run_scalar, .scalar = cn_gt_scalar},
+    [CN_OP_GE_SCALAR] = {run_scalar, .scalar = cn_ge_scalar},
     /* elementwise with scalars (reals); clamp's bounds off the inputs' grid */
     [CN_OP_ADD_SCALAR] = {run_scalar, .scalar = cn_add_scalar},
     [CN_OP_MUL_SCALAR] = {run_scalar, .scalar = cn_mul_scalar},

@@ -103,13 +103,16 @@ typedef enum cn_op {
      * (bool out); the integer bitwise ops and shifts, on two tensors or with reals[0] the scalar;
      * bool xor; and activations as direct ops: leaky_relu (reals[0] the slope), prelu (in[1]
      * the weight, broadcast against x), hard_sigmoid, log_sigmoid, hard_swish, softplus
-     * (reals: beta, threshold), elu (reals[0] alpha) */
+     * (reals: beta, threshold), elu (reals[0] alpha); comparisons with a scalar (reals[0]; bool
+     * out, exact on ints: core/scalar_compare.h) */
     CN_OP_REMAINDER, CN_OP_FMOD, CN_OP_HYPOT, CN_OP_REMAINDER_SCALAR, CN_OP_IS_NAN, CN_OP_IS_INF,
     CN_OP_BITWISE_AND, CN_OP_BITWISE_OR, CN_OP_BITWISE_XOR, CN_OP_BITWISE_LEFT_SHIFT,
     CN_OP_BITWISE_RIGHT_SHIFT, CN_OP_BITWISE_NOT, CN_OP_BITWISE_AND_SCALAR,
     CN_OP_BITWISE_OR_SCALAR, CN_OP_BITWISE_XOR_SCALAR, CN_OP_BITWISE_LEFT_SHIFT_SCALAR,
     CN_OP_BITWISE_RIGHT_SHIFT_SCALAR, CN_OP_LOGICAL_XOR, CN_OP_LEAKY_RELU, CN_OP_PRELU,
     CN_OP_HARD_SIGMOID, CN_OP_LOG_SIGMOID, CN_OP_HARD_SWISH, CN_OP_SOFTPLUS, CN_OP_ELU,
+    CN_OP_EQ_SCALAR, CN_OP_NE_SCALAR, CN_OP_LT_SCALAR, CN_OP_LE_SCALAR, CN_OP_GT_SCALAR,
+    CN_OP_GE_SCALAR,
     CN_OP_COUNT
 } cn_op;
 

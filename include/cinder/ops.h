@@ -164,6 +164,19 @@ CN_API cn_tensor *cn_bitwise_left_shift_scalar(cn_tensor *x, double s);
 CN_API cn_tensor *cn_bitwise_right_shift_scalar(cn_tensor *x, double s);
 /* a xor b on bool tensors (broadcasting), as torch.logical_xor (burn: bool_xor). Bool only. */
 CN_API cn_tensor *cn_logical_xor(cn_tensor *a, cn_tensor *b);
+/* x == s, x != s, x < s, x <= s, x > s, x >= s elementwise, bool out, as torch.eq(x, s) ...
+ * (burn: equal_elem, not_equal_elem, lower_elem, lower_equal_elem, greater_elem,
+ * greater_equal_elem): float and int. On floats s is first rounded to x's dtype, as PyTorch
+ * converts the scalar (so x == 0.1 holds where x holds 0.1 rounded to f32); NaN compares unequal
+ * to everything. On ints the comparison is exact for every s: x < 2.5 is x <= 2, x == 2.5 is
+ * false, x < 1e30 is true, and no x is rounded to a double (an i64 of 2^53 + 1 is > 2^53), where
+ * PyTorch would compare in float for a fractional s. No gradient. */
+CN_API cn_tensor *cn_eq_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_ne_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_lt_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_le_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_gt_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_ge_scalar(cn_tensor *x, double s);
 
 /* ---- activations as direct ops (float only: CN_ERR_KIND otherwise), as PyTorch's ---------- *
  * Each is one pass over x, differentiable, with PyTorch's gradient; NaN passes through. */

@@ -33,6 +33,8 @@
 #define ACTIVATION_SCALAR(nm, n) {.name = nm, .family = CN__FAMILY_SCALAR, .n_in = 1,          \
                                   .kinds = {F}, .out = CN__OUT_INPUT, .n_reals = (n),           \
                                   .saves = IN0, .differentiable = 1, .memory_bound = 1}
+#define COMPARE_SCALAR(nm) {.name = nm, .family = CN__FAMILY_SCALAR, .n_in = 1, .kinds = {N}, \
+                            .out = CN__OUT_BOOL, .n_reals = 1}
 #define REDUCE(nm, k, sv) {.name = nm, .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {k}, \
                            .out = CN__OUT_INPUT, .n_ints = 1, .saves = (sv), .differentiable = 1}
 
@@ -105,6 +107,13 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_HARD_SWISH] = UNARY("hard_swish", F, IN0),
     [CN_OP_SOFTPLUS] = ACTIVATION_SCALAR("softplus", 2),
     [CN_OP_ELU] = ACTIVATION_SCALAR("elu", 1),
+    /* comparisons with reals[0]: bool out, no gradient */
+    [CN_OP_EQ_SCALAR] = COMPARE_SCALAR("eq_scalar"),
+    [CN_OP_NE_SCALAR] = COMPARE_SCALAR("ne_scalar"),
+    [CN_OP_LT_SCALAR] = COMPARE_SCALAR("lt_scalar"),
+    [CN_OP_LE_SCALAR] = COMPARE_SCALAR("le_scalar"),
+    [CN_OP_GT_SCALAR] = COMPARE_SCALAR("gt_scalar"),
+    [CN_OP_GE_SCALAR] = COMPARE_SCALAR("ge_scalar"),
     /* elementwise with scalars: reals[0] the scalar; clamp: lo, hi */
     [CN_OP_ADD_SCALAR] = {.name = "add_scalar", .family = CN__FAMILY_SCALAR, .n_in = 1,
                           .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1, .differentiable = 1,

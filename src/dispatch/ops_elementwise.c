@@ -280,6 +280,13 @@ cn_tensor *cn_bitwise_right_shift_scalar(cn_tensor *x, double s) {
     return with_int_scalar(CN_OP_BITWISE_RIGHT_SHIFT_SCALAR, x, s);
 }
 
+cn_tensor *cn_eq_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_EQ_SCALAR, x, s, 0); }
+cn_tensor *cn_ne_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_NE_SCALAR, x, s, 0); }
+cn_tensor *cn_lt_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_LT_SCALAR, x, s, 0); }
+cn_tensor *cn_le_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_LE_SCALAR, x, s, 0); }
+cn_tensor *cn_gt_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_GT_SCALAR, x, s, 0); }
+cn_tensor *cn_ge_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_GE_SCALAR, x, s, 0); }
+
 /* ---- activations as direct ops ----------------------------------------------------------- */
 
 cn_tensor *cn_hard_sigmoid(cn_tensor *x) { return unary(CN_OP_HARD_SIGMOID, x); }

@@ -221,6 +221,15 @@ case("softplus", "softplus_beta", [Fl([2, 3], [-1.25, -0.3, 0.4, 0.6, 0.9, 1.4])
 case("softplus", "softplus_default", [Fl([2, 3], [-30, -2.5, 0.25, 3, 19.5, 25])], F.softplus,
      reals=[1, 20])
 case("elu", "elu", [Fl([2, 3], "d")], lambda x: F.elu(x, 1.25), reals=[1.25])
+# comparisons with a scalar: floats on eighths with ties; ints against a whole and a fractional s
+for name, fn in (("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le),
+                 ("gt", torch.gt), ("ge", torch.ge)):
+    case(name + "_scalar", name + "_scalar", [Fl([3, 4], "k")], lambda x, f=fn: f(x, 0.25),
+         reals=[0.25])
+    case(name + "_scalar", name + "_scalar_i64", [In([2, 4], [-3, 2, 3, 4, 0, 3, -9, 7])],
+         lambda x, f=fn: f(x, 3), reals=[3])
+    case(name + "_scalar", name + "_scalar_i64_half", [In([2, 4], [-3, 2, 3, 4, 0, 3, -9, 7])],
+         lambda x, f=fn: f(x, 2.5), reals=[2.5])
 
 # ---- comparisons and logic (exact) -------------------------------------------------------------
 for name, fn in (("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le),

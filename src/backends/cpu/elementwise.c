@@ -29,6 +29,7 @@
 #include "backends/cpu/cpu_math.h"
 #include "cinder/ops.h" /* cn_gelu_approx */
 #include "core/backend_common.h"
+#include "core/scalar_compare.h"
 
 /* What a row function needs besides the data. */
 typedef struct ew_ctx {
@@ -36,6 +37,7 @@ typedef struct ew_ctx {
     int gelu_tanh;          /* gelu: 1 for the tanh approximation */
     double s0, s1;          /* the scalar (add/mul/pow_scalar) or lo, hi (clamp), for floats */
     int64_t i0, i1;         /* the same for integers, already saturated to the dtype's range */
+    int fixed;              /* the comparisons with a scalar on integers: -1, or the answer */
     atomic_int *found_zero; /* integer div: set when a divisor is zero */
     atomic_int *unknown;    /* set by a row function whose switch has no case for op */
 } ew_ctx;
@@ -381,6 +383,12 @@ cn_status cpu_unary(const cn_kernel_args *a) {
         case CN_OP_LEAKY_RELU: MAP1(T, T, x > (T)0 ? x : x * s); break;                        \
         case CN_OP_ELU: MAP1(T, T, x > (T)0 ? x : s * EXPM1(x)); break;                        \
         case CN_OP_SOFTPLUS: MAP1(T, T, softplus_##S(x, s, hi)); break; /* beta, threshold */  \
+        case CN_OP_EQ_SCALAR: MAP1(uint8_t, T, (uint8_t)(x == s)); break;                      \
+        case CN_OP_NE_SCALAR: MAP1(uint8_t, T, (uint8_t)(x != s)); break;                      \
+        case CN_OP_LT_SCALAR: MAP1(uint8_t, T, (uint8_t)(x < s)); break;                       \
+        case CN_OP_LE_SCALAR: MAP1(uint8_t, T, (uint8_t)(x <= s)); break;                      \
+        case CN_OP_GT_SCALAR: MAP1(uint8_t, T, (uint8_t)(x > s)); break;                       \
+        case CN_OP_GE_SCALAR: MAP1(uint8_t, T, (uint8_t)(x >= s)); break;                      \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
@@ -388,8 +396,10 @@ cn_status cpu_unary(const cn_kernel_args *a) {
 DEFINE_SCALAR_FLOAT(scalar_f32, float, powf, remainder_f32, expm1f, f32)
 DEFINE_SCALAR_FLOAT(scalar_f64, double, pow, remainder_f64, expm1, f64)
 
-/* add/mul_scalar (wrapping), clamp, remainder_scalar (s != 0: cpu_scalar checks) and the
- * bitwise ops with a scalar on a signed integer type T with unsigned twin U and helpers _S. */
+/* add/mul_scalar (wrapping), clamp, remainder_scalar (s != 0: cpu_scalar checks), the bitwise
+ * ops and the comparisons with a scalar (against the bound of core/scalar_compare.h, or its fixed
+ * answer) on a signed integer type T with unsigned twin U and helpers _S. */
+#define CMP_INT(T, OP) MAP1(uint8_t, T, (uint8_t)(c->fixed >= 0 ? c->fixed : (x OP s)))
 #define DEFINE_SCALAR_INT(NAME, T, U, S)                                                       \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
@@ -404,6 +414,12 @@ DEFINE_SCALAR_FLOAT(scalar_f64, double, pow, remainder_f64, expm1, f64)
         case CN_OP_BITWISE_XOR_SCALAR: MAP1(T, T, (T)(x ^ s)); break;                          \
         case CN_OP_BITWISE_LEFT_SHIFT_SCALAR: MAP1(T, T, shl_##S(x, s)); break;                \
         case CN_OP_BITWISE_RIGHT_SHIFT_SCALAR: MAP1(T, T, shr_##S(x, s)); break;               \
+        case CN_OP_EQ_SCALAR: CMP_INT(T, ==); break;                                           \
+        case CN_OP_NE_SCALAR: CMP_INT(T, !=); break;                                           \
+        case CN_OP_LT_SCALAR: CMP_INT(T, <); break;                                            \
+        case CN_OP_LE_SCALAR: CMP_INT(T, <=); break;                                           \
+        case CN_OP_GT_SCALAR: CMP_INT(T, >); break;                                            \
+        case CN_OP_GE_SCALAR: CMP_INT(T, >=); break;                                           \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
@@ -411,7 +427,8 @@ DEFINE_SCALAR_FLOAT(scalar_f64, double, pow, remainder_f64, expm1, f64)
 DEFINE_SCALAR_INT(scalar_i32, int32_t, uint32_t, i32)
 DEFINE_SCALAR_INT(scalar_i64, int64_t, uint64_t, i64)
 
-/* in[0] -> out[0], same dtype. reals[0] = the scalar, or reals[0..1] = lo, hi for clamp.
+/* in[0] -> out[0], same dtype (bool for the comparisons). reals[0] = the scalar, or reals[0..1]
+ * = lo, hi for clamp, beta, threshold for softplus.
  * Integers: the scalar is truncated toward zero; clamp keeps x within [ceil(lo), floor(hi)]
  * (the integers inside [lo, hi]); both saturate to the dtype's range. lo > hi gives hi. */
 cn_status cpu_scalar(const cn_kernel_args *a) {
@@ -438,6 +455,8 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
         if (a->op == CN_OP_CLAMP) {
             c.i0 = to_int_sat(ceil(c.s0), lo, hi);
             c.i1 = to_int_sat(floor(c.s1), lo, hi);
+        } else if (a->op >= CN_OP_EQ_SCALAR && a->op <= CN_OP_GE_SCALAR) {
+            c.fixed = cn__int_compare_bound(a->op, c.s0, lo, hi, &c.i0);
         } else {
             c.i0 = to_int_sat(c.s0, lo, hi);
         }

@@ -397,6 +397,11 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_PRELU] = cuda_binary;
     dt[CN_OP_HARD_SIGMOID] = dt[CN_OP_LOG_SIGMOID] = dt[CN_OP_HARD_SWISH] = F;
     dt[CN_OP_LEAKY_RELU] = dt[CN_OP_SOFTPLUS] = dt[CN_OP_ELU] = dt[CN_OP_PRELU] = F;
+    /* the comparisons with a scalar: float and int */
+    k[CN_OP_EQ_SCALAR] = k[CN_OP_NE_SCALAR] = k[CN_OP_LT_SCALAR] = k[CN_OP_LE_SCALAR] =
+        k[CN_OP_GT_SCALAR] = k[CN_OP_GE_SCALAR] = cuda_scalar;
+    dt[CN_OP_EQ_SCALAR] = dt[CN_OP_NE_SCALAR] = dt[CN_OP_LT_SCALAR] = dt[CN_OP_LE_SCALAR] =
+        dt[CN_OP_GT_SCALAR] = dt[CN_OP_GE_SCALAR] = FI;
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

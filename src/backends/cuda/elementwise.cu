@@ -16,6 +16,7 @@
 
 #include "backends/cuda/common.cuh"
 #include "core/backend_common.h"
+#include "core/scalar_compare.h"
 #include "cinder/ops.h" /* cn_gelu_approx */
 
 /* ---- the iterator (host) ------------------------------------------------------------------------ */
@@ -280,6 +281,21 @@ template <typename T> CU_HD bool scalar_op(int op, T x, T s, T hi, T *z) {
     }
 }
 
+/* The comparisons with a scalar: bool out. */
+template <typename T> CU_HD bool scalar_bool_op(int op, T x, T s, uint8_t *z) {
+    switch (op) {
+    case CN_OP_EQ_SCALAR: *z = x == s; return true;
+    case CN_OP_NE_SCALAR: *z = x != s; return true;
+    case CN_OP_LT_SCALAR: *z = x < s; return true;
+    case CN_OP_LE_SCALAR: *z = x <= s; return true;
+    case CN_OP_GT_SCALAR: *z = x > s; return true;
+    case CN_OP_GE_SCALAR: *z = x >= s; return true;
+    default: return false;
+    }
+}
+
+/* The comparisons (stored as bool) take s as core/scalar_compare.h's bound and hi as its fixed
+ * answer, or -1. */
 CU_HD bool scalar_int_op(int op, int64_t x, int64_t s, int64_t hi, int bits, int64_t *z) {
     switch (op) {
     case CN_OP_ADD_SCALAR: *z = (int64_t)((uint64_t)x + (uint64_t)s); return true;
@@ -291,6 +307,12 @@ CU_HD bool scalar_int_op(int op, int64_t x, int64_t s, int64_t hi, int bits, int
     case CN_OP_BITWISE_XOR_SCALAR: *z = x ^ s; return true;
     case CN_OP_BITWISE_LEFT_SHIFT_SCALAR: *z = int_shl(x, s, bits); return true;
     case CN_OP_BITWISE_RIGHT_SHIFT_SCALAR: *z = int_shr(x, s, bits); return true;
+    case CN_OP_EQ_SCALAR: *z = hi >= 0 ? hi : x == s; return true;
+    case CN_OP_NE_SCALAR: *z = hi >= 0 ? hi : x != s; return true;
+    case CN_OP_LT_SCALAR: *z = hi >= 0 ? hi : x < s; return true;
+    case CN_OP_LE_SCALAR: *z = hi >= 0 ? hi : x <= s; return true;
+    case CN_OP_GT_SCALAR: *z = hi >= 0 ? hi : x > s; return true;
+    case CN_OP_GE_SCALAR: *z = hi >= 0 ? hi : x >= s; return true;
     default: return false;
     }
 }
@@ -401,6 +423,22 @@ template <typename T> __global__ void scalar_kernel(const __grid_constant__ cu_i
         T x = cu_ld<T>(it.base[1] + off[1], p.dt_in), z = x;
         scalar_op<T>(p.op, x, s, hi, &z);
         cu_st<T>(it.base[0] + off[0], p.dt_out, z);
+    }
+}
+
+/* s as x's dtype holds it (f16 and bf16 round it, as PyTorch converts the scalar), so that
+ * x == 0.1 is true where x holds 0.1 rounded. */
+template <typename T>
+__global__ void scalar_bool_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    T s = (T)p.s0;
+    if (p.dt_in == CN_F16) s = (T)cu_f16_to_f32(cu_f32_to_f16((float)s));
+    if (p.dt_in == CN_BF16) s = (T)cu_bf16_to_f32(cu_f32_to_bf16((float)s));
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[2];
+        cu_offsets<2>(it, i, off);
+        uint8_t z = 0;
+        scalar_bool_op<T>(p.op, cu_ld<T>(it.base[1] + off[1], p.dt_in), s, &z);
+        *(uint8_t *)(it.base[0] + off[0]) = z;
     }
 }
 
@@ -564,8 +602,10 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
     cn_dtype dt = a->in[0].dtype;
     double zf;
     int64_t zi;
+    uint8_t zb;
+    int to_bool = scalar_bool_op<double>(a->op, 1.0, 1.0, &zb); /* the comparisons */
     if (is_int_dt(dt) ? !scalar_int_op(a->op, 1, 1, 1, 64, &zi)
-                      : !scalar_op<double>(a->op, 1.0, 1.0, 1.0, &zf))
+                      : !to_bool && !scalar_op<double>(a->op, 1.0, 1.0, 1.0, &zf))
         return unknown_op(a, "cuda_scalar");
     if (!is_float_dt(dt) && !is_int_dt(dt)) return bad_dtype(a, dt);
     int need = a->op == CN_OP_CLAMP || a->op == CN_OP_SOFTPLUS ? 2 : 1;
@@ -576,7 +616,8 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
                             need, a->n_reals);
     ew_params p = {};
     p.op = a->op;
-    p.dt_in = p.dt_out = dt;
+    p.dt_in = dt;
+    p.dt_out = a->out[0].dtype; /* dt, or bool for the comparisons */
     p.s0 = a->reals[0];
     p.s1 = need > 1 ? a->reals[1] : 0.0;
     if (is_int_dt(dt)) { /* the integers inside [lo, hi] for clamp; truncation otherwise */
@@ -585,6 +626,8 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
         if (a->op == CN_OP_CLAMP) {
             p.i0 = to_int_sat(ceil(p.s0), lo, hi);
             p.i1 = to_int_sat(floor(p.s1), lo, hi);
+        } else if (to_bool) {
+            p.i1 = cn__int_compare_bound((cn_op)a->op, p.s0, lo, hi, &p.i0);
         } else {
             p.i0 = to_int_sat(p.s0, lo, hi);
         }
@@ -602,6 +645,8 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
     if (!d) return cn_last_status();
     if (is_int_dt(dt))
         scalar_int_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, p);
+    else if (to_bool)
+        LAUNCH_FLOAT(scalar_bool_kernel, dt, it, p);
     else
         LAUNCH_FLOAT(scalar_kernel, dt, it, p);
     return cu_check_launch(cn_op_name(a->op), "scalar_kernel");

@@ -812,6 +812,18 @@ static void test_more_elementwise(void) {
             pair_free(v);
         }
     }
+    /* integer powers: negative bases and exponents, wrapping */
+    for (int d = 0; d < 2; d++) {
+        cn_dtype dt = d ? CN_I64 : CN_I32;
+        pair in[2] = {input(shape, 3, dt, -9, 9, TRANSPOSED), input(bshape, 2, dt, -3, 25, CONTIG)};
+        args pw = {.b = cn_pow};
+        check_op(label("pow %s", cn_dtype_name(dt)), CN_OP_POW, f_binary, &pw, in, 2, 1);
+        args ps = {.sc = cn_pow_scalar, .s0 = 13};
+        check_op(label("pow_scalar %s", cn_dtype_name(dt)), CN_OP_POW_SCALAR, f_scalar_op, &ps,
+                 in, 1, 1);
+        pair_free(in[0]);
+        pair_free(in[1]);
+    }
     /* bool xor, broadcast */
     const int64_t row[1] = {29}, bs[2] = {4, 29};
     pair l[2] = {input(bs, 2, CN_BOOL, 0, 0, STRIDED), input(row, 1, CN_BOOL, 0, 0, CONTIG)};

@@ -236,6 +236,29 @@ static void test_logical_xor_truth_table(void) {
     cn_release(ta);
 }
 
+/* ---- integer powers -------------------------------------------------------------------------- */
+
+/* i32 powers wrap as 32-bit multiplication does (3^40 mod 2^32, as PyTorch gives it); negative
+ * exponents give 1 / x^-y truncated; pow_scalar refuses what PyTorch refuses. */
+static void test_int_pow_wraps_and_truncates_negative_exponents(void) {
+    const double x[] = {3, 2, -3, 1, -1, -1, 0, 0, 5};
+    const double y[] = {40, 31, 3, -7, -3, -4, 0, -1, -2};
+    const double want[] = {689956897, -2147483648.0, -27, 1, -1, 1, 1, 0, 0};
+    cn_tensor *tx = vec(x, 9, CN_I32), *ty = vec(y, 9, CN_I32);
+    cn_tensor *p = cn_pow(tx, ty);
+    CHECK(p && cn_dtype_of(p) == CN_I32);
+    th_check_values("i32 pow", p, want, 9, 0);
+    cn_release(p);
+    const double cube[] = {27, 8, -27, 1, -1, -1, 0, 0, 125};
+    p = cn_pow_scalar(tx, 3);
+    th_check_values("i32 pow_scalar 3", p, cube, 9, 0);
+    cn_release(p);
+    CHECK_FAILS(cn_pow_scalar(tx, -1), CN_ERR_INVALID_ARG, "negative powers");
+    CHECK_FAILS(cn_pow_scalar(tx, 0.5), CN_ERR_INVALID_ARG, "whole exponent");
+    cn_release(ty);
+    cn_release(tx);
+}
+
 /* ---- comparisons with a scalar ------------------------------------------------------------- */
 
 typedef cn_tensor *(*cmp_fn)(cn_tensor *, double);
@@ -386,6 +409,7 @@ int main(void) {
     RUN(test_bitwise_truth_on_i32);
     RUN(test_bitwise_misuse_is_a_clear_error);
     RUN(test_logical_xor_truth_table);
+    RUN(test_int_pow_wraps_and_truncates_negative_exponents);
     RUN(test_int_compare_with_a_scalar_is_exact);
     RUN(test_float_compare_rounds_the_scalar_to_the_dtype);
     RUN(test_log_sigmoid_is_exact_far_out);

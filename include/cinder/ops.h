@@ -18,11 +18,13 @@
 extern "C" {
 #endif
 
-/* ---- elementwise, binary (broadcasting; float and int, pow float only) ----------------------- */
+/* ---- elementwise, binary (broadcasting; float and int) --------------------------------------- */
 CN_API cn_tensor *cn_add(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_sub(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_mul(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_div(cn_tensor *a, cn_tensor *b); /* ints: truncating; division by zero is an error */
+/* a^b. On ints (burn: powi) by repeated squaring, wrapping modulo 2^bits; 0^0 = 1; a negative
+ * b gives 1 / a^-b truncated, as PyTorch: 1 for a = 1, +-1 for a = -1, else 0. */
 CN_API cn_tensor *cn_pow(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_maximum(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_minimum(cn_tensor *a, cn_tensor *b);
@@ -90,7 +92,10 @@ CN_API cn_tensor *cn_atanh(cn_tensor *x);
  * compute with them); the integer arithmetic itself wraps modulo 2^bits. */
 CN_API cn_tensor *cn_add_scalar(cn_tensor *x, double s);
 CN_API cn_tensor *cn_mul_scalar(cn_tensor *x, double s);
-CN_API cn_tensor *cn_pow_scalar(cn_tensor *x, double p);  /* float */
+/* Float and int (burn: powf_scalar, powi_scalar); on an int tensor p must be a whole number >= 0
+ * that fits x's dtype (CN_ERR_INVALID_ARG otherwise, as PyTorch refuses integers to negative
+ * powers) and the power wraps as cn_pow's. */
+CN_API cn_tensor *cn_pow_scalar(cn_tensor *x, double p);
 /* Float and int; lo <= hi (NaN bounds are refused). On an int tensor x is kept within the
  * integers of [lo, hi], that is [ceil(lo), floor(hi)], both ends saturated to the dtype's range:
  * lo below the range (even -inf) or hi above it clamps nothing on its side. */

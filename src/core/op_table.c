@@ -122,7 +122,7 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
                           .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1, .differentiable = 1,
                           .memory_bound = 1},
     [CN_OP_POW_SCALAR] = {.name = "pow_scalar", .family = CN__FAMILY_SCALAR, .n_in = 1,
-                          .kinds = {F}, .out = CN__OUT_INPUT, .n_reals = 1, .saves = IN0,
+                          .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1, .saves = IN0,
                           .differentiable = 1, .memory_bound = 1},
     [CN_OP_CLAMP] = {.name = "clamp", .family = CN__FAMILY_SCALAR, .n_in = 1, .kinds = {N},
                      .out = CN__OUT_INPUT, .n_reals = 2, .saves = IN0, .differentiable = 1,
@@ -132,7 +132,7 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_SUB] = BINARY("sub", N, 0),
     [CN_OP_MUL] = BINARY("mul", N, IN0 | IN1),
     [CN_OP_DIV] = BINARY("div", N, IN0 | IN1),
-    [CN_OP_POW] = BINARY("pow", F, IN0 | IN1 | OUT),
+    [CN_OP_POW] = BINARY("pow", N, IN0 | IN1 | OUT), /* ints since issue 16 (powi) */
     [CN_OP_MAXIMUM] = BINARY("maximum", N, IN0 | IN1),
     [CN_OP_MINIMUM] = BINARY("minimum", N, IN0 | IN1),
     [CN_OP_ATAN2] = BINARY("atan2", F, IN0 | IN1),

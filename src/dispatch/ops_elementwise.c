@@ -206,6 +206,15 @@ cn_tensor *cn_mul_scalar(cn_tensor *x, double s) {
     return with_scalars(CN_OP_MUL_SCALAR, x, s, 0);
 }
 cn_tensor *cn_pow_scalar(cn_tensor *x, double p) {
+    CN__CHECK_LIVE("pow_scalar", x);
+    if (x && cn__dtype_kind(x->dtype) == CN_KIND_INT && !(p >= 0 && p == trunc(p))) {
+        cn_set_error(CN_ERR_INVALID_ARG, "pow_scalar", "p = %g and x is %s: an integer tensor "
+                     "takes a whole exponent >= 0 (as in PyTorch, integers to negative powers "
+                     "are not allowed); cast x to a float dtype (cn_cast(x, CN_F64))", p,
+                     cn_dtype_name(x->dtype));
+        return NULL;
+    }
+    if (x && cn__check_int_scalar("pow_scalar", "p", p, x->dtype) != CN_OK) return NULL;
     return with_scalars(CN_OP_POW_SCALAR, x, p, 0);
 }
 

@@ -205,6 +205,11 @@ for name, fn in (("bitwise_left_shift", torch.bitwise_left_shift),
              [In([2, 4], SHIFT_X)], lambda x, f=fn, n=n: f(x, n), reals=[n])
 case("bitwise_not", "bitwise_not", [In([2, 3], BIT_A)], torch.bitwise_not)
 case("logical_xor", "logical_xor", [Bo([2, 4]), Bo([4])], torch.logical_xor)
+# integer powers (burn's powi): negative bases, 0^0, negative exponents (1 / x^-y truncated)
+case("pow", "pow_i64", [In([2, 4], [2, -3, 1, -1, 0, 5, -2, 7]), In([4], [3, -1, 0, 5])],
+     torch.pow)
+case("pow_scalar", "pow_scalar_i64", [In([2, 3], [2, -3, 1, -1, 0, 12])], lambda x: x ** 3,
+     reals=[3])
 # activations, with values away from their kinks (0 for leaky_relu, prelu and elu, +-3 for the
 # hard ones, softplus's threshold); log_sigmoid also far out, where a naive form overflows
 case("leaky_relu", "leaky_relu", [Fl([2, 3], "d")], lambda x: F.leaky_relu(x, 0.125),

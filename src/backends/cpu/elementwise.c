@@ -188,15 +188,17 @@ static inline double remainder_f64(double x, double y) {
     return r != 0.0 && ((r < 0.0) != (y < 0.0)) ? r + y : r;
 }
 
-/* The integer remainders, shifts on a signed type T of W bits with unsigned twin U, as PyTorch
- * defines them (never C's undefined cases):
+/* The integer remainders, shifts and powers on a signed type T of W bits with unsigned twin U, as
+ * PyTorch defines them (never C's undefined cases):
  *   remainder: the sign of y (torch.remainder); fmod: the sign of x (torch.fmod). y != 0 (the
  *     callers check); x % -1 is 0, also for the minimum (where C's % overflows).
  *   left shift: 0 when the count is negative or >= W; otherwise x << y in U (bits shifted out
  *     are lost, the sign bit included).
  *   right shift: arithmetic (the sign fills in); a count that is negative or >= W shifts by
  *     W - 1 (0 or -1), as PyTorch's a >> (W - 1). Negative x goes through ~x, so no signed
- *     shift of a negative value is left to the implementation. */
+ *     shift of a negative value is left to the implementation.
+ *   power: x^y by squaring in U (wrapping modulo 2^W); for y < 0 PyTorch's 1 / x^-y truncated:
+ *     1 for x = 1, +-1 for x = -1 (by y's parity), else 0 (0^-1 too). 0^0 is 1. */
 #define DEFINE_INT_HELPERS(S, T, U)                                                            \
     static inline T remainder_##S(T x, T y) {                                                  \
         if (y == -1) return 0;                                                                 \
@@ -210,6 +212,15 @@ static inline double remainder_f64(double x, double y) {
     static inline T shr_##S(T x, T y) {                                                        \
         if (y < 0 || y >= (T)(8 * sizeof(T))) y = (T)(8 * sizeof(T) - 1);                      \
         return x < 0 ? (T) ~(~x >> y) : (T)(x >> y);                                           \
+    }                                                                                          \
+    static inline T pow_##S(T x, T y) {                                                        \
+        if (y < 0) return x == 1 ? (T)1 : x == -1 ? (T)((y & 1) ? -1 : 1) : (T)0;              \
+        U r = 1, b = (U)x;                                                                     \
+        for (; y > 0; y >>= 1) {                                                               \
+            if (y & 1) r *= b;                                                                 \
+            b *= b;                                                                            \
+        }                                                                                      \
+        return (T)r;                                                                           \
     }
 
 DEFINE_INT_HELPERS(i32, int32_t, uint32_t)
@@ -407,6 +418,7 @@ DEFINE_SCALAR_FLOAT(scalar_f64, double, pow, remainder_f64, expm1, f64)
         switch (c->op) {                                                                       \
         case CN_OP_ADD_SCALAR: MAP1(T, T, (T)((U)x + (U)s)); break;                            \
         case CN_OP_MUL_SCALAR: MAP1(T, T, (T)((U)x * (U)s)); break;                            \
+        case CN_OP_POW_SCALAR: MAP1(T, T, pow_##S(x, s)); break; /* s >= 0: the front-end */  \
         case CN_OP_CLAMP: MAP1(T, T, x < lo ? lo : (x > hi ? hi : x)); break;                  \
         case CN_OP_REMAINDER_SCALAR: MAP1(T, T, remainder_##S(x, s)); break;                   \
         case CN_OP_BITWISE_AND_SCALAR: MAP1(T, T, (T)(x & s)); break;                          \
@@ -517,6 +529,7 @@ DEFINE_BINARY_FLOAT(binary_f32_wide, float, powf, atan2f, fmodf, hypotf, remaind
         case CN_OP_MAXIMUM: MAP2(T, T, T, x > y ? x : y); break;                               \
         case CN_OP_MINIMUM: MAP2(T, T, T, x < y ? x : y); break;                               \
         case CN_OP_REMAINDER: MAP2(T, T, T, remainder_##S(x, y)); break;                       \
+        case CN_OP_POW: MAP2(T, T, T, pow_##S(x, y)); break;                                   \
         case CN_OP_FMOD: MAP2(T, T, T, fmod_##S(x, y)); break;                                 \
         case CN_OP_BITWISE_AND: MAP2(T, T, T, (T)(x & y)); break;                              \
         case CN_OP_BITWISE_OR: MAP2(T, T, T, (T)(x | y)); break;                               \

@@ -402,6 +402,7 @@ static void fill_table(cn_backend *b) {
         k[CN_OP_GT_SCALAR] = k[CN_OP_GE_SCALAR] = cuda_scalar;
     dt[CN_OP_EQ_SCALAR] = dt[CN_OP_NE_SCALAR] = dt[CN_OP_LT_SCALAR] = dt[CN_OP_LE_SCALAR] =
         dt[CN_OP_GT_SCALAR] = dt[CN_OP_GE_SCALAR] = FI;
+    dt[CN_OP_POW] = dt[CN_OP_POW_SCALAR] = FI; /* ints too since issue 16 (powi) */
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

@@ -115,6 +115,17 @@ CU_HD int64_t int_shr(int64_t x, int64_t y, int bits) {
     if (y < 0 || y >= bits) y = bits - 1;
     return x < 0 ? ~(~x >> y) : x >> y;
 }
+/* x^y wrapping (the low bits of the 64-bit power are the narrower dtype's); y < 0: 1 / x^-y
+ * truncated, as PyTorch (1, +-1 or 0). */
+CU_HD int64_t int_pow(int64_t x, int64_t y) {
+    if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, b = (uint64_t)x;
+    for (; y > 0; y >>= 1) {
+        if (y & 1) r *= b;
+        b *= b;
+    }
+    return (int64_t)r;
+}
 
 /* Numerically stable logistic: exp only sees -|x|. */
 template <typename T> CU_HD T sigmoid(T x) {
@@ -302,6 +313,7 @@ CU_HD bool scalar_int_op(int op, int64_t x, int64_t s, int64_t hi, int bits, int
     case CN_OP_MUL_SCALAR: *z = (int64_t)((uint64_t)x * (uint64_t)s); return true;
     case CN_OP_CLAMP: *z = x < s ? s : (x > hi ? hi : x); return true; /* s: lo */
     case CN_OP_REMAINDER_SCALAR: *z = int_remainder(x, s); return true;
+    case CN_OP_POW_SCALAR: *z = int_pow(x, s); return true;
     case CN_OP_BITWISE_AND_SCALAR: *z = x & s; return true;
     case CN_OP_BITWISE_OR_SCALAR: *z = x | s; return true;
     case CN_OP_BITWISE_XOR_SCALAR: *z = x ^ s; return true;
@@ -349,6 +361,7 @@ CU_HD bool binary_int_op(int op, int64_t x, int64_t y, int bits, int64_t *z) {
     case CN_OP_MAXIMUM: *z = x > y ? x : y; return true;
     case CN_OP_MINIMUM: *z = x < y ? x : y; return true;
     case CN_OP_REMAINDER: *z = int_remainder(x, y); return true;
+    case CN_OP_POW: *z = int_pow(x, y); return true;
     case CN_OP_FMOD: *z = int_fmod(x, y); return true;
     case CN_OP_BITWISE_AND: *z = x & y; return true;
     case CN_OP_BITWISE_OR: *z = x | y; return true;

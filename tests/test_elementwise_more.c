@@ -114,7 +114,8 @@ static void test_is_nan_and_is_inf_on_floats_and_ints(void) {
         th_check_values("is_nan", n, nan_want, N_OF(v), 0);
         /* 1e308 is inf once stored as f32 */
         double want[7];
-        for (int k = 0; k < 7; k++) want[k] = fl[d] == CN_F32 && k == 5 ? 1 : inf_want[k];
+        for (int k = 0; k < 7; k++)
+            want[k] = fl[d] == CN_F32 && k == 5 ? 1 : inf_want[k];
         th_check_values("is_inf", i, want, N_OF(v), 0);
         cn_release(i);
         cn_release(n);
@@ -153,8 +154,7 @@ static void test_shift_counts_at_the_edges(void) {
     cn_release(tx);
 
     const double y64[] = {-3, 0, 63, 63, 64, 64, 2, 1};
-    const double shl64[] = {0, -5, -9223372036854775808.0, -9223372036854775808.0, 0, 0, 28,
-                            -14};
+    const double shl64[] = {0, -5, -9223372036854775808.0, -9223372036854775808.0, 0, 0, 28, -14};
     const double shr64[] = {0, -5, 0, -1, 0, -1, 1, -4};
     tx = vec(x, 8, CN_I64), ty = vec(y64, 8, CN_I64);
     l = cn_bitwise_left_shift(tx, ty), r = cn_bitwise_right_shift(tx, ty);
@@ -190,13 +190,15 @@ static void test_bitwise_truth_on_i32(void) {
     th_check_values("or", r[1], or_, 4, 0);
     th_check_values("xor", r[2], xor_, 4, 0);
     th_check_values("not", r[3], not_, 4, 0);
-    for (int k = 0; k < 4; k++) cn_release(r[k]);
+    for (int k = 0; k < 4; k++)
+        cn_release(r[k]);
     cn_tensor *s[3] = {cn_bitwise_and_scalar(ta, -1), cn_bitwise_or_scalar(ta, 0),
                        cn_bitwise_xor_scalar(ta, -1)};
     th_check_values("and -1", s[0], a, 4, 0);
     th_check_values("or 0", s[1], a, 4, 0);
     th_check_values("xor -1", s[2], not_, 4, 0);
-    for (int k = 0; k < 3; k++) cn_release(s[k]);
+    for (int k = 0; k < 3; k++)
+        cn_release(s[k]);
     cn_release(tb);
     cn_release(ta);
 }
@@ -300,8 +302,8 @@ static void test_int_compare_with_a_scalar_is_exact(void) {
     const double at_far[6][3] = {{0, 0, 0}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}};
     check_compares("i32 vs 1e10", y, 1e10, at_far);
     check_compares("i32 vs inf", y, INFINITY, at_far);
-    const double at_neg_far[6][3] = {{0, 0, 0}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1},
-                                     {1, 1, 1}};
+    const double at_neg_far[6][3] = {{0, 0, 0}, {1, 1, 1}, {0, 0, 0},
+                                     {0, 0, 0}, {1, 1, 1}, {1, 1, 1}};
     check_compares("i32 vs -1e10", y, -1e10, at_neg_far);
     const double at_3[6][3] = {{0, 1, 0}, {1, 0, 1}, {1, 0, 1}, {1, 1, 1}, {0, 0, 0}, {0, 1, 0}};
     check_compares("i32 vs 3", y, 3, at_3);
@@ -350,9 +352,9 @@ static void test_log_sigmoid_is_exact_far_out(void) {
 /* softmin against torch.nn.functional.softmin's values (float64), along both dims. */
 static void test_softmin_matches_pytorch(void) {
     const double x[] = {1.0, -2.0, 0.5, 3.0, 3.0, -1.0};
-    const double dim1[] = {0.043986480292057845, 0.88349207402719454, 0.072521445680747754,
+    const double dim1[] = {0.043986480292057845, 0.88349207402719454,  0.072521445680747754,
                            0.017668422014048044, 0.017668422014048044, 0.96466315597190377};
-    const double dim0[] = {0.88079707797788231, 0.99330714907571527, 0.18242552380635632,
+    const double dim0[] = {0.88079707797788231, 0.99330714907571527,   0.18242552380635632,
                            0.11920292202211755, 0.0066928509242848563, 0.81757447619364365};
     const int64_t shape[2] = {2, 3};
     cn_tensor *t = th_tensor(x, shape, 2, CN_F64);
@@ -378,8 +380,8 @@ static void test_activation_misuse_is_a_clear_error(void) {
     CHECK_FAILS(cn_softplus(x, 1, NAN), CN_ERR_INVALID_ARG, "threshold");
     CHECK_FAILS(cn_prelu(x, w2), CN_ERR_SHAPE, "'weight'");
     CHECK_FAILS(cn_prelu(x, wm), CN_ERR_SHAPE, "prelu");
-    CHECK_FAILS(cn_prelu(x, w3d), CN_ERR_DTYPE, "prelu");
-    CHECK_FAILS(cn_prelu(xi, w3), CN_ERR_KIND, "prelu");
+    CHECK_FAILS(cn_prelu(x, w3d), CN_ERR_DTYPE, "'weight'");
+    CHECK_FAILS(cn_prelu(xi, w3), CN_ERR_KIND, "'x'");
     CHECK_FAILS(cn_prelu(x, NULL), CN_ERR_NULL_ARG, "weight");
     CHECK_FAILS(cn_hard_sigmoid(xi), CN_ERR_KIND, "hard_sigmoid");
     CHECK_FAILS(cn_log_sigmoid(xi), CN_ERR_KIND, "log_sigmoid");

@@ -340,6 +340,10 @@ cn_tensor *cn_prelu(cn_tensor *x, cn_tensor *weight) {
     }
     CN__CHECK_LIVE(op, x);
     CN__CHECK_LIVE(op, weight);
+    /* here, so that the messages name x and weight (the binary op's would say a and b) */
+    if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK ||
+        cn__check_same_dtype(op, "x", x, "weight", weight) != CN_OK)
+        return NULL;
     char s[128], t[128];
     int64_t c = weight->ndim == 0 ? 1 : weight->shape[0];
     int64_t channels = x->ndim >= 2 ? x->shape[1] : 1;

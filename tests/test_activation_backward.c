@@ -1,5 +1,6 @@
 /* The fused backward of the activations (CN_OP_ACTIVATION_BACKWARD): the gradient of sum(w * f(x))
- * through relu, tanh, sigmoid, silu and gelu (both forms), in f32 and f64, on a strided input,
+ * through relu, tanh, sigmoid, silu, gelu (both forms), hard_sigmoid, log_sigmoid and hard_swish,
+ * in f32 and f64, on a strided input,
  * against the derivative written out in double here; the same on a backend without the fused
  * kernel (a program's, written before it), where the formula composes public ops instead; and
  * the kernel's refusal of an activation it does not know. The fused kernel is the one that runs
@@ -15,7 +16,7 @@
 #include "dispatch/backward_ops.h"
 #include "harness.h"
 
-#define N_ACTS 6
+#define N_ACTS 9
 #define ROWS 5
 #define COLS 7
 
@@ -29,6 +30,8 @@ static const act acts[N_ACTS] = {
     {"relu", CN_OP_RELU, 0},    {"tanh", CN_OP_TANH, 0}, {"sigmoid", CN_OP_SIGMOID, 0},
     {"silu", CN_OP_SILU, 0},    {"gelu_erf", CN_OP_GELU, CN_GELU_ERF},
     {"gelu_tanh", CN_OP_GELU, CN_GELU_TANH},
+    {"hard_sigmoid", CN_OP_HARD_SIGMOID, 0}, {"log_sigmoid", CN_OP_LOG_SIGMOID, 0},
+    {"hard_swish", CN_OP_HARD_SWISH, 0},
 };
 
 static cn_tensor *apply(const act *a, cn_tensor *x) {
@@ -37,6 +40,9 @@ static cn_tensor *apply(const act *a, cn_tensor *x) {
     case CN_OP_TANH: return cn_tanh(x);
     case CN_OP_SIGMOID: return cn_sigmoid(x);
     case CN_OP_SILU: return cn_silu(x);
+    case CN_OP_HARD_SIGMOID: return cn_hard_sigmoid(x);
+    case CN_OP_LOG_SIGMOID: return cn_log_sigmoid(x);
+    case CN_OP_HARD_SWISH: return cn_hard_swish(x);
     default: return cn_gelu(x, (cn_gelu_approx)a->approx);
     }
 }
@@ -55,6 +61,10 @@ static double derivative(const act *a, double x) {
         double s = 1 / (1 + exp(-x));
         return s + x * s * (1 - s);
     }
+    /* the inputs keep off +-3, where the hard ones have their kinks */
+    case CN_OP_HARD_SIGMOID: return fabs(x) < 3 ? 1.0 / 6 : 0;
+    case CN_OP_LOG_SIGMOID: return 1 / (1 + exp(x)); /* sigmoid(-x); x within [-6, 6] */
+    case CN_OP_HARD_SWISH: return x < -3 ? 0 : x <= 3 ? 2 * x / 6 + 0.5 : 1;
     default:
         if (a->approx == CN_GELU_TANH) {
             double k = sqrt(2 / pi), c = 0.044715, t = tanh(k * (x + c * x * x * x));

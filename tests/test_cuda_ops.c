@@ -280,6 +280,7 @@ typedef struct args {
     cn_tensor *(*u)(cn_tensor *);
     cn_tensor *(*b)(cn_tensor *, cn_tensor *);
     cn_tensor *(*r)(cn_tensor *, int, int);
+    cn_tensor *(*sc)(cn_tensor *, double);
     double s0, s1;
     int64_t i0, i1;
     const int64_t *ints;
@@ -633,6 +634,217 @@ static void test_compare_logic_where(void) {
 }
 
 /* ---- data movement and creation -------------------------------------------------------------- */
+
+/* issue 16's remaining elementwise ops: remainder and fmod (divisors of both signs), hypot, the
+ * NaN/inf tests on specials and ints, the bitwise ops with shift counts past both ends, bool xor;
+ * the scalar forms through the scalar kernel. */
+static cn_tensor *f_scalar_op(cn_tensor *const *x, const void *a) {
+    return A(a)->sc(x[0], A(a)->s0);
+}
+
+static cn_tensor *f_softplus(cn_tensor *const *x, const void *a) {
+    return cn_softplus(x[0], A(a)->s0, A(a)->s1);
+}
+
+static void test_more_elementwise(void) {
+    static const struct {
+        cn_op op;
+        cn_tensor *(*f)(cn_tensor *, cn_tensor *);
+        double alo, ahi, blo, bhi; /* floats; ints: times 30 */
+        int floats, ints;
+    } ops[] = {
+        {CN_OP_REMAINDER, cn_remainder, -3, 3, 0.5, 3, 1, 1},
+        {CN_OP_REMAINDER, cn_remainder, -3, 3, -3, -0.5, 1, 1},
+        {CN_OP_FMOD, cn_fmod, -3, 3, 0.5, 3, 1, 1},
+        {CN_OP_FMOD, cn_fmod, -3, 3, -3, -0.5, 1, 1},
+        {CN_OP_HYPOT, cn_hypot, -3, 3, -3, 3, 1, 0},
+        {CN_OP_BITWISE_AND, cn_bitwise_and, -30, 30, -30, 30, 0, 1},
+        {CN_OP_BITWISE_OR, cn_bitwise_or, -30, 30, -30, 30, 0, 1},
+        {CN_OP_BITWISE_XOR, cn_bitwise_xor, -30, 30, -30, 30, 0, 1},
+        /* counts from -3 to 70: negative, within, and past both widths */
+        {CN_OP_BITWISE_LEFT_SHIFT, cn_bitwise_left_shift, -30, 30, -0.1, 2.34, 0, 1},
+        {CN_OP_BITWISE_RIGHT_SHIFT, cn_bitwise_right_shift, -30, 30, -0.1, 2.34, 0, 1},
+    };
+    const int64_t shape[3] = {6, 4, 29}, bshape[2] = {4, 29};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        args a = {.b = ops[k].f};
+        for (int d = 0; d < 6; d++) {
+            cn_dtype dt = d < N_FLOAT ? float_dtypes[d] : (d == 4 ? CN_I32 : CN_I64);
+            int is_int = d >= N_FLOAT;
+            if (is_int ? !ops[k].ints : !ops[k].floats) continue;
+            double s = is_int ? 30 : 1;
+            const char *on = cn_op_name(ops[k].op), *dn = cn_dtype_name(dt);
+            for (int l = 0; l < N_LAYOUTS; l++) {
+                pair in[2] = {input(shape, 3, dt, ops[k].alo * s, ops[k].ahi * s, l),
+                              input(shape, 3, dt, ops[k].blo * s, ops[k].bhi * s, (l + 1) % 3)};
+                check_op(label("%s %s %s", on, dn, layout_names[l]), ops[k].op, f_binary, &a, in,
+                         2, 2);
+                pair_free(in[0]);
+                pair_free(in[1]);
+            }
+            pair in[2] = {input(shape, 3, dt, ops[k].alo * s, ops[k].ahi * s, CONTIG),
+                          input(bshape, 2, dt, ops[k].blo * s, ops[k].bhi * s, TRANSPOSED)};
+            check_op(label("%s %s broadcast", on, dn), ops[k].op, f_binary, &a, in, 2, 2);
+            pair_free(in[0]);
+            pair_free(in[1]);
+        }
+    }
+    /* the integer edges: x % -1 at the minimum, a zero divisor refused alike, shift counts */
+    const double x[8] = {-2147483648.0, 7, -7, 2147483647.0, -1, 1, -5, 5};
+    const double y[8] = {-1, -3, 3, 31, 32, 63, 64, -1};
+    int64_t n = 8;
+    for (int d = 0; d < 2; d++) {
+        cn_dtype dt = d ? CN_I64 : CN_I32;
+        pair in[2] = {pair_from(x, &n, 1, dt), pair_from(y, &n, 1, dt)};
+        args rem = {.b = cn_remainder}, fm = {.b = cn_fmod};
+        args shl = {.b = cn_bitwise_left_shift}, shr = {.b = cn_bitwise_right_shift};
+        check_op("remainder int edges", CN_OP_REMAINDER, f_binary, &rem, in, 2, 1);
+        check_op("fmod int edges", CN_OP_FMOD, f_binary, &fm, in, 2, 1);
+        check_op("left shift counts", CN_OP_BITWISE_LEFT_SHIFT, f_binary, &shl, in, 2, 1);
+        check_op("right shift counts", CN_OP_BITWISE_RIGHT_SHIFT, f_binary, &shr, in, 2, 1);
+        pair_free(in[1]);
+        const double z[8] = {1, 2, 3, 0, 5, 6, 7, 8};
+        in[1] = pair_from(z, &n, 1, dt);
+        check_same_error("remainder by an integer zero", f_binary, &rem, in, 2);
+        check_same_error("fmod by an integer zero", f_binary, &fm, in, 2);
+        pair_free(in[0]);
+        pair_free(in[1]);
+    }
+    /* is_nan, is_inf on specials (floats) and on ints; bitwise_not on ints */
+    const double sv[8] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-30, -1e30, 88.0};
+    n = 8;
+    args isnan_ = {.u = cn_is_nan}, isinf_ = {.u = cn_is_inf}, not_ = {.u = cn_bitwise_not};
+    for (int d = 0; d < N_FLOAT; d++) {
+        pair v = pair_from(sv, &n, 1, float_dtypes[d]);
+        check_op(label("is_nan %s", cn_dtype_name(float_dtypes[d])), CN_OP_IS_NAN, f_unary,
+                 &isnan_, &v, 1, 1);
+        check_op(label("is_inf %s", cn_dtype_name(float_dtypes[d])), CN_OP_IS_INF, f_unary,
+                 &isinf_, &v, 1, 1);
+        pair_free(v);
+    }
+    for (int d = 0; d < 2; d++) {
+        cn_dtype dt = d ? CN_I64 : CN_I32;
+        pair v = input(shape, 3, dt, -1000, 1000, TRANSPOSED);
+        check_op(label("is_nan %s", cn_dtype_name(dt)), CN_OP_IS_NAN, f_unary, &isnan_, &v, 1, 1);
+        check_op(label("is_inf %s", cn_dtype_name(dt)), CN_OP_IS_INF, f_unary, &isinf_, &v, 1, 1);
+        check_op(label("bitwise_not %s", cn_dtype_name(dt)), CN_OP_BITWISE_NOT, f_unary, &not_,
+                 &v, 1, 1);
+        pair_free(v);
+    }
+    /* the scalar forms */
+    static const struct {
+        cn_op op;
+        cn_tensor *(*f)(cn_tensor *, double);
+        double s;
+        int floats;
+    } sc[] = {
+        {CN_OP_REMAINDER_SCALAR, cn_remainder_scalar, -7, 1},
+        {CN_OP_REMAINDER_SCALAR, cn_remainder_scalar, 3, 1},
+        {CN_OP_BITWISE_AND_SCALAR, cn_bitwise_and_scalar, 0x5a, 0},
+        {CN_OP_BITWISE_OR_SCALAR, cn_bitwise_or_scalar, -6, 0},
+        {CN_OP_BITWISE_XOR_SCALAR, cn_bitwise_xor_scalar, 1234, 0},
+        {CN_OP_BITWISE_LEFT_SHIFT_SCALAR, cn_bitwise_left_shift_scalar, 5, 0},
+        {CN_OP_BITWISE_LEFT_SHIFT_SCALAR, cn_bitwise_left_shift_scalar, 40, 0},
+        {CN_OP_BITWISE_RIGHT_SHIFT_SCALAR, cn_bitwise_right_shift_scalar, 3, 0},
+        {CN_OP_BITWISE_RIGHT_SHIFT_SCALAR, cn_bitwise_right_shift_scalar, -1, 0},
+    };
+    for (size_t k = 0; k < sizeof sc / sizeof *sc; k++) {
+        args a = {.sc = sc[k].f, .s0 = sc[k].s};
+        for (int d = 0; d < 6; d++) {
+            cn_dtype dt = d < N_FLOAT ? float_dtypes[d] : (d == 4 ? CN_I32 : CN_I64);
+            if (d < N_FLOAT && !sc[k].floats) continue;
+            pair v = input(shape, 3, dt, -1000, 1000, STRIDED);
+            check_op(label("%s(%g) %s", cn_op_name(sc[k].op), sc[k].s, cn_dtype_name(dt)),
+                     sc[k].op, f_scalar_op, &a, &v, 1, 2);
+            pair_free(v);
+        }
+    }
+    /* the activations: unary ones on ranges past their kinks, those with attributes through the
+     * scalar kernel, prelu with a weight per channel */
+    static const struct {
+        cn_op op;
+        cn_tensor *(*f)(cn_tensor *);
+        double lo, hi;
+    } act[] = {
+        {CN_OP_HARD_SIGMOID, cn_hard_sigmoid, -5, 5},
+        {CN_OP_HARD_SWISH, cn_hard_swish, -5, 5},
+        {CN_OP_LOG_SIGMOID, cn_log_sigmoid, -100, 100},
+    };
+    for (size_t k = 0; k < sizeof act / sizeof *act; k++) {
+        args a = {.u = act[k].f};
+        for (int d = 0; d < N_FLOAT; d++) {
+            pair v = input(shape, 3, float_dtypes[d], act[k].lo, act[k].hi, TRANSPOSED);
+            check_op(label("%s %s", cn_op_name(act[k].op), cn_dtype_name(float_dtypes[d])),
+                     act[k].op, f_unary, &a, &v, 1, 1);
+            pair_free(v);
+        }
+    }
+    args leaky = {.sc = cn_leaky_relu, .s0 = 0.2}, elu = {.sc = cn_elu, .s0 = 1.5};
+    args sp = {.s0 = 2, .s1 = 3};
+    for (int d = 0; d < N_FLOAT; d++) {
+        const char *dn = cn_dtype_name(float_dtypes[d]);
+        pair v = input(shape, 3, float_dtypes[d], -4, 4, STRIDED);
+        check_op(label("leaky_relu %s", dn), CN_OP_LEAKY_RELU, f_scalar_op, &leaky, &v, 1, 1);
+        check_op(label("elu %s", dn), CN_OP_ELU, f_scalar_op, &elu, &v, 1, 2);
+        check_op(label("softplus %s", dn), CN_OP_SOFTPLUS, f_softplus, &sp, &v, 1, 2);
+        const int64_t wshape[1] = {4};
+        pair w = input(wshape, 1, float_dtypes[d], 0.05, 0.5, CONTIG);
+        pair in[2] = {v, w};
+        args pr = {.b = cn_prelu};
+        check_op(label("prelu %s", dn), CN_OP_PRELU, f_binary, &pr, in, 2, 1);
+        pair_free(w);
+        pair_free(v);
+    }
+    /* comparisons with a scalar: floats on eighths with ties (s exact in every float dtype),
+     * ints against whole, fractional and out-of-range scalars */
+    static const struct {
+        cn_op op;
+        cn_tensor *(*f)(cn_tensor *, double);
+    } cmp[] = {{CN_OP_EQ_SCALAR, cn_eq_scalar}, {CN_OP_NE_SCALAR, cn_ne_scalar},
+               {CN_OP_LT_SCALAR, cn_lt_scalar}, {CN_OP_LE_SCALAR, cn_le_scalar},
+               {CN_OP_GT_SCALAR, cn_gt_scalar}, {CN_OP_GE_SCALAR, cn_ge_scalar}};
+    const double eighths[8] = {-1, -0.25, 0.25, 0.25, 0.5, 0.875, NAN, 0.25};
+    const double ints_s[4] = {3, 2.5, -1e30, NAN};
+    for (size_t k = 0; k < sizeof cmp / sizeof *cmp; k++) {
+        for (int d = 0; d < N_FLOAT; d++) {
+            n = 8;
+            pair v = pair_from(eighths, &n, 1, float_dtypes[d]);
+            args a = {.sc = cmp[k].f, .s0 = 0.25};
+            check_op(label("%s %s", cn_op_name(cmp[k].op), cn_dtype_name(float_dtypes[d])),
+                     cmp[k].op, f_scalar_op, &a, &v, 1, 1);
+            pair_free(v);
+        }
+        for (int d = 0; d < 2; d++) {
+            cn_dtype dt = d ? CN_I64 : CN_I32;
+            pair v = input(shape, 3, dt, -5, 5, TRANSPOSED);
+            for (int j = 0; j < 4; j++) {
+                args a = {.sc = cmp[k].f, .s0 = ints_s[j]};
+                check_op(label("%s(%g) %s", cn_op_name(cmp[k].op), ints_s[j], cn_dtype_name(dt)),
+                         cmp[k].op, f_scalar_op, &a, &v, 1, 1);
+            }
+            pair_free(v);
+        }
+    }
+    /* integer powers: negative bases and exponents, wrapping */
+    for (int d = 0; d < 2; d++) {
+        cn_dtype dt = d ? CN_I64 : CN_I32;
+        pair in[2] = {input(shape, 3, dt, -9, 9, TRANSPOSED), input(bshape, 2, dt, -3, 25, CONTIG)};
+        args pw = {.b = cn_pow};
+        check_op(label("pow %s", cn_dtype_name(dt)), CN_OP_POW, f_binary, &pw, in, 2, 1);
+        args ps = {.sc = cn_pow_scalar, .s0 = 13};
+        check_op(label("pow_scalar %s", cn_dtype_name(dt)), CN_OP_POW_SCALAR, f_scalar_op, &ps,
+                 in, 1, 1);
+        pair_free(in[0]);
+        pair_free(in[1]);
+    }
+    /* bool xor, broadcast */
+    const int64_t row[1] = {29}, bs[2] = {4, 29};
+    pair l[2] = {input(bs, 2, CN_BOOL, 0, 0, STRIDED), input(row, 1, CN_BOOL, 0, 0, CONTIG)};
+    args xor_ = {.b = cn_logical_xor};
+    check_op("logical_xor", CN_OP_LOGICAL_XOR, f_binary, &xor_, l, 2, 1);
+    pair_free(l[0]);
+    pair_free(l[1]);
+}
 
 static void test_cast_copy(void) {
     const double v[] = {0.0,   -0.0,  1,     -1,           0.5,         1.5,          2.5,
@@ -1596,6 +1808,7 @@ int main(void) {
     RUN(test_scalar_ops);
     RUN(test_binary);
     RUN(test_compare_logic_where);
+    RUN(test_more_elementwise);
     RUN(test_cast_copy);
     RUN(test_fill);
     RUN(test_random_bit_identical);

@@ -119,6 +119,11 @@ static cn_tensor *run_binary(const oc_call *c) { return c->o->bin(c->x[0], c->x[
 static cn_tensor *run_not(const oc_call *c) { return cn_logical_not(c->x[0]); }
 static cn_tensor *run_where(const oc_call *c) { return cn_where(c->x[0], c->x[1], c->x[2]); }
 
+/* reals: beta, threshold */
+static cn_tensor *run_softplus(const oc_call *c) {
+    return cn_softplus(c->x[0], c->d->reals[0], c->d->reals[1]);
+}
+
 static cn_tensor *run_clamp(const oc_call *c) {
     return cn_clamp(c->x[0], c->d->reals[0], c->d->reals[1]);
 }
@@ -341,6 +346,43 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_ASINH] = {run_unary, .un = cn_asinh},
     [CN_OP_ACOSH] = {run_unary, .un = cn_acosh},
     [CN_OP_ATANH] = {run_unary, .un = cn_atanh},
+    /* issue 16's remaining elementwise ops: remainder and fmod off the jumps of a / b (floats:
+     * gradients of both inputs) and on i64 with -1 at the minimum; is_nan and is_inf on NaN,
+     * +-inf, +-0 and ints; the bitwise ops on negative i64 and shift counts past both ends */
+    [CN_OP_REMAINDER] = {run_binary, .bin = cn_remainder},
+    [CN_OP_FMOD] = {run_binary, .bin = cn_fmod},
+    [CN_OP_HYPOT] = {run_binary, .bin = cn_hypot},
+    [CN_OP_REMAINDER_SCALAR] = {run_scalar, .scalar = cn_remainder_scalar},
+    [CN_OP_IS_NAN] = {run_unary, .un = cn_is_nan},
+    [CN_OP_IS_INF] = {run_unary, .un = cn_is_inf},
+    [CN_OP_BITWISE_AND] = {run_binary, .bin = cn_bitwise_and},
+    [CN_OP_BITWISE_OR] = {run_binary, .bin = cn_bitwise_or},
+    [CN_OP_BITWISE_XOR] = {run_binary, .bin = cn_bitwise_xor},
+    [CN_OP_BITWISE_LEFT_SHIFT] = {run_binary, .bin = cn_bitwise_left_shift},
+    [CN_OP_BITWISE_RIGHT_SHIFT] = {run_binary, .bin = cn_bitwise_right_shift},
+    [CN_OP_BITWISE_NOT] = {run_unary, .un = cn_bitwise_not},
+    [CN_OP_BITWISE_AND_SCALAR] = {run_scalar, .scalar = cn_bitwise_and_scalar},
+    [CN_OP_BITWISE_OR_SCALAR] = {run_scalar, .scalar = cn_bitwise_or_scalar},
+    [CN_OP_BITWISE_XOR_SCALAR] = {run_scalar, .scalar = cn_bitwise_xor_scalar},
+    [CN_OP_BITWISE_LEFT_SHIFT_SCALAR] = {run_scalar, .scalar = cn_bitwise_left_shift_scalar},
+    [CN_OP_BITWISE_RIGHT_SHIFT_SCALAR] = {run_scalar, .scalar = cn_bitwise_right_shift_scalar},
+    [CN_OP_LOGICAL_XOR] = {run_binary, .bin = cn_logical_xor},
+    /* the activations off their kinks; prelu with a weight per channel and a single one (its
+     * gradient summed back through the view of the weight) */
+    [CN_OP_LEAKY_RELU] = {run_scalar, .scalar = cn_leaky_relu},
+    [CN_OP_PRELU] = {run_binary, .bin = cn_prelu},
+    [CN_OP_HARD_SIGMOID] = {run_unary, .un = cn_hard_sigmoid},
+    [CN_OP_LOG_SIGMOID] = {run_unary, .un = cn_log_sigmoid},
+    [CN_OP_HARD_SWISH] = {run_unary, .un = cn_hard_swish},
+    [CN_OP_SOFTPLUS] = {run_softplus},
+    [CN_OP_ELU] = {run_scalar, .scalar = cn_elu},
+    /* comparisons with a scalar: floats on eighths (ties), ints with a fractional scalar */
+    [CN_OP_EQ_SCALAR] = {run_scalar, .scalar = cn_eq_scalar},
+    [CN_OP_NE_SCALAR] = {run_scalar, .scalar = cn_ne_scalar},
+    [CN_OP_LT_SCALAR] = {run_scalar, .scalar = cn_lt_scalar},
+    [CN_OP_LE_SCALAR] = {run_scalar, .scalar = cn_le_scalar},
+    [CN_OP_GT_SCALAR] = {run_scalar, .scalar = cn_gt_scalar},
+    [CN_OP_GE_SCALAR] = {run_scalar, .scalar = cn_ge_scalar},
     /* elementwise with scalars (reals); clamp's bounds off the inputs' grid */
     [CN_OP_ADD_SCALAR] = {run_scalar, .scalar = cn_add_scalar},
     [CN_OP_MUL_SCALAR] = {run_scalar, .scalar = cn_mul_scalar},

@@ -112,7 +112,8 @@ typedef enum cn_op {
     /* added with the op table: atan2(a, b), elementwise binary, float */
     CN_OP_ATAN2,
     /* added for speed: the fused backward of an activation, g * f'(s) in one pass (in[0] g,
-     * in[1] s: the forward's output for relu, tanh and sigmoid, its input for silu and gelu;
+     * in[1] s: the forward's output for relu, tanh and sigmoid, its input for silu, gelu,
+     * hard_sigmoid, log_sigmoid and hard_swish;
      * ints[0] the forward op, ints[1] cn_gelu_approx for gelu; same shapes, float) */
     CN_OP_ACTIVATION_BACKWARD,
     /* added with the rest of PyTorch's elementwise unary math (floor to sign also on ints) */
@@ -132,6 +133,21 @@ typedef enum cn_op {
      * any / all (reductions to bool) */
     CN_OP_CUMSUM, CN_OP_CUMPROD, CN_OP_CUMPROD_BACKWARD, CN_OP_CUMMAX, CN_OP_CUMMIN, CN_OP_SORT,
     CN_OP_ANY, CN_OP_ALL,
+    /* added with issue 16's remaining elementwise ops: remainder (the divisor's sign, as
+     * torch.remainder) and fmod (the dividend's) on floats and ints, hypot, is_nan and is_inf
+     * (bool out); the integer bitwise ops and shifts, on two tensors or with reals[0] the scalar;
+     * bool xor; and activations as direct ops: leaky_relu (reals[0] the slope), prelu (in[1]
+     * the weight, broadcast against x), hard_sigmoid, log_sigmoid, hard_swish, softplus
+     * (reals: beta, threshold), elu (reals[0] alpha); comparisons with a scalar (reals[0]; bool
+     * out, exact on ints: core/scalar_compare.h) */
+    CN_OP_REMAINDER, CN_OP_FMOD, CN_OP_HYPOT, CN_OP_REMAINDER_SCALAR, CN_OP_IS_NAN, CN_OP_IS_INF,
+    CN_OP_BITWISE_AND, CN_OP_BITWISE_OR, CN_OP_BITWISE_XOR, CN_OP_BITWISE_LEFT_SHIFT,
+    CN_OP_BITWISE_RIGHT_SHIFT, CN_OP_BITWISE_NOT, CN_OP_BITWISE_AND_SCALAR,
+    CN_OP_BITWISE_OR_SCALAR, CN_OP_BITWISE_XOR_SCALAR, CN_OP_BITWISE_LEFT_SHIFT_SCALAR,
+    CN_OP_BITWISE_RIGHT_SHIFT_SCALAR, CN_OP_LOGICAL_XOR, CN_OP_LEAKY_RELU, CN_OP_PRELU,
+    CN_OP_HARD_SIGMOID, CN_OP_LOG_SIGMOID, CN_OP_HARD_SWISH, CN_OP_SOFTPLUS, CN_OP_ELU,
+    CN_OP_EQ_SCALAR, CN_OP_NE_SCALAR, CN_OP_LT_SCALAR, CN_OP_LE_SCALAR, CN_OP_GT_SCALAR,
+    CN_OP_GE_SCALAR,
     CN_OP_COUNT
 } cn_op;
 

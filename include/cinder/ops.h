@@ -18,11 +18,13 @@
 extern "C" {
 #endif
 
-/* ---- elementwise, binary (broadcasting; float and int, pow float only) ----------------------- */
+/* ---- elementwise, binary (broadcasting; float and int) --------------------------------------- */
 CN_API cn_tensor *cn_add(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_sub(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_mul(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_div(cn_tensor *a, cn_tensor *b); /* ints: truncating; division by zero is an error */
+/* a^b. On ints (burn: powi) by repeated squaring, wrapping modulo 2^bits; 0^0 = 1; a negative
+ * b gives 1 / a^-b truncated, as PyTorch: 1 for a = 1, +-1 for a = -1, else 0. */
 CN_API cn_tensor *cn_pow(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_maximum(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_minimum(cn_tensor *a, cn_tensor *b);
@@ -90,7 +92,10 @@ CN_API cn_tensor *cn_atanh(cn_tensor *x);
  * compute with them); the integer arithmetic itself wraps modulo 2^bits. */
 CN_API cn_tensor *cn_add_scalar(cn_tensor *x, double s);
 CN_API cn_tensor *cn_mul_scalar(cn_tensor *x, double s);
-CN_API cn_tensor *cn_pow_scalar(cn_tensor *x, double p);  /* float */
+/* Float and int (burn: powf_scalar, powi_scalar); on an int tensor p must be a whole number >= 0
+ * that fits x's dtype (CN_ERR_INVALID_ARG otherwise, as PyTorch refuses integers to negative
+ * powers) and the power wraps as cn_pow's. */
+CN_API cn_tensor *cn_pow_scalar(cn_tensor *x, double p);
 /* Float and int; lo <= hi (NaN bounds are refused). On an int tensor x is kept within the
  * integers of [lo, hi], that is [ceil(lo), floor(hi)], both ends saturated to the dtype's range:
  * lo below the range (even -inf) or hi above it clamps nothing on its side. */
@@ -115,6 +120,98 @@ CN_API cn_tensor *cn_ge(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_logical_and(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_logical_or(cn_tensor *a, cn_tensor *b);
 CN_API cn_tensor *cn_logical_not(cn_tensor *x);
+
+/* ---- more elementwise: remainders, hypot, NaN/inf tests, bitwise ops ------------------------- *
+ * Each returns a new tensor (one reference for the caller) or NULL with the error set, inputs
+ * untouched; like every op, safe to call from several threads on different tensors. The binary
+ * ones broadcast and take two tensors of one dtype. */
+
+/* The remainder of a / b with the sign of b, as torch.remainder (Python's %): a - floor(a / b) b;
+ * remainder(-5, 3) = 1, remainder(5, -3) = -1. fmod keeps the sign of a instead, as torch.fmod
+ * (C's fmod and %): a - trunc(a / b) b. Float and int. On floats b = 0 gives NaN; on ints a zero
+ * element of b is CN_ERR_INVALID_ARG ("integer division by zero", nothing written: mask the
+ * zeros with cn_where first, or cast to a float dtype), and x % -1 is 0 even for the minimum.
+ * Differentiable (floats): d/da = 1, d/db = -floor(a / b) (remainder), -trunc(a / b) (fmod),
+ * as in PyTorch (the jumps are ignored). burn's remainder is torch.remainder's. */
+CN_API cn_tensor *cn_remainder(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_fmod(cn_tensor *a, cn_tensor *b);
+/* cn_remainder with a scalar divisor s, as torch.remainder(x, s) (burn: remainder_scalar). On an
+ * int tensor s must be a nonzero integer that fits x's dtype (CN_ERR_INVALID_ARG otherwise:
+ * cast x to a float dtype for a fractional s); on floats s = 0 gives NaN. d/dx = 1. */
+CN_API cn_tensor *cn_remainder_scalar(cn_tensor *x, double s);
+/* sqrt(a^2 + b^2) without overflow or underflow in the squares, as torch.hypot: float only.
+ * Differentiable: d/da = a / hypot(a, b), d/db = b / hypot(a, b) (NaN at a = b = 0). */
+CN_API cn_tensor *cn_hypot(cn_tensor *a, cn_tensor *b);
+/* x is NaN / x is +-inf, as torch.isnan and torch.isinf: bool out. Float and int (an int tensor
+ * gives all false, as in PyTorch). No gradient. */
+CN_API cn_tensor *cn_is_nan(cn_tensor *x);
+CN_API cn_tensor *cn_is_inf(cn_tensor *x);
+
+/* Bitwise and, or, xor, not and shifts on int tensors (i32, i64), as torch.bitwise_and, _or,
+ * _xor, _not, bitwise_left_shift and bitwise_right_shift; float, bool and u8 tensors are
+ * CN_ERR_KIND or CN_ERR_DTYPE (for bool use cn_logical_and, _or, _xor, _not). No gradient.
+ * Shifts by a count y of a W-bit dtype are defined for every y, as PyTorch defines them (no C
+ * undefined behaviour): left shift drops the bits shifted out (the sign bit too: 1 << 63 is the
+ * i64 minimum) and gives 0 for y < 0 or y >= W; right shift is arithmetic (the sign fills in)
+ * and for y < 0 or y >= W gives x >> (W - 1), that is 0 or -1. */
+CN_API cn_tensor *cn_bitwise_and(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_bitwise_or(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_bitwise_xor(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_bitwise_left_shift(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_bitwise_right_shift(cn_tensor *a, cn_tensor *b);
+CN_API cn_tensor *cn_bitwise_not(cn_tensor *x);
+/* The same with a scalar s (burn: bitwise_and_scalar, ...): s must be an integer that fits x's
+ * dtype (CN_ERR_INVALID_ARG otherwise: a fraction, NaN or a value out of range). */
+CN_API cn_tensor *cn_bitwise_and_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_bitwise_or_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_bitwise_xor_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_bitwise_left_shift_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_bitwise_right_shift_scalar(cn_tensor *x, double s);
+/* a xor b on bool tensors (broadcasting), as torch.logical_xor (burn: bool_xor). Bool only. */
+CN_API cn_tensor *cn_logical_xor(cn_tensor *a, cn_tensor *b);
+/* x == s, x != s, x < s, x <= s, x > s, x >= s elementwise, bool out, as torch.eq(x, s) ...
+ * (burn: equal_elem, not_equal_elem, lower_elem, lower_equal_elem, greater_elem,
+ * greater_equal_elem): float and int. On floats s is first rounded to x's dtype, as PyTorch
+ * converts the scalar (so x == 0.1 holds where x holds 0.1 rounded to f32); NaN compares unequal
+ * to everything. On ints the comparison is exact for every s: x < 2.5 is x <= 2, x == 2.5 is
+ * false, x < 1e30 is true, and no x is rounded to a double (an i64 of 2^53 + 1 is > 2^53), where
+ * PyTorch would compare in float for a fractional s. No gradient. */
+CN_API cn_tensor *cn_eq_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_ne_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_lt_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_le_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_gt_scalar(cn_tensor *x, double s);
+CN_API cn_tensor *cn_ge_scalar(cn_tensor *x, double s);
+
+/* ---- activations as direct ops (float only: CN_ERR_KIND otherwise), as PyTorch's ---------- *
+ * Each is one pass over x, differentiable, with PyTorch's gradient; NaN passes through. */
+/* x > 0 ? x : negative_slope * x (F.leaky_relu). negative_slope must be finite
+ * (CN_ERR_INVALID_ARG). d/dx = 1 or negative_slope (the slope at 0). */
+CN_API cn_tensor *cn_leaky_relu(cn_tensor *x, double negative_slope);
+/* x > 0 ? x : w x with a learned slope (F.prelu): weight is 1-D, [C] with C = x's dim 1 (one
+ * slope per channel; x at least 2-D) or [1] (one for all); x's dtype. A weight of another shape
+ * is CN_ERR_SHAPE. Differentiable in x (1 or w) and in weight (0 or x, summed over every dim but
+ * the channels). */
+CN_API cn_tensor *cn_prelu(cn_tensor *x, cn_tensor *weight);
+/* min(max(x + 3, 0), 6) / 6 (F.hardsigmoid; burn: hard_sigmoid with PyTorch's constants);
+ * d/dx = 1/6 inside (-3, 3), else 0. */
+CN_API cn_tensor *cn_hard_sigmoid(cn_tensor *x);
+/* x hard_sigmoid(x) (F.hardswish); d/dx = 0 below -3, x/3 + 1/2 up to 3, 1 above. */
+CN_API cn_tensor *cn_hard_swish(cn_tensor *x);
+/* log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)) (F.logsigmoid), exact to the last bits for
+ * every x: no overflow for large -x (log_sigmoid(-1000) = -1000) and no rounding to 0 for large
+ * x (log_sigmoid(40) = -4.2e-18). d/dx = sigmoid(-x), also computed without overflow. */
+CN_API cn_tensor *cn_log_sigmoid(cn_tensor *x);
+/* log1p(exp(beta x)) / beta, or x where beta x > threshold (F.softplus; PyTorch's defaults
+ * are beta = 1, threshold = 20). beta finite and nonzero, threshold finite (CN_ERR_INVALID_ARG).
+ * d/dx = sigmoid(beta x), or 1 past the threshold. */
+CN_API cn_tensor *cn_softplus(cn_tensor *x, double beta, double threshold);
+/* x > 0 ? x : alpha (exp(x) - 1) (F.elu); alpha finite (CN_ERR_INVALID_ARG). d/dx = 1 or
+ * alpha exp(x). */
+CN_API cn_tensor *cn_elu(cn_tensor *x, double alpha);
+/* softmax(-x) along dim (F.softmin), computed as PyTorch computes it: cn_neg, then cn_softmax
+ * (two passes, and two nodes in the graph). Errors as cn_softmax's, naming softmin. */
+CN_API cn_tensor *cn_softmin(cn_tensor *x, int dim);
 
 /* ---- reductions ----------------------------------------------------------------------------- *
  * The plain form reduces all elements to a 0-d tensor; the _dim form reduces one dim, keeping it

@@ -190,6 +190,41 @@ static cn_tensor *d_clamp(ad_node *n, cn_tensor *x, cn_tensor *y) {
                      x);
 }
 
+/* the activations, as PyTorch's backward functions: leaky_relu 1 or the slope, elu 1 or
+ * alpha e^x, softplus 1 past the threshold or sigmoid(beta x), hard_sigmoid 1/6 inside (-3, 3),
+ * hard_swish 0 below -3, x/3 + 1/2 up to 3, 1 above, log_sigmoid sigmoid(-x) (stable for any x) */
+static cn_tensor *positive_or(cn_tensor *x, cn_tensor *other) {
+    return cn_where(cn_gt(x, scalar_like(x, 0)), scalar_like(x, 1), other);
+}
+static cn_tensor *d_leaky_relu(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)y;
+    return positive_or(x, scalar_like(x, n->reals[0]));
+}
+static cn_tensor *d_elu(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)y;
+    return positive_or(x, cn_mul_scalar(cn_exp(x), n->reals[0]));
+}
+static cn_tensor *d_softplus(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)y;
+    cn_tensor *bx = cn_mul_scalar(x, n->reals[0]);
+    return cn_where(cn_gt(bx, scalar_like(x, n->reals[1])), scalar_like(x, 1), cn_sigmoid(bx));
+}
+static cn_tensor *d_hard_sigmoid(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    cn_tensor *inside = cn_logical_and(cn_gt(x, scalar_like(x, -3)), cn_lt(x, scalar_like(x, 3)));
+    return cn_mul_scalar(mask_like(inside, x), 1.0 / 6);
+}
+static cn_tensor *d_hard_swish(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    cn_tensor *middle = cn_where(cn_le(x, scalar_like(x, 3)),
+                                 cn_add_scalar(cn_mul_scalar(x, 1.0 / 3), 0.5), scalar_like(x, 1));
+    return cn_where(cn_lt(x, scalar_like(x, -3)), scalar_like(x, 0), middle);
+}
+static cn_tensor *d_log_sigmoid(ad_node *n, cn_tensor *x, cn_tensor *y) {
+    (void)n, (void)y;
+    return cn_sigmoid(cn_neg(x));
+}
+
 /* ---- broadcast binary ops: the gradients at the output's shape ---------------------------- */
 
 static void g_add(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
@@ -246,6 +281,37 @@ static void g_atan2(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_ten
     cn_tensor *scaled = cn_div(g, cn_add(cn_mul(x, x), cn_mul(y, y)));
     *ga = cn_mul(scaled, y);
     *gb = cn_neg(cn_mul(scaled, x));
+}
+
+/* remainder(a, b) = a - floor(a / b) b, fmod(a, b) = a - trunc(a / b) b: d/da = 1, d/db the
+ * quotient negated (the jumps ignored, as in PyTorch) */
+static void g_remainder(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                        cn_tensor **gb) {
+    (void)n;
+    *ga = g;
+    *gb = cn_neg(cn_mul(g, cn_floor(cn_div(x, y))));
+}
+static void g_fmod(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                   cn_tensor **gb) {
+    (void)n;
+    *ga = g;
+    *gb = cn_neg(cn_mul(g, cn_trunc(cn_div(x, y))));
+}
+/* hypot(a, b) = h: d/da = a / h, d/db = b / h */
+static void g_hypot(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                    cn_tensor **gb) {
+    cn_tensor *scaled = cn_div(g, ad_output_value(n));
+    *ga = cn_mul(scaled, x);
+    *gb = cn_mul(scaled, y);
+}
+
+/* prelu(x, w) = x > 0 ? x : w x (w broadcast along x's dim 1): d/dx = 1 or w, d/dw = 0 or x */
+static void g_prelu(ad_node *n, cn_tensor *g, cn_tensor *x, cn_tensor *y, cn_tensor **ga,
+                    cn_tensor **gb) {
+    (void)n;
+    cn_tensor *positive = cn_gt(x, scalar_like(x, 0));
+    *ga = cn_where(positive, g, cn_mul(g, y));
+    *gb = cn_where(positive, scalar_like(x, 0), cn_mul(g, x));
 }
 
 /* ---- reductions over dim ints[0] and softmax: the input's gradient ------------------------ */
@@ -357,7 +423,7 @@ static cn_tensor *i_neg(ad_node *n, cn_tensor *g, int i) {
     (void)n, (void)i;
     return cn_neg(g);
 }
-static cn_tensor *i_identity(ad_node *n, cn_tensor *g, int i) { /* add_scalar, copy */
+static cn_tensor *i_identity(ad_node *n, cn_tensor *g, int i) { /* add/remainder_scalar, copy */
     (void)n, (void)i;
     return g;
 }
@@ -577,6 +643,17 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_MAXIMUM] = {.binary = g_maximum},
     [CN_OP_MINIMUM] = {.binary = g_minimum},
     [CN_OP_ATAN2] = {.binary = g_atan2},
+    [CN_OP_REMAINDER] = {.binary = g_remainder},
+    [CN_OP_FMOD] = {.binary = g_fmod},
+    [CN_OP_HYPOT] = {.binary = g_hypot},
+    [CN_OP_REMAINDER_SCALAR] = {.input = i_identity},
+    [CN_OP_LEAKY_RELU] = {.derivative = d_leaky_relu},
+    [CN_OP_PRELU] = {.binary = g_prelu},
+    [CN_OP_HARD_SIGMOID] = {.derivative = d_hard_sigmoid, .fused = 1},
+    [CN_OP_LOG_SIGMOID] = {.derivative = d_log_sigmoid, .fused = 1},
+    [CN_OP_HARD_SWISH] = {.derivative = d_hard_swish, .fused = 1},
+    [CN_OP_SOFTPLUS] = {.derivative = d_softplus},
+    [CN_OP_ELU] = {.derivative = d_elu},
     [CN_OP_WHERE] = {.input = i_where},
     [CN_OP_CAST] = {.input = i_cast},
     [CN_OP_COPY] = {.input = i_identity},

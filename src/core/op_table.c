@@ -23,6 +23,19 @@
                            .memory_bound = 1}
 #define COMPARE(nm) {.name = nm, .family = CN__FAMILY_COMPARE, .n_in = 2, .kinds = {A, A}, \
                      .out = CN__OUT_BOOL}
+/* float or int in, bool out (is_nan, is_inf) */
+#define PREDICATE(nm) {.name = nm, .family = CN__FAMILY_UNARY, .n_in = 1, .kinds = {N}, \
+                       .out = CN__OUT_BOOL}
+#define BITWISE(nm) {.name = nm, .family = CN__FAMILY_BINARY, .n_in = 2, .kinds = {I, I}, \
+                     .out = CN__OUT_INPUT}
+#define BITWISE_SCALAR(nm) {.name = nm, .family = CN__FAMILY_SCALAR, .n_in = 1, .kinds = {I}, \
+                            .out = CN__OUT_INPUT, .n_reals = 1}
+/* a float activation with n real attributes, differentiated from its input */
+#define ACTIVATION_SCALAR(nm, n) {.name = nm, .family = CN__FAMILY_SCALAR, .n_in = 1,          \
+                                  .kinds = {F}, .out = CN__OUT_INPUT, .n_reals = (n),           \
+                                  .saves = IN0, .differentiable = 1, .memory_bound = 1}
+#define COMPARE_SCALAR(nm) {.name = nm, .family = CN__FAMILY_SCALAR, .n_in = 1, .kinds = {N}, \
+                            .out = CN__OUT_BOOL, .n_reals = 1}
 #define REDUCE(nm, k, sv) {.name = nm, .family = CN__FAMILY_REDUCE, .n_in = 1, .kinds = {k}, \
                            .out = CN__OUT_INPUT, .n_ints = 1, .saves = (sv), .differentiable = 1}
 
@@ -61,6 +74,47 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_ASINH] = UNARY("asinh", F, IN0),
     [CN_OP_ACOSH] = UNARY("acosh", F, IN0),
     [CN_OP_ATANH] = UNARY("atanh", F, IN0),
+    /* issue 16's remaining elementwise ops. remainder and fmod on ints check for zero divisors;
+     * the scalar ops read reals[0]; is_nan and is_inf take ints too (all false); the bitwise
+     * ops take ints only, bool xor bools only; none of those has a gradient */
+    [CN_OP_REMAINDER] = BINARY("remainder", N, IN0 | IN1),
+    [CN_OP_FMOD] = BINARY("fmod", N, IN0 | IN1),
+    [CN_OP_HYPOT] = BINARY("hypot", F, IN0 | IN1 | OUT),
+    [CN_OP_REMAINDER_SCALAR] = {.name = "remainder_scalar", .family = CN__FAMILY_SCALAR,
+                                .n_in = 1, .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1,
+                                .differentiable = 1, .memory_bound = 1},
+    [CN_OP_IS_NAN] = PREDICATE("is_nan"),
+    [CN_OP_IS_INF] = PREDICATE("is_inf"),
+    [CN_OP_BITWISE_AND] = BITWISE("bitwise_and"),
+    [CN_OP_BITWISE_OR] = BITWISE("bitwise_or"),
+    [CN_OP_BITWISE_XOR] = BITWISE("bitwise_xor"),
+    [CN_OP_BITWISE_LEFT_SHIFT] = BITWISE("bitwise_left_shift"),
+    [CN_OP_BITWISE_RIGHT_SHIFT] = BITWISE("bitwise_right_shift"),
+    [CN_OP_BITWISE_NOT] = {.name = "bitwise_not", .family = CN__FAMILY_UNARY, .n_in = 1,
+                           .kinds = {I}, .out = CN__OUT_INPUT},
+    [CN_OP_BITWISE_AND_SCALAR] = BITWISE_SCALAR("bitwise_and_scalar"),
+    [CN_OP_BITWISE_OR_SCALAR] = BITWISE_SCALAR("bitwise_or_scalar"),
+    [CN_OP_BITWISE_XOR_SCALAR] = BITWISE_SCALAR("bitwise_xor_scalar"),
+    [CN_OP_BITWISE_LEFT_SHIFT_SCALAR] = BITWISE_SCALAR("bitwise_left_shift_scalar"),
+    [CN_OP_BITWISE_RIGHT_SHIFT_SCALAR] = BITWISE_SCALAR("bitwise_right_shift_scalar"),
+    [CN_OP_LOGICAL_XOR] = {.name = "logical_xor", .family = CN__FAMILY_LOGIC, .n_in = 2,
+                           .kinds = {B, B}, .out = CN__OUT_BOOL},
+    /* activations: leaky_relu reals[0] = slope, softplus (beta, threshold), elu alpha; prelu's
+     * weight comes reshaped to broadcast along x's dim 1 */
+    [CN_OP_LEAKY_RELU] = ACTIVATION_SCALAR("leaky_relu", 1),
+    [CN_OP_PRELU] = BINARY("prelu", F, IN0 | IN1),
+    [CN_OP_HARD_SIGMOID] = UNARY("hard_sigmoid", F, IN0),
+    [CN_OP_LOG_SIGMOID] = UNARY("log_sigmoid", F, IN0),
+    [CN_OP_HARD_SWISH] = UNARY("hard_swish", F, IN0),
+    [CN_OP_SOFTPLUS] = ACTIVATION_SCALAR("softplus", 2),
+    [CN_OP_ELU] = ACTIVATION_SCALAR("elu", 1),
+    /* comparisons with reals[0]: bool out, no gradient */
+    [CN_OP_EQ_SCALAR] = COMPARE_SCALAR("eq_scalar"),
+    [CN_OP_NE_SCALAR] = COMPARE_SCALAR("ne_scalar"),
+    [CN_OP_LT_SCALAR] = COMPARE_SCALAR("lt_scalar"),
+    [CN_OP_LE_SCALAR] = COMPARE_SCALAR("le_scalar"),
+    [CN_OP_GT_SCALAR] = COMPARE_SCALAR("gt_scalar"),
+    [CN_OP_GE_SCALAR] = COMPARE_SCALAR("ge_scalar"),
     /* elementwise with scalars: reals[0] the scalar; clamp: lo, hi */
     [CN_OP_ADD_SCALAR] = {.name = "add_scalar", .family = CN__FAMILY_SCALAR, .n_in = 1,
                           .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1, .differentiable = 1,
@@ -69,7 +123,7 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
                           .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1, .differentiable = 1,
                           .memory_bound = 1},
     [CN_OP_POW_SCALAR] = {.name = "pow_scalar", .family = CN__FAMILY_SCALAR, .n_in = 1,
-                          .kinds = {F}, .out = CN__OUT_INPUT, .n_reals = 1, .saves = IN0,
+                          .kinds = {N}, .out = CN__OUT_INPUT, .n_reals = 1, .saves = IN0,
                           .differentiable = 1, .memory_bound = 1},
     [CN_OP_CLAMP] = {.name = "clamp", .family = CN__FAMILY_SCALAR, .n_in = 1, .kinds = {N},
                      .out = CN__OUT_INPUT, .n_reals = 2, .saves = IN0, .differentiable = 1,
@@ -79,7 +133,7 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_SUB] = BINARY("sub", N, 0),
     [CN_OP_MUL] = BINARY("mul", N, IN0 | IN1),
     [CN_OP_DIV] = BINARY("div", N, IN0 | IN1),
-    [CN_OP_POW] = BINARY("pow", F, IN0 | IN1 | OUT),
+    [CN_OP_POW] = BINARY("pow", N, IN0 | IN1 | OUT), /* ints since issue 16 (powi) */
     [CN_OP_MAXIMUM] = BINARY("maximum", N, IN0 | IN1),
     [CN_OP_MINIMUM] = BINARY("minimum", N, IN0 | IN1),
     [CN_OP_ATAN2] = BINARY("atan2", F, IN0 | IN1),
@@ -173,7 +227,8 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
                                          .out = CN__OUT_INPUT, .n_ints = 6},
     [CN_OP_AVG_POOL2D_BACKWARD] = {.name = "avg_pool2d_backward", .family = CN__FAMILY_GRAD,
                                    .n_in = 1, .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 6},
-    /* ints: the forward op (relu, tanh, sigmoid, silu, gelu), cn_gelu_approx */
+    /* ints: the forward op (relu, tanh, sigmoid, silu, gelu, hard_sigmoid, log_sigmoid,
+     * hard_swish), cn_gelu_approx */
     [CN_OP_ACTIVATION_BACKWARD] = {.name = "activation_backward", .family = CN__FAMILY_GRAD,
                                    .n_in = 2, .kinds = {F, F}, .out = CN__OUT_INPUT,
                                    .n_ints = 2, .memory_bound = 1},

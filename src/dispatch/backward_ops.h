@@ -30,7 +30,8 @@ int64_t cn__conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, in
 cn_tensor *cn__erf(cn_tensor *x);
 
 /* g * f'(s) in one pass, f the activation `op` (CN_OP_RELU, _TANH, _SIGMOID: s its output;
- * CN_OP_SILU, _GELU: s its input; approx: cn_gelu_approx for gelu). g and s of one shape. */
+ * CN_OP_SILU, _GELU, _HARD_SIGMOID, _LOG_SIGMOID, _HARD_SWISH: s its input; approx:
+ * cn_gelu_approx for gelu). g and s of one shape. */
 cn_tensor *cn__activation_backward(cn_tensor *g, cn_tensor *s, cn_op op, int approx);
 
 /* The reverse cumsum of g along dim (element i: the sum of g[i..n-1]): cumsum's gradient. */

@@ -1,4 +1,5 @@
 /* Front-ends of the elementwise ops: kind and dtype checks, broadcasting, output allocation. */
+#include <math.h>
 #include <string.h>
 
 #include "cinder/ops.h"
@@ -205,6 +206,15 @@ cn_tensor *cn_mul_scalar(cn_tensor *x, double s) {
     return with_scalars(CN_OP_MUL_SCALAR, x, s, 0);
 }
 cn_tensor *cn_pow_scalar(cn_tensor *x, double p) {
+    CN__CHECK_LIVE("pow_scalar", x);
+    if (x && cn__dtype_kind(x->dtype) == CN_KIND_INT && !(p >= 0 && p == trunc(p))) {
+        cn_set_error(CN_ERR_INVALID_ARG, "pow_scalar", "p = %g and x is %s: an integer tensor "
+                     "takes a whole exponent >= 0 (as in PyTorch, integers to negative powers "
+                     "are not allowed); cast x to a float dtype (cn_cast(x, CN_F64))", p,
+                     cn_dtype_name(x->dtype));
+        return NULL;
+    }
+    if (x && cn__check_int_scalar("pow_scalar", "p", p, x->dtype) != CN_OK) return NULL;
     return with_scalars(CN_OP_POW_SCALAR, x, p, 0);
 }
 
@@ -214,6 +224,159 @@ cn_tensor *cn_clamp(cn_tensor *x, double lo, double hi) {
         return NULL;
     }
     return with_scalars(CN_OP_CLAMP, x, lo, hi);
+}
+
+/* ---- issue 16's remaining elementwise ops ------------------------------------------------- */
+
+cn_tensor *cn_remainder(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_REMAINDER, a, b); }
+cn_tensor *cn_fmod(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_FMOD, a, b); }
+cn_tensor *cn_hypot(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_HYPOT, a, b); }
+cn_tensor *cn_is_nan(cn_tensor *x) { return unary(CN_OP_IS_NAN, x); }
+cn_tensor *cn_is_inf(cn_tensor *x) { return unary(CN_OP_IS_INF, x); }
+cn_tensor *cn_bitwise_and(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_BITWISE_AND, a, b); }
+cn_tensor *cn_bitwise_or(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_BITWISE_OR, a, b); }
+cn_tensor *cn_bitwise_xor(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_BITWISE_XOR, a, b); }
+cn_tensor *cn_bitwise_left_shift(cn_tensor *a, cn_tensor *b) {
+    return binary(CN_OP_BITWISE_LEFT_SHIFT, a, b);
+}
+cn_tensor *cn_bitwise_right_shift(cn_tensor *a, cn_tensor *b) {
+    return binary(CN_OP_BITWISE_RIGHT_SHIFT, a, b);
+}
+cn_tensor *cn_bitwise_not(cn_tensor *x) { return unary(CN_OP_BITWISE_NOT, x); }
+cn_tensor *cn_logical_xor(cn_tensor *a, cn_tensor *b) { return binary(CN_OP_LOGICAL_XOR, a, b); }
+
+/* op with the scalar s, which on an int tensor must be a whole number that fits its dtype (the
+ * kinds and dtypes themselves are the router's to check). */
+static cn_tensor *with_int_scalar(cn_op op, cn_tensor *x, double s) {
+    const char *name = cn__op_table[op].name;
+    CN__CHECK_LIVE(name, x);
+    if (x && cn__dtype_kind(x->dtype) == CN_KIND_INT) {
+        if (cn__check_int_scalar(name, "s", s, x->dtype) != CN_OK) return NULL;
+        if (s != trunc(s)) {
+            cn_set_error(CN_ERR_INVALID_ARG, name, "s = %g is not an integer, and x is %s; pass "
+                         "a whole number%s", s, cn_dtype_name(x->dtype),
+                         op == CN_OP_REMAINDER_SCALAR
+                             ? ", or cast x to a float dtype (cn_cast(x, CN_F64))"
+                             : "");
+            return NULL;
+        }
+        if (op == CN_OP_REMAINDER_SCALAR && s == 0) {
+            cn_set_error(CN_ERR_INVALID_ARG, name, "integer division by zero: s = 0 and x is %s; "
+                         "pass a nonzero s, or cast x to a float dtype to get NaN instead",
+                         cn_dtype_name(x->dtype));
+            return NULL;
+        }
+    }
+    return with_scalars(op, x, s, 0);
+}
+
+cn_tensor *cn_remainder_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_REMAINDER_SCALAR, x, s);
+}
+cn_tensor *cn_bitwise_and_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_BITWISE_AND_SCALAR, x, s);
+}
+cn_tensor *cn_bitwise_or_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_BITWISE_OR_SCALAR, x, s);
+}
+cn_tensor *cn_bitwise_xor_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_BITWISE_XOR_SCALAR, x, s);
+}
+cn_tensor *cn_bitwise_left_shift_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_BITWISE_LEFT_SHIFT_SCALAR, x, s);
+}
+cn_tensor *cn_bitwise_right_shift_scalar(cn_tensor *x, double s) {
+    return with_int_scalar(CN_OP_BITWISE_RIGHT_SHIFT_SCALAR, x, s);
+}
+
+cn_tensor *cn_eq_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_EQ_SCALAR, x, s, 0); }
+cn_tensor *cn_ne_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_NE_SCALAR, x, s, 0); }
+cn_tensor *cn_lt_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_LT_SCALAR, x, s, 0); }
+cn_tensor *cn_le_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_LE_SCALAR, x, s, 0); }
+cn_tensor *cn_gt_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_GT_SCALAR, x, s, 0); }
+cn_tensor *cn_ge_scalar(cn_tensor *x, double s) { return with_scalars(CN_OP_GE_SCALAR, x, s, 0); }
+
+/* ---- activations as direct ops ----------------------------------------------------------- */
+
+cn_tensor *cn_hard_sigmoid(cn_tensor *x) { return unary(CN_OP_HARD_SIGMOID, x); }
+cn_tensor *cn_log_sigmoid(cn_tensor *x) { return unary(CN_OP_LOG_SIGMOID, x); }
+cn_tensor *cn_hard_swish(cn_tensor *x) { return unary(CN_OP_HARD_SWISH, x); }
+
+/* Refuses a NaN or infinite attribute of op, naming it. */
+static int finite_attr(const char *op, cn_tensor *x, const char *arg, double v, const char *hint) {
+    if (!x || isfinite(v)) return 1;
+    cn_set_error(CN_ERR_INVALID_ARG, op, "%s = %g; pass a finite value (%s)", arg, v, hint);
+    return 0;
+}
+
+cn_tensor *cn_leaky_relu(cn_tensor *x, double negative_slope) {
+    if (!finite_attr("leaky_relu", x, "negative_slope", negative_slope, "PyTorch's default is "
+                     "0.01"))
+        return NULL;
+    return with_scalars(CN_OP_LEAKY_RELU, x, negative_slope, 0);
+}
+cn_tensor *cn_elu(cn_tensor *x, double alpha) {
+    if (!finite_attr("elu", x, "alpha", alpha, "PyTorch's default is 1")) return NULL;
+    return with_scalars(CN_OP_ELU, x, alpha, 0);
+}
+cn_tensor *cn_softplus(cn_tensor *x, double beta, double threshold) {
+    if (!finite_attr("softplus", x, "beta", beta, "PyTorch's default is 1") ||
+        !finite_attr("softplus", x, "threshold", threshold, "PyTorch's default is 20"))
+        return NULL;
+    if (x && beta == 0) {
+        cn_set_error(CN_ERR_INVALID_ARG, "softplus", "beta = 0 divides by zero; pass a nonzero "
+                     "beta (PyTorch's default is 1)");
+        return NULL;
+    }
+    return with_scalars(CN_OP_SOFTPLUS, x, beta, threshold);
+}
+
+/* weight [C] (C = x's dim 1) or one element, viewed as [1, C, 1, ...] or 0-d to broadcast. */
+cn_tensor *cn_prelu(cn_tensor *x, cn_tensor *weight) {
+    const char *op = "prelu";
+    if (!x || !weight) {
+        cn__null_arg(op, !x ? "x" : "weight");
+        return NULL;
+    }
+    CN__CHECK_LIVE(op, x);
+    CN__CHECK_LIVE(op, weight);
+    /* here, so that the messages name x and weight (the binary op's would say a and b) */
+    if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK ||
+        cn__check_same_dtype(op, "x", x, "weight", weight) != CN_OK)
+        return NULL;
+    char s[128], t[128];
+    int64_t c = weight->ndim == 0 ? 1 : weight->shape[0];
+    int64_t channels = x->ndim >= 2 ? x->shape[1] : 1;
+    if (weight->ndim > 1 || (c != 1 && c != channels)) {
+        cn_set_error(CN_ERR_SHAPE, op, "'weight' is %s but 'x' %s has %lld channel(s) (dim 1, or "
+                     "1 below 2-D); pass a 1-D weight of [%lld] (one per channel) or [1] (one "
+                     "for all)", cn_tensor_str(weight, s, sizeof s), cn_tensor_str(x, t, sizeof t),
+                     (long long)channels, (long long)channels);
+        return NULL;
+    }
+    int64_t shape[CN_MAX_DIMS];
+    int nd = c == 1 ? 0 : x->ndim;
+    for (int d = 0; d < nd; d++) shape[d] = d == 1 ? c : 1;
+    cn_tensor *w = cn_reshape(weight, shape, nd);
+    if (!w) return NULL;
+    cn_tensor *out = binary(CN_OP_PRELU, x, w);
+    cn_release(w);
+    return out;
+}
+
+/* softmax(-x), as torch.nn.functional.softmin computes it; checked first so that errors name
+ * softmin. */
+cn_tensor *cn_softmin(cn_tensor *x, int dim) {
+    const char *names[1] = {"x"};
+    cn_device dev;
+    if (!cn__route("softmin", &x, names, 1, &dev) ||
+        cn__check_kind("softmin", "x", x, CN_KINDS_FLOAT) != CN_OK ||
+        cn__norm_dim("softmin", "dim", dim, x->ndim) < 0)
+        return NULL;
+    cn_tensor *neg = cn_neg(x);
+    cn_tensor *out = neg ? cn_softmax(neg, dim) : NULL;
+    cn_release(neg);
+    return out;
 }
 
 cn_tensor *cn_where(cn_tensor *cond, cn_tensor *a, cn_tensor *b) {

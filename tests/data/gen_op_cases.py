@@ -25,6 +25,7 @@ The random ops (rand_uniform, rand_normal) are not here: PyTorch's generator is 
 Philox stream, so the test checks their statistics instead.
 """
 import os
+import re
 import zlib
 
 import torch
@@ -163,6 +164,77 @@ case("maximum", "maximum", [Fl([2, 3], "d"), Fl([3], "d")], torch.maximum)
 case("minimum", "minimum", [Fl([2, 3], "d"), Fl([2, 1], "d")], torch.minimum)
 # a away from zero: no point near the branch cut (a = 0, b < 0) or the origin
 case("atan2", "atan2", [Fl([2, 3], "a"), Fl([3])], torch.atan2)
+
+# ---- issue 16's remaining elementwise ops -------------------------------------------------------
+# remainder and fmod on literal values of every sign pairing, a / b off the integers (floor and
+# trunc of a / b, the gradient of b, jump nowhere near); ints too, with -1 and mixed signs
+REM_A = [5.25, -5.25, 1.75, -0.625, 2.5, -3.5]
+REM_B = [1.5, -2.0, 0.75]
+REM_IA = [7, -7, 7, -7, 0, -9]
+REM_IB = [3, -3, -4]
+for name, fn in (("remainder", torch.remainder), ("fmod", torch.fmod)):
+    case(name, name, [Fl([2, 3], REM_A), Fl([3], REM_B)], fn)
+    case(name, name + "_i64", [In([2, 3], REM_IA), In([3], REM_IB)], fn)
+    case(name, name + "_i64_minus_one", [In([4], [-9223372036854775808, 5, -5, 0]), In([1], [-1])],
+         fn)
+case("remainder_scalar", "remainder_scalar", [Fl([2, 3], REM_A)],
+     lambda x: torch.remainder(x, -1.375), reals=[-1.375])
+case("remainder_scalar", "remainder_scalar_i64", [In([2, 3], REM_IA)],
+     lambda x: torch.remainder(x, 4), reals=[4])
+case("hypot", "hypot", [Fl([2, 3]), Fl([3], "a")], torch.hypot)
+SPECIALS = [0.0, float("nan"), float("inf"), float("-inf"), 1.5, -0.0, float("nan"), -2.0]
+case("is_nan", "is_nan", [Fl([2, 4], SPECIALS)], torch.isnan)
+case("is_nan", "is_nan_i64", [In([3], [0, -1, 5])], torch.isnan)
+case("is_inf", "is_inf", [Fl([2, 4], SPECIALS)], torch.isinf)
+case("is_inf", "is_inf_i64", [In([3], [0, -1, 5])], torch.isinf)
+# bitwise ops on i64 (negative values: two's complement); shift counts past both ends of 64 bits
+BIT_A = [0x5a5a, -1, 12345, -98765, 7, -(2 ** 40)]  # results exact in doubles
+BIT_B = [0x0ff0, -256, 3]
+for name, fn in (("bitwise_and", torch.bitwise_and), ("bitwise_or", torch.bitwise_or),
+                 ("bitwise_xor", torch.bitwise_xor)):
+    case(name, name, [In([2, 3], BIT_A), In([3], BIT_B)], fn)
+    case(name + "_scalar", name + "_scalar", [In([2, 3], BIT_A)], lambda x, f=fn: f(x, -300),
+         reals=[-300])
+SHIFT_X = [5, -5, 7, -8, 1, -1, 3, -3]
+SHIFT_N = [-1, 64, 63, 2]
+for name, fn in (("bitwise_left_shift", torch.bitwise_left_shift),
+                 ("bitwise_right_shift", torch.bitwise_right_shift)):
+    case(name, name, [In([2, 4], SHIFT_X), In([4], SHIFT_N)], fn)
+    for n in (3, 64, -2):
+        case(name + "_scalar", "%s_scalar_%s" % (name, str(n).replace("-", "minus")),
+             [In([2, 4], SHIFT_X)], lambda x, f=fn, n=n: f(x, n), reals=[n])
+case("bitwise_not", "bitwise_not", [In([2, 3], BIT_A)], torch.bitwise_not)
+case("logical_xor", "logical_xor", [Bo([2, 4]), Bo([4])], torch.logical_xor)
+# integer powers (burn's powi): negative bases, 0^0, negative exponents (1 / x^-y truncated)
+case("pow", "pow_i64", [In([2, 4], [2, -3, 1, -1, 0, 5, -2, 7]), In([4], [3, -1, 0, 5])],
+     torch.pow)
+case("pow_scalar", "pow_scalar_i64", [In([2, 3], [2, -3, 1, -1, 0, 12])], lambda x: x ** 3,
+     reals=[3])
+# activations, with values away from their kinks (0 for leaky_relu, prelu and elu, +-3 for the
+# hard ones, softplus's threshold); log_sigmoid also far out, where a naive form overflows
+case("leaky_relu", "leaky_relu", [Fl([2, 3], "d")], lambda x: F.leaky_relu(x, 0.125),
+     reals=[0.125])
+case("prelu", "prelu_channels", [Fl([2, 3, 2], "d"), Fl([3])], F.prelu)
+case("prelu", "prelu_one", [Fl([2, 3], "d"), Fl([1])], F.prelu)
+HARD_X = [-4.5, -2.25, -0.5, 0.75, 2.5, 3.75]
+case("hard_sigmoid", "hard_sigmoid", [Fl([2, 3], HARD_X)], F.hardsigmoid)
+case("hard_swish", "hard_swish", [Fl([2, 3], HARD_X)], F.hardswish)
+case("log_sigmoid", "log_sigmoid", [Fl([2, 3])], F.logsigmoid)
+case("log_sigmoid", "log_sigmoid_far", [Fl([2, 3], [-100, -30, -5.5, 7, 40, 100])], F.logsigmoid)
+case("softplus", "softplus_beta", [Fl([2, 3], [-1.25, -0.3, 0.4, 0.6, 0.9, 1.4])],
+     lambda x: F.softplus(x, 2.0, 1.5), reals=[2.0, 1.5])
+case("softplus", "softplus_default", [Fl([2, 3], [-30, -2.5, 0.25, 3, 19.5, 25])], F.softplus,
+     reals=[1, 20])
+case("elu", "elu", [Fl([2, 3], "d")], lambda x: F.elu(x, 1.25), reals=[1.25])
+# comparisons with a scalar: floats on eighths with ties; ints against a whole and a fractional s
+for name, fn in (("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le),
+                 ("gt", torch.gt), ("ge", torch.ge)):
+    case(name + "_scalar", name + "_scalar", [Fl([3, 4], "k")], lambda x, f=fn: f(x, 0.25),
+         reals=[0.25])
+    case(name + "_scalar", name + "_scalar_i64", [In([2, 4], [-3, 2, 3, 4, 0, 3, -9, 7])],
+         lambda x, f=fn: f(x, 3), reals=[3])
+    case(name + "_scalar", name + "_scalar_i64_half", [In([2, 4], [-3, 2, 3, 4, 0, 3, -9, 7])],
+         lambda x, f=fn: f(x, 2.5), reals=[2.5])
 
 # ---- comparisons and logic (exact) -------------------------------------------------------------
 for name, fn in (("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le),
@@ -362,8 +434,26 @@ case("max_pool2d_backward_index", "max_pool2d_backward_index",
      [Fl([1, 2, 2, 3]), In([1, 2, 2, 3], PI_CHOICES)], unpool_choices, ints=PI_Z + [PI_K])
 
 # ---- activation_backward: g * f'(s), against PyTorch's own backward kernels ------------------
-# ints = the forward op's number in cn_op (include/cinder/backend.h; append-only), cn_gelu_approx
-CN_OP_RELU, CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU = 2, 10, 11, 12, 13
+# ints = the forward op's number in cn_op, cn_gelu_approx. The numbers are read from the enum in
+# include/cinder/backend.h, so that the cases follow it wherever ops were appended.
+def cn_op_numbers():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include",
+                        "cinder", "backend.h")
+    text = open(path).read()
+    body = text[text.index("typedef enum cn_op {"):text.index("} cn_op;")]
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    return {name: k for k, name in enumerate(re.findall(r"\bCN_OP_[A-Z0-9_]+", body))}
+
+
+CN_OPS = cn_op_numbers()
+CN_OP_RELU, CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU = (
+    CN_OPS["CN_OP_" + n] for n in ("RELU", "TANH", "SIGMOID", "SILU", "GELU"))
+assert (CN_OP_RELU, CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU) == (2, 10, 11, 12, 13)
+CN_OP_HARD_SIGMOID, CN_OP_LOG_SIGMOID, CN_OP_HARD_SWISH = (
+    CN_OPS["CN_OP_" + n] for n in ("HARD_SIGMOID", "LOG_SIGMOID", "HARD_SWISH"))
+# s on every piece of the hard ones (off +-3) and far out for log_sigmoid
+ACT_HARD_S = [-4.5, -2.25, -0.5, 0.75, 2.5, 3.75, -3.25, 2.875, -1.0, 0.125, 5.0, -2.9375]
+ACT_WIDE_S = [-30, -5, -2.5, -0.5, 0.25, 1, 2.75, 3.5, 6, 15, -3.25, 40]
 aten = torch.ops.aten
 for variant, act, approx, dom, fn in (
         ("act_bwd_relu", CN_OP_RELU, 0, "d", lambda g, s: aten.threshold_backward(g, s, 0)),
@@ -373,7 +463,14 @@ for variant, act, approx, dom, fn in (
         ("act_bwd_gelu_erf", CN_OP_GELU, 0, "u",
          lambda g, s: aten.gelu_backward(g, s, approximate="none")),
         ("act_bwd_gelu_tanh", CN_OP_GELU, 1, "u",
-         lambda g, s: aten.gelu_backward(g, s, approximate="tanh"))):
+         lambda g, s: aten.gelu_backward(g, s, approximate="tanh")),
+        # not aten.hardsigmoid_backward: its CPU kernel scales by 1/6 rounded to float32, even
+        # in float64 (a 6e-9 relative error); cinder scales by the double 1/6
+        ("act_bwd_hard_sigmoid", CN_OP_HARD_SIGMOID, 0, ACT_HARD_S,
+         lambda g, s: torch.where((s > -3) & (s < 3), g / 6, 0.0)),
+        ("act_bwd_hard_swish", CN_OP_HARD_SWISH, 0, ACT_HARD_S, aten.hardswish_backward),
+        ("act_bwd_log_sigmoid", CN_OP_LOG_SIGMOID, 0, ACT_WIDE_S,
+         lambda g, s: aten.log_sigmoid_backward(g, s, aten.log_sigmoid_forward(s)[1]))):
     case("activation_backward", variant, [Fl([3, 4]), Fl([3, 4], dom)], fn, ints=[act, approx])
 
 
@@ -421,6 +518,10 @@ def kind_of(t):
 
 def num(v):
     v = float(v)
+    if v != v:
+        return "NAN"
+    if v in (float("inf"), float("-inf")):
+        return "INFINITY" if v > 0 else "-INFINITY"
     if v == 0:
         return "-0.0" if str(v).startswith("-") else "0.0"
     return "%.17g" % v

@@ -1,7 +1,8 @@
 /* The fused backward of the activations: out = g * f'(s) in one pass over memory, where the
  * composed formula runs two to ten elementwise ops (a compare, a cast and a multiply for relu).
- * s is what the forward saved: its output for relu, tanh and sigmoid, its input for silu and
- * gelu. ints[0] names the forward op, ints[1] the gelu approximation.
+ * s is what the forward saved: its output for relu, tanh and sigmoid, its input for silu, gelu,
+ * hard_sigmoid, log_sigmoid and hard_swish. ints[0] names the forward op, ints[1] the gelu
+ * approximation.
  *
  * The strided iterator (strided.c) calls a row function on runs of elements; each has a dense
  * path the compiler vectorises (exp through exp_f32; erf stays libm's). */
@@ -80,6 +81,24 @@ static inline double gelu_grad_f64(double x, int tanh_form) {
     return 0.5 * (1.0 + erf(x * SQRT1_2)) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
 }
 
+/* log_sigmoid'(x) = sigmoid(-x) = e / (1 + e) for x > 0, 1 / (1 + e) otherwise, e = e^-|x|: no
+ * overflow for any x. */
+static inline float log_sigmoid_grad_f32(float x) {
+    float e = exp_f32(-fabsf(x));
+    return (x > 0.0f ? e : 1.0f) / (1.0f + e);
+}
+
+static inline double log_sigmoid_grad_f64(double x) {
+    double e = exp(-fabs(x));
+    return (x > 0.0 ? e : 1.0) / (1.0 + e);
+}
+
+/* hard_sigmoid' = 1/6 inside (-3, 3); hard_swish' = 0 below -3, x/3 + 1/2 up to 3, then 1 (as
+ * PyTorch's hardsigmoid_backward and hardswish_backward). */
+#define HARD_SIGMOID_GRAD(T, g, s) ((s) > (T)-3 && (s) < (T)3 ? (g) * ((T)1 / (T)6) : (T)0)
+#define HARD_SWISH_GRAD(T, g, s)                                                               \
+    ((s) < (T)-3 ? (T)0 : (s) <= (T)3 ? (g) * ((s) / (T)3 + (T)0.5) : (g))
+
 CPU_CLONES static void silu_row_f32(char **ptrs, const int64_t *step, int64_t n) {
     ACT_LOOP(float, g * silu_grad_f32(s));
 }
@@ -92,6 +111,9 @@ static void act_f32(char **ptrs, const int64_t *step, int64_t n, const void *ctx
     case CN_OP_SIGMOID: ACT_LOOP(float, g * s * (1.0f - s)); break;
     case CN_OP_SILU: silu_row_f32(ptrs, step, n); break;
     case CN_OP_GELU: ACT_LOOP(float, g * gelu_grad_f32(s, c->tanh)); break;
+    case CN_OP_HARD_SIGMOID: ACT_LOOP(float, HARD_SIGMOID_GRAD(float, g, s)); break;
+    case CN_OP_LOG_SIGMOID: ACT_LOOP(float, g * log_sigmoid_grad_f32(s)); break;
+    case CN_OP_HARD_SWISH: ACT_LOOP(float, HARD_SWISH_GRAD(float, g, s)); break;
     default: break; /* refused before the run (cpu_activation_backward) */
     }
 }
@@ -104,6 +126,9 @@ static void act_f64(char **ptrs, const int64_t *step, int64_t n, const void *ctx
     case CN_OP_SIGMOID: ACT_LOOP(double, g * s * (1.0 - s)); break;
     case CN_OP_SILU: ACT_LOOP(double, g * silu_grad_f64(s)); break;
     case CN_OP_GELU: ACT_LOOP(double, g * gelu_grad_f64(s, c->tanh)); break;
+    case CN_OP_HARD_SIGMOID: ACT_LOOP(double, HARD_SIGMOID_GRAD(double, g, s)); break;
+    case CN_OP_LOG_SIGMOID: ACT_LOOP(double, g * log_sigmoid_grad_f64(s)); break;
+    case CN_OP_HARD_SWISH: ACT_LOOP(double, HARD_SWISH_GRAD(double, g, s)); break;
     default: break;
     }
 }
@@ -111,7 +136,8 @@ static void act_f64(char **ptrs, const int64_t *step, int64_t n, const void *ctx
 /* Whether act is an activation this kernel differentiates. */
 static int known_activation(int64_t act) {
     return act == CN_OP_RELU || act == CN_OP_TANH || act == CN_OP_SIGMOID || act == CN_OP_SILU ||
-           act == CN_OP_GELU;
+           act == CN_OP_GELU || act == CN_OP_HARD_SIGMOID || act == CN_OP_LOG_SIGMOID ||
+           act == CN_OP_HARD_SWISH;
 }
 
 /* in[0] g, in[1] s -> out[0], one float dtype. */
@@ -121,7 +147,8 @@ cn_status cpu_activation_backward(const cn_kernel_args *a) {
     if (a->n_ints < 2 || !known_activation(a->ints[0]))
         return cn_set_error(CN_ERR_INVALID_ARG, "activation_backward",
                             "ints[0] (%lld) is not an activation this kernel differentiates "
-                            "(relu, tanh, sigmoid, silu, gelu); backward formulas call it",
+                            "(relu, tanh, sigmoid, silu, gelu, hard_sigmoid, log_sigmoid, "
+                            "hard_swish); backward formulas call it",
                             a->n_ints > 0 ? (long long)a->ints[0] : -1LL);
     act_ctx c = {.act = (int)a->ints[0], .tanh = a->ints[1] == CN_GELU_TANH};
     const cn_view *views[3] = {&a->out[0], &a->in[0], &a->in[1]};

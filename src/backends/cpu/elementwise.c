@@ -29,6 +29,7 @@
 #include "backends/cpu/cpu_math.h"
 #include "cinder/ops.h" /* cn_gelu_approx */
 #include "core/backend_common.h"
+#include "core/scalar_compare.h"
 
 /* What a row function needs besides the data. */
 typedef struct ew_ctx {
@@ -36,6 +37,7 @@ typedef struct ew_ctx {
     int gelu_tanh;          /* gelu: 1 for the tanh approximation */
     double s0, s1;          /* the scalar (add/mul/pow_scalar) or lo, hi (clamp), for floats */
     int64_t i0, i1;         /* the same for integers, already saturated to the dtype's range */
+    int fixed;              /* the comparisons with a scalar on integers: -1, or the answer */
     atomic_int *found_zero; /* integer div: set when a divisor is zero */
     atomic_int *unknown;    /* set by a row function whose switch has no case for op */
 } ew_ctx;
@@ -132,6 +134,29 @@ static inline double gelu_f64(double x, int tanh_form) {
     return 0.5 * x * (1.0 + erf(x * 0.707106781186547524));
 }
 
+/* The activations of PyTorch's names (hard_sigmoid is hardsigmoid, hard_swish hardswish):
+ *   hard_sigmoid(x) = min(max(x + 3, 0), 6) / 6, hard_swish(x) = x hard_sigmoid(x) (NaN passes
+ *     through the comparisons, as through std::min/max);
+ *   log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)): exp never overflows, and -log(1 + e^-x) does
+ *     not round to 0 for large x or lose x for very negative x;
+ *   softplus(x) = log1p(exp(beta x)) / beta, or x where beta x > threshold (PyTorch's switch). */
+#define DEFINE_ACTIVATIONS(S, T, EXP, LOG1P, FABS)                                             \
+    static inline T hard_sigmoid_##S(T x) {                                                    \
+        T t = x + (T)3;                                                                        \
+        t = t < (T)0 ? (T)0 : t;                                                               \
+        t = t > (T)6 ? (T)6 : t;                                                               \
+        return t / (T)6;                                                                       \
+    }                                                                                          \
+    static inline T log_sigmoid_##S(T x) {                                                     \
+        return (x < (T)0 ? x : (T)0) - LOG1P(EXP(-FABS(x)));                                   \
+    }                                                                                          \
+    static inline T softplus_##S(T x, T beta, T threshold) {                                   \
+        return x * beta > threshold ? x : LOG1P(EXP(x * beta)) / beta;                         \
+    }
+
+DEFINE_ACTIVATIONS(f32, float, expf, log1pf, fabsf)
+DEFINE_ACTIVATIONS(f64, double, exp, log1p, fabs)
+
 /* A double truncated toward zero and saturated to [lo, hi]; NaN gives 0. */
 static int64_t to_int_sat(double v, int64_t lo, int64_t hi) {
     if (isnan(v)) return 0;
@@ -150,6 +175,56 @@ static void int_range(cn_dtype dt, int64_t *lo, int64_t *hi) {
         *hi = INT64_MAX;
     }
 }
+
+/* x mod y with the sign of y, as torch.remainder: fmod's result (exact, with x's sign) moved by
+ * one y when the signs differ. y = 0 gives NaN. */
+static inline float remainder_f32(float x, float y) {
+    float r = fmodf(x, y);
+    return r != 0.0f && ((r < 0.0f) != (y < 0.0f)) ? r + y : r;
+}
+
+static inline double remainder_f64(double x, double y) {
+    double r = fmod(x, y);
+    return r != 0.0 && ((r < 0.0) != (y < 0.0)) ? r + y : r;
+}
+
+/* The integer remainders, shifts and powers on a signed type T of W bits with unsigned twin U, as
+ * PyTorch defines them (never C's undefined cases):
+ *   remainder: the sign of y (torch.remainder); fmod: the sign of x (torch.fmod). y != 0 (the
+ *     callers check); x % -1 is 0, also for the minimum (where C's % overflows).
+ *   left shift: 0 when the count is negative or >= W; otherwise x << y in U (bits shifted out
+ *     are lost, the sign bit included).
+ *   right shift: arithmetic (the sign fills in); a count that is negative or >= W shifts by
+ *     W - 1 (0 or -1), as PyTorch's a >> (W - 1). Negative x goes through ~x, so no signed
+ *     shift of a negative value is left to the implementation.
+ *   power: x^y by squaring in U (wrapping modulo 2^W); for y < 0 PyTorch's 1 / x^-y truncated:
+ *     1 for x = 1, +-1 for x = -1 (by y's parity), else 0 (0^-1 too). 0^0 is 1. */
+#define DEFINE_INT_HELPERS(S, T, U)                                                            \
+    static inline T remainder_##S(T x, T y) {                                                  \
+        if (y == -1) return 0;                                                                 \
+        T r = (T)(x % y);                                                                      \
+        return r != 0 && ((r < 0) != (y < 0)) ? (T)(r + y) : r;                                \
+    }                                                                                          \
+    static inline T fmod_##S(T x, T y) { return y == -1 ? (T)0 : (T)(x % y); }                 \
+    static inline T shl_##S(T x, T y) {                                                        \
+        return y < 0 || y >= (T)(8 * sizeof(T)) ? (T)0 : (T)((U)x << y);                       \
+    }                                                                                          \
+    static inline T shr_##S(T x, T y) {                                                        \
+        if (y < 0 || y >= (T)(8 * sizeof(T))) y = (T)(8 * sizeof(T) - 1);                      \
+        return x < 0 ? (T) ~(~x >> y) : (T)(x >> y);                                           \
+    }                                                                                          \
+    static inline T pow_##S(T x, T y) {                                                        \
+        if (y < 0) return x == 1 ? (T)1 : x == -1 ? (T)((y & 1) ? -1 : 1) : (T)0;              \
+        U r = 1, b = (U)x;                                                                     \
+        for (; y > 0; y >>= 1) {                                                               \
+            if (y & 1) r *= b;                                                                 \
+            b *= b;                                                                            \
+        }                                                                                      \
+        return (T)r;                                                                           \
+    }
+
+DEFINE_INT_HELPERS(i32, int32_t, uint32_t)
+DEFINE_INT_HELPERS(i64, int64_t, uint64_t)
 
 static cn_status bad_dtype(const cn_kernel_args *a, cn_dtype dt) {
     return cn__kernel_dtype_error("cpu", a->op, dt);
@@ -210,6 +285,11 @@ static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_ASINH: MAP1(float, float, asinhf(x)); break;
     case CN_OP_ACOSH: MAP1(float, float, acoshf(x)); break;
     case CN_OP_ATANH: MAP1(float, float, atanhf(x)); break;
+    case CN_OP_IS_NAN: MAP1(uint8_t, float, (uint8_t)(isnan(x) != 0)); break;
+    case CN_OP_IS_INF: MAP1(uint8_t, float, (uint8_t)(isinf(x) != 0)); break;
+    case CN_OP_HARD_SIGMOID: MAP1(float, float, hard_sigmoid_f32(x)); break;
+    case CN_OP_LOG_SIGMOID: MAP1(float, float, log_sigmoid_f32(x)); break;
+    case CN_OP_HARD_SWISH: MAP1(float, float, x * hard_sigmoid_f32(x)); break;
     default: UNKNOWN_OP(c); break;
     }
 }
@@ -247,12 +327,17 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_ASINH: MAP1(double, double, asinh(x)); break;
     case CN_OP_ACOSH: MAP1(double, double, acosh(x)); break;
     case CN_OP_ATANH: MAP1(double, double, atanh(x)); break;
+    case CN_OP_IS_NAN: MAP1(uint8_t, double, (uint8_t)(isnan(x) != 0)); break;
+    case CN_OP_IS_INF: MAP1(uint8_t, double, (uint8_t)(isinf(x) != 0)); break;
+    case CN_OP_HARD_SIGMOID: MAP1(double, double, hard_sigmoid_f64(x)); break;
+    case CN_OP_LOG_SIGMOID: MAP1(double, double, log_sigmoid_f64(x)); break;
+    case CN_OP_HARD_SWISH: MAP1(double, double, x * hard_sigmoid_f64(x)); break;
     default: UNKNOWN_OP(c); break;
     }
 }
 
-/* neg, abs, relu, the roundings and sign on a signed integer type T with unsigned twin U (so
- * -INT_MIN wraps). */
+/* neg, abs, relu, the roundings, sign and bitwise_not on a signed integer type T with unsigned
+ * twin U (so -INT_MIN wraps); is_nan and is_inf are false on integers (bool out). */
 #define DEFINE_UNARY_INT(NAME, T, U)                                                           \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
@@ -265,6 +350,9 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
         case CN_OP_ROUND:                                                                      \
         case CN_OP_TRUNC: MAP1(T, T, x); break; /* an integer is its own rounding */           \
         case CN_OP_SIGN: MAP1(T, T, (T)((x > 0) - (x < 0))); break;                            \
+        case CN_OP_BITWISE_NOT: MAP1(T, T, (T)~x); break;                                      \
+        case CN_OP_IS_NAN:                                                                     \
+        case CN_OP_IS_INF: MAP1(uint8_t, T, ((void)x, (uint8_t)0)); break;                     \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
@@ -272,8 +360,8 @@ static void unary_f64(char **ptrs, const int64_t *step, int64_t n, const void *c
 DEFINE_UNARY_INT(unary_i32, int32_t, uint32_t)
 DEFINE_UNARY_INT(unary_i64, int64_t, uint64_t)
 
-/* in[0] -> out[0], same dtype. ints[0] = cn_gelu_approx for gelu. Integers: neg, abs, relu,
- * floor, ceil, round, trunc, sign. */
+/* in[0] -> out[0], same dtype (bool for is_nan and is_inf). ints[0] = cn_gelu_approx for gelu.
+ * Integers: neg, abs, relu, floor, ceil, round, trunc, sign, bitwise_not, is_nan, is_inf. */
 cn_status cpu_unary(const cn_kernel_args *a) {
     cpu_row_fn fn;
     switch (a->in[0].dtype) {
@@ -291,8 +379,9 @@ cn_status cpu_unary(const cn_kernel_args *a) {
 
 /* ---- with scalars ---------------------------------------------------------------------------- */
 
-/* add/mul/pow_scalar and clamp on a float type T; POW is powf or pow. Clamp lets NaN through. */
-#define DEFINE_SCALAR_FLOAT(NAME, T, POW)                                                      \
+/* add/mul/pow/remainder_scalar, clamp and the activations with attributes on a float type T;
+ * POW, REM, EXPM1 are its functions, S the suffix of its helpers. Clamp lets NaN through. */
+#define DEFINE_SCALAR_FLOAT(NAME, T, POW, REM, EXPM1, S)                                       \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
         const T s = (T)c->s0, lo = (T)c->s0, hi = (T)c->s1;                                    \
@@ -301,30 +390,57 @@ cn_status cpu_unary(const cn_kernel_args *a) {
         case CN_OP_MUL_SCALAR: MAP1(T, T, x * s); break;                                       \
         case CN_OP_POW_SCALAR: MAP1(T, T, POW(x, s)); break;                                   \
         case CN_OP_CLAMP: MAP1(T, T, x < lo ? lo : (x > hi ? hi : x)); break;                  \
+        case CN_OP_REMAINDER_SCALAR: MAP1(T, T, REM(x, s)); break;                             \
+        case CN_OP_LEAKY_RELU: MAP1(T, T, x > (T)0 ? x : x * s); break;                        \
+        case CN_OP_ELU: MAP1(T, T, x > (T)0 ? x : s * EXPM1(x)); break;                        \
+        case CN_OP_SOFTPLUS: MAP1(T, T, softplus_##S(x, s, hi)); break; /* beta, threshold */  \
+        case CN_OP_EQ_SCALAR: MAP1(uint8_t, T, (uint8_t)(x == s)); break;                      \
+        case CN_OP_NE_SCALAR: MAP1(uint8_t, T, (uint8_t)(x != s)); break;                      \
+        case CN_OP_LT_SCALAR: MAP1(uint8_t, T, (uint8_t)(x < s)); break;                       \
+        case CN_OP_LE_SCALAR: MAP1(uint8_t, T, (uint8_t)(x <= s)); break;                      \
+        case CN_OP_GT_SCALAR: MAP1(uint8_t, T, (uint8_t)(x > s)); break;                       \
+        case CN_OP_GE_SCALAR: MAP1(uint8_t, T, (uint8_t)(x >= s)); break;                      \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
-DEFINE_SCALAR_FLOAT(scalar_f32, float, powf)
-DEFINE_SCALAR_FLOAT(scalar_f64, double, pow)
+DEFINE_SCALAR_FLOAT(scalar_f32, float, powf, remainder_f32, expm1f, f32)
+DEFINE_SCALAR_FLOAT(scalar_f64, double, pow, remainder_f64, expm1, f64)
 
-/* add/mul_scalar (wrapping) and clamp on a signed integer type T with unsigned twin U. */
-#define DEFINE_SCALAR_INT(NAME, T, U)                                                          \
+/* add/mul_scalar (wrapping), clamp, remainder_scalar (s != 0: cpu_scalar checks), the bitwise
+ * ops and the comparisons with a scalar (against the bound of core/scalar_compare.h, or its fixed
+ * answer) on a signed integer type T with unsigned twin U and helpers _S. */
+#define CMP_INT(T, OP) MAP1(uint8_t, T, (uint8_t)(c->fixed >= 0 ? c->fixed : (x OP s)))
+#define DEFINE_SCALAR_INT(NAME, T, U, S)                                                       \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
         const T s = (T)c->i0, lo = (T)c->i0, hi = (T)c->i1;                                    \
         switch (c->op) {                                                                       \
         case CN_OP_ADD_SCALAR: MAP1(T, T, (T)((U)x + (U)s)); break;                            \
         case CN_OP_MUL_SCALAR: MAP1(T, T, (T)((U)x * (U)s)); break;                            \
+        case CN_OP_POW_SCALAR: MAP1(T, T, pow_##S(x, s)); break; /* s >= 0: the front-end */  \
         case CN_OP_CLAMP: MAP1(T, T, x < lo ? lo : (x > hi ? hi : x)); break;                  \
+        case CN_OP_REMAINDER_SCALAR: MAP1(T, T, remainder_##S(x, s)); break;                   \
+        case CN_OP_BITWISE_AND_SCALAR: MAP1(T, T, (T)(x & s)); break;                          \
+        case CN_OP_BITWISE_OR_SCALAR: MAP1(T, T, (T)(x | s)); break;                           \
+        case CN_OP_BITWISE_XOR_SCALAR: MAP1(T, T, (T)(x ^ s)); break;                          \
+        case CN_OP_BITWISE_LEFT_SHIFT_SCALAR: MAP1(T, T, shl_##S(x, s)); break;                \
+        case CN_OP_BITWISE_RIGHT_SHIFT_SCALAR: MAP1(T, T, shr_##S(x, s)); break;               \
+        case CN_OP_EQ_SCALAR: CMP_INT(T, ==); break;                                           \
+        case CN_OP_NE_SCALAR: CMP_INT(T, !=); break;                                           \
+        case CN_OP_LT_SCALAR: CMP_INT(T, <); break;                                            \
+        case CN_OP_LE_SCALAR: CMP_INT(T, <=); break;                                           \
+        case CN_OP_GT_SCALAR: CMP_INT(T, >); break;                                            \
+        case CN_OP_GE_SCALAR: CMP_INT(T, >=); break;                                           \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
-DEFINE_SCALAR_INT(scalar_i32, int32_t, uint32_t)
-DEFINE_SCALAR_INT(scalar_i64, int64_t, uint64_t)
+DEFINE_SCALAR_INT(scalar_i32, int32_t, uint32_t, i32)
+DEFINE_SCALAR_INT(scalar_i64, int64_t, uint64_t, i64)
 
-/* in[0] -> out[0], same dtype. reals[0] = the scalar, or reals[0..1] = lo, hi for clamp.
+/* in[0] -> out[0], same dtype (bool for the comparisons). reals[0] = the scalar, or reals[0..1]
+ * = lo, hi for clamp, beta, threshold for softplus.
  * Integers: the scalar is truncated toward zero; clamp keeps x within [ceil(lo), floor(hi)]
  * (the integers inside [lo, hi]); both saturate to the dtype's range. lo > hi gives hi. */
 cn_status cpu_scalar(const cn_kernel_args *a) {
@@ -337,7 +453,7 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
     case CN_I64: fn = scalar_i64; break;
     default: return bad_dtype(a, dt);
     }
-    int need = a->op == CN_OP_CLAMP ? 2 : 1;
+    int need = a->op == CN_OP_CLAMP || a->op == CN_OP_SOFTPLUS ? 2 : 1;
     if (a->n_reals < need)
         return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
                             "the kernel needs %d scalar argument(s) but got %d; call the op "
@@ -351,9 +467,16 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
         if (a->op == CN_OP_CLAMP) {
             c.i0 = to_int_sat(ceil(c.s0), lo, hi);
             c.i1 = to_int_sat(floor(c.s1), lo, hi);
+        } else if (a->op >= CN_OP_EQ_SCALAR && a->op <= CN_OP_GE_SCALAR) {
+            c.fixed = cn__int_compare_bound(a->op, c.s0, lo, hi, &c.i0);
         } else {
             c.i0 = to_int_sat(c.s0, lo, hi);
         }
+        if (a->op == CN_OP_REMAINDER_SCALAR && c.i0 == 0)
+            return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
+                                "integer division by zero: the scalar divisor s = %g is 0 in %s; "
+                                "pass a nonzero s, or cast x to a float dtype to get NaN instead",
+                                c.s0, cn_dtype_name(dt));
     }
     const cn_view *views[2] = {&a->out[0], &a->in[0]};
     return run(a, "cpu_scalar", 2, views, fn, &c);
@@ -361,9 +484,10 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
 
 /* ---- binary ---------------------------------------------------------------------------------- */
 
-/* The float binary ops on a float type T; POW is powf or pow, ATAN2 atan2f or atan2. CLONES:
- * CPU_CLONES or nothing (see binary_f32_wide). */
-#define DEFINE_BINARY_FLOAT(NAME, T, POW, ATAN2, CLONES)                                       \
+/* The float binary ops on a float type T; POW, ATAN2, FMOD, HYPOT and REM are the f32 or the f64
+ * functions (REM: remainder_f32 or remainder_f64). CLONES: CPU_CLONES or nothing (see
+ * binary_f32_wide). */
+#define DEFINE_BINARY_FLOAT(NAME, T, POW, ATAN2, FMOD, HYPOT, REM, CLONES)                     \
     CLONES static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {    \
         const ew_ctx *c = ctx;                                                                 \
         switch (c->op) {                                                                       \
@@ -375,20 +499,26 @@ cn_status cpu_scalar(const cn_kernel_args *a) {
         case CN_OP_MAXIMUM: MAP2(T, T, T, (x != x || x > y) ? x : y); break;                   \
         case CN_OP_MINIMUM: MAP2(T, T, T, (x != x || x < y) ? x : y); break;                   \
         case CN_OP_ATAN2: MAP2(T, T, T, ATAN2(x, y)); break;                                   \
+        case CN_OP_REMAINDER: MAP2(T, T, T, REM(x, y)); break;                                 \
+        case CN_OP_FMOD: MAP2(T, T, T, FMOD(x, y)); break;                                     \
+        case CN_OP_HYPOT: MAP2(T, T, T, HYPOT(x, y)); break;                                   \
+        case CN_OP_PRELU: MAP2(T, T, T, x > (T)0 ? x : y * x); break; /* y: the weight */      \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
-DEFINE_BINARY_FLOAT(binary_f32, float, powf, atan2f, )
-DEFINE_BINARY_FLOAT(binary_f64, double, pow, atan2, )
+DEFINE_BINARY_FLOAT(binary_f32, float, powf, atan2f, fmodf, hypotf, remainder_f32, )
+DEFINE_BINARY_FLOAT(binary_f64, double, pow, atan2, fmod, hypot, remainder_f64, )
 /* binary_f32 also compiled for AVX2, for runs split over threads (run_binary): on data in the
  * cores' caches (an add of up to 128K f32) its 8-wide loops are a third faster than SSE2's, with
  * the same results. A tiny op keeps binary_f32, a few instructions shorter. */
-DEFINE_BINARY_FLOAT(binary_f32_wide, float, powf, atan2f, CPU_CLONES)
+DEFINE_BINARY_FLOAT(binary_f32_wide, float, powf, atan2f, fmodf, hypotf, remainder_f32,
+                    CPU_CLONES)
 
-/* add sub mul div maximum minimum on a signed integer type T with unsigned twin U. Division
- * truncates; the caller has checked for zero divisors; MIN / -1 wraps to MIN. */
-#define DEFINE_BINARY_INT(NAME, T, U)                                                          \
+/* add sub mul div maximum minimum remainder fmod and the bitwise ops on a signed integer type T
+ * with unsigned twin U and helpers _S. Division truncates; the caller has checked for zero
+ * divisors; MIN / -1 wraps to MIN. */
+#define DEFINE_BINARY_INT(NAME, T, U, S)                                                       \
     static void NAME(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {           \
         const ew_ctx *c = ctx;                                                                 \
         switch (c->op) {                                                                       \
@@ -398,12 +528,20 @@ DEFINE_BINARY_FLOAT(binary_f32_wide, float, powf, atan2f, CPU_CLONES)
         case CN_OP_DIV: MAP2(T, T, T, y == -1 ? (T)((U)0 - (U)x) : (T)(x / y)); break;         \
         case CN_OP_MAXIMUM: MAP2(T, T, T, x > y ? x : y); break;                               \
         case CN_OP_MINIMUM: MAP2(T, T, T, x < y ? x : y); break;                               \
+        case CN_OP_REMAINDER: MAP2(T, T, T, remainder_##S(x, y)); break;                       \
+        case CN_OP_POW: MAP2(T, T, T, pow_##S(x, y)); break;                                   \
+        case CN_OP_FMOD: MAP2(T, T, T, fmod_##S(x, y)); break;                                 \
+        case CN_OP_BITWISE_AND: MAP2(T, T, T, (T)(x & y)); break;                              \
+        case CN_OP_BITWISE_OR: MAP2(T, T, T, (T)(x | y)); break;                               \
+        case CN_OP_BITWISE_XOR: MAP2(T, T, T, (T)(x ^ y)); break;                              \
+        case CN_OP_BITWISE_LEFT_SHIFT: MAP2(T, T, T, shl_##S(x, y)); break;                    \
+        case CN_OP_BITWISE_RIGHT_SHIFT: MAP2(T, T, T, shr_##S(x, y)); break;                   \
         default: UNKNOWN_OP(c); break;                                                         \
         }                                                                                      \
     }
 
-DEFINE_BINARY_INT(binary_i32, int32_t, uint32_t)
-DEFINE_BINARY_INT(binary_i64, int64_t, uint64_t)
+DEFINE_BINARY_INT(binary_i32, int32_t, uint32_t, i32)
+DEFINE_BINARY_INT(binary_i64, int64_t, uint64_t, i64)
 
 /* Sets *found_zero when the run (operand 0: the divisor) holds a zero. */
 #define DEFINE_FIND_ZERO(NAME, T)                                                              \
@@ -521,8 +659,8 @@ static cn_status run_binary(const cn_kernel_args *a, const cn_view *const *views
     return CN_OK;
 }
 
-/* in[0] op in[1] -> out[0], all one dtype. Integer division checks every divisor before writing
- * anything, so a division by zero fails cleanly. */
+/* in[0] op in[1] -> out[0], all one dtype. Integer division (div, remainder, fmod) checks every
+ * divisor before writing anything, so a division by zero fails cleanly. */
 cn_status cpu_binary(const cn_kernel_args *a) {
     cn_dtype dt = a->in[0].dtype;
     cpu_row_fn fn;
@@ -537,7 +675,8 @@ cn_status cpu_binary(const cn_kernel_args *a) {
     atomic_int found_zero = 0;
     ew_ctx c = {.op = a->op, .found_zero = &found_zero};
     cpu_iter it;
-    if (a->op == CN_OP_DIV && (dt == CN_I32 || dt == CN_I64)) {
+    int divides = a->op == CN_OP_DIV || a->op == CN_OP_REMAINDER || a->op == CN_OP_FMOD;
+    if (divides && (dt == CN_I32 || dt == CN_I64)) {
         const cn_view *divisor[1] = {&a->in[1]};
         cpu_iter_init(&it, 1, divisor);
         cpu_iter_run(&it, dt == CN_I32 ? find_zero_i32 : find_zero_i64, &c);
@@ -599,11 +738,12 @@ static void logical_row(char **ptrs, const int64_t *step, int64_t n, const void 
     case CN_OP_LOGICAL_AND: MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) & (y != 0))); break;
     case CN_OP_LOGICAL_OR: MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) | (y != 0))); break;
     case CN_OP_LOGICAL_NOT: MAP1(uint8_t, uint8_t, (uint8_t)(x == 0)); break;
+    case CN_OP_LOGICAL_XOR: MAP2(uint8_t, uint8_t, uint8_t, (uint8_t)((x != 0) ^ (y != 0))); break;
     default: UNKNOWN_OP(c); break;
     }
 }
 
-/* logical_and / logical_or: in[0], in[1] bool -> out[0] bool; logical_not: in[0] -> out[0]. */
+/* logical_and / or / xor: in[0], in[1] bool -> out[0] bool; logical_not: in[0] -> out[0]. */
 cn_status cpu_logical(const cn_kernel_args *a) {
     int unary = a->op == CN_OP_LOGICAL_NOT;
     ew_ctx c = {.op = a->op};

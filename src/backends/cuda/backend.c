@@ -384,6 +384,35 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_ANY] = dt[CN_OP_ALL] = 0;
     k[CN_OP_CUMPROD_BACKWARD] = cuda_cumprod_backward;
     dt[CN_OP_CUMPROD_BACKWARD] = F;
+
+    /* issue 16's remaining elementwise ops: the bitwise ones on i32 and i64 only */
+    k[CN_OP_REMAINDER] = k[CN_OP_FMOD] = k[CN_OP_HYPOT] = cuda_binary;
+    k[CN_OP_BITWISE_AND] = k[CN_OP_BITWISE_OR] = k[CN_OP_BITWISE_XOR] = cuda_binary;
+    k[CN_OP_BITWISE_LEFT_SHIFT] = k[CN_OP_BITWISE_RIGHT_SHIFT] = cuda_binary;
+    k[CN_OP_REMAINDER_SCALAR] = k[CN_OP_BITWISE_AND_SCALAR] = k[CN_OP_BITWISE_OR_SCALAR] =
+        k[CN_OP_BITWISE_XOR_SCALAR] = k[CN_OP_BITWISE_LEFT_SHIFT_SCALAR] =
+            k[CN_OP_BITWISE_RIGHT_SHIFT_SCALAR] = cuda_scalar;
+    k[CN_OP_IS_NAN] = k[CN_OP_IS_INF] = k[CN_OP_BITWISE_NOT] = cuda_unary;
+    k[CN_OP_LOGICAL_XOR] = cuda_logical;
+    dt[CN_OP_REMAINDER] = dt[CN_OP_FMOD] = dt[CN_OP_REMAINDER_SCALAR] = FI;
+    dt[CN_OP_IS_NAN] = dt[CN_OP_IS_INF] = FI;
+    dt[CN_OP_HYPOT] = F;
+    dt[CN_OP_BITWISE_AND] = dt[CN_OP_BITWISE_OR] = dt[CN_OP_BITWISE_XOR] = I;
+    dt[CN_OP_BITWISE_LEFT_SHIFT] = dt[CN_OP_BITWISE_RIGHT_SHIFT] = dt[CN_OP_BITWISE_NOT] = I;
+    dt[CN_OP_BITWISE_AND_SCALAR] = dt[CN_OP_BITWISE_OR_SCALAR] = dt[CN_OP_BITWISE_XOR_SCALAR] = I;
+    dt[CN_OP_BITWISE_LEFT_SHIFT_SCALAR] = dt[CN_OP_BITWISE_RIGHT_SHIFT_SCALAR] = I;
+    /* the activations: float */
+    k[CN_OP_HARD_SIGMOID] = k[CN_OP_LOG_SIGMOID] = k[CN_OP_HARD_SWISH] = cuda_unary;
+    k[CN_OP_LEAKY_RELU] = k[CN_OP_SOFTPLUS] = k[CN_OP_ELU] = cuda_scalar;
+    k[CN_OP_PRELU] = cuda_binary;
+    dt[CN_OP_HARD_SIGMOID] = dt[CN_OP_LOG_SIGMOID] = dt[CN_OP_HARD_SWISH] = F;
+    dt[CN_OP_LEAKY_RELU] = dt[CN_OP_SOFTPLUS] = dt[CN_OP_ELU] = dt[CN_OP_PRELU] = F;
+    /* the comparisons with a scalar: float and int */
+    k[CN_OP_EQ_SCALAR] = k[CN_OP_NE_SCALAR] = k[CN_OP_LT_SCALAR] = k[CN_OP_LE_SCALAR] =
+        k[CN_OP_GT_SCALAR] = k[CN_OP_GE_SCALAR] = cuda_scalar;
+    dt[CN_OP_EQ_SCALAR] = dt[CN_OP_NE_SCALAR] = dt[CN_OP_LT_SCALAR] = dt[CN_OP_LE_SCALAR] =
+        dt[CN_OP_GT_SCALAR] = dt[CN_OP_GE_SCALAR] = FI;
+    dt[CN_OP_POW] = dt[CN_OP_POW_SCALAR] = FI; /* ints too since issue 16 (powi) */
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

@@ -16,6 +16,7 @@
 
 #include "backends/cuda/common.cuh"
 #include "core/backend_common.h"
+#include "core/scalar_compare.h"
 #include "cinder/ops.h" /* cn_gelu_approx */
 
 /* ---- the iterator (host) ------------------------------------------------------------------------ */
@@ -81,10 +82,50 @@ CU_MATH1(m_cosh, coshf, cosh)
 CU_MATH1(m_asinh, asinhf, asinh)
 CU_MATH1(m_acosh, acoshf, acosh)
 CU_MATH1(m_atanh, atanhf, atanh)
+CU_MATH1(m_expm1, expm1f, expm1)
 CU_HD float m_pow(float x, float y) { return powf(x, y); }
 CU_HD double m_pow(double x, double y) { return pow(x, y); }
 CU_HD float m_atan2(float y, float x) { return atan2f(y, x); }
 CU_HD double m_atan2(double y, double x) { return atan2(y, x); }
+CU_HD float m_fmod(float x, float y) { return fmodf(x, y); }
+CU_HD double m_fmod(double x, double y) { return fmod(x, y); }
+CU_HD float m_hypot(float x, float y) { return hypotf(x, y); }
+CU_HD double m_hypot(double x, double y) { return hypot(x, y); }
+
+/* x mod y with the sign of y (torch.remainder), as on the CPU. */
+template <typename T> CU_HD T m_remainder(T x, T y) {
+    T r = m_fmod(x, y);
+    return r != (T)0 && ((r < (T)0) != (y < (T)0)) ? r + y : r;
+}
+
+/* The integer remainders and shifts in 64 bits for a dtype of `bits` bits, as on the CPU
+ * (cpu/elementwise.c): y != 0 (checked before launching), x % -1 is 0; shifts by a count < 0 or
+ * >= bits give 0 (left) or x >> (bits - 1) (right, arithmetic). An i32 value sign-extended to 64
+ * bits keeps its low 32 bits right through each. */
+CU_HD int64_t int_remainder(int64_t x, int64_t y) {
+    if (y == -1 || y == 0) return 0;
+    int64_t r = x % y;
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+CU_HD int64_t int_fmod(int64_t x, int64_t y) { return y == -1 || y == 0 ? 0 : x % y; }
+CU_HD int64_t int_shl(int64_t x, int64_t y, int bits) {
+    return y < 0 || y >= bits ? 0 : (int64_t)((uint64_t)x << y);
+}
+CU_HD int64_t int_shr(int64_t x, int64_t y, int bits) {
+    if (y < 0 || y >= bits) y = bits - 1;
+    return x < 0 ? ~(~x >> y) : x >> y;
+}
+/* x^y wrapping (the low bits of the 64-bit power are the narrower dtype's); y < 0: 1 / x^-y
+ * truncated, as PyTorch (1, +-1 or 0). */
+CU_HD int64_t int_pow(int64_t x, int64_t y) {
+    if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, b = (uint64_t)x;
+    for (; y > 0; y >>= 1) {
+        if (y & 1) r *= b;
+        b *= b;
+    }
+    return (int64_t)r;
+}
 
 /* Numerically stable logistic: exp only sees -|x|. */
 template <typename T> CU_HD T sigmoid(T x) {
@@ -100,8 +141,25 @@ template <typename T> CU_HD T gelu(T x, int tanh_form) {
     return (T)0.5 * x * ((T)1 + m_erf(x * (T)0.707106781186547524));
 }
 
+/* The activations as on the CPU (cpu/elementwise.c): NaN passes through hard_sigmoid's
+ * comparisons; log_sigmoid = min(x, 0) - log1p(exp(-|x|)) never overflows; softplus switches to
+ * x where beta x > threshold. */
+template <typename T> CU_HD T hard_sigmoid(T x) {
+    T t = x + (T)3;
+    t = t < (T)0 ? (T)0 : t;
+    t = t > (T)6 ? (T)6 : t;
+    return t / (T)6;
+}
+template <typename T> CU_HD T log_sigmoid(T x) {
+    return (x < (T)0 ? x : (T)0) - m_log1p(m_exp(-m_fabs(x)));
+}
+template <typename T> CU_HD T softplus(T x, T beta, T threshold) {
+    return x * beta > threshold ? x : m_log1p(m_exp(x * beta)) / beta;
+}
+
 /* The fused backward of an activation: *z = g * f'(s), s the forward's output (relu, tanh,
- * sigmoid) or input (silu, gelu), as on the CPU (cpu/activation.c). */
+ * sigmoid) or input (silu, gelu, hard_sigmoid, log_sigmoid, hard_swish), as on the CPU
+ * (cpu/activation.c). */
 template <typename T> CU_HD bool act_backward_op(int act, T g, T s, int gelu_tanh, T *z) {
     switch (act) {
     case CN_OP_RELU: *z = s > (T)0 ? g : (T)0; return true;
@@ -124,6 +182,15 @@ template <typename T> CU_HD bool act_backward_op(int act, T g, T s, int gelu_tan
         }
         return true;
     }
+    case CN_OP_HARD_SIGMOID: *z = s > (T)-3 && s < (T)3 ? g * ((T)1 / (T)6) : (T)0; return true;
+    case CN_OP_LOG_SIGMOID: { /* sigmoid(-s), without overflow */
+        T e = m_exp(-m_fabs(s));
+        *z = g * ((s > (T)0 ? e : (T)1) / ((T)1 + e));
+        return true;
+    }
+    case CN_OP_HARD_SWISH:
+        *z = s < (T)-3 ? (T)0 : (s <= (T)3 ? g * (s / (T)3 + (T)0.5) : g);
+        return true;
     default: return false;
     }
 }
@@ -135,6 +202,7 @@ typedef struct ew_params {
     int op;
     int gelu_tanh;
     int dt_out, dt_in; /* dt_in: the (shared) dtype of the value inputs */
+    int bits;          /* integer ops: the width of dt_in (the shifts need it) */
     double s0, s1;     /* scalar, or lo and hi (floats) */
     int64_t i0, i1;    /* the same for integers, saturated to the dtype's range */
 } ew_params;
@@ -173,12 +241,24 @@ template <typename T> CU_HD bool unary_op(int op, T x, int gelu_tanh, T *z) {
     case CN_OP_ASINH: *z = m_asinh(x); return true;
     case CN_OP_ACOSH: *z = m_acosh(x); return true;
     case CN_OP_ATANH: *z = m_atanh(x); return true;
+    case CN_OP_HARD_SIGMOID: *z = hard_sigmoid(x); return true;
+    case CN_OP_LOG_SIGMOID: *z = log_sigmoid(x); return true;
+    case CN_OP_HARD_SWISH: *z = x * hard_sigmoid(x); return true;
     default: return false;
     }
 }
 
-/* neg, abs, relu, the roundings (which keep an integer) and sign on integers: in 64 bits,
- * wrapping (so -INT_MIN is INT_MIN after the store). */
+/* The float predicates: bool out. */
+template <typename T> CU_HD bool unary_bool_op(int op, T x, uint8_t *z) {
+    switch (op) {
+    case CN_OP_IS_NAN: *z = x != x; return true;
+    case CN_OP_IS_INF: *z = isinf(x) != 0; return true;
+    default: return false;
+    }
+}
+
+/* neg, abs, relu, the roundings (which keep an integer), sign and bitwise_not on integers: in 64
+ * bits, wrapping (so -INT_MIN is INT_MIN after the store); is_nan and is_inf: false. */
 CU_HD bool unary_int_op(int op, int64_t x, int64_t *z) {
     int64_t neg = (int64_t)(0ull - (uint64_t)x);
     switch (op) {
@@ -190,6 +270,9 @@ CU_HD bool unary_int_op(int op, int64_t x, int64_t *z) {
     case CN_OP_ROUND:
     case CN_OP_TRUNC: *z = x; return true;
     case CN_OP_SIGN: *z = (x > 0) - (x < 0); return true;
+    case CN_OP_BITWISE_NOT: *z = ~x; return true;
+    case CN_OP_IS_NAN:
+    case CN_OP_IS_INF: *z = 0; return true; /* stored as bool: an integer is never NaN or inf */
     default: return false;
     }
 }
@@ -201,15 +284,47 @@ template <typename T> CU_HD bool scalar_op(int op, T x, T s, T hi, T *z) {
     case CN_OP_MUL_SCALAR: *z = x * s; return true;
     case CN_OP_POW_SCALAR: *z = m_pow(x, s); return true;
     case CN_OP_CLAMP: *z = x < s ? s : (x > hi ? hi : x); return true; /* s: lo */
+    case CN_OP_REMAINDER_SCALAR: *z = m_remainder(x, s); return true;
+    case CN_OP_LEAKY_RELU: *z = x > (T)0 ? x : x * s; return true;
+    case CN_OP_ELU: *z = x > (T)0 ? x : s * m_expm1(x); return true;
+    case CN_OP_SOFTPLUS: *z = softplus(x, s, hi); return true; /* beta, threshold */
     default: return false;
     }
 }
 
-CU_HD bool scalar_int_op(int op, int64_t x, int64_t s, int64_t hi, int64_t *z) {
+/* The comparisons with a scalar: bool out. */
+template <typename T> CU_HD bool scalar_bool_op(int op, T x, T s, uint8_t *z) {
+    switch (op) {
+    case CN_OP_EQ_SCALAR: *z = x == s; return true;
+    case CN_OP_NE_SCALAR: *z = x != s; return true;
+    case CN_OP_LT_SCALAR: *z = x < s; return true;
+    case CN_OP_LE_SCALAR: *z = x <= s; return true;
+    case CN_OP_GT_SCALAR: *z = x > s; return true;
+    case CN_OP_GE_SCALAR: *z = x >= s; return true;
+    default: return false;
+    }
+}
+
+/* The comparisons (stored as bool) take s as core/scalar_compare.h's bound and hi as its fixed
+ * answer, or -1. */
+CU_HD bool scalar_int_op(int op, int64_t x, int64_t s, int64_t hi, int bits, int64_t *z) {
     switch (op) {
     case CN_OP_ADD_SCALAR: *z = (int64_t)((uint64_t)x + (uint64_t)s); return true;
     case CN_OP_MUL_SCALAR: *z = (int64_t)((uint64_t)x * (uint64_t)s); return true;
     case CN_OP_CLAMP: *z = x < s ? s : (x > hi ? hi : x); return true; /* s: lo */
+    case CN_OP_REMAINDER_SCALAR: *z = int_remainder(x, s); return true;
+    case CN_OP_POW_SCALAR: *z = int_pow(x, s); return true;
+    case CN_OP_BITWISE_AND_SCALAR: *z = x & s; return true;
+    case CN_OP_BITWISE_OR_SCALAR: *z = x | s; return true;
+    case CN_OP_BITWISE_XOR_SCALAR: *z = x ^ s; return true;
+    case CN_OP_BITWISE_LEFT_SHIFT_SCALAR: *z = int_shl(x, s, bits); return true;
+    case CN_OP_BITWISE_RIGHT_SHIFT_SCALAR: *z = int_shr(x, s, bits); return true;
+    case CN_OP_EQ_SCALAR: *z = hi >= 0 ? hi : x == s; return true;
+    case CN_OP_NE_SCALAR: *z = hi >= 0 ? hi : x != s; return true;
+    case CN_OP_LT_SCALAR: *z = hi >= 0 ? hi : x < s; return true;
+    case CN_OP_LE_SCALAR: *z = hi >= 0 ? hi : x <= s; return true;
+    case CN_OP_GT_SCALAR: *z = hi >= 0 ? hi : x > s; return true;
+    case CN_OP_GE_SCALAR: *z = hi >= 0 ? hi : x >= s; return true;
     default: return false;
     }
 }
@@ -225,13 +340,17 @@ template <typename T> CU_HD bool binary_op(int op, T x, T y, T *z) {
     case CN_OP_MAXIMUM: *z = (x != x || x > y) ? x : y; return true;
     case CN_OP_MINIMUM: *z = (x != x || x < y) ? x : y; return true;
     case CN_OP_ATAN2: *z = m_atan2(x, y); return true;
+    case CN_OP_REMAINDER: *z = m_remainder(x, y); return true;
+    case CN_OP_FMOD: *z = m_fmod(x, y); return true;
+    case CN_OP_HYPOT: *z = m_hypot(x, y); return true;
+    case CN_OP_PRELU: *z = x > (T)0 ? x : y * x; return true; /* y: the weight */
     default: return false;
     }
 }
 
 /* Integers in 64 bits; i32 results keep the low 32 bits, which is what 32-bit wrapping gives.
  * Division: the divisors were checked for zero; x / -1 is negation (wraps at the minimum). */
-CU_HD bool binary_int_op(int op, int64_t x, int64_t y, int64_t *z) {
+CU_HD bool binary_int_op(int op, int64_t x, int64_t y, int bits, int64_t *z) {
     switch (op) {
     case CN_OP_ADD: *z = (int64_t)((uint64_t)x + (uint64_t)y); return true;
     case CN_OP_SUB: *z = (int64_t)((uint64_t)x - (uint64_t)y); return true;
@@ -241,6 +360,14 @@ CU_HD bool binary_int_op(int op, int64_t x, int64_t y, int64_t *z) {
         return true;
     case CN_OP_MAXIMUM: *z = x > y ? x : y; return true;
     case CN_OP_MINIMUM: *z = x < y ? x : y; return true;
+    case CN_OP_REMAINDER: *z = int_remainder(x, y); return true;
+    case CN_OP_POW: *z = int_pow(x, y); return true;
+    case CN_OP_FMOD: *z = int_fmod(x, y); return true;
+    case CN_OP_BITWISE_AND: *z = x & y; return true;
+    case CN_OP_BITWISE_OR: *z = x | y; return true;
+    case CN_OP_BITWISE_XOR: *z = x ^ y; return true;
+    case CN_OP_BITWISE_LEFT_SHIFT: *z = int_shl(x, y, bits); return true;
+    case CN_OP_BITWISE_RIGHT_SHIFT: *z = int_shr(x, y, bits); return true;
     default: return false;
     }
 }
@@ -263,6 +390,7 @@ CU_HD bool logical_op(int op, uint8_t x, uint8_t y, uint8_t *z) {
     case CN_OP_LOGICAL_AND: *z = x & y; return true;
     case CN_OP_LOGICAL_OR: *z = x | y; return true;
     case CN_OP_LOGICAL_NOT: *z = !x; return true;
+    case CN_OP_LOGICAL_XOR: *z = x ^ y; return true;
     default: return false;
     }
 }
@@ -276,6 +404,17 @@ template <typename T> __global__ void unary_kernel(const __grid_constant__ cu_it
         T x = cu_ld<T>(it.base[1] + off[1], p.dt_in), z = x;
         unary_op<T>(p.op, x, p.gelu_tanh, &z);
         cu_st<T>(it.base[0] + off[0], p.dt_out, z);
+    }
+}
+
+template <typename T>
+__global__ void unary_bool_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[2];
+        cu_offsets<2>(it, i, off);
+        uint8_t z = 0;
+        unary_bool_op<T>(p.op, cu_ld<T>(it.base[1] + off[1], p.dt_in), &z);
+        *(uint8_t *)(it.base[0] + off[0]) = z;
     }
 }
 
@@ -300,12 +439,28 @@ template <typename T> __global__ void scalar_kernel(const __grid_constant__ cu_i
     }
 }
 
+/* s as x's dtype holds it (f16 and bf16 round it, as PyTorch converts the scalar), so that
+ * x == 0.1 is true where x holds 0.1 rounded. */
+template <typename T>
+__global__ void scalar_bool_kernel(const __grid_constant__ cu_iter it, ew_params p) {
+    T s = (T)p.s0;
+    if (p.dt_in == CN_F16) s = (T)cu_f16_to_f32(cu_f32_to_f16((float)s));
+    if (p.dt_in == CN_BF16) s = (T)cu_bf16_to_f32(cu_f32_to_bf16((float)s));
+    CU_GRID_LOOP(i, it.numel) {
+        int64_t off[2];
+        cu_offsets<2>(it, i, off);
+        uint8_t z = 0;
+        scalar_bool_op<T>(p.op, cu_ld<T>(it.base[1] + off[1], p.dt_in), s, &z);
+        *(uint8_t *)(it.base[0] + off[0]) = z;
+    }
+}
+
 __global__ void scalar_int_kernel(const __grid_constant__ cu_iter it, ew_params p) {
     CU_GRID_LOOP(i, it.numel) {
         int64_t off[2];
         cu_offsets<2>(it, i, off);
         int64_t x = cu_ld<int64_t>(it.base[1] + off[1], p.dt_in), z = x;
-        scalar_int_op(p.op, x, p.i0, p.i1, &z);
+        scalar_int_op(p.op, x, p.i0, p.i1, p.bits, &z);
         cu_st<int64_t>(it.base[0] + off[0], p.dt_out, z);
     }
 }
@@ -339,7 +494,7 @@ __global__ void binary_int_kernel(const __grid_constant__ cu_iter it, ew_params 
         cu_offsets<3>(it, i, off);
         int64_t x = cu_ld<int64_t>(it.base[1] + off[1], p.dt_in);
         int64_t y = cu_ld<int64_t>(it.base[2] + off[2], p.dt_in), z = x;
-        binary_int_op(p.op, x, y, &z);
+        binary_int_op(p.op, x, y, p.bits, &z);
         cu_st<int64_t>(it.base[0] + off[0], p.dt_out, z);
     }
 }
@@ -423,7 +578,10 @@ extern "C" cn_status cuda_unary(const cn_kernel_args *a) {
     double zf;
     int64_t zi;
     /* the switch the kernel runs, asked on the host whether it has the op */
-    if (is_int_dt(dt) ? !unary_int_op(a->op, 1, &zi) : !unary_op<double>(a->op, 1.0, 0, &zf))
+    uint8_t zb;
+    int to_bool = !is_int_dt(dt) && unary_bool_op<double>(a->op, 1.0, &zb); /* is_nan, is_inf */
+    if (is_int_dt(dt) ? !unary_int_op(a->op, 1, &zi)
+                      : !to_bool && !unary_op<double>(a->op, 1.0, 0, &zf))
         return unknown_op(a, "cuda_unary");
     if (!is_float_dt(dt) && !is_int_dt(dt)) return bad_dtype(a, dt);
     cu_iter it;
@@ -433,10 +591,13 @@ extern "C" cn_status cuda_unary(const cn_kernel_args *a) {
     if (!d) return cn_last_status();
     ew_params p = {};
     p.op = a->op;
-    p.dt_in = p.dt_out = dt;
+    p.dt_in = dt;
+    p.dt_out = a->out[0].dtype; /* dt, or bool for is_nan and is_inf */
     p.gelu_tanh = a->op == CN_OP_GELU && a->n_ints > 0 && a->ints[0] == CN_GELU_TANH;
     if (is_int_dt(dt))
         unary_int_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, p);
+    else if (to_bool)
+        LAUNCH_FLOAT(unary_bool_kernel, dt, it, p);
     else
         LAUNCH_FLOAT(unary_kernel, dt, it, p);
     return cu_check_launch(cn_op_name(a->op), "unary_kernel");
@@ -454,11 +615,13 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
     cn_dtype dt = a->in[0].dtype;
     double zf;
     int64_t zi;
-    if (is_int_dt(dt) ? !scalar_int_op(a->op, 1, 1, 1, &zi)
-                      : !scalar_op<double>(a->op, 1.0, 1.0, 1.0, &zf))
+    uint8_t zb;
+    int to_bool = scalar_bool_op<double>(a->op, 1.0, 1.0, &zb); /* the comparisons */
+    if (is_int_dt(dt) ? !scalar_int_op(a->op, 1, 1, 1, 64, &zi)
+                      : !to_bool && !scalar_op<double>(a->op, 1.0, 1.0, 1.0, &zf))
         return unknown_op(a, "cuda_scalar");
     if (!is_float_dt(dt) && !is_int_dt(dt)) return bad_dtype(a, dt);
-    int need = a->op == CN_OP_CLAMP ? 2 : 1;
+    int need = a->op == CN_OP_CLAMP || a->op == CN_OP_SOFTPLUS ? 2 : 1;
     if (a->n_reals < need)
         return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
                             "the kernel needs %d scalar argument(s) but got %d; call the op "
@@ -466,7 +629,8 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
                             need, a->n_reals);
     ew_params p = {};
     p.op = a->op;
-    p.dt_in = p.dt_out = dt;
+    p.dt_in = dt;
+    p.dt_out = a->out[0].dtype; /* dt, or bool for the comparisons */
     p.s0 = a->reals[0];
     p.s1 = need > 1 ? a->reals[1] : 0.0;
     if (is_int_dt(dt)) { /* the integers inside [lo, hi] for clamp; truncation otherwise */
@@ -475,9 +639,17 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
         if (a->op == CN_OP_CLAMP) {
             p.i0 = to_int_sat(ceil(p.s0), lo, hi);
             p.i1 = to_int_sat(floor(p.s1), lo, hi);
+        } else if (to_bool) {
+            p.i1 = cn__int_compare_bound((cn_op)a->op, p.s0, lo, hi, &p.i0);
         } else {
             p.i0 = to_int_sat(p.s0, lo, hi);
         }
+        p.bits = dt == CN_I32 ? 32 : 64;
+        if (a->op == CN_OP_REMAINDER_SCALAR && p.i0 == 0)
+            return cn_set_error(CN_ERR_INVALID_ARG, cn_op_name(a->op),
+                                "integer division by zero: the scalar divisor s = %g is 0 in %s; "
+                                "pass a nonzero s, or cast x to a float dtype to get NaN instead",
+                                p.s0, cn_dtype_name(dt));
     }
     cu_iter it;
     make_iter(&it, a, 1);
@@ -486,12 +658,14 @@ extern "C" cn_status cuda_scalar(const cn_kernel_args *a) {
     if (!d) return cn_last_status();
     if (is_int_dt(dt))
         scalar_int_kernel<<<cu_blocks(it.numel), CU_THREADS, 0, d->stream>>>(it, p);
+    else if (to_bool)
+        LAUNCH_FLOAT(scalar_bool_kernel, dt, it, p);
     else
         LAUNCH_FLOAT(scalar_kernel, dt, it, p);
     return cu_check_launch(cn_op_name(a->op), "scalar_kernel");
 }
 
-/* Integer division checks every divisor before anything is written, so that a zero divisor is a
+/* Integer division (div, remainder, fmod) checks every divisor before anything is written, so that a zero divisor is a
  * clean error as on the CPU (this waits for the GPU). */
 static cn_status check_divisors(cu_dev *d, const cn_kernel_args *a) {
     const char *op = cn_op_name(a->op);
@@ -524,7 +698,8 @@ extern "C" cn_status cuda_binary(const cn_kernel_args *a) {
     cn_dtype dt = a->in[0].dtype;
     double zf;
     int64_t zi;
-    if (is_int_dt(dt) ? !binary_int_op(a->op, 1, 1, &zi) : !binary_op<double>(a->op, 1.0, 1.0, &zf))
+    if (is_int_dt(dt) ? !binary_int_op(a->op, 1, 1, 64, &zi)
+                      : !binary_op<double>(a->op, 1.0, 1.0, &zf))
         return unknown_op(a, "cuda_binary");
     if (!is_float_dt(dt) && !is_int_dt(dt)) return bad_dtype(a, dt);
     cu_iter it;
@@ -536,7 +711,8 @@ extern "C" cn_status cuda_binary(const cn_kernel_args *a) {
     p.op = a->op;
     p.dt_in = p.dt_out = dt;
     if (is_int_dt(dt)) {
-        if (a->op == CN_OP_DIV) {
+        p.bits = dt == CN_I32 ? 32 : 64;
+        if (a->op == CN_OP_DIV || a->op == CN_OP_REMAINDER || a->op == CN_OP_FMOD) {
             cn_status s = check_divisors(d, a);
             if (s != CN_OK) return s;
         }
@@ -591,7 +767,8 @@ extern "C" cn_status cuda_activation_backward(const cn_kernel_args *a) {
     if (a->n_ints < 2 || !act_backward_op<double>((int)a->ints[0], 1.0, 1.0, 0, &zf))
         return cn_set_error(CN_ERR_INVALID_ARG, "activation_backward",
                             "ints[0] is not an activation this kernel differentiates (relu, "
-                            "tanh, sigmoid, silu, gelu); backward formulas call it");
+                            "tanh, sigmoid, silu, gelu, hard_sigmoid, log_sigmoid, hard_swish); "
+                            "backward formulas call it");
     if (!is_float_dt(dt)) return bad_dtype(a, dt);
     cu_iter it;
     make_iter(&it, a, 2);

@@ -97,6 +97,13 @@ typedef enum cn_op {
     CN_OP_FLOOR, CN_OP_CEIL, CN_OP_ROUND, CN_OP_TRUNC, CN_OP_SIGN, CN_OP_RECIPROCAL, CN_OP_TAN,
     CN_OP_ASIN, CN_OP_ACOS, CN_OP_ATAN, CN_OP_SINH, CN_OP_COSH, CN_OP_ASINH, CN_OP_ACOSH,
     CN_OP_ATANH,
+    /* added with indexing (issue 16): masked_fill (in[1] a bool mask broadcast to x, reals[0] the
+     * value), tril / triu (ints[0] the diagonal), flip (ints: the dims), repeat (ints: the
+     * repeats, out[p] = x[p mod x's shape]), scatter (scatter_add's contract, assigning; the last
+     * write along dim wins), slice_assign (in = (x, values), ints = dim, start, step: out = x with
+     * the slice replaced), index_copy / index_add (in = (x, index 1-D i64, src), ints[0] = dim) */
+    CN_OP_MASKED_FILL, CN_OP_TRIL, CN_OP_TRIU, CN_OP_FLIP, CN_OP_REPEAT, CN_OP_SCATTER,
+    CN_OP_SLICE_ASSIGN, CN_OP_INDEX_COPY, CN_OP_INDEX_ADD,
     CN_OP_COUNT
 } cn_op;
 

@@ -394,6 +394,94 @@ static cn_tensor *i_where(ad_node *n, cn_tensor *g, int i) {
     return sum_to_input(i == 1 ? cn_where(cond, g, zero) : cn_where(cond, zero, g), &n->in[i]);
 }
 
+/* ---- indexing of issue 16 ------------------------------------------------------------------ */
+
+static cn_tensor *i_masked_fill(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    return cn_masked_fill(g, ad_input_value(n, 1), 0.0);
+}
+static cn_tensor *i_tril(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    return cn_tril(g, n->ints[0]);
+}
+static cn_tensor *i_triu(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    return cn_triu(g, n->ints[0]);
+}
+static cn_tensor *i_flip(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    int dims[CN_MAX_DIMS];
+    for (int d = 0; d < n->n_ints; d++) dims[d] = (int)n->ints[d];
+    return cn_flip(g, dims, n->n_ints);
+}
+/* repeat: g summed over the copies, one repeated dim at a time: [before, r * size, after] seen as
+ * [before, r, size * after] and summed over r. */
+static cn_tensor *i_repeat(ad_node *n, cn_tensor *g, int i) {
+    const ad_input *a = &n->in[i];
+    int nd = n->n_ints, lead = nd - a->ndim;
+    cn_tensor *cur = g;
+    for (int d = 0; cur && d < nd; d++) {
+        int64_t r = n->ints[d], size = d < lead ? 1 : a->shape[d - lead];
+        if (r == 1) continue;
+        int64_t shape[CN_MAX_DIMS], before = 1, after = 1;
+        memcpy(shape, cn_shape(cur), sizeof(int64_t) * (size_t)nd);
+        for (int k = 0; k < d; k++) before *= shape[k];
+        for (int k = d + 1; k < nd; k++) after *= shape[k];
+        int64_t split[3] = {before, r, size * after};
+        shape[d] = size;
+        cur = cn_reshape(cn_sum_dim(cn_reshape(cur, split, 3), 1, 0), shape, nd);
+    }
+    return cur ? cn_reshape(cur, a->shape, a->ndim) : NULL;
+}
+/* 0, 1, ..., len - 1 along dim of a tensor of `shape` (i64, expanded: a view). */
+static cn_tensor *positions(const int64_t *shape, int nd, int dim, cn_device dev) {
+    int64_t one[CN_MAX_DIMS];
+    for (int d = 0; d < nd; d++) one[d] = d == dim ? shape[d] : 1;
+    cn_tensor *pos = cn_arange(0, (double)shape[dim], 1, CN_I64, dev);
+    return cn_expand(cn_reshape(pos, one, nd), shape, nd);
+}
+/* scatter: x's gradient is g with the written positions zeroed; src's is g at the position each
+ * entry was written to, where that entry won (the last write along dim), else 0. The winners are
+ * found by scattering each entry's position along dim and reading back which one stayed. */
+static cn_tensor *i_scatter(ad_node *n, cn_tensor *g, int i) {
+    int dim = (int)n->ints[0];
+    cn_tensor *idx = ad_input_value(n, 1);
+    if (!idx) return NULL;
+    if (i == 0) return cn_scatter(g, dim, idx, zeros_of(&n->in[2], g));
+    if (cn_ndim(idx) == 0) return cn_gather(g, dim, idx);
+    cn_device dev = cn_device_of(g);
+    cn_tensor *pos = positions(cn_shape(idx), cn_ndim(idx), dim, dev);
+    cn_tensor *none = cn_full(n->in[0].shape, n->in[0].ndim, -1, CN_I64, dev);
+    cn_tensor *won = cn_eq(cn_gather(cn_scatter(none, dim, idx, pos), dim, idx), pos);
+    return cn_where(won, cn_gather(g, dim, idx), scalar_like(g, 0));
+}
+static cn_tensor *i_slice_assign(ad_node *n, cn_tensor *g, int i) {
+    int dim = (int)n->ints[0];
+    int64_t start = n->ints[1], step = n->ints[2], len = n->in[1].shape[dim];
+    int64_t end = len ? start + (len - 1) * step + 1 : start;
+    if (i == 0) return cn_slice_assign(g, zeros_of(&n->in[1], g), dim, start, end, step);
+    return cn_slice(g, dim, start, end, step);
+}
+/* index_copy: as scatter, the winners among repeated index values found by copying positions. */
+static cn_tensor *i_index_copy(ad_node *n, cn_tensor *g, int i) {
+    int dim = (int)n->ints[0];
+    cn_tensor *idx = ad_input_value(n, 1);
+    if (!idx) return NULL;
+    if (i == 0) return cn_index_copy(g, dim, idx, zeros_of(&n->in[2], g));
+    cn_device dev = cn_device_of(g);
+    int64_t len = cn_shape(idx)[0], size = n->in[0].shape[dim];
+    cn_tensor *pos = cn_arange(0, (double)len, 1, CN_I64, dev);
+    cn_tensor *none = cn_full(&size, 1, -1, CN_I64, dev);
+    cn_tensor *won = cn_eq(cn_index_select(cn_index_copy(none, 0, idx, pos), 0, idx), pos);
+    int64_t along[CN_MAX_DIMS];
+    for (int d = 0; d < n->in[2].ndim; d++) along[d] = d == dim ? len : 1;
+    return cn_where(cn_reshape(won, along, n->in[2].ndim), cn_index_select(g, dim, idx),
+                    scalar_like(g, 0));
+}
+static cn_tensor *i_index_add(ad_node *n, cn_tensor *g, int i) {
+    return i == 0 ? g : cn_index_select(g, (int)n->ints[0], ad_input_value(n, 1));
+}
+
 /* ---- whole nodes -------------------------------------------------------------------------- */
 
 /* matmul with numpy promotion: 1-D operands were [1, K] (a) and [K, 1] (b). */
@@ -534,6 +622,15 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_CONV2D] = {.node = conv_formula},
     [CN_OP_MAX_POOL2D] = {.input = i_max_pool2d},
     [CN_OP_AVG_POOL2D] = {.input = i_avg_pool2d},
+    [CN_OP_MASKED_FILL] = {.input = i_masked_fill},
+    [CN_OP_TRIL] = {.input = i_tril},
+    [CN_OP_TRIU] = {.input = i_triu},
+    [CN_OP_FLIP] = {.input = i_flip},
+    [CN_OP_REPEAT] = {.input = i_repeat},
+    [CN_OP_SCATTER] = {.input = i_scatter},
+    [CN_OP_SLICE_ASSIGN] = {.input = i_slice_assign},
+    [CN_OP_INDEX_COPY] = {.input = i_index_copy},
+    [CN_OP_INDEX_ADD] = {.input = i_index_add},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

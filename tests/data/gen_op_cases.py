@@ -224,6 +224,70 @@ case("index_select", "index_select_dim1", [Fl([2, 4]), In([3], [1, 1, 3])],
 case("one_hot", "one_hot", [In([2, 3], [0, 4, 2, 2, 1, 3])], lambda i: F.one_hot(i, 5),
      ints=[5])
 
+# ---- indexing of issue 16: masks, triangles, flips, repeats and assignments -----------------
+# float, i64 and bool inputs; index values distinct where PyTorch leaves repeats undefined
+# (scatter, index_copy: cinder's last-write rule is checked in tests/test_index_ops.c)
+case("masked_fill", "masked_fill", [Fl([3, 4]), Bo([4])],
+     lambda x, m: torch.masked_fill(x, m, 2.5), reals=[2.5])
+case("masked_fill", "masked_fill_i64", [In([2, 3], INT_VALUES), Bo([2, 1])],
+     lambda x, m: torch.masked_fill(x, m, -4), reals=[-4])
+case("masked_fill", "masked_fill_bool", [Bo([2, 3]), Bo([2, 3])],
+     lambda x, m: torch.masked_fill(x, m, True), reals=[1])
+case("tril", "tril", [Fl([3, 4])], lambda x: torch.tril(x), ints=[0])
+case("tril", "tril_batched", [Fl([2, 3, 4])], lambda x: torch.tril(x, -1), ints=[-1])
+case("tril", "tril_i64", [In([2, 3], INT_VALUES)], lambda x: torch.tril(x, 1), ints=[1])
+case("triu", "triu", [Fl([4, 3])], lambda x: torch.triu(x, 1), ints=[1])
+case("triu", "triu_batched", [Fl([2, 3, 3])], lambda x: torch.triu(x, -1), ints=[-1])
+case("triu", "triu_bool", [Bo([3, 3])], lambda x: torch.triu(x), ints=[0])
+case("flip", "flip", [Fl([2, 3, 4])], lambda x: torch.flip(x, [0, 2]), ints=[0, 2])
+case("flip", "flip_last", [Fl([3, 4])], lambda x: torch.flip(x, [-1]), ints=[-1])
+case("flip", "flip_i64", [In([2, 3], INT_VALUES)], lambda x: torch.flip(x, [1]), ints=[1])
+case("flip", "flip_bool", [Bo([2, 4])], lambda x: torch.flip(x, [0, 1]), ints=[0, 1])
+case("repeat", "repeat", [Fl([2, 3])], lambda x: x.repeat(2, 1, 3), ints=[2, 1, 3])
+case("repeat", "repeat_dim", [Fl([3, 2])], lambda x: x.repeat(1, 3), ints=[1, 3])
+case("repeat", "repeat_i64", [In([2, 3], INT_VALUES)], lambda x: x.repeat(2, 2), ints=[2, 2])
+case("repeat", "repeat_bool", [Bo([3])], lambda x: x.repeat(2, 2), ints=[2, 2])
+SCATTER_INDEX = [2, 0, 1, 2, 0, 1, 2, 1]  # [2, 4]: distinct down each column
+case("scatter", "scatter", [Fl([3, 4]), In([2, 4], SCATTER_INDEX), Fl([2, 4])],
+     lambda x, i, s: torch.scatter(x, 0, i, s), ints=[0])
+case("scatter", "scatter_dim1", [Fl([2, 5]), In([2, 3], [4, 0, 2, 1, 3, 0]), Fl([2, 3])],
+     lambda x, i, s: torch.scatter(x, 1, i, s), ints=[1])
+case("scatter", "scatter_i64", [In([2, 3], INT_VALUES), In([1, 3], [1, 0, 1]),
+                                In([1, 3], [5, 6, 7])],
+     lambda x, i, s: torch.scatter(x, 0, i, s), ints=[0])
+
+
+def slice_assign(dim, start, end, step):
+    def run(x, v):
+        y = x.clone()
+        index = [slice(None)] * x.dim()
+        index[dim] = slice(start, end, step)
+        y[tuple(index)] = v
+        return y
+    return run
+
+
+# ints = dim, start, end, step (as cn_slice takes them)
+case("slice_assign", "slice_assign", [Fl([5, 4]), Fl([2, 4])], slice_assign(0, 1, 5, 2),
+     ints=[0, 1, 5, 2])
+case("slice_assign", "slice_assign_last", [Fl([3, 5]), Fl([3, 3])], slice_assign(1, -4, 4, 1),
+     ints=[-1, -4, 4, 1])
+case("slice_assign", "slice_assign_i64", [In([2, 3], INT_VALUES), In([2, 1], [9, 8])],
+     slice_assign(1, 2, 3, 1), ints=[1, 2, 3, 1])
+case("index_copy", "index_copy", [Fl([4, 3]), In([2], [3, 0]), Fl([2, 3])],
+     lambda x, i, s: torch.index_copy(x, 0, i, s), ints=[0])
+case("index_copy", "index_copy_dim1", [Fl([2, 4]), In([3], [1, 3, 2]), Fl([2, 3])],
+     lambda x, i, s: torch.index_copy(x, 1, i, s), ints=[1])
+case("index_copy", "index_copy_bool", [Bo([3, 2]), In([1], [2]), Bo([1, 2])],
+     lambda x, i, s: torch.index_copy(x, 0, i, s), ints=[0])
+case("index_add", "index_add", [Fl([4, 3]), In([5], [3, 0, 3, 1, 2]), Fl([5, 3])],
+     lambda x, i, s: torch.index_add(x, 0, i, s), ints=[0])
+case("index_add", "index_add_dim1", [Fl([2, 4]), In([3], [1, 1, 3]), Fl([2, 3])],
+     lambda x, i, s: torch.index_add(x, 1, i, s), ints=[1])
+case("index_add", "index_add_i64", [In([2, 3], INT_VALUES), In([2], [1, 1]),
+                                    In([2, 3], [1, 2, 3, 4, 5, 6])],
+     lambda x, i, s: torch.index_add(x, 0, i, s), ints=[0])
+
 # ---- convolution and pooling: conv ints = stride h, w, padding h, w, dilation h, w, groups;
 # pool ints = kernel h, w, stride h, w, padding h, w ------------------------------------------
 CONV_A = [2, 1, 1, 1, 1, 2, 2]  # stride (2, 1), padding (1, 1), dilation (1, 2), groups 2

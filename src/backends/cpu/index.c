@@ -1,4 +1,5 @@
-/* CPU kernels for indexing: gather, scatter_add, index_select and one_hot.
+/* CPU kernels for indexing: gather, scatter_add, scatter, index_select, index_copy, index_add
+ * and one_hot.
  *
  * Each kernel checks every index value against its bound before it writes anything, so a bad
  * index never leads to an out-of-bounds access or a half-written result. Inputs may be strided;
@@ -277,10 +278,17 @@ static void copy_row(char **p, const int64_t *step, int64_t n, const void *ctx) 
 #define ADD_WRAP32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
 #define ADD_WRAP64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
 
+/* Assigns along dim: out[.., index[.., i, ..], ..] = src[.., i, ..] in index order, so the last
+ * write wins. Moves bytes, so it serves every dtype. */
+#define ASSIGN_RUN(ES)                                                                             \
+    for (int64_t i = 0; i < len; i++)                                                              \
+    memcpy(obase + (off[0] + ip[off[1] + i * idim] * odim) * (ES), sbase + (off[2] + i * sdim) * (ES), \
+           (ES))
+
 typedef struct scatter_job {
-    int nd, dim;
+    int nd, dim, assign;
     int64_t len;
-    const int64_t *shape;
+    const int64_t *shape;     /* the positions visited: the index's (scatter), src's (index_*) */
     const int64_t *const *st; /* out's (0 at dim), the index's and src's strides */
     int64_t odim, idim, sdim;
     cn_dtype dt;
@@ -289,7 +297,7 @@ typedef struct scatter_job {
     const char *sbase;
 } scatter_job;
 
-/* Positions [begin, end) off dim of scatter_add. */
+/* Positions [begin, end) off dim of scatter_add, scatter, index_copy and index_add. */
 static void scatter_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     (void)chunk;
     const scatter_job *j = ctx;
@@ -297,9 +305,19 @@ static void scatter_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
     const int64_t *ip = j->ip;
     char *obase = j->obase;
     const char *sbase = j->sbase;
+    const size_t es = cn_dtype_size(j->dt);
     for (int64_t r = begin; r < end; r++) {
         int64_t off[3];
         pos_offsets(j->nd, j->shape, j->dim, r, 3, j->st, off);
+        if (j->assign) {
+            switch (es) {
+            case 1: ASSIGN_RUN(1); break;
+            case 2: ASSIGN_RUN(2); break;
+            case 4: ASSIGN_RUN(4); break;
+            default: ASSIGN_RUN(8); break;
+            }
+            continue;
+        }
         switch (j->dt) {
         case CN_F32:
             SCATTER_RUN(float, ADD_PLAIN);
@@ -317,55 +335,86 @@ static void scatter_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
     }
 }
 
-/* in = (x, index i64, src), ints[0] = dim; out[0] contiguous with x's shape: a copy of x with
- * src[p] added at p with coordinate dim replaced by index[p], for every position p of index. */
-cn_status cpu_scatter_add(const cn_kernel_args *a) {
-    const cn_view *x0 = &a->in[0], *idx0 = &a->in[1];
-    cn_view x = cn__view_at_least_1d(x0), idx = cn__view_at_least_1d(idx0);
-    cn_view src = cn__view_at_least_1d(&a->in[2]);
-    cn_view out = cn__view_at_least_1d(&a->out[0]);
-    int dim = (int)a->ints[0];
-    cn_status s = require_i64_index("scatter_add", &idx);
-    if (s) return s;
-    cn_dtype dt = out.dtype;
-    if (dt != CN_F32 && dt != CN_F64 && dt != CN_I32 && dt != CN_I64) /* unreachable: dtypes */
-        return cn__kernel_dtype_error("cpu", a->op, dt);
-    if (idx.ndim != x.ndim || src.ndim != x.ndim || out.ndim != x.ndim || dim < 0 || dim >= x.ndim)
-        return cn_set_error(CN_ERR_SHAPE, "scatter_add",
-                            "x, index and src must have the same number of dims");
-    for (int d = 0; d < x.ndim; d++)
-        if (idx.shape[d] > src.shape[d] || (d != dim && idx.shape[d] > x.shape[d]) ||
-            out.shape[d] != x.shape[d])
-            return cn_set_error(CN_ERR_SHAPE, "scatter_add",
-                                "index size %lld at dim %d exceeds src's or x's; shrink the index",
-                                (long long)idx.shape[d], d);
-    s = check_dim_indices("scatter_add", idx0, dim, x.shape[dim]);
-    if (s) return s;
-
-    /* out = x */
-    size_t es = cn_dtype_size(dt);
-    const cn_view *pair[2] = {&out, &x};
+/* out = x, then src's entries over `shape` (at least 1-d, dim in range) added or assigned along
+ * dim at the index values ip[sum(p[d] * istr[d])] (already checked). Positions that differ off
+ * dim write disjoint parts of out, so the outer loop runs in parallel without races, and each
+ * inner loop goes in index order (deterministic: the last write wins, sums in one order). */
+static void scatter_lines(const cn_view *out, const cn_view *x, const cn_view *src,
+                          const int64_t *ip, const int64_t *istr, const int64_t *shape, int nd,
+                          int dim, int assign) {
+    size_t es = cn_dtype_size(out->dtype);
+    const cn_view *pair[2] = {out, x};
     cpu_iter it;
     cpu_iter_init(&it, 2, pair);
     cpu_iter_run(&it, copy_row, &es);
 
-    /* Positions that differ off dim write disjoint parts of out, so the outer loop runs in
-     * parallel without races, and each inner loop adds in index order (deterministic). */
-    int64_t n = cn__view_numel(&idx), len = idx.shape[dim];
-    if (n == 0) return CN_OK;
-    int64_t outer = n / len;
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) n *= shape[d];
+    if (n == 0) return;
+    int64_t len = shape[dim], outer = n / len;
     int64_t os[CN_MAX_DIMS];
-    memcpy(os, out.strides, sizeof os);
+    memcpy(os, out->strides, sizeof os);
     os[dim] = 0;
-    const int64_t odim = out.strides[dim], idim = idx.strides[dim], sdim = src.strides[dim];
-    const int64_t *st[3] = {os, idx.strides, src.strides};
-    const int64_t *ip = (const int64_t *)idx.data;
-    char *obase = (char *)out.data;
-    const char *sbase = (const char *)src.data;
-    scatter_job j = {.nd = idx.ndim, .dim = dim, .len = len, .shape = idx.shape, .st = st,
-                     .odim = odim, .idim = idim, .sdim = sdim, .dt = dt, .ip = ip,
-                     .obase = obase, .sbase = sbase};
+    const int64_t *st[3] = {os, istr, src->strides};
+    scatter_job j = {.nd = nd, .dim = dim, .assign = assign, .len = len, .shape = shape,
+                     .st = st, .odim = out->strides[dim], .idim = istr[dim],
+                     .sdim = src->strides[dim], .dt = out->dtype, .ip = ip,
+                     .obase = (char *)out->data, .sbase = (const char *)src->data};
     cpu_parallel(outer, cpu_chunks(n, CPU_PARALLEL_GRAIN), scatter_chunk, &j);
+}
+
+/* in = (x, index i64, src), ints[0] = dim; out[0] with x's shape: a copy of x with src[p] added
+ * (scatter_add) or assigned (scatter) at p with coordinate dim replaced by index[p], for every
+ * position p of index. */
+static cn_status scatter_common(const cn_kernel_args *a, const char *op, int assign) {
+    const cn_view *idx0 = &a->in[1];
+    cn_view x = cn__view_at_least_1d(&a->in[0]), idx = cn__view_at_least_1d(idx0);
+    cn_view src = cn__view_at_least_1d(&a->in[2]);
+    cn_view out = cn__view_at_least_1d(&a->out[0]);
+    int dim = (int)a->ints[0];
+    cn_status s = require_i64_index(op, &idx);
+    if (s) return s;
+    cn_dtype dt = out.dtype;
+    if (!assign && dt != CN_F32 && dt != CN_F64 && dt != CN_I32 && dt != CN_I64) /* dtypes */
+        return cn__kernel_dtype_error("cpu", a->op, dt);
+    if (idx.ndim != x.ndim || src.ndim != x.ndim || out.ndim != x.ndim || dim < 0 || dim >= x.ndim)
+        return cn_set_error(CN_ERR_SHAPE, op, "x, index and src must have the same number of dims");
+    for (int d = 0; d < x.ndim; d++)
+        if (idx.shape[d] > src.shape[d] || (d != dim && idx.shape[d] > x.shape[d]) ||
+            out.shape[d] != x.shape[d])
+            return cn_set_error(CN_ERR_SHAPE, op,
+                                "index size %lld at dim %d exceeds src's or x's; shrink the index",
+                                (long long)idx.shape[d], d);
+    s = check_dim_indices(op, idx0, dim, x.shape[dim]);
+    if (s) return s;
+    scatter_lines(&out, &x, &src, (const int64_t *)idx.data, idx.strides, idx.shape, idx.ndim, dim,
+                  assign);
+    return CN_OK;
+}
+
+cn_status cpu_scatter_add(const cn_kernel_args *a) { return scatter_common(a, "scatter_add", 0); }
+cn_status cpu_scatter(const cn_kernel_args *a) { return scatter_common(a, "scatter", 1); }
+
+/* in = (x, index 1-D i64, src), ints[0] = dim; src has x's shape but len(index) at dim. out = x
+ * with src[.., i, ..] assigned (index_copy) or added (index_add) at x[.., index[i], ..]. */
+cn_status cpu_index_put(const cn_kernel_args *a) {
+    const char *op = cn_op_name(a->op);
+    const cn_view *x = &a->in[0], *idx = &a->in[1], *src = &a->in[2], *out = &a->out[0];
+    int dim = (int)a->ints[0];
+    cn_status s = require_i64_index(op, idx);
+    if (s) return s;
+    if (idx->ndim != 1 || x->ndim < 1 || src->ndim != x->ndim || out->ndim != x->ndim || dim < 0 ||
+        dim >= x->ndim || src->shape[dim] != idx->shape[0])
+        return cn_set_error(CN_ERR_SHAPE, op, "need a 1-D index as long as src's dim %d", dim);
+    cn_dtype dt = out->dtype;
+    if (a->op == CN_OP_INDEX_ADD && dt != CN_F32 && dt != CN_F64 && dt != CN_I32 && dt != CN_I64)
+        return cn__kernel_dtype_error("cpu", a->op, dt); /* unreachable: dtypes */
+    s = check_dim_indices(op, idx, dim, x->shape[dim]);
+    if (s) return s;
+    int64_t istr[CN_MAX_DIMS] = {0};
+    istr[dim] = idx->strides[0];
+    scatter_lines(out, x, src, (const int64_t *)idx->data, istr, src->shape, src->ndim, dim,
+                  a->op == CN_OP_INDEX_COPY);
     return CN_OK;
 }
 

@@ -347,6 +347,13 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cuda_pool2d_backward;
     k[CN_OP_SGD_STEP] = cuda_sgd_step;
     k[CN_OP_ACTIVATION_BACKWARD] = cuda_activation_backward;
+    k[CN_OP_MASKED_FILL] = cuda_masked_fill;
+    k[CN_OP_TRIL] = k[CN_OP_TRIU] = cuda_triangle;
+    k[CN_OP_FLIP] = cuda_flip;
+    k[CN_OP_REPEAT] = cuda_repeat;
+    k[CN_OP_SCATTER] = cuda_scatter;
+    k[CN_OP_SLICE_ASSIGN] = cuda_slice_assign;
+    k[CN_OP_INDEX_COPY] = k[CN_OP_INDEX_ADD] = cuda_index_put;
 
     /* The dtypes each kernel computes (0: every dtype the op accepts): the router refuses the
      * rest before launching, so the kernels do not check them. f16 and bf16 compute in float. */
@@ -374,6 +381,11 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
     dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
     dt[CN_OP_SGD_STEP] = DT(CN_F32) | DT(CN_F64);
+    /* indexing (issue 16): tril, triu, flip, repeat, scatter, slice_assign and index_copy move
+     * elements by size (every dtype); masked_fill stores its value (floats, ints, u8, bool);
+     * index_add adds */
+    dt[CN_OP_MASKED_FILL] = FI | DT(CN_U8) | DT(CN_BOOL);
+    dt[CN_OP_INDEX_ADD] = FI;
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

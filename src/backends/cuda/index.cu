@@ -1,4 +1,5 @@
-/* CUDA kernels for indexing: gather, scatter_add, index_select and one_hot.
+/* CUDA kernels for indexing: gather, scatter_add, scatter, index_select, index_copy, index_add
+ * and one_hot.
  *
  * As on the CPU (cpu/index.c), every index value is checked against its bound before anything is
  * written, so a bad index is a clean CN_ERR_INDEX with the CPU's exact message, never an
@@ -213,11 +214,11 @@ extern "C" cn_status cuda_index_select(const cn_kernel_args *a) {
 /* ---- scatter_add ------------------------------------------------------------------------------ */
 
 typedef struct scatter_geom {
-    int nd, dim, dt, es;
+    int nd, dim, dt, es, assign;
     int64_t outer, len;
-    int64_t shape[CN_MAX_DIMS];                                   /* the index's */
-    int64_t os[CN_MAX_DIMS], is[CN_MAX_DIMS], ss[CN_MAX_DIMS];    /* strides, os 0 at dim */
-    int64_t odim;                                                 /* out's stride at dim */
+    int64_t shape[CN_MAX_DIMS];                                /* the positions visited */
+    int64_t os[CN_MAX_DIMS], is[CN_MAX_DIMS], ss[CN_MAX_DIMS]; /* strides, os 0 at dim */
+    int64_t odim;                                              /* out's stride at dim */
     char *out;
     const int64_t *idx;
     const char *src;
@@ -237,9 +238,9 @@ __device__ __forceinline__ void add_into(char *dst, const char *src, int dt) {
     }
 }
 
-/* Thread r owns one line along dim (all index positions that differ only at dim): lines write
- * disjoint parts of out, and each adds in index order. */
-__global__ void scatter_add_kernel(const __grid_constant__ scatter_geom g) {
+/* Thread r owns one line along dim (all positions that differ only at dim): lines write disjoint
+ * parts of out, and each adds or assigns in index order (the last write wins). */
+__global__ void scatter_kernel(const __grid_constant__ scatter_geom g) {
     CU_GRID_LOOP(r, g.outer) {
         int64_t q = r, oo = 0, io = 0, so = 0;
         for (int k = g.nd - 1; k >= 0; k--) {
@@ -252,15 +253,58 @@ __global__ void scatter_add_kernel(const __grid_constant__ scatter_geom g) {
         }
         for (int64_t i = 0; i < g.len; i++) {
             int64_t target = g.idx[io + i * g.is[g.dim]];
-            add_into(g.out + (oo + target * g.odim) * g.es, g.src + (so + i * g.ss[g.dim]) * g.es,
-                     g.dt);
+            char *dst = g.out + (oo + target * g.odim) * g.es;
+            const char *from = g.src + (so + i * g.ss[g.dim]) * g.es;
+            if (g.assign)
+                cu_move(dst, from, g.es);
+            else
+                add_into(dst, from, g.dt);
         }
     }
 }
 
-/* in = (x, index i64, src), ints[0] = dim; out = x with src added at the indexed positions. */
-extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
-    const char *op = "scatter_add";
+/* out = x, then src's entries over `shape` (nd dims) added or assigned along dim at the index
+ * values idx[sum(p[k] * istr[k])], already checked. */
+static cn_status scatter_lines(cu_dev *d, const char *op, const cn_view *out, const cn_view *x,
+                               const cn_view *src, const int64_t *idx, const int64_t *istr,
+                               const int64_t *shape, int nd, int dim, int assign) {
+    cn_status s = cu_copy_view(d, op, out, x);
+    if (s) return s;
+    int64_t n = 1;
+    for (int k = 0; k < nd; k++) n *= shape[k];
+    if (n == 0) return CN_OK;
+    scatter_geom g;
+    memset(&g, 0, sizeof g);
+    g.nd = nd;
+    g.dim = dim;
+    g.dt = out->dtype;
+    g.es = (int)cn_dtype_size(out->dtype);
+    g.assign = assign;
+    g.len = shape[dim];
+    g.outer = n / g.len;
+    for (int k = 0; k < nd; k++) {
+        g.shape[k] = shape[k];
+        g.os[k] = k == dim ? 0 : out->strides[k];
+        g.is[k] = istr[k];
+        g.ss[k] = src->strides[k];
+    }
+    g.odim = out->strides[dim];
+    g.out = (char *)out->data;
+    g.idx = idx;
+    g.src = (const char *)src->data;
+    scatter_kernel<<<cu_blocks(g.outer), CU_THREADS, 0, d->stream>>>(g);
+    return cu_check_launch(op, "scatter_kernel");
+}
+
+/* Adds into dst by dtype; anything else would be moved as 2 bytes (past a u8's buffer). */
+static int addable(cn_dtype dt) {
+    return dt == CN_F32 || dt == CN_F64 || dt == CN_F16 || dt == CN_BF16 || dt == CN_I32 ||
+           dt == CN_I64;
+}
+
+/* in = (x, index i64, src), ints[0] = dim; out = x with src added (scatter_add) or assigned
+ * (scatter) at the indexed positions. */
+static cn_status scatter_common(const cn_kernel_args *a, const char *op, int assign) {
     cn_view x = cn__view_at_least_1d(&a->in[0]), idx = cn__view_at_least_1d(&a->in[1]);
     cn_view src = cn__view_at_least_1d(&a->in[2]);
     cn_view out = cn__view_at_least_1d(&a->out[0]);
@@ -268,11 +312,9 @@ extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
     cn_status s = require_i64_index(op, &idx);
     if (s) return s;
     /* Unreachable through the router: dtypes[op] (backend.c) admits x's dtype, and the front-end
-     * gives x, src and out one dtype. Kept because add_into would move a u8 or bool as 2 bytes
-     * (past the end of the buffer). */
+     * gives x, src and out one dtype. */
     cn_dtype dt = out.dtype;
-    if ((dt != CN_F32 && dt != CN_F64 && dt != CN_F16 && dt != CN_BF16 && dt != CN_I32 &&
-         dt != CN_I64) || x.dtype != dt || src.dtype != dt)
+    if ((!assign && !addable(dt)) || x.dtype != dt || src.dtype != dt)
         return cn__kernel_dtype_error("cuda", a->op, x.dtype != dt ? x.dtype : src.dtype);
     if (idx.ndim != x.ndim || src.ndim != x.ndim || out.ndim != x.ndim || dim < 0 || dim >= x.ndim)
         return cn_set_error(CN_ERR_SHAPE, op, "x, index and src must have the same number of "
@@ -286,31 +328,38 @@ extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
     if (!d) return cn_last_status();
     s = check_dim_indices(d, op, &a->in[1], dim, x.shape[dim]);
     if (s) return s;
-    s = cu_copy_view(d, op, &out, &x);
-    if (s) return s;
+    return scatter_lines(d, op, &out, &x, &src, (const int64_t *)idx.data, idx.strides,
+                         idx.shape, idx.ndim, dim, assign);
+}
 
-    int64_t n = cn__view_numel(&idx);
-    if (n == 0) return CN_OK;
-    scatter_geom g;
-    memset(&g, 0, sizeof g);
-    g.nd = idx.ndim;
-    g.dim = dim;
-    g.dt = dt;
-    g.es = (int)cn_dtype_size(dt);
-    g.len = idx.shape[dim];
-    g.outer = n / g.len;
-    for (int k = 0; k < idx.ndim; k++) {
-        g.shape[k] = idx.shape[k];
-        g.os[k] = k == dim ? 0 : out.strides[k];
-        g.is[k] = idx.strides[k];
-        g.ss[k] = src.strides[k];
-    }
-    g.odim = out.strides[dim];
-    g.out = (char *)out.data;
-    g.idx = (const int64_t *)idx.data;
-    g.src = (const char *)src.data;
-    scatter_add_kernel<<<cu_blocks(g.outer), CU_THREADS, 0, d->stream>>>(g);
-    return cu_check_launch(op, "scatter_add_kernel");
+extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
+    return scatter_common(a, "scatter_add", 0);
+}
+
+extern "C" cn_status cuda_scatter(const cn_kernel_args *a) {
+    return scatter_common(a, "scatter", 1);
+}
+
+/* in = (x, index 1-D i64, src), ints[0] = dim; src has x's shape but len(index) at dim. out = x
+ * with src[.., i, ..] assigned (index_copy) or added (index_add) at x[.., index[i], ..]. */
+extern "C" cn_status cuda_index_put(const cn_kernel_args *a) {
+    const char *op = cn_op_name(a->op);
+    const cn_view *x = &a->in[0], *idx = &a->in[1], *src = &a->in[2], *out = &a->out[0];
+    int dim = (int)a->ints[0], assign = a->op == CN_OP_INDEX_COPY;
+    cn_status s = require_i64_index(op, idx);
+    if (s) return s;
+    if (!assign && !addable(out->dtype)) return cn__kernel_dtype_error("cuda", a->op, out->dtype);
+    if (idx->ndim != 1 || x->ndim < 1 || src->ndim != x->ndim || out->ndim != x->ndim || dim < 0 ||
+        dim >= x->ndim || src->shape[dim] != idx->shape[0])
+        return cn_set_error(CN_ERR_SHAPE, op, "need a 1-D index as long as src's dim %d", dim);
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    s = check_dim_indices(d, op, idx, dim, x->shape[dim]);
+    if (s) return s;
+    int64_t istr[CN_MAX_DIMS] = {0};
+    istr[dim] = idx->strides[0];
+    return scatter_lines(d, op, out, x, src, (const int64_t *)idx->data, istr, src->shape,
+                         src->ndim, dim, assign);
 }
 
 /* ---- one_hot ------------------------------------------------------------------------------------ */

@@ -9,7 +9,8 @@
 #include "dispatch/index_internal.h"
 #include "dispatch/router.h"
 
-/* ---- masked_fill ------------------------------------------------------------------------------ */
+/* ---- masked_fill ------------------------------------------------------------------------------
+ */
 
 cn_tensor *cn_masked_fill(cn_tensor *x, cn_tensor *mask, double value) {
     const char *op = "masked_fill";
@@ -25,7 +26,8 @@ cn_tensor *cn_masked_fill(cn_tensor *x, cn_tensor *mask, double value) {
     if (cn__broadcast_shapes(op, "x", x, "mask", mask, shape, &nd) != CN_OK) return NULL;
     if (nd != x->ndim || memcmp(shape, x->shape, sizeof(int64_t) * (size_t)nd) != 0) {
         char a[128], b[128];
-        cn_set_error(CN_ERR_SHAPE, op, "'mask' %s does not broadcast to 'x' %s: the result keeps "
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'mask' %s does not broadcast to 'x' %s: the result keeps "
                      "x's shape; give the mask x's dims or sizes of 1",
                      cn_tensor_str(mask, a, sizeof a), cn_tensor_str(x, b, sizeof b));
         return NULL;
@@ -47,7 +49,8 @@ cn_tensor *cn_masked_fill(cn_tensor *x, cn_tensor *mask, double value) {
     return cn__record(CN_OP_MASKED_FILL, out, in, 2, NULL, 0, reals, 1);
 }
 
-/* ---- tril and triu ---------------------------------------------------------------------------- */
+/* ---- tril and triu ----------------------------------------------------------------------------
+ */
 
 static cn_tensor *triangle(cn_op op, cn_tensor *x, int64_t diagonal) {
     const char *name = cn_op_name(op);
@@ -57,8 +60,10 @@ static cn_tensor *triangle(cn_op op, cn_tensor *x, int64_t diagonal) {
     }
     if (x->ndim < 2) {
         char a[128];
-        cn_set_error(CN_ERR_SHAPE, name, "'x' %s has fewer than 2 dims; the triangle is taken over "
-                     "the last two (reshape a vector to [1, n])", cn_tensor_str(x, a, sizeof a));
+        cn_set_error(CN_ERR_SHAPE, name,
+                     "'x' %s has fewer than 2 dims; the triangle is taken over "
+                     "the last two (reshape a vector to [1, n])",
+                     cn_tensor_str(x, a, sizeof a));
         return NULL;
     }
     int64_t ints[1] = {diagonal};
@@ -69,7 +74,8 @@ static cn_tensor *triangle(cn_op op, cn_tensor *x, int64_t diagonal) {
 cn_tensor *cn_tril(cn_tensor *x, int64_t diagonal) { return triangle(CN_OP_TRIL, x, diagonal); }
 cn_tensor *cn_triu(cn_tensor *x, int64_t diagonal) { return triangle(CN_OP_TRIU, x, diagonal); }
 
-/* ---- flip and repeat -------------------------------------------------------------------------- */
+/* ---- flip and repeat --------------------------------------------------------------------------
+ */
 
 cn_tensor *cn_flip(cn_tensor *x, const int *dims, int n) {
     const char *op = "flip";
@@ -78,8 +84,10 @@ cn_tensor *cn_flip(cn_tensor *x, const int *dims, int n) {
         return NULL;
     }
     if (n < 0 || n > x->ndim) {
-        cn_set_error(CN_ERR_INVALID_ARG, op, "n = %d dims to flip for a tensor of %d dims; name "
-                     "each dim at most once", n, x->ndim);
+        cn_set_error(CN_ERR_INVALID_ARG, op,
+                     "n = %d dims to flip for a tensor of %d dims; name "
+                     "each dim at most once",
+                     n, x->ndim);
         return NULL;
     }
     if (n > 0 && !dims) {
@@ -92,8 +100,10 @@ cn_tensor *cn_flip(cn_tensor *x, const int *dims, int n) {
         if (d < 0) return NULL;
         for (int j = 0; j < i; j++)
             if (ints[j] == d) {
-                cn_set_error(CN_ERR_INVALID_ARG, op, "dim %d appears twice in dims (entries %d "
-                             "and %d); name each dim once", d, j, i);
+                cn_set_error(CN_ERR_INVALID_ARG, op,
+                             "dim %d appears twice in dims (entries %d "
+                             "and %d); name each dim once",
+                             d, j, i);
                 return NULL;
             }
         ints[i] = d;
@@ -110,9 +120,10 @@ cn_tensor *cn_repeat(cn_tensor *x, const int64_t *repeats, int n) {
     }
     if (n < x->ndim || n > CN_MAX_DIMS) {
         char a[128];
-        cn_set_error(CN_ERR_SHAPE, op, "%d repeats for 'x' %s: give one per dim of x, or more "
-                     "(up to %d) to add leading dims", n, cn_tensor_str(x, a, sizeof a),
-                     CN_MAX_DIMS);
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "%d repeats for 'x' %s: give one per dim of x, or more "
+                     "(up to %d) to add leading dims",
+                     n, cn_tensor_str(x, a, sizeof a), CN_MAX_DIMS);
         return NULL;
     }
     if (n > 0 && !repeats) {
@@ -129,8 +140,10 @@ cn_tensor *cn_repeat(cn_tensor *x, const int64_t *repeats, int n) {
             return NULL;
         }
         if (__builtin_mul_overflow(size, repeats[d], &shape[d])) {
-            cn_set_error(CN_ERR_OVERFLOW, op, "repeats[%d] = %lld times size %lld passes int64; "
-                         "repeat less", d, (long long)repeats[d], (long long)size);
+            cn_set_error(CN_ERR_OVERFLOW, op,
+                         "repeats[%d] = %lld times size %lld passes int64; "
+                         "repeat less",
+                         d, (long long)repeats[d], (long long)size);
             return NULL;
         }
     }
@@ -138,7 +151,8 @@ cn_tensor *cn_repeat(cn_tensor *x, const int64_t *repeats, int n) {
                             repeats, n);
 }
 
-/* ---- scatter ---------------------------------------------------------------------------------- */
+/* ---- scatter ----------------------------------------------------------------------------------
+ */
 
 cn_tensor *cn_scatter(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src) {
     const char *op = "scatter";
@@ -158,7 +172,8 @@ cn_tensor *cn_scatter(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src) {
         if (k != d && index->shape[k] > x->shape[k]) ok = 0;
     if (!ok) {
         char a[128], b[128];
-        cn_set_error(CN_ERR_SHAPE, op, "'index' %s does not fit 'x' %s; it needs x's number of "
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'index' %s does not fit 'x' %s; it needs x's number of "
                      "dims and sizes no larger than x's except along dim %d",
                      cn_tensor_str(index, a, sizeof a), cn_tensor_str(x, b, sizeof b), d);
         return NULL;
@@ -166,16 +181,18 @@ cn_tensor *cn_scatter(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src) {
     if (src->ndim != index->ndim ||
         memcmp(src->shape, index->shape, sizeof(int64_t) * (size_t)index->ndim) != 0) {
         char a[128], b[128];
-        cn_set_error(CN_ERR_SHAPE, op, "'src' %s and 'index' %s differ in shape; give src the "
-                     "index's shape", cn_tensor_str(src, a, sizeof a),
-                     cn_tensor_str(index, b, sizeof b));
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'src' %s and 'index' %s differ in shape; give src the "
+                     "index's shape",
+                     cn_tensor_str(src, a, sizeof a), cn_tensor_str(index, b, sizeof b));
         return NULL;
     }
     int64_t ints[1] = {d};
     return cn__run_index_op(CN_OP_SCATTER, in, names, 3, x->shape, x->ndim, x->dtype, ints, 1);
 }
 
-/* ---- slice_assign ----------------------------------------------------------------------------- */
+/* ---- slice_assign -----------------------------------------------------------------------------
+ */
 
 cn_tensor *cn_slice_assign(cn_tensor *x, cn_tensor *values, int dim, int64_t start, int64_t end,
                            int64_t step) {
@@ -211,18 +228,19 @@ cn_tensor *cn_slice_assign(cn_tensor *x, cn_tensor *values, int dim, int64_t sta
     if (values->ndim != x->ndim ||
         memcmp(values->shape, want, sizeof(int64_t) * (size_t)x->ndim) != 0) {
         char a[128], b[128];
-        cn_set_error(CN_ERR_SHAPE, op, "'values' %s does not have the slice's shape %s (dim %d, "
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'values' %s does not have the slice's shape %s (dim %d, "
                      "%lld:%lld:%lld); give values exactly that shape (cn_expand broadcasts)",
                      cn_tensor_str(values, a, sizeof a), cn__shape_str(want, x->ndim, b, sizeof b),
                      d, (long long)start, (long long)end, (long long)step);
         return NULL;
     }
     int64_t ints[3] = {d, start, step};
-    return cn__run_index_op(CN_OP_SLICE_ASSIGN, in, names, 2, x->shape, x->ndim, x->dtype, ints,
-                            3);
+    return cn__run_index_op(CN_OP_SLICE_ASSIGN, in, names, 2, x->shape, x->ndim, x->dtype, ints, 3);
 }
 
-/* ---- index_copy and index_add ----------------------------------------------------------------- */
+/* ---- index_copy and index_add -----------------------------------------------------------------
+ */
 
 static cn_tensor *index_put(cn_op op, cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src) {
     const char *name = cn_op_name(op);
@@ -244,8 +262,10 @@ static cn_tensor *index_put(cn_op op, cn_tensor *x, int dim, cn_tensor *index, c
         return NULL;
     if (index->ndim != 1) {
         char a[128];
-        cn_set_error(CN_ERR_SHAPE, name, "'index' is %s; it must be 1-D (flatten it with "
-                     "cn_reshape)", cn_tensor_str(index, a, sizeof a));
+        cn_set_error(CN_ERR_SHAPE, name,
+                     "'index' is %s; it must be 1-D (flatten it with "
+                     "cn_reshape)",
+                     cn_tensor_str(index, a, sizeof a));
         return NULL;
     }
     int64_t want[CN_MAX_DIMS];
@@ -253,9 +273,10 @@ static cn_tensor *index_put(cn_op op, cn_tensor *x, int dim, cn_tensor *index, c
     want[d] = index->shape[0];
     if (src->ndim != x->ndim || memcmp(src->shape, want, sizeof(int64_t) * (size_t)x->ndim) != 0) {
         char a[128], b[128];
-        cn_set_error(CN_ERR_SHAPE, name, "'src' %s must have x's shape with len(index) at dim "
-                     "%d: %s", cn_tensor_str(src, a, sizeof a), d,
-                     cn__shape_str(want, x->ndim, b, sizeof b));
+        cn_set_error(CN_ERR_SHAPE, name,
+                     "'src' %s must have x's shape with len(index) at dim "
+                     "%d: %s",
+                     cn_tensor_str(src, a, sizeof a), d, cn__shape_str(want, x->ndim, b, sizeof b));
         return NULL;
     }
     int64_t ints[1] = {d};

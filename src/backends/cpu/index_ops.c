@@ -19,10 +19,18 @@
  * and a store. */
 static inline void move_elem(char *dst, const char *src, size_t es) {
     switch (es) {
-    case 1: memcpy(dst, src, 1); break;
-    case 2: memcpy(dst, src, 2); break;
-    case 4: memcpy(dst, src, 4); break;
-    default: memcpy(dst, src, 8); break;
+    case 1:
+        memcpy(dst, src, 1);
+        break;
+    case 2:
+        memcpy(dst, src, 2);
+        break;
+    case 4:
+        memcpy(dst, src, 4);
+        break;
+    default:
+        memcpy(dst, src, 8);
+        break;
     }
 }
 
@@ -44,7 +52,9 @@ static void value_bytes(cn_dtype dt, double v, unsigned char *b) {
         memcpy(b, &f, sizeof f);
         break;
     }
-    case CN_F64: memcpy(b, &v, sizeof v); break;
+    case CN_F64:
+        memcpy(b, &v, sizeof v);
+        break;
     case CN_I32: {
         int32_t i = (int32_t)v;
         memcpy(b, &i, sizeof i);
@@ -55,12 +65,17 @@ static void value_bytes(cn_dtype dt, double v, unsigned char *b) {
         memcpy(b, &i, sizeof i);
         break;
     }
-    case CN_U8: b[0] = (unsigned char)(uint8_t)v; break;
-    default: b[0] = v != 0; break; /* bool */
+    case CN_U8:
+        b[0] = (unsigned char)(uint8_t)v;
+        break;
+    default:
+        b[0] = v != 0;
+        break; /* bool */
     }
 }
 
-/* ---- masked_fill ------------------------------------------------------------------------------ */
+/* ---- masked_fill ------------------------------------------------------------------------------
+ */
 
 typedef struct fill_ctx {
     size_t es;
@@ -88,7 +103,8 @@ cn_status cpu_masked_fill(const cn_kernel_args *a) {
     return CN_OK;
 }
 
-/* ---- tril and triu ---------------------------------------------------------------------------- */
+/* ---- tril and triu ----------------------------------------------------------------------------
+ */
 
 typedef struct tri_job {
     const cn_view *out, *x;
@@ -132,14 +148,18 @@ cn_status cpu_triangle(const cn_kernel_args *a) {
     const cn_view *out = &a->out[0], *x = &a->in[0];
     if (out->ndim < 2 || x->ndim != out->ndim)
         return cn_set_error(CN_ERR_SHAPE, cn_op_name(a->op), "need x with at least 2 dims");
-    tri_job j = {.out = out, .x = x, .upper = a->op == CN_OP_TRIU, .diagonal = a->ints[0],
+    tri_job j = {.out = out,
+                 .x = x,
+                 .upper = a->op == CN_OP_TRIU,
+                 .diagonal = a->ints[0],
                  .es = cn_dtype_size(out->dtype)};
     int64_t n = cn__view_numel(out);
     cpu_parallel(n / out->shape[out->ndim - 1], cpu_chunks(n, CPU_PARALLEL_GRAIN), tri_chunk, &j);
     return CN_OK;
 }
 
-/* ---- flip and repeat: out[p] = x[map(p)] ------------------------------------------------------ */
+/* ---- flip and repeat: out[p] = x[map(p)] ------------------------------------------------------
+ */
 
 /* x's coordinate d for out's coordinate c: c mod x's size (repeat; c itself for flip, where the
  * sizes are equal), reversed on the flipped dims. x has out's ndim (repeat pads it with leading
@@ -175,8 +195,7 @@ static void remap_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
         char *orow = (char *)out->data + oo * (int64_t)es;
         const char *xrow = j->x + xo * (int64_t)es;
         for (int64_t c = 0; c < cols; c++)
-            move_elem(orow + c * os * (int64_t)es, xrow + remap(j, last, c) * xs * (int64_t)es,
-                      es);
+            move_elem(orow + c * os * (int64_t)es, xrow + remap(j, last, c) * xs * (int64_t)es, es);
     }
 }
 
@@ -221,7 +240,8 @@ cn_status cpu_repeat(const cn_kernel_args *a) {
     return run_remap(&j, out);
 }
 
-/* ---- slice_assign ----------------------------------------------------------------------------- */
+/* ---- slice_assign -----------------------------------------------------------------------------
+ */
 
 static void copy_run(char **p, const int64_t *step, int64_t n, const void *ctx) {
     size_t es = *(const size_t *)ctx;
@@ -240,7 +260,8 @@ cn_status cpu_slice_assign(const cn_kernel_args *a) {
     int dim = (int)a->ints[0];
     int64_t start = a->ints[1], step = a->ints[2];
     if (dim < 0 || dim >= out->ndim || values->ndim != out->ndim || step < 1)
-        return cn_set_error(CN_ERR_SHAPE, "slice_assign", "need values of x's ndim and a valid "
+        return cn_set_error(CN_ERR_SHAPE, "slice_assign",
+                            "need values of x's ndim and a valid "
                             "dim and step");
     size_t es = cn_dtype_size(out->dtype);
     const cn_view *pair[2] = {out, x};

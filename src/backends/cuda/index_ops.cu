@@ -8,13 +8,14 @@
 #include "backends/cuda/common.cuh"
 #include "core/backend_common.h"
 
-/* ---- masked_fill ------------------------------------------------------------------------------ */
+/* ---- masked_fill ------------------------------------------------------------------------------
+ */
 
 typedef struct masked_fill_geom {
     cu_nd out, x, mask; /* mask: bool, stride 0 on broadcast dims */
     int64_t n;
     int es;
-    uint64_t value;     /* the bytes of the value in the output's dtype */
+    uint64_t value; /* the bytes of the value in the output's dtype */
 } masked_fill_geom;
 
 __global__ void masked_fill_kernel(const __grid_constant__ masked_fill_geom g, char *out,
@@ -71,7 +72,8 @@ extern "C" cn_status cuda_masked_fill(const cn_kernel_args *a) {
     return cu_check_launch(op, "masked_fill_kernel");
 }
 
-/* ---- tril and triu ---------------------------------------------------------------------------- */
+/* ---- tril and triu ----------------------------------------------------------------------------
+ */
 
 typedef struct tri_geom {
     cu_nd out, x;
@@ -113,7 +115,8 @@ extern "C" cn_status cuda_triangle(const cn_kernel_args *a) {
     return cu_check_launch(op, "tri_kernel");
 }
 
-/* ---- flip and repeat: out[p] = x[map(p)] ------------------------------------------------------ */
+/* ---- flip and repeat: out[p] = x[map(p)] ------------------------------------------------------
+ */
 
 /* x's coordinate for out's coordinate c along d: c mod x's size (repeat; c for flip), reversed
  * on the flipped dims. x has out's ndim (repeat pads it with leading dims of size 1). */
@@ -148,7 +151,7 @@ static cn_status launch_remap(const cn_kernel_args *a, const char *op, remap_geo
     g->out = cu_nd_of(&out);
     g->n = cn__view_numel(&out);
     remap_kernel<<<cu_blocks(g->n), CU_THREADS, 0, d->stream>>>(*g, (char *)out.data,
-                                                                 (const char *)x);
+                                                                (const char *)x);
     return cu_check_launch(op, "remap_kernel");
 }
 
@@ -189,7 +192,8 @@ extern "C" cn_status cuda_repeat(const cn_kernel_args *a) {
     return launch_remap(a, "repeat", &g, out, x->data);
 }
 
-/* ---- slice_assign ----------------------------------------------------------------------------- */
+/* ---- slice_assign -----------------------------------------------------------------------------
+ */
 
 /* in = (x, values), ints = dim, start, step; out = x with the slice start::step of dim replaced
  * by values (the slice's shape). Two copies on the stream: x, then values into the slice. */

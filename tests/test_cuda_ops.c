@@ -378,6 +378,17 @@ static cn_tensor *f_index_copy(cn_tensor *const *x, const void *a) {
 static cn_tensor *f_index_add(cn_tensor *const *x, const void *a) {
     return cn_index_add(x[0], (int)A(a)->i0, x[1], x[2]);
 }
+static cn_tensor *f_unfold(cn_tensor *const *x, const void *a) {
+    return cn_unfold(x[0], (int)A(a)->i0, A(a)->ints[0], A(a)->ints[1]);
+}
+static cn_tensor *f_nonzero(cn_tensor *const *x, const void *a) {
+    (void)a;
+    return cn_nonzero(x[0]);
+}
+static cn_tensor *f_masked_select(cn_tensor *const *x, const void *a) {
+    (void)a;
+    return cn_masked_select(x[0], x[1]);
+}
 static cn_tensor *f_conv2d(cn_tensor *const *x, const void *a) {
     const int64_t *k = A(a)->ints;
     cn_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6]};
@@ -1080,8 +1091,33 @@ static void test_index_ops(void) {
                 pair_free(ic[1]);
                 pair_free(ic[2]);
             }
+            /* unfold: overlapping windows along each dim; nonzero and masked_select (the
+             * GPU's block compaction against the CPU's pass) on a mask broadcast over dim 0 */
+            for (int dim = 0; dim < 3; dim++) {
+                const int64_t win[2] = {2, 1 + dim % 2};
+                args a = {.i0 = dim, .ints = win};
+                check_op(label("unfold %s dim %d %s", dn, dim, ln), CN_OP_UNFOLD, f_unfold, &a,
+                         &x, 1, 0);
+            }
+            check_op(label("nonzero %s %s", dn, ln), CN_OP_NONZERO, f_nonzero, NULL, &x, 1, 0);
+            const int64_t bm[3] = {1, 5, 6};
+            pair sel[2] = {x, input(bm, 3, CN_BOOL, 0, 2, l)};
+            check_op(label("masked_select %s %s", dn, ln), CN_OP_MASKED_SELECT, f_masked_select,
+                     NULL, sel, 2, 0);
+            pair_free(sel[1]);
             pair_free(x);
         }
+    {
+        /* a compaction longer than the block's 1024 threads take one position each */
+        const int64_t big[2] = {300, 70};
+        pair x = input(big, 2, CN_F32, -1, 1, CONTIG);
+        pair m[2] = {x, input(big, 2, CN_BOOL, 0, 2, TRANSPOSED)};
+        check_op("masked_select 21000 entries", CN_OP_MASKED_SELECT, f_masked_select, NULL, m, 2,
+                 0);
+        check_op("nonzero of a 21000-entry mask", CN_OP_NONZERO, f_nonzero, NULL, &m[1], 1, 0);
+        pair_free(m[1]);
+        pair_free(x);
+    }
     /* out-of-range indices: the same error, word for word */
     const double xv[6] = {1, 2, 3, 4, 5, 6}, bad[2] = {0, 3}, src[6] = {7, 8, 9, 7, 8, 9};
     const int64_t s23[2] = {2, 3}, s13[2] = {1, 3}, s2[1] = {2};

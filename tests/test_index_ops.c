@@ -170,6 +170,26 @@ static void test_slice_assign_bounds(void) {
     cn_scope_end();
 }
 
+/* Data-dependent shapes at their edges: nothing selected, a 0-d input, windows of size 0. */
+static void test_empty_results(void) {
+    cn_scope_begin();
+    const int64_t s23[2] = {2, 3}, none2[2] = {0, 2}, none1[1] = {0}, one0[2] = {1, 0};
+    const double xv[6] = {1, 2, 3, 4, 5, 6}, zeros[6] = {0}, five[1] = {5};
+    cn_tensor *x = f64(xv, s23, 2);
+    th_check_shape("nonzero of zeros", cn_nonzero(f64(zeros, s23, 2)), none2, 2);
+    th_check_shape("masked_select of none", cn_masked_select(x, bools(zeros, s23, 2)), none1, 1);
+    /* a 0-d nonzero input has one coordinate-less row, as torch.nonzero gives */
+    th_check_shape("nonzero of 0-d", cn_nonzero(f64(five, NULL, 0)), one0, 2);
+    /* size 0: 4 empty windows along dim 1 */
+    const int64_t w0[3] = {2, 4, 0};
+    th_check_shape("unfold size 0", cn_unfold(x, 1, 0, 1), w0, 3);
+    /* -0.0 is zero, NaN is not: torch.nonzero([-0.0, nan, 0.0, 1.0]) = [[1], [3]] */
+    const double odd[4] = {-0.0, NAN, 0.0, 1.0}, want[2] = {1, 3};
+    const int64_t s4[1] = {4};
+    th_check_values("nonzero of -0.0 and NaN", cn_nonzero(f64(odd, s4, 1)), want, 2, 0);
+    cn_scope_end();
+}
+
 /* ---- misuse: the status, the call and argument named, nothing leaked --------------------- */
 
 static void test_misuse(void) {
@@ -187,6 +207,7 @@ static void test_misuse(void) {
     cn_tensor *idx_f = f64(iv, s13, 2), *idx = i64(iv, s13, 2), *idx32 = cn_cast(idx, CN_I32);
     cn_tensor *idx1 = i64(iv, s3, 1), *i2t = i64(i2, s2, 1), *x4 = f64(xv, s4, 1);
     cn_tensor *i23 = i64(xv, s23, 2), *x22 = f64(xv, s22, 2), *b22 = bools(mv, s22, 2);
+    cn_tensor *x0 = f64(xv, NULL, 0);
     int64_t live = cn_live_tensors();
 
     /* masked_fill: the mask's kind and shape, an int value out of range */
@@ -238,6 +259,18 @@ static void test_misuse(void) {
     CHECK_FAILS(cn_index_add(x, 1, i2t, x22), CN_ERR_INDEX, "index value 3");
     CHECK_FAILS(cn_index_add(xb, 1, i2t, b22), CN_ERR_KIND, "'x'");
 
+    /* unfold: dims, a window that does not fit, a zero step */
+    CHECK_FAILS(cn_unfold(x0, 0, 1, 1), CN_ERR_SHAPE, "1 to 7 dims");
+    CHECK_FAILS(cn_unfold(x, 1, 4, 1), CN_ERR_INVALID_ARG, "size = 4");
+    CHECK_FAILS(cn_unfold(x, 1, -1, 1), CN_ERR_INVALID_ARG, "size = -1");
+    CHECK_FAILS(cn_unfold(x, 1, 2, 0), CN_ERR_INVALID_ARG, "step = 0");
+    CHECK_FAILS(cn_unfold(x, 2, 1, 1), CN_ERR_INVALID_ARG, "dim = 2");
+
+    /* masked_select: the mask's kind and shape; nonzero of nothing */
+    CHECK_FAILS(cn_masked_select(x, x), CN_ERR_KIND, "'mask'");
+    CHECK_FAILS(cn_masked_select(x, m4), CN_ERR_SHAPE, "do not broadcast");
+    CHECK_FAILS(cn_nonzero(NULL), CN_ERR_NULL_ARG, "nonzero");
+
     /* nothing leaked, x untouched */
     CHECK(cn_live_tensors() == live);
     th_check_values("x after the misuse", x, xv, 6, 0);
@@ -272,6 +305,7 @@ int main(void) {
     RUN(test_triangles_past_the_matrix);
     RUN(test_flip_and_repeat_edges);
     RUN(test_slice_assign_bounds);
+    RUN(test_empty_results);
     RUN(test_misuse);
     RUN(test_causal_mask_gradient);
     return th_finish();

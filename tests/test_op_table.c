@@ -203,6 +203,16 @@ static cn_tensor *run_index_add(const oc_call *c) {
     return cn_index_add(c->x[0], INT_AT(0), c->x[1], c->x[2]);
 }
 
+static cn_tensor *run_unfold(const oc_call *c) {
+    return cn_unfold(c->x[0], INT_AT(0), c->d->ints[1], c->d->ints[2]);
+}
+
+static cn_tensor *run_nonzero(const oc_call *c) { return cn_nonzero(c->x[0]); }
+
+static cn_tensor *run_masked_select(const oc_call *c) {
+    return cn_masked_select(c->x[0], c->x[1]);
+}
+
 /* ints: stride h, w, padding h, w, dilation h, w, groups; a bias when there is a third input */
 static cn_tensor *run_conv2d(const oc_call *c) {
     const int64_t *i = c->d->ints;
@@ -415,6 +425,11 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_SLICE_ASSIGN] = {run_slice_assign},
     [CN_OP_INDEX_COPY] = {run_index_copy},
     [CN_OP_INDEX_ADD] = {run_index_add},
+    /* unfold with overlapping windows (gradients add up); nonzero and masked_select, whose shape
+     * depends on the values, with -0.0 (zero) and a mask broadcast against x */
+    [CN_OP_UNFOLD] = {run_unfold},
+    [CN_OP_NONZERO] = {run_nonzero},
+    [CN_OP_MASKED_SELECT] = {run_masked_select},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

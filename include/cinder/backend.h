@@ -101,9 +101,13 @@ typedef enum cn_op {
      * value), tril / triu (ints[0] the diagonal), flip (ints: the dims), repeat (ints: the
      * repeats, out[p] = x[p mod x's shape]), scatter (scatter_add's contract, assigning; the last
      * write along dim wins), slice_assign (in = (x, values), ints = dim, start, step: out = x with
-     * the slice replaced), index_copy / index_add (in = (x, index 1-D i64, src), ints[0] = dim) */
+     * the slice replaced), index_copy / index_add (in = (x, index 1-D i64, src), ints[0] = dim),
+     * unfold (ints = dim, size, step: out = x's shape with the window count at dim, plus [size]),
+     * nonzero (out [count, ndim] i64, count = the router's count of nonzero entries),
+     * masked_select (in = (x, mask bool), both broadcast to one shape; out [count]) */
     CN_OP_MASKED_FILL, CN_OP_TRIL, CN_OP_TRIU, CN_OP_FLIP, CN_OP_REPEAT, CN_OP_SCATTER,
-    CN_OP_SLICE_ASSIGN, CN_OP_INDEX_COPY, CN_OP_INDEX_ADD,
+    CN_OP_SLICE_ASSIGN, CN_OP_INDEX_COPY, CN_OP_INDEX_ADD, CN_OP_UNFOLD, CN_OP_NONZERO,
+    CN_OP_MASKED_SELECT,
     CN_OP_COUNT
 } cn_op;
 

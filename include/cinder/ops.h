@@ -245,6 +245,26 @@ CN_API cn_tensor *cn_index_copy(cn_tensor *x, int dim, cn_tensor *index, cn_tens
  * Gradients: to x, g; to src, g's slices at index (cn_index_select). */
 CN_API cn_tensor *cn_index_add(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src);
 
+/* Tensor.unfold(dim, size, step): every window of `size` consecutive entries along dim, starting
+ * every `step` entries: the result has x's dims with (size_dim - size) / step + 1 windows at dim,
+ * and a last dim of `size` (out[.., w, .., j] = x[.., w * step + j, ..]). A copy, where PyTorch's
+ * is a view. x has at least 1 and at most CN_MAX_DIMS - 1 dims (CN_ERR_SHAPE); 0 <= size <=
+ * size_dim and step >= 1 (CN_ERR_INVALID_ARG). Gradient: the windows' gradients summed back into
+ * the entries they cover (overlapping windows add up). */
+CN_API cn_tensor *cn_unfold(cn_tensor *x, int dim, int64_t size, int64_t step);
+
+/* torch.nonzero(x) (torch.argwhere): the coordinates of the nonzero entries of x (true for bool;
+ * NaN counts as nonzero, -0.0 as zero), one row each in row-major order: [count, ndim] of i64. The
+ * count depends on the data: it is read back first (on a GPU this waits for the queued work). No
+ * gradient (the result is i64). */
+CN_API cn_tensor *cn_nonzero(cn_tensor *x);
+
+/* torch.masked_select(x, mask): the entries of x where mask (bool) is true, in row-major order,
+ * as a 1-D tensor of x's dtype; x and mask broadcast together (CN_ERR_SHAPE when they do not).
+ * The count is read back first, as for cn_nonzero. Gradient to x: g put back at the selected
+ * positions, zero elsewhere (summed over broadcast dims). */
+CN_API cn_tensor *cn_masked_select(cn_tensor *x, cn_tensor *mask);
+
 /* ---- convolution and pooling (NCHW) --------------------------------------------------------- */
 typedef struct cn_conv2d_params {
     int64_t stride[2];   /* (h, w); 0 is taken as 1 */

@@ -481,6 +481,49 @@ static cn_tensor *i_index_copy(ad_node *n, cn_tensor *g, int i) {
 static cn_tensor *i_index_add(ad_node *n, cn_tensor *g, int i) {
     return i == 0 ? g : cn_index_select(g, (int)n->ints[0], ad_input_value(n, 1));
 }
+/* unfold: window w's entry j came from w * step + j along dim; g's last dim is moved next to dim
+ * and merged with the windows, then index_add sums it back (overlaps add up). */
+static cn_tensor *i_unfold(ad_node *n, cn_tensor *g, int i) {
+    const ad_input *a = &n->in[i];
+    int dim = (int)n->ints[0], nd = a->ndim;
+    int64_t size = n->ints[1], step = n->ints[2], windows = n->shape[dim];
+    int perm[CN_MAX_DIMS], k = 0;
+    for (int d = 0; d < nd; d++) {
+        perm[k++] = d;
+        if (d == dim) perm[k++] = nd;
+    }
+    int64_t merged[CN_MAX_DIMS];
+    memcpy(merged, a->shape, sizeof(int64_t) * (size_t)nd);
+    merged[dim] = windows * size;
+    cn_tensor *src = cn_reshape(cn_permute(g, perm), merged, nd);
+    cn_device dev = cn_device_of(g);
+    const int64_t col[2] = {windows, 1}, row[2] = {1, size}, flat[1] = {windows * size};
+    cn_tensor *starts = cn_reshape(
+        cn_mul_scalar(cn_arange(0, (double)windows, 1, CN_I64, dev), (double)step), col, 2);
+    cn_tensor *offsets = cn_reshape(cn_arange(0, (double)size, 1, CN_I64, dev), row, 2);
+    cn_tensor *idx = cn_reshape(cn_add(starts, offsets), flat, 1);
+    return cn_index_add(zeros_of(a, g), dim, idx, src);
+}
+/* masked_select: g goes back to the selected positions of the broadcast shape (found by nonzero
+ * on the flattened mask), then is summed over the dims x was broadcast along. */
+static cn_tensor *i_masked_select(ad_node *n, cn_tensor *g, int i) {
+    const ad_input *a = &n->in[0], *m = &n->in[1];
+    cn_tensor *mask = ad_input_value(n, 1);
+    if (!mask) return NULL;
+    int nd = a->ndim > m->ndim ? a->ndim : m->ndim;
+    int64_t shape[CN_MAX_DIMS], numel = 1;
+    for (int d = 0; d < nd; d++) {
+        int da = d - (nd - a->ndim), dm = d - (nd - m->ndim);
+        int64_t sa = da >= 0 ? a->shape[da] : 1, sm = dm >= 0 ? m->shape[dm] : 1;
+        shape[d] = sa == 1 ? sm : sa;
+        numel *= shape[d];
+    }
+    const int64_t flat[1] = {numel}, count[1] = {cn_numel(g)};
+    cn_tensor *where = cn_reshape(cn_nonzero(cn_reshape(cn_expand(mask, shape, nd), flat, 1)),
+                                  count, 1);
+    cn_tensor *spread = cn_index_add(cn_zeros(flat, 1, a->dtype, cn_device_of(g)), 0, where, g);
+    return sum_to_input(cn_reshape(spread, shape, nd), &n->in[i]);
+}
 
 /* ---- whole nodes -------------------------------------------------------------------------- */
 
@@ -631,6 +674,8 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_SLICE_ASSIGN] = {.input = i_slice_assign},
     [CN_OP_INDEX_COPY] = {.input = i_index_copy},
     [CN_OP_INDEX_ADD] = {.input = i_index_add},
+    [CN_OP_UNFOLD] = {.input = i_unfold},
+    [CN_OP_MASKED_SELECT] = {.input = i_masked_select},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

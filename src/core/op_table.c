@@ -191,6 +191,14 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_INDEX_ADD] = {.name = "index_add", .family = CN__FAMILY_INDEX, .n_in = 3,
                          .kinds = {N, I, N}, .out = CN__OUT_INPUT, .n_ints = 1, .saves = IN1,
                          .differentiable = 1},
+    [CN_OP_UNFOLD] = {.name = "unfold", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {A},
+                      .out = CN__OUT_INPUT, .n_ints = 3, .differentiable = 1},
+    /* data-dependent shapes: the front-end counts, then the kernel fills [count, ...] */
+    [CN_OP_NONZERO] = {.name = "nonzero", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {A},
+                       .out = CN__OUT_I64},
+    [CN_OP_MASKED_SELECT] = {.name = "masked_select", .family = CN__FAMILY_INDEX, .n_in = 2,
+                             .kinds = {A, B}, .out = CN__OUT_INPUT, .saves = IN1,
+                             .differentiable = 1},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

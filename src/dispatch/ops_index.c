@@ -4,6 +4,7 @@
  * values themselves are checked by the kernels, before they write (as for gather). */
 #include <string.h>
 
+#include "cinder/memory.h"
 #include "cinder/ops.h"
 #include "core/error_internal.h"
 #include "dispatch/index_internal.h"
@@ -289,4 +290,102 @@ cn_tensor *cn_index_copy(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src
 
 cn_tensor *cn_index_add(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src) {
     return index_put(CN_OP_INDEX_ADD, x, dim, index, src);
+}
+
+/* ---- unfold -----------------------------------------------------------------------------------
+ */
+
+cn_tensor *cn_unfold(cn_tensor *x, int dim, int64_t size, int64_t step) {
+    const char *op = "unfold";
+    if (!x) {
+        cn__null_arg(op, "x");
+        return NULL;
+    }
+    if (x->ndim == 0 || x->ndim == CN_MAX_DIMS) {
+        char a[128];
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'x' %s: unfold needs 1 to %d dims (the result has one "
+                     "more); reshape x",
+                     cn_tensor_str(x, a, sizeof a), CN_MAX_DIMS - 1);
+        return NULL;
+    }
+    int d = cn__norm_dim(op, "dim", dim, x->ndim);
+    if (d < 0) return NULL;
+    if (size < 0 || size > x->shape[d]) {
+        cn_set_error(CN_ERR_INVALID_ARG, op,
+                     "size = %lld for dim %d of size %lld; the window "
+                     "must fit: 0 <= size <= %lld",
+                     (long long)size, d, (long long)x->shape[d], (long long)x->shape[d]);
+        return NULL;
+    }
+    if (step < 1) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "step = %lld; the step must be >= 1", (long long)step);
+        return NULL;
+    }
+    int64_t shape[CN_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[d] = (x->shape[d] - size) / step + 1;
+    shape[x->ndim] = size;
+    int64_t ints[3] = {d, size, step};
+    return cn__run_index_op(CN_OP_UNFOLD, &x, (const char *const[]){"x"}, 1, shape, x->ndim + 1,
+                            x->dtype, ints, 3);
+}
+
+/* ---- data-dependent shapes: nonzero and masked_select ---------------------------------------- */
+
+/* The number of true entries of the bool tensor m (read back to the host), or -1 with the error
+ * set. */
+static int64_t count_true(cn_tensor *m) {
+    cn_scope_begin();
+    int64_t count = -1;
+    cn_tensor *n = cn_sum(cn_cast(m, CN_I64));
+    if (n && cn_read(n, &count, sizeof count) != CN_OK) count = -1;
+    cn_scope_end();
+    return count;
+}
+
+cn_tensor *cn_nonzero(cn_tensor *x) {
+    const char *op = "nonzero";
+    if (!x) {
+        cn__null_arg(op, "x");
+        return NULL;
+    }
+    cn_scope_begin();
+    int64_t count = count_true(cn_cast(x, CN_BOOL));
+    cn_scope_end();
+    if (count < 0) return NULL;
+    int64_t shape[2] = {count, x->ndim};
+    return cn__run_index_op(CN_OP_NONZERO, &x, (const char *const[]){"x"}, 1, shape, 2, CN_I64,
+                            NULL, 0);
+}
+
+cn_tensor *cn_masked_select(cn_tensor *x, cn_tensor *mask) {
+    const char *op = "masked_select";
+    cn_tensor *in[2] = {x, mask};
+    const char *names[2] = {"x", "mask"};
+    if (!x || !mask) {
+        cn__null_arg(op, !x ? "x" : "mask");
+        return NULL;
+    }
+    if (cn__check_kind(op, "mask", mask, CN_KINDS_BOOL) != CN_OK) return NULL;
+    int64_t shape[CN_MAX_DIMS];
+    int nd;
+    if (cn__broadcast_shapes(op, "x", x, "mask", mask, shape, &nd) != CN_OK) return NULL;
+    cn_device dev;
+    const cn_backend *b = cn__route(op, in, names, 2, &dev);
+    if (!b) return NULL;
+    cn_scope_begin();
+    int64_t count = count_true(cn_expand(mask, shape, nd));
+    cn_scope_end();
+    if (count < 0) return NULL;
+    cn_tensor *out = cn__tensor_alloc(op, &count, 1, x->dtype, dev);
+    if (!out) return NULL;
+    cn_view views[2];
+    cn__broadcast_view(x, shape, nd, &views[0]);
+    cn__broadcast_view(mask, shape, nd, &views[1]);
+    if (cn__launch(b, dev, CN_OP_MASKED_SELECT, views, 2, &out, 1, NULL, 0, NULL, 0) != CN_OK) {
+        cn_release(out);
+        return NULL;
+    }
+    return cn__record(CN_OP_MASKED_SELECT, out, in, 2, NULL, 0, NULL, 0);
 }

@@ -288,6 +288,23 @@ case("index_add", "index_add_i64", [In([2, 3], INT_VALUES), In([2], [1, 1]),
                                     In([2, 3], [1, 2, 3, 4, 5, 6])],
      lambda x, i, s: torch.index_add(x, 0, i, s), ints=[0])
 
+# unfold: ints = dim, size, step (overlapping windows: their gradients add up)
+case("unfold", "unfold", [Fl([2, 7])], lambda x: x.unfold(1, 3, 2), ints=[1, 3, 2])
+case("unfold", "unfold_dim0", [Fl([5, 2, 2])], lambda x: x.unfold(0, 2, 1), ints=[0, 2, 1])
+case("unfold", "unfold_i64", [In([6], [1, 2, 3, 4, 5, 6])], lambda x: x.unfold(0, 4, 3),
+     ints=[0, 4, 3])
+case("unfold", "unfold_bool", [Bo([2, 5])], lambda x: x.unfold(-1, 2, 2), ints=[-1, 2, 2])
+# data-dependent shapes
+case("nonzero", "nonzero", [Fl([3, 4], [0.0, 1.5, -0.0, 0.25, 0.0, 0.0, -2.0, 0.0, 3.0, 0.0, 0.0,
+                                        0.5])], torch.nonzero)
+case("nonzero", "nonzero_bool", [Bo([2, 3, 2])], torch.nonzero)
+case("nonzero", "nonzero_i64", [In([5], [0, 3, 0, 0, -1])], torch.nonzero)
+case("masked_select", "masked_select", [Fl([3, 4]), Bo([3, 4])], torch.masked_select)
+case("masked_select", "masked_select_broadcast", [Fl([3, 1]), Bo([2, 1, 4])],
+     torch.masked_select)
+case("masked_select", "masked_select_i64", [In([2, 3], INT_VALUES), Bo([3])],
+     torch.masked_select)
+
 # ---- convolution and pooling: conv ints = stride h, w, padding h, w, dilation h, w, groups;
 # pool ints = kernel h, w, stride h, w, padding h, w ------------------------------------------
 CONV_A = [2, 1, 1, 1, 1, 2, 2]  # stride (2, 1), padding (1, 1), dilation (1, 2), groups 2

@@ -258,4 +258,7 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_SLICE_ASSIGN] = cpu_slice_assign;
     k[CN_OP_INDEX_COPY] = k[CN_OP_INDEX_ADD] = cpu_index_put;
     dt[CN_OP_INDEX_ADD] = FI;
+    k[CN_OP_UNFOLD] = cpu_unfold;
+    k[CN_OP_NONZERO] = cpu_nonzero;
+    k[CN_OP_MASKED_SELECT] = cpu_masked_select;
 }

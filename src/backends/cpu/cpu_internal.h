@@ -42,6 +42,9 @@ cn_status cpu_triangle(const cn_kernel_args *a); /* tril and triu */
 cn_status cpu_flip(const cn_kernel_args *a);
 cn_status cpu_repeat(const cn_kernel_args *a);
 cn_status cpu_slice_assign(const cn_kernel_args *a);
+cn_status cpu_unfold(const cn_kernel_args *a);
+cn_status cpu_nonzero(const cn_kernel_args *a);
+cn_status cpu_masked_select(const cn_kernel_args *a);
 /* conv.c */
 cn_status cpu_conv2d(const cn_kernel_args *a);
 /* pool.c */

@@ -275,3 +275,131 @@ cn_status cpu_slice_assign(const cn_kernel_args *a) {
     cpu_map(2, into, copy_run, &es);
     return CN_OK;
 }
+
+/* ---- unfold -----------------------------------------------------------------------------------
+ */
+
+/* in = (x), ints = dim, size, step; out = x's shape with the window count at dim, plus [size]:
+ * out[.., w, .., j] = x[.., w * step + j, ..]. The windows are a strided view of x (stride
+ * step * s at dim, s for the new last dim, s x's stride at dim), copied into out. */
+cn_status cpu_unfold(const cn_kernel_args *a) {
+    const cn_view *x = &a->in[0], *out = &a->out[0];
+    int dim = (int)a->ints[0], nd = x->ndim;
+    int64_t step = a->ints[2];
+    if (dim < 0 || dim >= nd || out->ndim != nd + 1 || step < 1)
+        return cn_set_error(CN_ERR_SHAPE, "unfold", "need out with one dim more than x");
+    cn_view windows = *x;
+    windows.ndim = nd + 1;
+    for (int d = 0; d <= nd; d++)
+        windows.shape[d] = out->shape[d];
+    /* one window: its stride is never used (and step * s might not fit) */
+    windows.strides[dim] = out->shape[dim] > 1 ? x->strides[dim] * step : 0;
+    windows.strides[nd] = x->strides[dim];
+    size_t es = cn_dtype_size(out->dtype);
+    const cn_view *pair[2] = {out, &windows};
+    cpu_map(2, pair, copy_run, &es);
+    return CN_OK;
+}
+
+/* ---- nonzero and masked_select: one pass in row-major order --------------------------------- */
+
+/* Whether the element at p of dtype dt is nonzero (NaN is; -0.0 is not). */
+static int is_nonzero(const char *p, cn_dtype dt) {
+    switch (dt) {
+    case CN_F32: {
+        float v;
+        memcpy(&v, p, sizeof v);
+        return v != 0.0f;
+    }
+    case CN_F64: {
+        double v;
+        memcpy(&v, p, sizeof v);
+        return v != 0.0;
+    }
+    case CN_F16:
+    case CN_BF16: {
+        uint16_t v;
+        memcpy(&v, p, sizeof v);
+        return (v & 0x7fffu) != 0;
+    }
+    case CN_I32: {
+        int32_t v;
+        memcpy(&v, p, sizeof v);
+        return v != 0;
+    }
+    case CN_I64: {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        return v != 0;
+    }
+    default:
+        return *(const uint8_t *)p != 0; /* u8, bool */
+    }
+}
+
+/* Visits every position of shape in row-major order, keeping its coordinates in coord: returns 0
+ * after the last one. */
+static int next_coord(int nd, const int64_t *shape, int64_t *coord) {
+    for (int d = nd - 1; d >= 0; d--) {
+        if (++coord[d] < shape[d]) return 1;
+        coord[d] = 0;
+    }
+    return 0;
+}
+
+static int64_t offset_of(const cn_view *v, const int64_t *coord) {
+    int64_t off = 0;
+    for (int d = 0; d < v->ndim; d++)
+        off += coord[d] * v->strides[d];
+    return off;
+}
+
+/* The router counted the entries; a different count here means the data changed in between. */
+static cn_status count_changed(const char *op, int64_t want, int64_t got) {
+    return cn_set_error(CN_ERR_INVALID_ARG, op,
+                        "the input changed while the op ran: %lld entries "
+                        "were counted, %lld found; do not write to it from another thread",
+                        (long long)want, (long long)got);
+}
+
+/* in = (x), out = [count, ndim] i64: the coordinates of x's nonzero entries, row-major. */
+cn_status cpu_nonzero(const cn_kernel_args *a) {
+    const cn_view *x = &a->in[0], *out = &a->out[0];
+    if (out->ndim != 2 || out->shape[1] != x->ndim || out->dtype != CN_I64)
+        return cn_set_error(CN_ERR_SHAPE, "nonzero", "need an i64 output of [count, ndim]");
+    const int nd = x->ndim;
+    const size_t es = cn_dtype_size(x->dtype);
+    int64_t coord[CN_MAX_DIMS] = {0}, found = 0, want = out->shape[0];
+    int64_t *o = (int64_t *)out->data;
+    if (cn__view_numel(x) == 0) return count_changed("nonzero", want, 0);
+    do {
+        if (is_nonzero((const char *)x->data + offset_of(x, coord) * (int64_t)es, x->dtype)) {
+            if (found == want) return count_changed("nonzero", want, found + 1);
+            for (int d = 0; d < nd; d++)
+                o[found * out->strides[0] + d * out->strides[1]] = coord[d];
+            found++;
+        }
+    } while (next_coord(nd, x->shape, coord));
+    return found == want ? CN_OK : count_changed("nonzero", want, found);
+}
+
+/* in = (x, mask bool), both of one (broadcast) shape; out = [count]: x where mask, row-major. */
+cn_status cpu_masked_select(const cn_kernel_args *a) {
+    const cn_view *x = &a->in[0], *mask = &a->in[1], *out = &a->out[0];
+    if (mask->dtype != CN_BOOL || mask->ndim != x->ndim || out->ndim != 1)
+        return cn_set_error(CN_ERR_SHAPE, "masked_select", "need x and a bool mask of one shape");
+    const int nd = x->ndim;
+    const size_t es = cn_dtype_size(x->dtype);
+    int64_t coord[CN_MAX_DIMS] = {0}, found = 0, want = out->shape[0];
+    char *o = (char *)out->data;
+    if (cn__view_numel(x) == 0) return count_changed("masked_select", want, 0);
+    do {
+        if (((const uint8_t *)mask->data)[offset_of(mask, coord)]) {
+            if (found == want) return count_changed("masked_select", want, found + 1);
+            move_elem(o + found * out->strides[0] * (int64_t)es,
+                      (const char *)x->data + offset_of(x, coord) * (int64_t)es, es);
+            found++;
+        }
+    } while (next_coord(nd, x->shape, coord));
+    return found == want ? CN_OK : count_changed("masked_select", want, found);
+}

@@ -354,6 +354,9 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_SCATTER] = cuda_scatter;
     k[CN_OP_SLICE_ASSIGN] = cuda_slice_assign;
     k[CN_OP_INDEX_COPY] = k[CN_OP_INDEX_ADD] = cuda_index_put;
+    k[CN_OP_UNFOLD] = cuda_unfold;
+    k[CN_OP_NONZERO] = cuda_nonzero;
+    k[CN_OP_MASKED_SELECT] = cuda_masked_select;
 
     /* The dtypes each kernel computes (0: every dtype the op accepts): the router refuses the
      * rest before launching, so the kernels do not check them. f16 and bf16 compute in float. */

@@ -201,6 +201,9 @@ cn_status cuda_triangle(const cn_kernel_args *a); /* tril and triu */
 cn_status cuda_flip(const cn_kernel_args *a);
 cn_status cuda_repeat(const cn_kernel_args *a);
 cn_status cuda_slice_assign(const cn_kernel_args *a);
+cn_status cuda_unfold(const cn_kernel_args *a);
+cn_status cuda_nonzero(const cn_kernel_args *a);
+cn_status cuda_masked_select(const cn_kernel_args *a);
 /* conv.cu */
 cn_status cuda_conv2d(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);

@@ -214,3 +214,154 @@ extern "C" cn_status cuda_slice_assign(const cn_kernel_args *a) {
     part.data = (char *)out->data + start * out->strides[dim] * (int64_t)cn_dtype_size(out->dtype);
     return cu_copy_view(d, op, &part, values);
 }
+
+/* ---- unfold -----------------------------------------------------------------------------------
+ */
+
+/* in = (x), ints = dim, size, step; out[.., w, .., j] = x[.., w * step + j, ..]: a copy of the
+ * strided view of x's windows (as the CPU does). */
+extern "C" cn_status cuda_unfold(const cn_kernel_args *a) {
+    const char *op = "unfold";
+    const cn_view *x = &a->in[0], *out = &a->out[0];
+    int dim = (int)a->ints[0], nd = x->ndim;
+    int64_t step = a->ints[2];
+    if (dim < 0 || dim >= nd || out->ndim != nd + 1 || step < 1)
+        return cn_set_error(CN_ERR_SHAPE, op, "need out with one dim more than x");
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    cn_view windows = *x;
+    windows.ndim = nd + 1;
+    for (int k = 0; k <= nd; k++)
+        windows.shape[k] = out->shape[k];
+    windows.strides[dim] = out->shape[dim] > 1 ? x->strides[dim] * step : 0;
+    windows.strides[nd] = x->strides[dim];
+    return cu_copy_view(d, op, out, &windows);
+}
+
+/* ---- nonzero and masked_select: an ordered compaction in one block ---------------------------- *
+ * Thread t of one block takes the t-th contiguous range of positions, counts its hits, the block
+ * turns the counts into starting rows (a scan by thread 0), and each thread writes its hits in
+ * order: row-major order, deterministic, as the CPU's. */
+
+#define COMPACT_THREADS 1024
+
+typedef struct compact_geom {
+    cu_nd x, mask;      /* mask: masked_select only */
+    int64_t n, want;    /* positions; the router's count */
+    int dt, es, select; /* select: masked_select (write x's values), else nonzero (coordinates) */
+    int64_t ostride0, ostride1;
+} compact_geom;
+
+__device__ __forceinline__ bool cu_nonzero_at(const char *p, int dt) {
+    switch (dt) {
+    case CN_F32:
+        return *(const float *)p != 0.0f;
+    case CN_F64:
+        return *(const double *)p != 0.0;
+    case CN_F16:
+    case CN_BF16:
+        return (*(const uint16_t *)p & 0x7fffu) != 0;
+    case CN_I32:
+        return *(const int32_t *)p != 0;
+    case CN_I64:
+        return *(const int64_t *)p != 0;
+    default:
+        return *(const uint8_t *)p != 0;
+    }
+}
+
+__global__ void compact_kernel(const __grid_constant__ compact_geom g, const char *x,
+                               const uint8_t *mask, char *out, int64_t *found) {
+    __shared__ int64_t start[COMPACT_THREADS];
+    const int t = threadIdx.x;
+    const int64_t chunk = (g.n + COMPACT_THREADS - 1) / COMPACT_THREADS;
+    const int64_t lo = t * chunk < g.n ? t * chunk : g.n, hi = lo + chunk < g.n ? lo + chunk : g.n;
+    int64_t hits = 0;
+    for (int64_t p = lo; p < hi; p++)
+        hits += g.select ? mask[cu_nd_offset(g.mask, p)] != 0
+                         : cu_nonzero_at(x + cu_nd_offset(g.x, p) * g.es, g.dt);
+    start[t] = hits;
+    __syncthreads();
+    if (t == 0) {
+        int64_t sum = 0;
+        for (int k = 0; k < COMPACT_THREADS; k++) {
+            int64_t c = start[k];
+            start[k] = sum;
+            sum += c;
+        }
+        *found = sum;
+    }
+    __syncthreads();
+    int64_t row = start[t];
+    for (int64_t p = lo; p < hi; p++) {
+        const char *src = x + cu_nd_offset(g.x, p) * g.es;
+        bool hit = g.select ? mask[cu_nd_offset(g.mask, p)] != 0 : cu_nonzero_at(src, g.dt);
+        if (!hit) continue;
+        if (row < g.want) { /* a count that changed meanwhile is reported by the host */
+            if (g.select) {
+                cu_move(out + row * g.ostride0 * g.es, src, g.es);
+            } else {
+                int64_t q = p;
+                for (int k = g.x.nd - 1; k >= 0; k--) {
+                    int64_t s = q / g.x.shape[k];
+                    ((int64_t *)out)[row * g.ostride0 + k * g.ostride1] = q - s * g.x.shape[k];
+                    q = s;
+                }
+            }
+        }
+        row++;
+    }
+}
+
+static cn_status compact(const cn_kernel_args *a, const char *op, int select) {
+    const cn_view *x = &a->in[0], *out = &a->out[0];
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    compact_geom g;
+    memset(&g, 0, sizeof g);
+    cn_view xv = cn__view_at_least_1d(x);
+    g.x = cu_nd_of(&xv); /* a 0-d x never gets here: nonzero's [count, 0] is empty */
+    const uint8_t *mask = NULL;
+    if (select) {
+        cn_view mv = cn__view_at_least_1d(&a->in[1]);
+        g.mask = cu_nd_of(&mv);
+        mask = (const uint8_t *)mv.data;
+    }
+    g.n = cn__view_numel(&xv);
+    g.want = out->shape[0];
+    g.dt = x->dtype;
+    g.es = (int)cn_dtype_size(x->dtype);
+    g.select = select;
+    g.ostride0 = out->strides[0];
+    g.ostride1 = out->ndim > 1 ? out->strides[1] : 0;
+    int64_t *found;
+    cn_status s = cu_scratch(d, op, sizeof *found, (void **)&found);
+    if (s != CN_OK) return s;
+    compact_kernel<<<1, COMPACT_THREADS, 0, d->stream>>>(g, (const char *)xv.data, mask,
+                                                         (char *)out->data, found);
+    s = cu_check_launch(op, "compact_kernel");
+    int64_t got = 0;
+    if (s == CN_OK) s = cu_read_i64(d, op, found, &got);
+    cu_scratch_free(d, found);
+    if (s == CN_OK && got != g.want)
+        s = cn_set_error(CN_ERR_INVALID_ARG, op,
+                         "the input changed while the op ran: %lld "
+                         "entries were counted, %lld found; do not write to it from another "
+                         "thread",
+                         (long long)g.want, (long long)got);
+    return s;
+}
+
+/* in = (x), out = [count, ndim] i64: the coordinates of x's nonzero entries, row-major. */
+extern "C" cn_status cuda_nonzero(const cn_kernel_args *a) {
+    if (a->out[0].ndim != 2 || a->out[0].shape[1] != a->in[0].ndim)
+        return cn_set_error(CN_ERR_SHAPE, "nonzero", "need an i64 output of [count, ndim]");
+    return compact(a, "nonzero", 0);
+}
+
+/* in = (x, mask bool), one (broadcast) shape; out = [count]: x where mask, row-major. */
+extern "C" cn_status cuda_masked_select(const cn_kernel_args *a) {
+    if (a->in[1].dtype != CN_BOOL || a->in[1].ndim != a->in[0].ndim || a->out[0].ndim != 1)
+        return cn_set_error(CN_ERR_SHAPE, "masked_select", "need x and a bool mask of one shape");
+    return compact(a, "masked_select", 1);
+}

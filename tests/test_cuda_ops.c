@@ -389,6 +389,13 @@ static cn_tensor *f_masked_select(cn_tensor *const *x, const void *a) {
     (void)a;
     return cn_masked_select(x[0], x[1]);
 }
+static cn_tensor *f_gather_nd(cn_tensor *const *x, const void *a) {
+    (void)a;
+    return cn_gather_nd(x[0], x[1]);
+}
+static cn_tensor *f_scatter_nd(cn_tensor *const *x, const void *a) {
+    return cn_scatter_nd(x[0], x[1], x[2], (cn_scatter_reduce)A(a)->i0);
+}
 static cn_tensor *f_conv2d(cn_tensor *const *x, const void *a) {
     const int64_t *k = A(a)->ints;
     cn_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6]};
@@ -1118,6 +1125,34 @@ static void test_index_ops(void) {
         pair_free(m[1]);
         pair_free(x);
     }
+    /* gather_nd / scatter_nd: tuples of K = 1, 2, 3 coordinates into x [4, 5, 3], repeated tuples
+     * (scatter_nd applies them in order on both), every reduction on the float and int dtypes */
+    const cn_dtype ndts[6] = {CN_F32, CN_F64, CN_I32, CN_I64, CN_F16, CN_BOOL};
+    for (int d = 0; d < 6; d++)
+        for (int k = 1; k <= 3; k++) {
+            const int64_t xs3[3] = {4, 5, 3}, is[3] = {6, 2, k};
+            int64_t us[CN_MAX_DIMS] = {6, 2};
+            for (int j = k; j < 3; j++) us[2 + j - k] = xs3[j];
+            pair x = input(xs3, 3, ndts[d], -3, 3, d % 2 ? TRANSPOSED : CONTIG);
+            /* coordinates in [0, 3): valid for every dim of x */
+            pair idx = input(is, 3, CN_I64, 0, 3, CONTIG);
+            pair gin[2] = {x, idx};
+            const char *dn = cn_dtype_name(ndts[d]);
+            check_op(label("gather_nd %s K %d", dn, k), CN_OP_GATHER_ND, f_gather_nd, NULL, gin,
+                     2, 0);
+            pair upd = input(us, 2 + 3 - k, ndts[d], -3, 3, CONTIG);
+            pair sin[3] = {x, idx, upd};
+            int numeric = ndts[d] != CN_BOOL && ndts[d] != CN_F16;
+            for (int r = CN_SCATTER_ASSIGN; r <= (numeric ? CN_SCATTER_MAX : CN_SCATTER_ASSIGN);
+                 r++) {
+                args a = {.i0 = r};
+                check_op(label("scatter_nd %s K %d reduce %d", dn, k, r), CN_OP_SCATTER_ND,
+                         f_scatter_nd, &a, sin, 3, r == CN_SCATTER_MUL ? 8 : 2);
+            }
+            pair_free(upd);
+            pair_free(idx);
+            pair_free(x);
+        }
     /* out-of-range indices: the same error, word for word */
     const double xv[6] = {1, 2, 3, 4, 5, 6}, bad[2] = {0, 3}, src[6] = {7, 8, 9, 7, 8, 9};
     const int64_t s23[2] = {2, 3}, s13[2] = {1, 3}, s2[1] = {2};
@@ -1132,6 +1167,11 @@ static void test_index_ops(void) {
     sc[2] = pair_from(src, s23, 2, CN_F32);
     check_same_error("index_copy out of range", f_index_copy, &a1, sc, 3);
     check_same_error("index_add out of range", f_index_add, &a1, sc, 3);
+    const double tuples[4] = {1, 2, 0, 3};
+    const int64_t s22t[2] = {2, 2};
+    pair nd[2] = {sc[0], pair_from(tuples, s22t, 2, CN_I64)};
+    check_same_error("gather_nd out of range", f_gather_nd, NULL, nd, 2);
+    pair_free(nd[1]);
     for (int i = 0; i < 3; i++) pair_free(sc[i]);
 }
 

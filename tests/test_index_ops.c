@@ -88,6 +88,32 @@ static void test_index_add_repeated_index_sums(void) {
     cn_scope_end();
 }
 
+/* scatter_nd: x = [[1, 2], [3, 4]], tuples [[1], [0], [1]] (rows), updates [[5, 6], [7, 8],
+ * [9, 10]]. assign: row 1 keeps the last, [[7, 8], [9, 10]]; add: [[8, 10], [17, 20]].
+ * max with x = [[1, 2], [3, 4]], tuples [[0, 0], [0, 0]], updates [1, 0]: entry (0, 0) is
+ * max(1, 1, 0) = 1, a tie between x and the first update: with L = sum(out), each gets 1/2. */
+static void test_scatter_nd_reductions(void) {
+    cn_scope_begin();
+    const int64_t s22[2] = {2, 2}, s31[2] = {3, 1}, s32[2] = {3, 2}, s2[1] = {2};
+    const double xv[4] = {1, 2, 3, 4}, tv[3] = {1, 0, 1}, uv[6] = {5, 6, 7, 8, 9, 10};
+    const double assign[4] = {7, 8, 9, 10}, add[4] = {8, 10, 17, 20};
+    cn_tensor *x = f64(xv, s22, 2), *t = i64(tv, s31, 2), *u = f64(uv, s32, 2);
+    th_check_values("scatter_nd assign", cn_scatter_nd(x, t, u, CN_SCATTER_ASSIGN), assign, 4, 0);
+    th_check_values("scatter_nd add", cn_scatter_nd(x, t, u, CN_SCATTER_ADD), add, 4, 0);
+    const double t00[4] = {0, 0, 0, 0}, u10[2] = {1, 0};
+    const double want_dx[4] = {0.5, 1, 1, 1}, want_du[2] = {0.5, 0};
+    cn_tensor *xl = leaf(xv, s22, 2), *ul = leaf(u10, s2, 1);
+    cn_tensor *tl = cn_from_inner(i64(t00, s22, 2), cn_autodiff(cn_cpu()));
+    cn_grads *g = cn_backward(cn_sum(cn_scatter_nd(xl, tl, ul, CN_SCATTER_MAX)));
+    CHECK(g != NULL);
+    if (g) {
+        th_check_values("scatter_nd max tie dL/dx", cn_grad(g, xl), want_dx, 4, 0);
+        th_check_values("scatter_nd max tie dL/du", cn_grad(g, ul), want_du, 2, 0);
+    }
+    cn_grads_free(g);
+    cn_scope_end();
+}
+
 /* ---- edge shapes ---------------------------------------------------------------------------- */
 
 /* A mask of one element broadcasts to all of x; a 0-d x takes a 0-d mask. */
@@ -208,6 +234,10 @@ static void test_misuse(void) {
     cn_tensor *idx1 = i64(iv, s3, 1), *i2t = i64(i2, s2, 1), *x4 = f64(xv, s4, 1);
     cn_tensor *i23 = i64(xv, s23, 2), *x22 = f64(xv, s22, 2), *b22 = bools(mv, s22, 2);
     cn_tensor *x0 = f64(xv, NULL, 0);
+    const double tuples_far[4] = {1, 2, 0, 3}, tuples_ok[2] = {1, 0};
+    const int64_t s21[2] = {2, 1};
+    cn_tensor *tuple_far = i64(tuples_far, s22, 2), *tuple_ok = i64(tuples_ok, s21, 2);
+    cn_tensor *x2 = f64(xv, s2, 1);
     int64_t live = cn_live_tensors();
 
     /* masked_fill: the mask's kind and shape, an int value out of range */
@@ -271,6 +301,18 @@ static void test_misuse(void) {
     CHECK_FAILS(cn_masked_select(x, m4), CN_ERR_SHAPE, "do not broadcast");
     CHECK_FAILS(cn_nonzero(NULL), CN_ERR_NULL_ARG, "nonzero");
 
+    /* gather_nd / scatter_nd: tuple length, tuple values, updates' shape, the reduction */
+    CHECK_FAILS(cn_gather_nd(x, i23), CN_ERR_SHAPE, "1 <= K <= 2");
+    CHECK_FAILS(cn_gather_nd(x, idx_far), CN_ERR_SHAPE, "1 <= K <= 2");
+    CHECK_FAILS(cn_gather_nd(x, tuple_far), CN_ERR_INDEX,
+                "index value 3 at position [1, 1] is out of range for dim 1 of size 3");
+    CHECK_FAILS(cn_gather_nd(x, idx32), CN_ERR_DTYPE, "cn_cast(index, CN_I64)");
+    CHECK_FAILS(cn_scatter_nd(x, tuple_ok, x4, CN_SCATTER_ADD), CN_ERR_SHAPE, "'updates'");
+    CHECK_FAILS(cn_scatter_nd(x, tuple_ok, x22, (cn_scatter_reduce)7), CN_ERR_INVALID_ARG,
+                "reduce = 7");
+    CHECK_FAILS(cn_scatter_nd(xb, tuple_ok, b22, CN_SCATTER_MAX), CN_ERR_KIND, "'x'");
+    CHECK_FAILS(cn_scatter_nd(x, tuple_far, x2, CN_SCATTER_ASSIGN), CN_ERR_INDEX, "index value 3");
+
     /* nothing leaked, x untouched */
     CHECK(cn_live_tensors() == live);
     th_check_values("x after the misuse", x, xv, 6, 0);
@@ -301,6 +343,7 @@ int main(void) {
     RUN(test_scatter_repeated_index_keeps_the_last_write);
     RUN(test_index_copy_repeated_index_keeps_the_last_slice);
     RUN(test_index_add_repeated_index_sums);
+    RUN(test_scatter_nd_reductions);
     RUN(test_masked_fill_scalar_mask_and_scalar_x);
     RUN(test_triangles_past_the_matrix);
     RUN(test_flip_and_repeat_edges);

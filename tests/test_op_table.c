@@ -213,6 +213,12 @@ static cn_tensor *run_masked_select(const oc_call *c) {
     return cn_masked_select(c->x[0], c->x[1]);
 }
 
+static cn_tensor *run_gather_nd(const oc_call *c) { return cn_gather_nd(c->x[0], c->x[1]); }
+
+static cn_tensor *run_scatter_nd(const oc_call *c) {
+    return cn_scatter_nd(c->x[0], c->x[1], c->x[2], (cn_scatter_reduce)INT_AT(0));
+}
+
 /* ints: stride h, w, padding h, w, dilation h, w, groups; a bias when there is a third input */
 static cn_tensor *run_conv2d(const oc_call *c) {
     const int64_t *i = c->d->ints;
@@ -430,6 +436,10 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_UNFOLD] = {run_unfold},
     [CN_OP_NONZERO] = {run_nonzero},
     [CN_OP_MASKED_SELECT] = {run_masked_select},
+    /* gather_nd of slices and of entries; scatter_nd with each reduction, repeated tuples (add,
+     * mul with a zero factor, min and max on distinct values) */
+    [CN_OP_GATHER_ND] = {run_gather_nd},
+    [CN_OP_SCATTER_ND] = {run_scatter_nd},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

@@ -104,10 +104,13 @@ typedef enum cn_op {
      * the slice replaced), index_copy / index_add (in = (x, index 1-D i64, src), ints[0] = dim),
      * unfold (ints = dim, size, step: out = x's shape with the window count at dim, plus [size]),
      * nonzero (out [count, ndim] i64, count = the router's count of nonzero entries),
-     * masked_select (in = (x, mask bool), both broadcast to one shape; out [count]) */
+     * masked_select (in = (x, mask bool), both broadcast to one shape; out [count]),
+     * gather_nd (in = (x, index i64 [.., K]); out = index's shape but the last + x's shape past
+     * K), scatter_nd (in = (x, index [.., K], updates), ints[0] = cn_scatter_reduce: 0 assign,
+     * 1 add, 2 mul, 3 min, 4 max; out = x's shape; repeated tuples reduce in index order) */
     CN_OP_MASKED_FILL, CN_OP_TRIL, CN_OP_TRIU, CN_OP_FLIP, CN_OP_REPEAT, CN_OP_SCATTER,
     CN_OP_SLICE_ASSIGN, CN_OP_INDEX_COPY, CN_OP_INDEX_ADD, CN_OP_UNFOLD, CN_OP_NONZERO,
-    CN_OP_MASKED_SELECT,
+    CN_OP_MASKED_SELECT, CN_OP_GATHER_ND, CN_OP_SCATTER_ND,
     CN_OP_COUNT
 } cn_op;
 

@@ -265,6 +265,38 @@ CN_API cn_tensor *cn_nonzero(cn_tensor *x);
  * positions, zero elsewhere (summed over broadcast dims). */
 CN_API cn_tensor *cn_masked_select(cn_tensor *x, cn_tensor *mask);
 
+/* gather_nd / scatter_nd: ONNX's GatherND and ScatterND (TensorFlow's gather_nd and
+ * tensor_scatter_nd_*; burn's gather_nd / scatter_nd), which PyTorch has no single call for.
+ * index is i64 of shape [B.., K] with 1 <= K <= ndim(x): each of its B.. rows is a tuple of K
+ * coordinates naming the slice x[i0, .., iK-1, ...] (a single entry when K = ndim(x)). Values
+ * must lie in [0, size) of their dim (CN_ERR_INDEX; negative values are not wrapped, unlike
+ * ONNX's). */
+
+/* out[b..] = x[index[b..]]: shape B.. + x's shape past K (at most CN_MAX_DIMS dims: CN_ERR_SHAPE).
+ * Gradient to x: g added back at each tuple (repeats add up). */
+CN_API cn_tensor *cn_gather_nd(cn_tensor *x, cn_tensor *index);
+
+/* How scatter_nd combines an update with what is there. */
+typedef enum cn_scatter_reduce {
+    CN_SCATTER_ASSIGN = 0, /* replace (ONNX's "none") */
+    CN_SCATTER_ADD = 1,
+    CN_SCATTER_MUL = 2,
+    CN_SCATTER_MIN = 3,
+    CN_SCATTER_MAX = 4
+} cn_scatter_reduce;
+
+/* A copy of x with each updates[b..] (shape B.. + x's shape past K, of x's dtype) combined into
+ * the slice x[index[b..]] by `reduce`. Repeated tuples are applied in row-major order of index,
+ * on every backend: with CN_SCATTER_ASSIGN the last one wins (ONNX leaves it undefined). ASSIGN
+ * takes every dtype; the other reductions float and int (CN_ERR_KIND for bool). An unknown
+ * reduce is CN_ERR_INVALID_ARG. Gradients: ASSIGN as cn_scatter (to x: g zeroed where written;
+ * to updates: g at their tuple where they won); ADD: g to x, g gathered at each tuple to
+ * updates; MUL: g times the product of the other factors (exact with zeros: no division by a
+ * zero factor); MIN / MAX: g to the entries (x's or updates') equal to the result, shared
+ * equally among ties, as PyTorch's scatter_reduce amin/amax. */
+CN_API cn_tensor *cn_scatter_nd(cn_tensor *x, cn_tensor *index, cn_tensor *updates,
+                                cn_scatter_reduce reduce);
+
 /* ---- convolution and pooling (NCHW) --------------------------------------------------------- */
 typedef struct cn_conv2d_params {
     int64_t stride[2];   /* (h, w); 0 is taken as 1 */

@@ -525,6 +525,61 @@ static cn_tensor *i_masked_select(ad_node *n, cn_tensor *g, int i) {
     return sum_to_input(cn_reshape(spread, shape, nd), &n->in[i]);
 }
 
+static cn_tensor *i_gather_nd(ad_node *n, cn_tensor *g, int i) {
+    return cn_scatter_nd(zeros_of(&n->in[i], g), ad_input_value(n, 1), g, CN_SCATTER_ADD);
+}
+/* The number b of the tuple each entry of updates ([B.., slice]) belongs to, as i64. */
+static cn_tensor *tuple_numbers(const ad_input *upd, const ad_input *idx, cn_device dev) {
+    int bnd = idx->ndim - 1;
+    int64_t tuples = 1, shape[CN_MAX_DIMS];
+    for (int d = 0; d < bnd; d++) tuples *= idx->shape[d];
+    for (int d = 0; d < upd->ndim; d++) shape[d] = d < bnd ? upd->shape[d] : 1;
+    cn_tensor *b = cn_reshape(cn_arange(0, (double)tuples, 1, CN_I64, dev), shape, upd->ndim);
+    return cn_expand(b, upd->shape, upd->ndim);
+}
+/* scatter_nd, by reduction (see cn_scatter_nd): x is input 0, updates input 2. */
+static cn_tensor *i_scatter_nd(ad_node *n, cn_tensor *g, int i) {
+    const ad_input *xa = &n->in[0], *ua = &n->in[2];
+    cn_tensor *idx = ad_input_value(n, 1);
+    if (!idx) return NULL;
+    cn_device dev = cn_device_of(g);
+    switch ((cn_scatter_reduce)n->ints[0]) {
+    case CN_SCATTER_ADD: return i == 0 ? g : cn_gather_nd(g, idx);
+    case CN_SCATTER_ASSIGN: {
+        if (i == 0) return cn_scatter_nd(g, idx, zeros_of(ua, g), CN_SCATTER_ASSIGN);
+        cn_tensor *b = tuple_numbers(ua, &n->in[1], dev);
+        cn_tensor *none = cn_full(xa->shape, xa->ndim, -1, CN_I64, dev);
+        cn_tensor *won = cn_eq(cn_gather_nd(cn_scatter_nd(none, idx, b, CN_SCATTER_ASSIGN), idx), b);
+        return cn_where(won, cn_gather_nd(g, idx), scalar_like(g, 0));
+    }
+    case CN_SCATTER_MUL: {
+        cn_tensor *x = ad_input_value(n, 0), *u = ad_input_value(n, 2);
+        cn_tensor *ones = cn_full(xa->shape, xa->ndim, 1, xa->dtype, dev);
+        if (i == 0) return cn_mul(g, cn_scatter_nd(ones, idx, u, CN_SCATTER_MUL));
+        /* the product of the other updates of each tuple's slice, as r_prod: with no zero among
+         * them p / u, with one zero the product of the nonzeros at the zero and 0 elsewhere */
+        cn_tensor *zero = cn_eq(u, scalar_like(u, 0));
+        cn_tensor *u1 = cn_where(zero, scalar_like(u, 1), u);
+        cn_tensor *zeros = cn_scatter_nd(cn_zeros(xa->shape, xa->ndim, CN_I64, dev), idx,
+                                         cn_cast(zero, CN_I64), CN_SCATTER_ADD);
+        cn_tensor *zb = cn_gather_nd(zeros, idx);
+        cn_tensor *pb = cn_gather_nd(cn_scatter_nd(ones, idx, u1, CN_SCATTER_MUL), idx);
+        cn_tensor *alone = cn_logical_and(cn_eq(zb, scalar_like(zb, 1)), zero);
+        cn_tensor *others = cn_where(cn_eq(zb, scalar_like(zb, 0)), cn_div(pb, u1),
+                                     cn_where(alone, pb, scalar_like(u, 0)));
+        return cn_mul(cn_gather_nd(cn_mul(g, x), idx), others);
+    }
+    default: { /* min, max: to the entries equal to the result, shared among ties */
+        cn_tensor *x = ad_input_value(n, 0), *u = ad_input_value(n, 2), *y = ad_output_value(n);
+        cn_tensor *hit_x = mask_like(cn_eq(x, y), g);
+        cn_tensor *hit_u = mask_like(cn_eq(u, cn_gather_nd(y, idx)), g);
+        cn_tensor *count = cn_add(hit_x, cn_scatter_nd(zeros_of(xa, g), idx, hit_u, CN_SCATTER_ADD));
+        cn_tensor *share = cn_div(g, cn_maximum(count, scalar_like(g, 1)));
+        return i == 0 ? cn_mul(share, hit_x) : cn_mul(cn_gather_nd(share, idx), hit_u);
+    }
+    }
+}
+
 /* ---- whole nodes -------------------------------------------------------------------------- */
 
 /* matmul with numpy promotion: 1-D operands were [1, K] (a) and [K, 1] (b). */
@@ -676,6 +731,8 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_INDEX_ADD] = {.input = i_index_add},
     [CN_OP_UNFOLD] = {.input = i_unfold},
     [CN_OP_MASKED_SELECT] = {.input = i_masked_select},
+    [CN_OP_GATHER_ND] = {.input = i_gather_nd},
+    [CN_OP_SCATTER_ND] = {.input = i_scatter_nd},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

@@ -199,6 +199,13 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_MASKED_SELECT] = {.name = "masked_select", .family = CN__FAMILY_INDEX, .n_in = 2,
                              .kinds = {A, B}, .out = CN__OUT_INPUT, .saves = IN1,
                              .differentiable = 1},
+    /* ONNX's GatherND / ScatterND (batch_dims 0): index tuples in the last dim of index */
+    [CN_OP_GATHER_ND] = {.name = "gather_nd", .family = CN__FAMILY_INDEX, .n_in = 2,
+                         .kinds = {A, I}, .out = CN__OUT_INPUT, .saves = IN1,
+                         .differentiable = 1},
+    [CN_OP_SCATTER_ND] = {.name = "scatter_nd", .family = CN__FAMILY_INDEX, .n_in = 3,
+                          .kinds = {A, I, A}, .out = CN__OUT_INPUT, .n_ints = 1,
+                          .saves = IN0 | IN1 | CN__SAVE_IN(2) | OUT, .differentiable = 1},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

@@ -389,3 +389,82 @@ cn_tensor *cn_masked_select(cn_tensor *x, cn_tensor *mask) {
     }
     return cn__record(CN_OP_MASKED_SELECT, out, in, 2, NULL, 0, NULL, 0);
 }
+
+/* ---- gather_nd and scatter_nd -----------------------------------------------------------------
+ */
+
+/* index fits x as [B.., K] tuples; writes the shape B.. + x's shape past K to shape. Returns its
+ * ndim, or -1 with the error set. */
+static int nd_shape(const char *op, const cn_tensor *x, const cn_tensor *index, int64_t *shape) {
+    if (cn__check_index_i64(op, index) != CN_OK) return -1;
+    char a[128], b[128];
+    int64_t k = index->ndim ? index->shape[index->ndim - 1] : 0;
+    if (index->ndim == 0 || k < 1 || k > x->ndim) {
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'index' %s for 'x' %s: the last dim of index holds tuples "
+                     "of K coordinates, 1 <= K <= %d (x's dims)",
+                     cn_tensor_str(index, a, sizeof a), cn_tensor_str(x, b, sizeof b), x->ndim);
+        return -1;
+    }
+    int nd = index->ndim - 1 + x->ndim - (int)k;
+    if (nd > CN_MAX_DIMS) {
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'index' %s and 'x' %s make a result of %d dims (at most "
+                     "%d); flatten index's leading dims",
+                     cn_tensor_str(index, a, sizeof a), cn_tensor_str(x, b, sizeof b), nd,
+                     CN_MAX_DIMS);
+        return -1;
+    }
+    memcpy(shape, index->shape, sizeof(int64_t) * (size_t)(index->ndim - 1));
+    memcpy(shape + index->ndim - 1, x->shape + k, sizeof(int64_t) * (size_t)(x->ndim - k));
+    return nd;
+}
+
+cn_tensor *cn_gather_nd(cn_tensor *x, cn_tensor *index) {
+    const char *op = "gather_nd";
+    cn_tensor *in[2] = {x, index};
+    const char *names[2] = {"x", "index"};
+    if (!x || !index) {
+        cn__null_arg(op, !x ? "x" : "index");
+        return NULL;
+    }
+    int64_t shape[CN_MAX_DIMS];
+    int nd = nd_shape(op, x, index, shape);
+    if (nd < 0) return NULL;
+    return cn__run_index_op(CN_OP_GATHER_ND, in, names, 2, shape, nd, x->dtype, NULL, 0);
+}
+
+cn_tensor *cn_scatter_nd(cn_tensor *x, cn_tensor *index, cn_tensor *updates,
+                         cn_scatter_reduce reduce) {
+    const char *op = "scatter_nd";
+    cn_tensor *in[3] = {x, index, updates};
+    const char *names[3] = {"x", "index", "updates"};
+    for (int i = 0; i < 3; i++)
+        if (!in[i]) {
+            cn__null_arg(op, names[i]);
+            return NULL;
+        }
+    if ((int)reduce < CN_SCATTER_ASSIGN || (int)reduce > CN_SCATTER_MAX) {
+        cn_set_error(CN_ERR_INVALID_ARG, op,
+                     "reduce = %d is not a cn_scatter_reduce; use "
+                     "CN_SCATTER_ASSIGN, _ADD, _MUL, _MIN or _MAX",
+                     (int)reduce);
+        return NULL;
+    }
+    if (cn__check_same_dtype(op, "x", x, "updates", updates) != CN_OK ||
+        (reduce != CN_SCATTER_ASSIGN && cn__check_kind(op, "x", x, CN_KINDS_NUMERIC) != CN_OK))
+        return NULL;
+    int64_t shape[CN_MAX_DIMS];
+    int nd = nd_shape(op, x, index, shape);
+    if (nd < 0) return NULL;
+    if (updates->ndim != nd || memcmp(updates->shape, shape, sizeof(int64_t) * (size_t)nd) != 0) {
+        char a[128], b[128];
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'updates' %s must have index's leading dims and x's dims "
+                     "past the tuples: %s",
+                     cn_tensor_str(updates, a, sizeof a), cn__shape_str(shape, nd, b, sizeof b));
+        return NULL;
+    }
+    int64_t ints[1] = {reduce};
+    return cn__run_index_op(CN_OP_SCATTER_ND, in, names, 3, x->shape, x->ndim, x->dtype, ints, 1);
+}

@@ -305,6 +305,57 @@ case("masked_select", "masked_select_broadcast", [Fl([3, 1]), Bo([2, 1, 4])],
 case("masked_select", "masked_select_i64", [In([2, 3], INT_VALUES), Bo([3])],
      torch.masked_select)
 
+# gather_nd / scatter_nd (ONNX GatherND / ScatterND): index [B.., K] of coordinate tuples. The
+# reference is plain PyTorch indexing, one tuple at a time in row-major order (repeats reduce in
+# that order). scatter_nd ints = cn_scatter_reduce: 0 assign, 1 add, 2 mul, 3 min, 4 max.
+def gather_nd(x, idx):
+    return x[tuple(idx.unbind(-1))]
+
+
+def scatter_nd(reduce):
+    def run(x, idx, upd):
+        y = x.clone()
+        k = idx.shape[-1]
+        tuples = idx.reshape(-1, k)
+        updates = upd.reshape(-1, *x.shape[k:])
+        for b in range(tuples.shape[0]):
+            t = tuple(tuples[b].tolist())
+            u = updates[b]
+            if reduce == 0:
+                y[t] = u
+            elif reduce == 1:
+                y[t] = y[t] + u
+            elif reduce == 2:
+                y[t] = y[t] * u
+            elif reduce == 3:
+                y[t] = torch.minimum(y[t], u)
+            else:
+                y[t] = torch.maximum(y[t], u)
+        return y
+    return run
+
+
+case("gather_nd", "gather_nd_slices", [Fl([3, 4, 2]), In([3, 2], [2, 1, 0, 3, 2, 1])], gather_nd)
+case("gather_nd", "gather_nd_entries", [Fl([3, 4]), In([2, 2, 2], [0, 0, 2, 3, 1, 2, 0, 0])],
+     gather_nd)
+case("gather_nd", "gather_nd_bool", [Bo([2, 3]), In([2, 1], [1, 0])], gather_nd)
+case("scatter_nd", "scatter_nd_assign", [Fl([3, 4]), In([2, 1], [2, 0]), Fl([2, 4])],
+     scatter_nd(0), ints=[0])
+case("scatter_nd", "scatter_nd_add", [Fl([3, 4]), In([3, 2], [0, 1, 2, 3, 0, 1]), Fl([3])],
+     scatter_nd(1), ints=[1])
+# a zero factor: its gradient is the product of the others (no division by it)
+case("scatter_nd", "scatter_nd_mul", [Fl([2, 3], "a"), In([4, 2], [0, 1, 1, 2, 0, 1, 0, 1]),
+                                      Fl([4], [1.5, -0.75, 0.0, 1.25])],
+     scatter_nd(2), ints=[2])
+case("scatter_nd", "scatter_nd_min", [Fl([3, 3], "d"), In([3, 2], [1, 1, 0, 2, 1, 1]),
+                                      Fl([3], "d")], scatter_nd(3), ints=[3])
+case("scatter_nd", "scatter_nd_max", [Fl([2, 3], "d"), In([3, 1], [1, 0, 1]), Fl([3, 3], "d")],
+     scatter_nd(4), ints=[4])
+case("scatter_nd", "scatter_nd_add_i64", [In([2, 3], INT_VALUES), In([2, 2], [1, 2, 1, 2]),
+                                          In([2], [5, 7])], scatter_nd(1), ints=[1])
+case("scatter_nd", "scatter_nd_assign_bool", [Bo([2, 3]), In([1, 1], [0]), Bo([1, 3])],
+     scatter_nd(0), ints=[0])
+
 # ---- convolution and pooling: conv ints = stride h, w, padding h, w, dilation h, w, groups;
 # pool ints = kernel h, w, stride h, w, padding h, w ------------------------------------------
 CONV_A = [2, 1, 1, 1, 1, 2, 2]  # stride (2, 1), padding (1, 1), dilation (1, 2), groups 2

@@ -261,4 +261,6 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_UNFOLD] = cpu_unfold;
     k[CN_OP_NONZERO] = cpu_nonzero;
     k[CN_OP_MASKED_SELECT] = cpu_masked_select;
+    k[CN_OP_GATHER_ND] = cpu_gather_nd;
+    k[CN_OP_SCATTER_ND] = cpu_scatter_nd; /* reductions other than assign: f32 f64 i32 i64 */
 }

@@ -36,6 +36,8 @@ cn_status cpu_index_select(const cn_kernel_args *a);
 cn_status cpu_one_hot(const cn_kernel_args *a);
 cn_status cpu_scatter(const cn_kernel_args *a);
 cn_status cpu_index_put(const cn_kernel_args *a); /* index_copy and index_add */
+cn_status cpu_gather_nd(const cn_kernel_args *a);
+cn_status cpu_scatter_nd(const cn_kernel_args *a);
 /* index_ops.c */
 cn_status cpu_masked_fill(const cn_kernel_args *a);
 cn_status cpu_triangle(const cn_kernel_args *a); /* tril and triu */

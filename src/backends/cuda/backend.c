@@ -357,6 +357,8 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_UNFOLD] = cuda_unfold;
     k[CN_OP_NONZERO] = cuda_nonzero;
     k[CN_OP_MASKED_SELECT] = cuda_masked_select;
+    k[CN_OP_GATHER_ND] = cuda_gather_nd;
+    k[CN_OP_SCATTER_ND] = cuda_scatter_nd; /* reductions other than assign: f32 f64 i32 i64 */
 
     /* The dtypes each kernel computes (0: every dtype the op accepts): the router refuses the
      * rest before launching, so the kernels do not check them. f16 and bf16 compute in float. */

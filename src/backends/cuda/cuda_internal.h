@@ -195,6 +195,8 @@ cn_status cuda_index_select(const cn_kernel_args *a);
 cn_status cuda_one_hot(const cn_kernel_args *a);
 cn_status cuda_scatter(const cn_kernel_args *a);
 cn_status cuda_index_put(const cn_kernel_args *a); /* index_copy and index_add */
+cn_status cuda_gather_nd(const cn_kernel_args *a);
+cn_status cuda_scatter_nd(const cn_kernel_args *a);
 /* index_ops.cu */
 cn_status cuda_masked_fill(const cn_kernel_args *a);
 cn_status cuda_triangle(const cn_kernel_args *a); /* tril and triu */

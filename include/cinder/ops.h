@@ -183,7 +183,7 @@ CN_API cn_tensor *cn_one_hot(cn_tensor *index, int64_t num_classes, cn_dtype dty
 
 /* ---- indexing: masks, triangles, flips, repeats and assignments (issue 16) -------------------- *
  * Each returns a new contiguous tensor (one reference for the caller; x and the other inputs are
- * never modified) or NULL with the error set and nothing allocated. Any thread may call them on
+ * never modified) or NULL with the error set and nothing leaked. Any thread may call them on
  * tensors it may read. Float, int and bool tensors are accepted (index_add: float and int), and
  * gradients flow to every float tensor input; index and mask inputs have none. Index values are
  * checked before anything is written: a value outside [0, size) is CN_ERR_INDEX naming its
@@ -194,8 +194,9 @@ CN_API cn_tensor *cn_one_hot(cn_tensor *index, int64_t num_classes, cn_dtype dty
 /* torch.masked_fill(x, mask, value): x with `value` wherever mask is true. mask is bool and
  * broadcasts to x's shape (the result has x's shape; a mask that would make it larger is
  * CN_ERR_SHAPE). value is converted to x's dtype (truncated toward zero for ints, where it must
- * lie in the dtype's range: CN_ERR_INVALID_ARG otherwise; nonzero is true for bool). Gradient to
- * x: g, zero where the mask is true. */
+ * lie in the dtype's range: CN_ERR_INVALID_ARG otherwise; nonzero is true for bool). The CPU
+ * takes f32, f64, i32, i64, u8 and bool (f16 and bf16: CN_ERR_DTYPE; CUDA takes them). Gradient
+ * to x: g, zero where the mask is true. */
 CN_API cn_tensor *cn_masked_fill(cn_tensor *x, cn_tensor *mask, double value);
 
 /* torch.tril / torch.triu over the last two dims of x (ndim >= 2, else CN_ERR_SHAPE): the entries
@@ -288,12 +289,13 @@ typedef enum cn_scatter_reduce {
 /* A copy of x with each updates[b..] (shape B.. + x's shape past K, of x's dtype) combined into
  * the slice x[index[b..]] by `reduce`. Repeated tuples are applied in row-major order of index,
  * on every backend: with CN_SCATTER_ASSIGN the last one wins (ONNX leaves it undefined). ASSIGN
- * takes every dtype; the other reductions float and int (CN_ERR_KIND for bool). An unknown
- * reduce is CN_ERR_INVALID_ARG. Gradients: ASSIGN as cn_scatter (to x: g zeroed where written;
- * to updates: g at their tuple where they won); ADD: g to x, g gathered at each tuple to
- * updates; MUL: g times the product of the other factors (exact with zeros: no division by a
- * zero factor); MIN / MAX: g to the entries (x's or updates') equal to the result, shared
- * equally among ties, as PyTorch's scatter_reduce amin/amax. */
+ * takes every dtype; the other reductions f32, f64, i32 and i64 (CN_ERR_KIND for bool, the
+ * kernel's CN_ERR_DTYPE for u8, f16 and bf16). An unknown reduce is CN_ERR_INVALID_ARG.
+ * Gradients: ASSIGN as cn_scatter (to x: g zeroed where written; to updates: g at their tuple
+ * where they won); ADD: g to x, g gathered at each tuple to updates; MUL: g times the product of
+ * the other factors (exact with zeros: no division by a zero factor); MIN / MAX: g to the
+ * entries (x's or updates') equal to the result, shared equally among ties, as PyTorch's
+ * scatter_reduce amin/amax. */
 CN_API cn_tensor *cn_scatter_nd(cn_tensor *x, cn_tensor *index, cn_tensor *updates,
                                 cn_scatter_reduce reduce);
 

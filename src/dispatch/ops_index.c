@@ -434,6 +434,11 @@ cn_tensor *cn_gather_nd(cn_tensor *x, cn_tensor *index) {
     return cn__run_index_op(CN_OP_GATHER_ND, in, names, 2, shape, nd, x->dtype, NULL, 0);
 }
 
+/* The kernels read ints[0] by these numbers (backend.h's contract for scatter_nd). */
+_Static_assert(CN_SCATTER_ASSIGN == 0 && CN_SCATTER_ADD == 1 && CN_SCATTER_MUL == 2 &&
+                   CN_SCATTER_MIN == 3 && CN_SCATTER_MAX == 4,
+               "cn_scatter_reduce's values are the backend ABI of scatter_nd");
+
 cn_tensor *cn_scatter_nd(cn_tensor *x, cn_tensor *index, cn_tensor *updates,
                          cn_scatter_reduce reduce) {
     const char *op = "scatter_nd";

@@ -291,6 +291,7 @@ case("index_add", "index_add_i64", [In([2, 3], INT_VALUES), In([2], [1, 1]),
 # unfold: ints = dim, size, step (overlapping windows: their gradients add up)
 case("unfold", "unfold", [Fl([2, 7])], lambda x: x.unfold(1, 3, 2), ints=[1, 3, 2])
 case("unfold", "unfold_dim0", [Fl([5, 2, 2])], lambda x: x.unfold(0, 2, 1), ints=[0, 2, 1])
+case("unfold", "unfold_gaps", [Fl([2, 7])], lambda x: x.unfold(1, 2, 3), ints=[1, 2, 3])
 case("unfold", "unfold_i64", [In([6], [1, 2, 3, 4, 5, 6])], lambda x: x.unfold(0, 4, 3),
      ints=[0, 4, 3])
 case("unfold", "unfold_bool", [Bo([2, 5])], lambda x: x.unfold(-1, 2, 2), ints=[-1, 2, 2])

@@ -351,6 +351,52 @@ static cn_tensor *f_index_select(cn_tensor *const *x, const void *a) {
 static cn_tensor *f_one_hot(cn_tensor *const *x, const void *a) {
     return cn_one_hot(x[0], A(a)->i0, (cn_dtype)A(a)->i1);
 }
+/* indexing of issue 16: i0 = dim or diagonal, ints = flip dims / repeats (i1 of them), s0 =
+ * masked_fill's value; slice_assign: ints = dim, start, end, step */
+static cn_tensor *f_masked_fill(cn_tensor *const *x, const void *a) {
+    return cn_masked_fill(x[0], x[1], A(a)->s0);
+}
+static cn_tensor *f_tril(cn_tensor *const *x, const void *a) { return cn_tril(x[0], A(a)->i0); }
+static cn_tensor *f_triu(cn_tensor *const *x, const void *a) { return cn_triu(x[0], A(a)->i0); }
+static cn_tensor *f_flip(cn_tensor *const *x, const void *a) {
+    int dims[CN_MAX_DIMS];
+    for (int i = 0; i < (int)A(a)->i1; i++) dims[i] = (int)A(a)->ints[i];
+    return cn_flip(x[0], dims, (int)A(a)->i1);
+}
+static cn_tensor *f_repeat(cn_tensor *const *x, const void *a) {
+    return cn_repeat(x[0], A(a)->ints, (int)A(a)->i1);
+}
+static cn_tensor *f_scatter(cn_tensor *const *x, const void *a) {
+    return cn_scatter(x[0], (int)A(a)->i0, x[1], x[2]);
+}
+static cn_tensor *f_slice_assign(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    return cn_slice_assign(x[0], x[1], (int)k[0], k[1], k[2], k[3]);
+}
+static cn_tensor *f_index_copy(cn_tensor *const *x, const void *a) {
+    return cn_index_copy(x[0], (int)A(a)->i0, x[1], x[2]);
+}
+static cn_tensor *f_index_add(cn_tensor *const *x, const void *a) {
+    return cn_index_add(x[0], (int)A(a)->i0, x[1], x[2]);
+}
+static cn_tensor *f_unfold(cn_tensor *const *x, const void *a) {
+    return cn_unfold(x[0], (int)A(a)->i0, A(a)->ints[0], A(a)->ints[1]);
+}
+static cn_tensor *f_nonzero(cn_tensor *const *x, const void *a) {
+    (void)a;
+    return cn_nonzero(x[0]);
+}
+static cn_tensor *f_masked_select(cn_tensor *const *x, const void *a) {
+    (void)a;
+    return cn_masked_select(x[0], x[1]);
+}
+static cn_tensor *f_gather_nd(cn_tensor *const *x, const void *a) {
+    (void)a;
+    return cn_gather_nd(x[0], x[1]);
+}
+static cn_tensor *f_scatter_nd(cn_tensor *const *x, const void *a) {
+    return cn_scatter_nd(x[0], x[1], x[2], (cn_scatter_reduce)A(a)->i0);
+}
 static cn_tensor *f_conv2d(cn_tensor *const *x, const void *a) {
     const int64_t *k = A(a)->ints;
     cn_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6]};
@@ -1331,6 +1377,139 @@ static void test_indexing(void) {
     pair_free(in[1]);
 }
 
+/* ---- indexing of issue 16: masks, triangles, flips, repeats and assignments -------------------- */
+
+static void test_index_ops(void) {
+    const cn_dtype dts[5] = {CN_F32, CN_F16, CN_I64, CN_U8, CN_BOOL};
+    const int64_t xs[3] = {3, 5, 6}, ms[2] = {1, 6};
+    for (int d = 0; d < 5; d++)
+        for (int l = 0; l < 3; l++) {
+            const char *dn = cn_dtype_name(dts[d]), *ln = layout_names[l];
+            pair x = input(xs, 3, dts[d], -9, 9, l);
+            pair m[2] = {x, input(ms, 2, CN_BOOL, 0, 2, CONTIG)}; /* mask broadcast over dims 0, 1 */
+            args fill = {.s0 = 2.5};
+            /* f16: against the CPU in f32 (which has no f16 masked_fill), rounded */
+            check_op(label("masked_fill %s %s", dn, ln), CN_OP_MASKED_FILL, f_masked_fill, &fill,
+                     m, 2, 0);
+            pair_free(m[1]);
+            for (int64_t k = -2; k <= 2; k += 2) {
+                args diag = {.i0 = k};
+                check_op(label("tril %s %s k %lld", dn, ln, (long long)k), CN_OP_TRIL, f_tril,
+                         &diag, &x, 1, 0);
+                check_op(label("triu %s %s k %lld", dn, ln, (long long)k), CN_OP_TRIU, f_triu,
+                         &diag, &x, 1, 0);
+            }
+            const int64_t dims[2] = {0, 2}, reps[4] = {2, 1, 3, 2};
+            args flip = {.ints = dims, .i1 = 2}, rep = {.ints = reps, .i1 = 4};
+            check_op(label("flip %s %s", dn, ln), CN_OP_FLIP, f_flip, &flip, &x, 1, 0);
+            check_op(label("repeat %s %s", dn, ln), CN_OP_REPEAT, f_repeat, &rep, &x, 1, 0);
+            /* slice_assign: rows 1 and 3 of dim 1 */
+            const int64_t vs[3] = {3, 2, 6}, sl[4] = {1, 1, 5, 2};
+            pair sa[2] = {x, input(vs, 3, dts[d], -9, 9, (l + 1) % 3)};
+            args slice = {.ints = sl};
+            check_op(label("slice_assign %s %s", dn, ln), CN_OP_SLICE_ASSIGN, f_slice_assign,
+                     &slice, sa, 2, 0);
+            pair_free(sa[1]);
+            for (int dim = 0; dim < 3; dim++) {
+                /* scatter with repeated index values: both backends keep the last write */
+                int64_t is[3] = {2, 4, 5};
+                is[dim] = 7;
+                pair in[3] = {x, input(is, 3, CN_I64, 0, (double)xs[dim], CONTIG),
+                              input(is, 3, dts[d], -9, 9, l)};
+                args a = {.i0 = dim};
+                check_op(label("scatter %s dim %d %s", dn, dim, ln), CN_OP_SCATTER, f_scatter, &a,
+                         in, 3, 0);
+                pair_free(in[1]);
+                pair_free(in[2]);
+                int64_t n1 = 8, ss[3] = {3, 5, 6};
+                ss[dim] = n1;
+                pair ic[3] = {x, input(&n1, 1, CN_I64, 0, (double)xs[dim], l == 2 ? STRIDED : CONTIG),
+                              input(ss, 3, dts[d], -9, 9, l)};
+                check_op(label("index_copy %s dim %d %s", dn, dim, ln), CN_OP_INDEX_COPY,
+                         f_index_copy, &a, ic, 3, 0);
+                if (dts[d] != CN_U8 && dts[d] != CN_BOOL)
+                    check_op(label("index_add %s dim %d %s", dn, dim, ln), CN_OP_INDEX_ADD,
+                             f_index_add, &a, ic, 3, 4);
+                pair_free(ic[1]);
+                pair_free(ic[2]);
+            }
+            /* unfold: overlapping windows along each dim; nonzero and masked_select (the
+             * GPU's block compaction against the CPU's pass) on a mask broadcast over dim 0 */
+            for (int dim = 0; dim < 3; dim++) {
+                const int64_t win[2] = {2, 1 + dim % 2};
+                args a = {.i0 = dim, .ints = win};
+                check_op(label("unfold %s dim %d %s", dn, dim, ln), CN_OP_UNFOLD, f_unfold, &a,
+                         &x, 1, 0);
+            }
+            check_op(label("nonzero %s %s", dn, ln), CN_OP_NONZERO, f_nonzero, NULL, &x, 1, 0);
+            const int64_t bm[3] = {1, 5, 6};
+            pair sel[2] = {x, input(bm, 3, CN_BOOL, 0, 2, l)};
+            check_op(label("masked_select %s %s", dn, ln), CN_OP_MASKED_SELECT, f_masked_select,
+                     NULL, sel, 2, 0);
+            pair_free(sel[1]);
+            pair_free(x);
+        }
+    {
+        /* a compaction longer than the block's 1024 threads take one position each */
+        const int64_t big[2] = {300, 70};
+        pair x = input(big, 2, CN_F32, -1, 1, CONTIG);
+        pair m[2] = {x, input(big, 2, CN_BOOL, 0, 2, TRANSPOSED)};
+        check_op("masked_select 21000 entries", CN_OP_MASKED_SELECT, f_masked_select, NULL, m, 2,
+                 0);
+        check_op("nonzero of a 21000-entry mask", CN_OP_NONZERO, f_nonzero, NULL, &m[1], 1, 0);
+        pair_free(m[1]);
+        pair_free(x);
+    }
+    /* gather_nd / scatter_nd: tuples of K = 1, 2, 3 coordinates into x [4, 5, 3], repeated tuples
+     * (scatter_nd applies them in order on both), every reduction on the float and int dtypes */
+    const cn_dtype ndts[6] = {CN_F32, CN_F64, CN_I32, CN_I64, CN_F16, CN_BOOL};
+    for (int d = 0; d < 6; d++)
+        for (int k = 1; k <= 3; k++) {
+            const int64_t xs3[3] = {4, 5, 3}, is[3] = {6, 2, k};
+            int64_t us[CN_MAX_DIMS] = {6, 2};
+            for (int j = k; j < 3; j++) us[2 + j - k] = xs3[j];
+            pair x = input(xs3, 3, ndts[d], -3, 3, d % 2 ? TRANSPOSED : CONTIG);
+            /* coordinates in [0, 3): valid for every dim of x */
+            pair idx = input(is, 3, CN_I64, 0, 3, CONTIG);
+            pair gin[2] = {x, idx};
+            const char *dn = cn_dtype_name(ndts[d]);
+            check_op(label("gather_nd %s K %d", dn, k), CN_OP_GATHER_ND, f_gather_nd, NULL, gin,
+                     2, 0);
+            pair upd = input(us, 2 + 3 - k, ndts[d], -3, 3, CONTIG);
+            pair sin[3] = {x, idx, upd};
+            int numeric = ndts[d] != CN_BOOL && ndts[d] != CN_F16;
+            for (int r = CN_SCATTER_ASSIGN; r <= (numeric ? CN_SCATTER_MAX : CN_SCATTER_ASSIGN);
+                 r++) {
+                args a = {.i0 = r};
+                check_op(label("scatter_nd %s K %d reduce %d", dn, k, r), CN_OP_SCATTER_ND,
+                         f_scatter_nd, &a, sin, 3, r == CN_SCATTER_MUL ? 8 : 2);
+            }
+            pair_free(upd);
+            pair_free(idx);
+            pair_free(x);
+        }
+    /* out-of-range indices: the same error, word for word */
+    const double xv[6] = {1, 2, 3, 4, 5, 6}, bad[2] = {0, 3}, src[6] = {7, 8, 9, 7, 8, 9};
+    const int64_t s23[2] = {2, 3}, s13[2] = {1, 3}, s2[1] = {2};
+    const double row[3] = {4, 1, 3};
+    pair sc[3] = {pair_from(xv, s23, 2, CN_F32), pair_from(row, s13, 2, CN_I64),
+                  pair_from(src, s13, 2, CN_F32)};
+    args a1 = {.i0 = 1};
+    check_same_error("scatter out of range", f_scatter, &a1, sc, 3);
+    pair_free(sc[1]);
+    pair_free(sc[2]);
+    sc[1] = pair_from(bad, s2, 1, CN_I64);
+    sc[2] = pair_from(src, s23, 2, CN_F32);
+    check_same_error("index_copy out of range", f_index_copy, &a1, sc, 3);
+    check_same_error("index_add out of range", f_index_add, &a1, sc, 3);
+    const double tuples[4] = {1, 2, 0, 3};
+    const int64_t s22t[2] = {2, 2};
+    pair nd[2] = {sc[0], pair_from(tuples, s22t, 2, CN_I64)};
+    check_same_error("gather_nd out of range", f_gather_nd, NULL, nd, 2);
+    pair_free(nd[1]);
+    for (int i = 0; i < 3; i++) pair_free(sc[i]);
+}
+
 /* ---- convolution and pooling -------------------------------------------------------------------- */
 
 typedef struct conv_case {
@@ -1817,6 +1996,7 @@ int main(void) {
     RUN(test_scans);
     RUN(test_matmul);
     RUN(test_indexing);
+    RUN(test_index_ops);
     RUN(test_conv);
     RUN(test_pool);
     RUN(test_sgd_step);

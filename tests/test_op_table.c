@@ -172,6 +172,58 @@ static cn_tensor *run_one_hot(const oc_call *c) {
     return cn_one_hot(c->x[0], c->d->ints[0], CN_I64);
 }
 
+/* indexing of issue 16. masked_fill: reals[0] the value; tril/triu: ints[0] the diagonal;
+ * flip: ints the dims; repeat: ints the repeats; slice_assign: ints dim, start, end, step */
+static cn_tensor *run_masked_fill(const oc_call *c) {
+    return cn_masked_fill(c->x[0], c->x[1], c->d->reals[0]);
+}
+static cn_tensor *run_tril(const oc_call *c) { return cn_tril(c->x[0], c->d->ints[0]); }
+static cn_tensor *run_triu(const oc_call *c) { return cn_triu(c->x[0], c->d->ints[0]); }
+
+static cn_tensor *run_flip(const oc_call *c) {
+    int dims[CN_MAX_DIMS];
+    for (int i = 0; i < c->d->n_ints; i++)
+        dims[i] = INT_AT(i);
+    return cn_flip(c->x[0], dims, c->d->n_ints);
+}
+
+static cn_tensor *run_repeat(const oc_call *c) {
+    return cn_repeat(c->x[0], c->d->ints, c->d->n_ints);
+}
+
+static cn_tensor *run_scatter(const oc_call *c) {
+    return cn_scatter(c->x[0], INT_AT(0), c->x[1], c->x[2]);
+}
+
+static cn_tensor *run_slice_assign(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    return cn_slice_assign(c->x[0], c->x[1], (int)i[0], i[1], i[2], i[3]);
+}
+
+static cn_tensor *run_index_copy(const oc_call *c) {
+    return cn_index_copy(c->x[0], INT_AT(0), c->x[1], c->x[2]);
+}
+
+static cn_tensor *run_index_add(const oc_call *c) {
+    return cn_index_add(c->x[0], INT_AT(0), c->x[1], c->x[2]);
+}
+
+static cn_tensor *run_unfold(const oc_call *c) {
+    return cn_unfold(c->x[0], INT_AT(0), c->d->ints[1], c->d->ints[2]);
+}
+
+static cn_tensor *run_nonzero(const oc_call *c) { return cn_nonzero(c->x[0]); }
+
+static cn_tensor *run_masked_select(const oc_call *c) {
+    return cn_masked_select(c->x[0], c->x[1]);
+}
+
+static cn_tensor *run_gather_nd(const oc_call *c) { return cn_gather_nd(c->x[0], c->x[1]); }
+
+static cn_tensor *run_scatter_nd(const oc_call *c) {
+    return cn_scatter_nd(c->x[0], c->x[1], c->x[2], (cn_scatter_reduce)INT_AT(0));
+}
+
 /* ints: stride h, w, padding h, w, dilation h, w, groups; a bias when there is a third input */
 static cn_tensor *run_conv2d(const oc_call *c) {
     const int64_t *i = c->d->ints;
@@ -468,6 +520,27 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_SORT] = {run_sort},
     [CN_OP_ANY] = {run_reduce, .all = cn_any, .dim = cn_any_dim},
     [CN_OP_ALL] = {run_reduce, .all = cn_all, .dim = cn_all_dim},
+    /* indexing of issue 16, on float, i64 and bool: the mask broadcast, triangles off the main
+     * diagonal, flips of several dims, repeats adding a leading dim; scatter and index_copy on
+     * distinct index values (PyTorch leaves repeats undefined), index_add on repeated ones */
+    [CN_OP_MASKED_FILL] = {run_masked_fill},
+    [CN_OP_TRIL] = {run_tril},
+    [CN_OP_TRIU] = {run_triu},
+    [CN_OP_FLIP] = {run_flip},
+    [CN_OP_REPEAT] = {run_repeat},
+    [CN_OP_SCATTER] = {run_scatter},
+    [CN_OP_SLICE_ASSIGN] = {run_slice_assign},
+    [CN_OP_INDEX_COPY] = {run_index_copy},
+    [CN_OP_INDEX_ADD] = {run_index_add},
+    /* unfold with overlapping windows (gradients add up); nonzero and masked_select, whose shape
+     * depends on the values, with -0.0 (zero) and a mask broadcast against x */
+    [CN_OP_UNFOLD] = {run_unfold},
+    [CN_OP_NONZERO] = {run_nonzero},
+    [CN_OP_MASKED_SELECT] = {run_masked_select},
+    /* gather_nd of slices and of entries; scatter_nd with each reduction, repeated tuples (add,
+     * mul with a zero factor, min and max on distinct values) */
+    [CN_OP_GATHER_ND] = {run_gather_nd},
+    [CN_OP_SCATTER_ND] = {run_scatter_nd},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

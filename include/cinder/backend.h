@@ -148,6 +148,20 @@ typedef enum cn_op {
     CN_OP_HARD_SIGMOID, CN_OP_LOG_SIGMOID, CN_OP_HARD_SWISH, CN_OP_SOFTPLUS, CN_OP_ELU,
     CN_OP_EQ_SCALAR, CN_OP_NE_SCALAR, CN_OP_LT_SCALAR, CN_OP_LE_SCALAR, CN_OP_GT_SCALAR,
     CN_OP_GE_SCALAR,
+    /* added with indexing (issue 16): masked_fill (in[1] a bool mask broadcast to x, reals[0] the
+     * value), tril / triu (ints[0] the diagonal), flip (ints: the dims), repeat (ints: the
+     * repeats, out[p] = x[p mod x's shape]), scatter (scatter_add's contract, assigning; the last
+     * write along dim wins), slice_assign (in = (x, values), ints = dim, start, step: out = x with
+     * the slice replaced), index_copy / index_add (in = (x, index 1-D i64, src), ints[0] = dim),
+     * unfold (ints = dim, size, step: out = x's shape with the window count at dim, plus [size]),
+     * nonzero (out [count, ndim] i64, count = the router's count of nonzero entries),
+     * masked_select (in = (x, mask bool), both broadcast to one shape; out [count]),
+     * gather_nd (in = (x, index i64 [.., K]); out = index's shape but the last + x's shape past
+     * K), scatter_nd (in = (x, index [.., K], updates), ints[0] = cn_scatter_reduce: 0 assign,
+     * 1 add, 2 mul, 3 min, 4 max; out = x's shape; repeated tuples reduce in index order) */
+    CN_OP_MASKED_FILL, CN_OP_TRIL, CN_OP_TRIU, CN_OP_FLIP, CN_OP_REPEAT, CN_OP_SCATTER,
+    CN_OP_SLICE_ASSIGN, CN_OP_INDEX_COPY, CN_OP_INDEX_ADD, CN_OP_UNFOLD, CN_OP_NONZERO,
+    CN_OP_MASKED_SELECT, CN_OP_GATHER_ND, CN_OP_SCATTER_ND,
     CN_OP_COUNT
 } cn_op;
 
@@ -251,7 +265,7 @@ CN_API int cn_backend_find(const char *name);
 
 /* The version of the backend interface (this header's structs and the op numbering). Bumped on
  * any incompatible change; a module must have been built with the same number. */
-#define CN_BACKEND_ABI_VERSION 3
+#define CN_BACKEND_ABI_VERSION 4
 
 /* What cinder hands a module: its error path and its counted host allocator (so that the
  * allocation-failure mode, cn_alloc_fail_after, covers the module too). Valid for the life of the

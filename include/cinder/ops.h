@@ -330,6 +330,124 @@ CN_API cn_tensor *cn_index_select(cn_tensor *x, int dim, cn_tensor *index);
 /* index (int tensor, any shape) -> shape + [num_classes] of `dtype`, 1 at each index. */
 CN_API cn_tensor *cn_one_hot(cn_tensor *index, int64_t num_classes, cn_dtype dtype);
 
+/* ---- indexing: masks, triangles, flips, repeats and assignments (issue 16) -------------------- *
+ * Each returns a new contiguous tensor (one reference for the caller; x and the other inputs are
+ * never modified) or NULL with the error set and nothing leaked. Any thread may call them on
+ * tensors it may read. Float, int and bool tensors are accepted (index_add: float and int), and
+ * gradients flow to every float tensor input; index and mask inputs have none. Index values are
+ * checked before anything is written: a value outside [0, size) is CN_ERR_INDEX naming its
+ * position (negative values are not wrapped, unlike PyTorch's index_copy). A dim outside
+ * [-ndim, ndim) is CN_ERR_INVALID_ARG, an index that is not i64 CN_ERR_DTYPE (or CN_ERR_KIND for
+ * a float or bool one), a mask that is not bool CN_ERR_KIND. */
+
+/* torch.masked_fill(x, mask, value): x with `value` wherever mask is true. mask is bool and
+ * broadcasts to x's shape (the result has x's shape; a mask that would make it larger is
+ * CN_ERR_SHAPE). value is converted to x's dtype (truncated toward zero for ints, where it must
+ * lie in the dtype's range: CN_ERR_INVALID_ARG otherwise; nonzero is true for bool). The CPU
+ * takes f32, f64, i32, i64, u8 and bool (f16 and bf16: CN_ERR_DTYPE; CUDA takes them). Gradient
+ * to x: g, zero where the mask is true. */
+CN_API cn_tensor *cn_masked_fill(cn_tensor *x, cn_tensor *mask, double value);
+
+/* torch.tril / torch.triu over the last two dims of x (ndim >= 2, else CN_ERR_SHAPE): the entries
+ * [.., i, j] with j - i <= diagonal (tril) or j - i >= diagonal (triu) are kept, the others are
+ * zero (false for bool). Any diagonal is valid (0: the main one, > 0 above it, < 0 below).
+ * Gradient: the same triangle of g. */
+CN_API cn_tensor *cn_tril(cn_tensor *x, int64_t diagonal);
+CN_API cn_tensor *cn_triu(cn_tensor *x, int64_t diagonal);
+
+/* torch.flip(x, dims): x with the order of entries reversed along each of dims[0..n) (0 <= n <=
+ * ndim; negative dims count from the end; a dim named twice is CN_ERR_INVALID_ARG, as in
+ * PyTorch). dims may be NULL when n is 0 (a copy). Gradient: g flipped the same way. */
+CN_API cn_tensor *cn_flip(cn_tensor *x, const int *dims, int n);
+
+/* Tensor.repeat(*repeats): x tiled repeats[d] times along each dim. n >= ndim(x) (CN_ERR_SHAPE
+ * otherwise); when n > ndim, x is treated as having n - ndim leading dims of size 1, so the
+ * result has n dims of size x_size[d] * repeats[d]. A negative repeat is CN_ERR_INVALID_ARG, 0
+ * gives an empty dim, and a size that passes int64 is CN_ERR_OVERFLOW. To repeat along one dim
+ * only, pass 1 for the others. Gradient: the sum of g over the copies. */
+CN_API cn_tensor *cn_repeat(cn_tensor *x, const int64_t *repeats, int n);
+
+/* torch.scatter(x, dim, index, src): a copy of x with out[index[i][j]][j] = src[i][j] along dim
+ * (index i64 with x's ndim and sizes no larger than x's off dim; src of index's shape and x's
+ * dtype; as cn_scatter_add). Where index names one position more than once, the write with the
+ * largest position along dim wins (PyTorch leaves this undefined; cinder picks the last write,
+ * on every backend). Gradients: to x, g with zeros at the scattered positions; to src, g at the
+ * position each entry was written to, and zero for the entries that a later write overwrote. */
+CN_API cn_tensor *cn_scatter(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src);
+
+/* torch.slice_scatter(x, values, dim, start, end, step) (x[.., start:end:step, ..] = values on a
+ * copy): start and end as cn_slice takes them (negative from the end, clamped to the size); step
+ * >= 1 (CN_ERR_INVALID_ARG otherwise). values must have x's dtype and the shape of that slice
+ * (CN_ERR_SHAPE; it does not broadcast). burn's slice_assign for one dim; nest calls for more.
+ * Gradients: to x, g with the slice zeroed; to values, the slice of g. */
+CN_API cn_tensor *cn_slice_assign(cn_tensor *x, cn_tensor *values, int dim, int64_t start,
+                                  int64_t end, int64_t step);
+
+/* torch.index_copy(x, dim, index, src): a copy of x with the slices src[.., i, ..] written at
+ * x[.., index[i], ..] along dim (index 1-D i64; src of x's dtype, with x's shape except
+ * len(index) at dim: CN_ERR_SHAPE otherwise). A repeated index value keeps the last src slice
+ * (PyTorch leaves this undefined). Gradients: to x, g zeroed in the written slices; to src, the
+ * slices of g it was written to, zero for the overwritten ones. */
+CN_API cn_tensor *cn_index_copy(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src);
+
+/* torch.index_add(x, dim, index, src): as cn_index_copy, adding src's slices (repeated index
+ * values add up, in index order). Float and int. burn's select_assign (whose default sums).
+ * Gradients: to x, g; to src, g's slices at index (cn_index_select). */
+CN_API cn_tensor *cn_index_add(cn_tensor *x, int dim, cn_tensor *index, cn_tensor *src);
+
+/* Tensor.unfold(dim, size, step): every window of `size` consecutive entries along dim, starting
+ * every `step` entries: the result has x's dims with (size_dim - size) / step + 1 windows at dim,
+ * and a last dim of `size` (out[.., w, .., j] = x[.., w * step + j, ..]). A copy, where PyTorch's
+ * is a view. x has at least 1 and at most CN_MAX_DIMS - 1 dims (CN_ERR_SHAPE); 0 <= size <=
+ * size_dim and step >= 1 (CN_ERR_INVALID_ARG). Gradient: the windows' gradients summed back into
+ * the entries they cover (overlapping windows add up). */
+CN_API cn_tensor *cn_unfold(cn_tensor *x, int dim, int64_t size, int64_t step);
+
+/* torch.nonzero(x) (torch.argwhere): the coordinates of the nonzero entries of x (true for bool;
+ * NaN counts as nonzero, -0.0 as zero), one row each in row-major order: [count, ndim] of i64. The
+ * count depends on the data: it is read back first (on a GPU this waits for the queued work). No
+ * gradient (the result is i64). */
+CN_API cn_tensor *cn_nonzero(cn_tensor *x);
+
+/* torch.masked_select(x, mask): the entries of x where mask (bool) is true, in row-major order,
+ * as a 1-D tensor of x's dtype; x and mask broadcast together (CN_ERR_SHAPE when they do not).
+ * The count is read back first, as for cn_nonzero. Gradient to x: g put back at the selected
+ * positions, zero elsewhere (summed over broadcast dims). */
+CN_API cn_tensor *cn_masked_select(cn_tensor *x, cn_tensor *mask);
+
+/* gather_nd / scatter_nd: ONNX's GatherND and ScatterND (TensorFlow's gather_nd and
+ * tensor_scatter_nd_*; burn's gather_nd / scatter_nd), which PyTorch has no single call for.
+ * index is i64 of shape [B.., K] with 1 <= K <= ndim(x): each of its B.. rows is a tuple of K
+ * coordinates naming the slice x[i0, .., iK-1, ...] (a single entry when K = ndim(x)). Values
+ * must lie in [0, size) of their dim (CN_ERR_INDEX; negative values are not wrapped, unlike
+ * ONNX's). */
+
+/* out[b..] = x[index[b..]]: shape B.. + x's shape past K (at most CN_MAX_DIMS dims: CN_ERR_SHAPE).
+ * Gradient to x: g added back at each tuple (repeats add up). */
+CN_API cn_tensor *cn_gather_nd(cn_tensor *x, cn_tensor *index);
+
+/* How scatter_nd combines an update with what is there. */
+typedef enum cn_scatter_reduce {
+    CN_SCATTER_ASSIGN = 0, /* replace (ONNX's "none") */
+    CN_SCATTER_ADD = 1,
+    CN_SCATTER_MUL = 2,
+    CN_SCATTER_MIN = 3,
+    CN_SCATTER_MAX = 4
+} cn_scatter_reduce;
+
+/* A copy of x with each updates[b..] (shape B.. + x's shape past K, of x's dtype) combined into
+ * the slice x[index[b..]] by `reduce`. Repeated tuples are applied in row-major order of index,
+ * on every backend: with CN_SCATTER_ASSIGN the last one wins (ONNX leaves it undefined). ASSIGN
+ * takes every dtype; the other reductions f32, f64, i32 and i64 (CN_ERR_KIND for bool, the
+ * kernel's CN_ERR_DTYPE for u8, f16 and bf16). An unknown reduce is CN_ERR_INVALID_ARG.
+ * Gradients: ASSIGN as cn_scatter (to x: g zeroed where written; to updates: g at their tuple
+ * where they won); ADD: g to x, g gathered at each tuple to updates; MUL: g times the product of
+ * the other factors (exact with zeros: no division by a zero factor); MIN / MAX: g to the
+ * entries (x's or updates') equal to the result, shared equally among ties, as PyTorch's
+ * scatter_reduce amin/amax. */
+CN_API cn_tensor *cn_scatter_nd(cn_tensor *x, cn_tensor *index, cn_tensor *updates,
+                                cn_scatter_reduce reduce);
+
 /* ---- convolution and pooling (NCHW) --------------------------------------------------------- */
 typedef struct cn_conv2d_params {
     int64_t stride[2];   /* (h, w); 0 is taken as 1 */

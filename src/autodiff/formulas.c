@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "autodiff/autodiff_internal.h"
+#include "autodiff/formula_helpers.h"
 #include "cinder/memory.h"
 #include "cinder/ops.h"
 #include "core/error_internal.h"
@@ -18,30 +19,7 @@
 #define SQRT1_2 0.70710678118654752440
 #define PI 3.14159265358979323846
 
-/* ---- helpers (results are scope-owned temporaries) ------------------------------------------ */
-
-/* A 0-d tensor holding v, in t's dtype and on t's device: broadcasts against anything. */
-static cn_tensor *scalar_like(cn_tensor *t, double v) {
-    return t ? cn_full(NULL, 0, v, cn_dtype_of(t), cn_device_of(t)) : NULL;
-}
-
-/* A float mask (1 where m, 0 elsewhere) in t's dtype. */
-static cn_tensor *mask_like(cn_tensor *m, cn_tensor *t) {
-    return m && t ? cn_cast(m, cn_dtype_of(t)) : NULL;
-}
-
-/* Sums g over the dims that broadcasting stretched, back to `shape`. */
-static cn_tensor *sum_to(cn_tensor *g, const int64_t *shape, int ndim) {
-    cn_tensor *cur = g;
-    while (cur && cn_ndim(cur) > ndim) cur = cn_sum_dim(cur, 0, 0);
-    for (int d = 0; cur && d < ndim; d++)
-        if (shape[d] == 1 && cn_shape(cur)[d] != 1) cur = cn_sum_dim(cur, d, 1);
-    return cur;
-}
-
-static cn_tensor *sum_to_input(cn_tensor *g, const ad_input *a) {
-    return sum_to(g, a->shape, a->ndim);
-}
+/* ---- helpers (results are scope-owned temporaries; the shared ones: formula_helpers.h) ------ */
 
 /* The shape of a reduction's output with the reduced dim kept (size 1). */
 static int keep_shape(const ad_input *a, int dim, int64_t *shape) {
@@ -54,10 +32,6 @@ static cn_tensor *keep(cn_tensor *g, const ad_input *a, int dim) {
     int64_t shape[CN_MAX_DIMS];
     int nd = keep_shape(a, dim, shape);
     return g ? cn_reshape(g, shape, nd) : NULL;
-}
-
-static cn_tensor *zeros_of(const ad_input *a, cn_tensor *like) {
-    return like ? cn_zeros(a->shape, a->ndim, a->dtype, cn_device_of(like)) : NULL;
 }
 
 /* ---- unary and scalar ops: d(out)/d(x), from x (the input) or y (the output) ------------- */
@@ -680,6 +654,19 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_CUMMAX] = {.input = s_selected},
     [CN_OP_CUMMIN] = {.input = s_selected},
     [CN_OP_SORT] = {.input = s_selected},
+    [CN_OP_MASKED_FILL] = {.input = ad_grad_masked_fill},
+    [CN_OP_TRIL] = {.input = ad_grad_tril},
+    [CN_OP_TRIU] = {.input = ad_grad_triu},
+    [CN_OP_FLIP] = {.input = ad_grad_flip},
+    [CN_OP_REPEAT] = {.input = ad_grad_repeat},
+    [CN_OP_SCATTER] = {.input = ad_grad_scatter},
+    [CN_OP_SLICE_ASSIGN] = {.input = ad_grad_slice_assign},
+    [CN_OP_INDEX_COPY] = {.input = ad_grad_index_copy},
+    [CN_OP_INDEX_ADD] = {.input = ad_grad_index_add},
+    [CN_OP_UNFOLD] = {.input = ad_grad_unfold},
+    [CN_OP_MASKED_SELECT] = {.input = ad_grad_masked_select},
+    [CN_OP_GATHER_ND] = {.input = ad_grad_gather_nd},
+    [CN_OP_SCATTER_ND] = {.input = ad_grad_scatter_nd},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

@@ -46,7 +46,7 @@ typedef enum cn__op_family {
     CN__FAMILY_REDUCE,    /* over one dim, kept with size 1 */
     CN__FAMILY_SOFTMAX,   /* over one dim, same shape */
     CN__FAMILY_MATMUL,
-    CN__FAMILY_INDEX,     /* gather, scatter_add, index_select, one_hot */
+    CN__FAMILY_INDEX,     /* gather, scatter*, index_*, one_hot, masks, flips, windows, *_nd */
     CN__FAMILY_WINDOW,    /* conv2d and the pools: a cn_conv_geometry */
     CN__FAMILY_GRAD,      /* kernels only backward formulas call */
     CN__FAMILY_OPTIM,     /* in-place parameter updates */

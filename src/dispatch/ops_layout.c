@@ -468,3 +468,14 @@ cn_tensor *cn_one_hot(cn_tensor *index, int64_t num_classes, cn_dtype dtype) {
     int64_t ints[1] = {num_classes};
     return run_index_op(CN_OP_ONE_HOT, in, names, 1, shape, index->ndim + 1, dtype, ints, 1);
 }
+
+/* For the other indexing front-ends (ops_index.c): the same index check and launch. */
+cn_status cn__check_index_i64(const char *op, const cn_tensor *index) {
+    return check_index(op, index);
+}
+
+cn_tensor *cn__run_index_op(cn_op op, cn_tensor *const *in, const char *const *names, int n,
+                            const int64_t *shape, int ndim, cn_dtype dtype, const int64_t *ints,
+                            int n_ints) {
+    return run_index_op(op, in, names, n, shape, ndim, dtype, ints, n_ints);
+}

@@ -358,6 +358,139 @@ case("index_select", "index_select_dim1", [Fl([2, 4]), In([3], [1, 1, 3])],
 case("one_hot", "one_hot", [In([2, 3], [0, 4, 2, 2, 1, 3])], lambda i: F.one_hot(i, 5),
      ints=[5])
 
+# ---- indexing of issue 16: masks, triangles, flips, repeats and assignments -----------------
+# float, i64 and bool inputs; index values distinct where PyTorch leaves repeats undefined
+# (scatter, index_copy: cinder's last-write rule is checked in tests/test_index_ops.c)
+case("masked_fill", "masked_fill", [Fl([3, 4]), Bo([4])],
+     lambda x, m: torch.masked_fill(x, m, 2.5), reals=[2.5])
+case("masked_fill", "masked_fill_i64", [In([2, 3], INT_VALUES), Bo([2, 1])],
+     lambda x, m: torch.masked_fill(x, m, -4), reals=[-4])
+case("masked_fill", "masked_fill_bool", [Bo([2, 3]), Bo([2, 3])],
+     lambda x, m: torch.masked_fill(x, m, True), reals=[1])
+case("tril", "tril", [Fl([3, 4])], lambda x: torch.tril(x), ints=[0])
+case("tril", "tril_batched", [Fl([2, 3, 4])], lambda x: torch.tril(x, -1), ints=[-1])
+case("tril", "tril_i64", [In([2, 3], INT_VALUES)], lambda x: torch.tril(x, 1), ints=[1])
+case("triu", "triu", [Fl([4, 3])], lambda x: torch.triu(x, 1), ints=[1])
+case("triu", "triu_batched", [Fl([2, 3, 3])], lambda x: torch.triu(x, -1), ints=[-1])
+case("triu", "triu_bool", [Bo([3, 3])], lambda x: torch.triu(x), ints=[0])
+case("flip", "flip", [Fl([2, 3, 4])], lambda x: torch.flip(x, [0, 2]), ints=[0, 2])
+case("flip", "flip_last", [Fl([3, 4])], lambda x: torch.flip(x, [-1]), ints=[-1])
+case("flip", "flip_i64", [In([2, 3], INT_VALUES)], lambda x: torch.flip(x, [1]), ints=[1])
+case("flip", "flip_bool", [Bo([2, 4])], lambda x: torch.flip(x, [0, 1]), ints=[0, 1])
+case("repeat", "repeat", [Fl([2, 3])], lambda x: x.repeat(2, 1, 3), ints=[2, 1, 3])
+case("repeat", "repeat_dim", [Fl([3, 2])], lambda x: x.repeat(1, 3), ints=[1, 3])
+case("repeat", "repeat_i64", [In([2, 3], INT_VALUES)], lambda x: x.repeat(2, 2), ints=[2, 2])
+case("repeat", "repeat_bool", [Bo([3])], lambda x: x.repeat(2, 2), ints=[2, 2])
+SCATTER_INDEX = [2, 0, 1, 2, 0, 1, 2, 1]  # [2, 4]: distinct down each column
+case("scatter", "scatter", [Fl([3, 4]), In([2, 4], SCATTER_INDEX), Fl([2, 4])],
+     lambda x, i, s: torch.scatter(x, 0, i, s), ints=[0])
+case("scatter", "scatter_dim1", [Fl([2, 5]), In([2, 3], [4, 0, 2, 1, 3, 0]), Fl([2, 3])],
+     lambda x, i, s: torch.scatter(x, 1, i, s), ints=[1])
+case("scatter", "scatter_i64", [In([2, 3], INT_VALUES), In([1, 3], [1, 0, 1]),
+                                In([1, 3], [5, 6, 7])],
+     lambda x, i, s: torch.scatter(x, 0, i, s), ints=[0])
+
+
+def slice_assign(dim, start, end, step):
+    def run(x, v):
+        y = x.clone()
+        index = [slice(None)] * x.dim()
+        index[dim] = slice(start, end, step)
+        y[tuple(index)] = v
+        return y
+    return run
+
+
+# ints = dim, start, end, step (as cn_slice takes them)
+case("slice_assign", "slice_assign", [Fl([5, 4]), Fl([2, 4])], slice_assign(0, 1, 5, 2),
+     ints=[0, 1, 5, 2])
+case("slice_assign", "slice_assign_last", [Fl([3, 5]), Fl([3, 3])], slice_assign(1, -4, 4, 1),
+     ints=[-1, -4, 4, 1])
+case("slice_assign", "slice_assign_i64", [In([2, 3], INT_VALUES), In([2, 1], [9, 8])],
+     slice_assign(1, 2, 3, 1), ints=[1, 2, 3, 1])
+case("index_copy", "index_copy", [Fl([4, 3]), In([2], [3, 0]), Fl([2, 3])],
+     lambda x, i, s: torch.index_copy(x, 0, i, s), ints=[0])
+case("index_copy", "index_copy_dim1", [Fl([2, 4]), In([3], [1, 3, 2]), Fl([2, 3])],
+     lambda x, i, s: torch.index_copy(x, 1, i, s), ints=[1])
+case("index_copy", "index_copy_bool", [Bo([3, 2]), In([1], [2]), Bo([1, 2])],
+     lambda x, i, s: torch.index_copy(x, 0, i, s), ints=[0])
+case("index_add", "index_add", [Fl([4, 3]), In([5], [3, 0, 3, 1, 2]), Fl([5, 3])],
+     lambda x, i, s: torch.index_add(x, 0, i, s), ints=[0])
+case("index_add", "index_add_dim1", [Fl([2, 4]), In([3], [1, 1, 3]), Fl([2, 3])],
+     lambda x, i, s: torch.index_add(x, 1, i, s), ints=[1])
+case("index_add", "index_add_i64", [In([2, 3], INT_VALUES), In([2], [1, 1]),
+                                    In([2, 3], [1, 2, 3, 4, 5, 6])],
+     lambda x, i, s: torch.index_add(x, 0, i, s), ints=[0])
+
+# unfold: ints = dim, size, step (overlapping windows: their gradients add up)
+case("unfold", "unfold", [Fl([2, 7])], lambda x: x.unfold(1, 3, 2), ints=[1, 3, 2])
+case("unfold", "unfold_dim0", [Fl([5, 2, 2])], lambda x: x.unfold(0, 2, 1), ints=[0, 2, 1])
+case("unfold", "unfold_gaps", [Fl([2, 7])], lambda x: x.unfold(1, 2, 3), ints=[1, 2, 3])
+case("unfold", "unfold_i64", [In([6], [1, 2, 3, 4, 5, 6])], lambda x: x.unfold(0, 4, 3),
+     ints=[0, 4, 3])
+case("unfold", "unfold_bool", [Bo([2, 5])], lambda x: x.unfold(-1, 2, 2), ints=[-1, 2, 2])
+# data-dependent shapes
+case("nonzero", "nonzero", [Fl([3, 4], [0.0, 1.5, -0.0, 0.25, 0.0, 0.0, -2.0, 0.0, 3.0, 0.0, 0.0,
+                                        0.5])], torch.nonzero)
+case("nonzero", "nonzero_bool", [Bo([2, 3, 2])], torch.nonzero)
+case("nonzero", "nonzero_i64", [In([5], [0, 3, 0, 0, -1])], torch.nonzero)
+case("masked_select", "masked_select", [Fl([3, 4]), Bo([3, 4])], torch.masked_select)
+case("masked_select", "masked_select_broadcast", [Fl([3, 1]), Bo([2, 1, 4])],
+     torch.masked_select)
+case("masked_select", "masked_select_i64", [In([2, 3], INT_VALUES), Bo([3])],
+     torch.masked_select)
+
+# gather_nd / scatter_nd (ONNX GatherND / ScatterND): index [B.., K] of coordinate tuples. The
+# reference is plain PyTorch indexing, one tuple at a time in row-major order (repeats reduce in
+# that order). scatter_nd ints = cn_scatter_reduce: 0 assign, 1 add, 2 mul, 3 min, 4 max.
+def gather_nd(x, idx):
+    return x[tuple(idx.unbind(-1))]
+
+
+def scatter_nd(reduce):
+    def run(x, idx, upd):
+        y = x.clone()
+        k = idx.shape[-1]
+        tuples = idx.reshape(-1, k)
+        updates = upd.reshape(-1, *x.shape[k:])
+        for b in range(tuples.shape[0]):
+            t = tuple(tuples[b].tolist())
+            u = updates[b]
+            if reduce == 0:
+                y[t] = u
+            elif reduce == 1:
+                y[t] = y[t] + u
+            elif reduce == 2:
+                y[t] = y[t] * u
+            elif reduce == 3:
+                y[t] = torch.minimum(y[t], u)
+            else:
+                y[t] = torch.maximum(y[t], u)
+        return y
+    return run
+
+
+case("gather_nd", "gather_nd_slices", [Fl([3, 4, 2]), In([3, 2], [2, 1, 0, 3, 2, 1])], gather_nd)
+case("gather_nd", "gather_nd_entries", [Fl([3, 4]), In([2, 2, 2], [0, 0, 2, 3, 1, 2, 0, 0])],
+     gather_nd)
+case("gather_nd", "gather_nd_bool", [Bo([2, 3]), In([2, 1], [1, 0])], gather_nd)
+case("scatter_nd", "scatter_nd_assign", [Fl([3, 4]), In([2, 1], [2, 0]), Fl([2, 4])],
+     scatter_nd(0), ints=[0])
+case("scatter_nd", "scatter_nd_add", [Fl([3, 4]), In([3, 2], [0, 1, 2, 3, 0, 1]), Fl([3])],
+     scatter_nd(1), ints=[1])
+# a zero factor: its gradient is the product of the others (no division by it)
+case("scatter_nd", "scatter_nd_mul", [Fl([2, 3], "a"), In([4, 2], [0, 1, 1, 2, 0, 1, 0, 1]),
+                                      Fl([4], [1.5, -0.75, 0.0, 1.25])],
+     scatter_nd(2), ints=[2])
+case("scatter_nd", "scatter_nd_min", [Fl([3, 3], "d"), In([3, 2], [1, 1, 0, 2, 1, 1]),
+                                      Fl([3], "d")], scatter_nd(3), ints=[3])
+case("scatter_nd", "scatter_nd_max", [Fl([2, 3], "d"), In([3, 1], [1, 0, 1]), Fl([3, 3], "d")],
+     scatter_nd(4), ints=[4])
+case("scatter_nd", "scatter_nd_add_i64", [In([2, 3], INT_VALUES), In([2, 2], [1, 2, 1, 2]),
+                                          In([2], [5, 7])], scatter_nd(1), ints=[1])
+case("scatter_nd", "scatter_nd_assign_bool", [Bo([2, 3]), In([1, 1], [0]), Bo([1, 3])],
+     scatter_nd(0), ints=[0])
+
 # ---- convolution and pooling: conv ints = stride h, w, padding h, w, dilation h, w, groups;
 # pool ints = kernel h, w, stride h, w, padding h, w ------------------------------------------
 CONV_A = [2, 1, 1, 1, 1, 2, 2]  # stride (2, 1), padding (1, 1), dilation (1, 2), groups 2

@@ -257,4 +257,20 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_ANY] = dt[CN_OP_ALL] = FI | DT(CN_U8) | DT(CN_BOOL);
     k[CN_OP_CUMPROD_BACKWARD] = cpu_cumprod_backward;
     dt[CN_OP_CUMPROD_BACKWARD] = F;
+    /* indexing (issue 16): data movement by element size, every dtype, except masked_fill (its
+     * value is converted: no f16/bf16) and index_add (adds: f32 f64 i32 i64) */
+    k[CN_OP_MASKED_FILL] = cpu_masked_fill;
+    dt[CN_OP_MASKED_FILL] = FI | DT(CN_U8) | DT(CN_BOOL);
+    k[CN_OP_TRIL] = k[CN_OP_TRIU] = cpu_triangle;
+    k[CN_OP_FLIP] = cpu_flip;
+    k[CN_OP_REPEAT] = cpu_repeat;
+    k[CN_OP_SCATTER] = cpu_scatter;
+    k[CN_OP_SLICE_ASSIGN] = cpu_slice_assign;
+    k[CN_OP_INDEX_COPY] = k[CN_OP_INDEX_ADD] = cpu_index_put;
+    dt[CN_OP_INDEX_ADD] = FI;
+    k[CN_OP_UNFOLD] = cpu_unfold;
+    k[CN_OP_NONZERO] = cpu_nonzero;
+    k[CN_OP_MASKED_SELECT] = cpu_masked_select;
+    k[CN_OP_GATHER_ND] = cpu_gather_nd;
+    k[CN_OP_SCATTER_ND] = cpu_scatter_nd; /* reductions other than assign: f32 f64 i32 i64 */
 }

@@ -34,6 +34,19 @@ cn_status cpu_gather(const cn_kernel_args *a);
 cn_status cpu_scatter_add(const cn_kernel_args *a);
 cn_status cpu_index_select(const cn_kernel_args *a);
 cn_status cpu_one_hot(const cn_kernel_args *a);
+cn_status cpu_scatter(const cn_kernel_args *a);
+cn_status cpu_index_put(const cn_kernel_args *a); /* index_copy and index_add */
+cn_status cpu_gather_nd(const cn_kernel_args *a);
+cn_status cpu_scatter_nd(const cn_kernel_args *a);
+/* index_ops.c */
+cn_status cpu_masked_fill(const cn_kernel_args *a);
+cn_status cpu_triangle(const cn_kernel_args *a); /* tril and triu */
+cn_status cpu_flip(const cn_kernel_args *a);
+cn_status cpu_repeat(const cn_kernel_args *a);
+cn_status cpu_slice_assign(const cn_kernel_args *a);
+cn_status cpu_unfold(const cn_kernel_args *a);
+cn_status cpu_nonzero(const cn_kernel_args *a);
+cn_status cpu_masked_select(const cn_kernel_args *a);
 /* conv.c */
 cn_status cpu_conv2d(const cn_kernel_args *a);
 /* pool.c */

@@ -1,4 +1,5 @@
-/* CPU kernels for indexing: gather, scatter_add, index_select and one_hot.
+/* CPU kernels for indexing: gather, scatter_add, scatter, index_select, index_copy, index_add
+ * and one_hot.
  *
  * Each kernel checks every index value against its bound before it writes anything, so a bad
  * index never leads to an out-of-bounds access or a half-written result. Inputs may be strided;
@@ -277,10 +278,17 @@ static void copy_row(char **p, const int64_t *step, int64_t n, const void *ctx) 
 #define ADD_WRAP32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
 #define ADD_WRAP64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
 
+/* Assigns along dim: out[.., index[.., i, ..], ..] = src[.., i, ..] in index order, so the last
+ * write wins. Moves bytes, so it serves every dtype. */
+#define ASSIGN_RUN(ES)                                                                             \
+    for (int64_t i = 0; i < len; i++)                                                              \
+    memcpy(obase + (off[0] + ip[off[1] + i * idim] * odim) * (ES), sbase + (off[2] + i * sdim) * (ES), \
+           (ES))
+
 typedef struct scatter_job {
-    int nd, dim;
+    int nd, dim, assign;
     int64_t len;
-    const int64_t *shape;
+    const int64_t *shape;     /* the positions visited: the index's (scatter), src's (index_*) */
     const int64_t *const *st; /* out's (0 at dim), the index's and src's strides */
     int64_t odim, idim, sdim;
     cn_dtype dt;
@@ -289,7 +297,7 @@ typedef struct scatter_job {
     const char *sbase;
 } scatter_job;
 
-/* Positions [begin, end) off dim of scatter_add. */
+/* Positions [begin, end) off dim of scatter_add, scatter, index_copy and index_add. */
 static void scatter_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     (void)chunk;
     const scatter_job *j = ctx;
@@ -297,9 +305,19 @@ static void scatter_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
     const int64_t *ip = j->ip;
     char *obase = j->obase;
     const char *sbase = j->sbase;
+    const size_t es = cn_dtype_size(j->dt);
     for (int64_t r = begin; r < end; r++) {
         int64_t off[3];
         pos_offsets(j->nd, j->shape, j->dim, r, 3, j->st, off);
+        if (j->assign) {
+            switch (es) {
+            case 1: ASSIGN_RUN(1); break;
+            case 2: ASSIGN_RUN(2); break;
+            case 4: ASSIGN_RUN(4); break;
+            default: ASSIGN_RUN(8); break;
+            }
+            continue;
+        }
         switch (j->dt) {
         case CN_F32:
             SCATTER_RUN(float, ADD_PLAIN);
@@ -317,55 +335,86 @@ static void scatter_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
     }
 }
 
-/* in = (x, index i64, src), ints[0] = dim; out[0] contiguous with x's shape: a copy of x with
- * src[p] added at p with coordinate dim replaced by index[p], for every position p of index. */
-cn_status cpu_scatter_add(const cn_kernel_args *a) {
-    const cn_view *x0 = &a->in[0], *idx0 = &a->in[1];
-    cn_view x = cn__view_at_least_1d(x0), idx = cn__view_at_least_1d(idx0);
-    cn_view src = cn__view_at_least_1d(&a->in[2]);
-    cn_view out = cn__view_at_least_1d(&a->out[0]);
-    int dim = (int)a->ints[0];
-    cn_status s = require_i64_index("scatter_add", &idx);
-    if (s) return s;
-    cn_dtype dt = out.dtype;
-    if (dt != CN_F32 && dt != CN_F64 && dt != CN_I32 && dt != CN_I64) /* unreachable: dtypes */
-        return cn__kernel_dtype_error("cpu", a->op, dt);
-    if (idx.ndim != x.ndim || src.ndim != x.ndim || out.ndim != x.ndim || dim < 0 || dim >= x.ndim)
-        return cn_set_error(CN_ERR_SHAPE, "scatter_add",
-                            "x, index and src must have the same number of dims");
-    for (int d = 0; d < x.ndim; d++)
-        if (idx.shape[d] > src.shape[d] || (d != dim && idx.shape[d] > x.shape[d]) ||
-            out.shape[d] != x.shape[d])
-            return cn_set_error(CN_ERR_SHAPE, "scatter_add",
-                                "index size %lld at dim %d exceeds src's or x's; shrink the index",
-                                (long long)idx.shape[d], d);
-    s = check_dim_indices("scatter_add", idx0, dim, x.shape[dim]);
-    if (s) return s;
-
-    /* out = x */
-    size_t es = cn_dtype_size(dt);
-    const cn_view *pair[2] = {&out, &x};
+/* out = x, then src's entries over `shape` (at least 1-d, dim in range) added or assigned along
+ * dim at the index values ip[sum(p[d] * istr[d])] (already checked). Positions that differ off
+ * dim write disjoint parts of out, so the outer loop runs in parallel without races, and each
+ * inner loop goes in index order (deterministic: the last write wins, sums in one order). */
+static void scatter_lines(const cn_view *out, const cn_view *x, const cn_view *src,
+                          const int64_t *ip, const int64_t *istr, const int64_t *shape, int nd,
+                          int dim, int assign) {
+    size_t es = cn_dtype_size(out->dtype);
+    const cn_view *pair[2] = {out, x};
     cpu_iter it;
     cpu_iter_init(&it, 2, pair);
     cpu_iter_run(&it, copy_row, &es);
 
-    /* Positions that differ off dim write disjoint parts of out, so the outer loop runs in
-     * parallel without races, and each inner loop adds in index order (deterministic). */
-    int64_t n = cn__view_numel(&idx), len = idx.shape[dim];
-    if (n == 0) return CN_OK;
-    int64_t outer = n / len;
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) n *= shape[d];
+    if (n == 0) return;
+    int64_t len = shape[dim], outer = n / len;
     int64_t os[CN_MAX_DIMS];
-    memcpy(os, out.strides, sizeof os);
+    memcpy(os, out->strides, sizeof os);
     os[dim] = 0;
-    const int64_t odim = out.strides[dim], idim = idx.strides[dim], sdim = src.strides[dim];
-    const int64_t *st[3] = {os, idx.strides, src.strides};
-    const int64_t *ip = (const int64_t *)idx.data;
-    char *obase = (char *)out.data;
-    const char *sbase = (const char *)src.data;
-    scatter_job j = {.nd = idx.ndim, .dim = dim, .len = len, .shape = idx.shape, .st = st,
-                     .odim = odim, .idim = idim, .sdim = sdim, .dt = dt, .ip = ip,
-                     .obase = obase, .sbase = sbase};
+    const int64_t *st[3] = {os, istr, src->strides};
+    scatter_job j = {.nd = nd, .dim = dim, .assign = assign, .len = len, .shape = shape,
+                     .st = st, .odim = out->strides[dim], .idim = istr[dim],
+                     .sdim = src->strides[dim], .dt = out->dtype, .ip = ip,
+                     .obase = (char *)out->data, .sbase = (const char *)src->data};
     cpu_parallel(outer, cpu_chunks(n, CPU_PARALLEL_GRAIN), scatter_chunk, &j);
+}
+
+/* in = (x, index i64, src), ints[0] = dim; out[0] with x's shape: a copy of x with src[p] added
+ * (scatter_add) or assigned (scatter) at p with coordinate dim replaced by index[p], for every
+ * position p of index. */
+static cn_status scatter_common(const cn_kernel_args *a, const char *op, int assign) {
+    const cn_view *idx0 = &a->in[1];
+    cn_view x = cn__view_at_least_1d(&a->in[0]), idx = cn__view_at_least_1d(idx0);
+    cn_view src = cn__view_at_least_1d(&a->in[2]);
+    cn_view out = cn__view_at_least_1d(&a->out[0]);
+    int dim = (int)a->ints[0];
+    cn_status s = require_i64_index(op, &idx);
+    if (s) return s;
+    cn_dtype dt = out.dtype;
+    if (!assign && dt != CN_F32 && dt != CN_F64 && dt != CN_I32 && dt != CN_I64) /* dtypes */
+        return cn__kernel_dtype_error("cpu", a->op, dt);
+    if (idx.ndim != x.ndim || src.ndim != x.ndim || out.ndim != x.ndim || dim < 0 || dim >= x.ndim)
+        return cn_set_error(CN_ERR_SHAPE, op, "x, index and src must have the same number of dims");
+    for (int d = 0; d < x.ndim; d++)
+        if (idx.shape[d] > src.shape[d] || (d != dim && idx.shape[d] > x.shape[d]) ||
+            out.shape[d] != x.shape[d])
+            return cn_set_error(CN_ERR_SHAPE, op,
+                                "index size %lld at dim %d exceeds src's or x's; shrink the index",
+                                (long long)idx.shape[d], d);
+    s = check_dim_indices(op, idx0, dim, x.shape[dim]);
+    if (s) return s;
+    scatter_lines(&out, &x, &src, (const int64_t *)idx.data, idx.strides, idx.shape, idx.ndim, dim,
+                  assign);
+    return CN_OK;
+}
+
+cn_status cpu_scatter_add(const cn_kernel_args *a) { return scatter_common(a, "scatter_add", 0); }
+cn_status cpu_scatter(const cn_kernel_args *a) { return scatter_common(a, "scatter", 1); }
+
+/* in = (x, index 1-D i64, src), ints[0] = dim; src has x's shape but len(index) at dim. out = x
+ * with src[.., i, ..] assigned (index_copy) or added (index_add) at x[.., index[i], ..]. */
+cn_status cpu_index_put(const cn_kernel_args *a) {
+    const char *op = cn_op_name(a->op);
+    const cn_view *x = &a->in[0], *idx = &a->in[1], *src = &a->in[2], *out = &a->out[0];
+    int dim = (int)a->ints[0];
+    cn_status s = require_i64_index(op, idx);
+    if (s) return s;
+    if (idx->ndim != 1 || x->ndim < 1 || src->ndim != x->ndim || out->ndim != x->ndim || dim < 0 ||
+        dim >= x->ndim || src->shape[dim] != idx->shape[0])
+        return cn_set_error(CN_ERR_SHAPE, op, "need a 1-D index as long as src's dim %d", dim);
+    cn_dtype dt = out->dtype;
+    if (a->op == CN_OP_INDEX_ADD && dt != CN_F32 && dt != CN_F64 && dt != CN_I32 && dt != CN_I64)
+        return cn__kernel_dtype_error("cpu", a->op, dt); /* unreachable: dtypes */
+    s = check_dim_indices(op, idx, dim, x->shape[dim]);
+    if (s) return s;
+    int64_t istr[CN_MAX_DIMS] = {0};
+    istr[dim] = idx->strides[0];
+    scatter_lines(out, x, src, (const int64_t *)idx->data, istr, src->shape, src->ndim, dim,
+                  a->op == CN_OP_INDEX_COPY);
     return CN_OK;
 }
 
@@ -474,5 +523,177 @@ cn_status cpu_one_hot(const cn_kernel_args *a) {
                      .es = es, .obase = obase, .idx = idx};
     memcpy(j.one, one, sizeof one);
     cpu_parallel(n, cpu_chunks(n * classes, CPU_PARALLEL_GRAIN), one_hot_chunk, &j);
+    return CN_OK;
+}
+
+/* ---- gather_nd and scatter_nd --------------------------------------------------------------- *
+ * index [B.., K] holds B tuples of K coordinates; a tuple names the slice x[i0, .., iK-1, ...] of
+ * S = numel(x's shape past K) entries. */
+
+/* scatter_nd's ints[0]: cn_scatter_reduce's values (cinder/ops.h; backend.h's contract) */
+enum { ND_ASSIGN = 0, ND_ADD = 1, ND_MUL = 2, ND_MIN = 3, ND_MAX = 4 };
+
+/* Checks every coordinate of every tuple against the size of the dim it indexes. */
+static cn_status check_tuples(const char *op, const cn_view *idx, const cn_view *x) {
+    int nd = idx->ndim;
+    int64_t k = idx->shape[nd - 1], n = cn__view_numel(idx);
+    const int64_t *st[1] = {idx->strides};
+    for (int64_t p = 0; p < n; p++) {
+        int64_t off, col = p % k;
+        pos_offsets(nd, idx->shape, -1, p, 1, st, &off);
+        int64_t v = ((const int64_t *)idx->data)[off], size = x->shape[col];
+        if (v < 0 || v >= size) {
+            char bound[64];
+            snprintf(bound, sizeof bound, "dim %lld of size %lld", (long long)col, (long long)size);
+            return index_error(op, idx, p, bound, size,
+                               "each tuple's j-th value indexes x's dim j; fix the tuples");
+        }
+    }
+    return CN_OK;
+}
+
+/* The element offset, under strides xs (x's first K dims), of the slice tuple b names. */
+static int64_t tuple_offset(const cn_view *idx, int64_t b, const int64_t *xs) {
+    int nd = idx->ndim;
+    int64_t k = idx->shape[nd - 1], off = 0, r = b;
+    for (int d = nd - 2; d >= 0; d--) {
+        off += (r % idx->shape[d]) * idx->strides[d];
+        r /= idx->shape[d];
+    }
+    const int64_t *ip = (const int64_t *)idx->data + off;
+    int64_t base = 0;
+    for (int64_t j = 0; j < k; j++) base += ip[j * idx->strides[nd - 1]] * xs[j];
+    return base;
+}
+
+/* The element offset, under strides st, of position b of the dims `shape` (bnd of them). */
+static int64_t lead_offset(int bnd, const int64_t *shape, const int64_t *st, int64_t b) {
+    int64_t off = 0;
+    for (int d = bnd - 1; d >= 0; d--) {
+        off += (b % shape[d]) * st[d];
+        b /= shape[d];
+    }
+    return off;
+}
+
+typedef struct nd_job {
+    const cn_view *x, *idx, *v; /* v: gather's output, scatter's updates ([B.., slice]) */
+    char *obase;                /* scatter's output */
+    const int64_t *ostr;        /* scatter's output strides */
+    int k, bnd, snd;            /* tuple length, index's leading dims, slice dims */
+    int64_t S, B;
+    int reduce;
+    size_t es;
+} nd_job;
+
+/* Tuples [begin, end) of gather_nd: out[b, s] = x[tuple b, s]. */
+static void gather_nd_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const nd_job *j = ctx;
+    const cn_view *x = j->x, *out = j->v;
+    const int64_t *st[2] = {x->strides + j->k, out->strides + j->bnd};
+    for (int64_t b = begin; b < end; b++) {
+        const char *xb = (const char *)x->data +
+                         tuple_offset(j->idx, b, x->strides) * (int64_t)j->es;
+        char *ob = (char *)out->data +
+                   lead_offset(j->bnd, out->shape, out->strides, b) * (int64_t)j->es;
+        for (int64_t s = 0; s < j->S; s++) {
+            int64_t off[2];
+            pos_offsets(j->snd, x->shape + j->k, -1, s, 2, st, off);
+            memcpy(ob + off[1] * (int64_t)j->es, xb + off[0] * (int64_t)j->es, j->es);
+        }
+    }
+}
+
+/* in = (x, index i64 [B.., K]); out = B.. + x's shape past K: out[b..] = x[index[b..]]. */
+cn_status cpu_gather_nd(const cn_kernel_args *a) {
+    const char *op = "gather_nd";
+    const cn_view *x = &a->in[0], *idx = &a->in[1], *out = &a->out[0];
+    cn_status s = require_i64_index(op, idx);
+    if (s) return s;
+    int k = idx->ndim ? (int)idx->shape[idx->ndim - 1] : 0, bnd = idx->ndim - 1;
+    if (k < 1 || k > x->ndim || out->ndim != bnd + x->ndim - k)
+        return cn_set_error(CN_ERR_SHAPE, op, "need index [.., K] with 1 <= K <= x's dims");
+    s = check_tuples(op, idx, x);
+    if (s) return s;
+    nd_job j = {.x = x, .idx = idx, .v = out, .k = k, .bnd = bnd, .snd = x->ndim - k,
+                .S = 1, .B = 1, .es = cn_dtype_size(x->dtype)};
+    for (int d = k; d < x->ndim; d++) j.S *= x->shape[d];
+    for (int d = 0; d < bnd; d++) j.B *= idx->shape[d];
+    cpu_parallel(j.B, cpu_chunks(j.B * j.S, CPU_PARALLEL_GRAIN), gather_nd_chunk, &j);
+    return CN_OK;
+}
+
+/* o = reduce(o, u) for one entry of type T; integers wrap (unsigned), min/max keep NaN. */
+#define ND_REDUCE(T, U)                                                                            \
+    do {                                                                                           \
+        T *o_ = (T *)o, u_ = *(const T *)u;                                                        \
+        switch (j->reduce) {                                                                       \
+        case ND_ADD: *o_ = (T)((U)*o_ + (U)u_); break;                                     \
+        case ND_MUL: *o_ = (T)((U)*o_ * (U)u_); break;                                     \
+        case ND_MIN: *o_ = (u_ < *o_ || u_ != u_) ? u_ : *o_; break;                       \
+        default: *o_ = (u_ > *o_ || u_ != u_) ? u_ : *o_; break;                                   \
+        }                                                                                          \
+    } while (0)
+
+/* Slice positions [begin, end) of scatter_nd: each applies the B tuples in order. */
+static void scatter_nd_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const nd_job *j = ctx;
+    const cn_view *x = j->x, *upd = j->v;
+    const int64_t *st[2] = {j->ostr + j->k, upd->strides + j->bnd};
+    for (int64_t s = begin; s < end; s++) {
+        int64_t off[2];
+        pos_offsets(j->snd, x->shape + j->k, -1, s, 2, st, off);
+        for (int64_t b = 0; b < j->B; b++) {
+            char *o = j->obase + (tuple_offset(j->idx, b, j->ostr) + off[0]) * (int64_t)j->es;
+            const char *u = (const char *)upd->data +
+                            (lead_offset(j->bnd, upd->shape, upd->strides, b) + off[1]) *
+                                (int64_t)j->es;
+            if (j->reduce == ND_ASSIGN) {
+                memcpy(o, u, j->es);
+                continue;
+            }
+            switch (upd->dtype) {
+            case CN_F32: ND_REDUCE(float, float); break;
+            case CN_F64: ND_REDUCE(double, double); break;
+            case CN_I32: ND_REDUCE(int32_t, uint32_t); break;
+            default: ND_REDUCE(int64_t, uint64_t); break;
+            }
+        }
+    }
+}
+
+/* in = (x, index i64 [B.., K], updates [B.., x's shape past K]), ints[0] = cn_scatter_reduce;
+ * out = x with each update combined into its slice, tuples in row-major order. */
+cn_status cpu_scatter_nd(const cn_kernel_args *a) {
+    const char *op = "scatter_nd";
+    const cn_view *x = &a->in[0], *idx = &a->in[1], *upd = &a->in[2], *out = &a->out[0];
+    cn_status s = require_i64_index(op, idx);
+    if (s) return s;
+    int k = idx->ndim ? (int)idx->shape[idx->ndim - 1] : 0, bnd = idx->ndim - 1;
+    int reduce = (int)a->ints[0];
+    if (k < 1 || k > x->ndim || upd->ndim != bnd + x->ndim - k || out->ndim != x->ndim)
+        return cn_set_error(CN_ERR_SHAPE, op, "need index [.., K] with 1 <= K <= x's dims");
+    cn_dtype dt = x->dtype;
+    if (reduce < ND_ASSIGN || reduce > ND_MAX)
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "unknown reduction %d", reduce);
+    if (reduce != ND_ASSIGN && dt != CN_F32 && dt != CN_F64 && dt != CN_I32 &&
+        dt != CN_I64)
+        return cn__kernel_dtype_error("cpu", a->op, dt);
+    s = check_tuples(op, idx, x);
+    if (s) return s;
+    size_t es = cn_dtype_size(dt);
+    const cn_view *pair[2] = {out, x};
+    cpu_iter it;
+    cpu_iter_init(&it, 2, pair);
+    cpu_iter_run(&it, copy_row, &es);
+    nd_job j = {.x = x, .idx = idx, .v = upd, .obase = (char *)out->data, .ostr = out->strides,
+                .k = k, .bnd = bnd, .snd = x->ndim - k, .S = 1, .B = 1, .reduce = reduce,
+                .es = es};
+    for (int d = k; d < x->ndim; d++) j.S *= x->shape[d];
+    for (int d = 0; d < bnd; d++) j.B *= idx->shape[d];
+    if (j.B == 0) return CN_OK;
+    cpu_parallel(j.S, cpu_chunks(j.B * j.S, CPU_PARALLEL_GRAIN), scatter_nd_chunk, &j);
     return CN_OK;
 }

@@ -348,6 +348,18 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cuda_pool2d_backward;
     k[CN_OP_SGD_STEP] = cuda_sgd_step;
     k[CN_OP_ACTIVATION_BACKWARD] = cuda_activation_backward;
+    k[CN_OP_MASKED_FILL] = cuda_masked_fill;
+    k[CN_OP_TRIL] = k[CN_OP_TRIU] = cuda_triangle;
+    k[CN_OP_FLIP] = cuda_flip;
+    k[CN_OP_REPEAT] = cuda_repeat;
+    k[CN_OP_SCATTER] = cuda_scatter;
+    k[CN_OP_SLICE_ASSIGN] = cuda_slice_assign;
+    k[CN_OP_INDEX_COPY] = k[CN_OP_INDEX_ADD] = cuda_index_put;
+    k[CN_OP_UNFOLD] = cuda_unfold;
+    k[CN_OP_NONZERO] = cuda_nonzero;
+    k[CN_OP_MASKED_SELECT] = cuda_masked_select;
+    k[CN_OP_GATHER_ND] = cuda_gather_nd;
+    k[CN_OP_SCATTER_ND] = cuda_scatter_nd; /* reductions other than assign: f32 f64 i32 i64 */
 
     /* The dtypes each kernel computes (0: every dtype the op accepts): the router refuses the
      * rest before launching, so the kernels do not check them. f16 and bf16 compute in float. */
@@ -413,6 +425,11 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_EQ_SCALAR] = dt[CN_OP_NE_SCALAR] = dt[CN_OP_LT_SCALAR] = dt[CN_OP_LE_SCALAR] =
         dt[CN_OP_GT_SCALAR] = dt[CN_OP_GE_SCALAR] = FI;
     dt[CN_OP_POW] = dt[CN_OP_POW_SCALAR] = FI; /* ints too since issue 16 (powi) */
+    /* indexing (issue 16): tril, triu, flip, repeat, scatter, slice_assign and index_copy move
+     * elements by size (every dtype); masked_fill stores its value (floats, ints, u8, bool);
+     * index_add adds */
+    dt[CN_OP_MASKED_FILL] = FI | DT(CN_U8) | DT(CN_BOOL);
+    dt[CN_OP_INDEX_ADD] = FI;
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

@@ -193,6 +193,19 @@ cn_status cuda_gather(const cn_kernel_args *a);
 cn_status cuda_scatter_add(const cn_kernel_args *a);
 cn_status cuda_index_select(const cn_kernel_args *a);
 cn_status cuda_one_hot(const cn_kernel_args *a);
+cn_status cuda_scatter(const cn_kernel_args *a);
+cn_status cuda_index_put(const cn_kernel_args *a); /* index_copy and index_add */
+cn_status cuda_gather_nd(const cn_kernel_args *a);
+cn_status cuda_scatter_nd(const cn_kernel_args *a);
+/* index_ops.cu */
+cn_status cuda_masked_fill(const cn_kernel_args *a);
+cn_status cuda_triangle(const cn_kernel_args *a); /* tril and triu */
+cn_status cuda_flip(const cn_kernel_args *a);
+cn_status cuda_repeat(const cn_kernel_args *a);
+cn_status cuda_slice_assign(const cn_kernel_args *a);
+cn_status cuda_unfold(const cn_kernel_args *a);
+cn_status cuda_nonzero(const cn_kernel_args *a);
+cn_status cuda_masked_select(const cn_kernel_args *a);
 /* conv.cu */
 cn_status cuda_conv2d(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);

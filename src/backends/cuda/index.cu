@@ -1,4 +1,5 @@
-/* CUDA kernels for indexing: gather, scatter_add, index_select and one_hot.
+/* CUDA kernels for indexing: gather, scatter_add, scatter, index_select, index_copy, index_add
+ * and one_hot.
  *
  * As on the CPU (cpu/index.c), every index value is checked against its bound before anything is
  * written, so a bad index is a clean CN_ERR_INDEX with the CPU's exact message, never an
@@ -213,11 +214,11 @@ extern "C" cn_status cuda_index_select(const cn_kernel_args *a) {
 /* ---- scatter_add ------------------------------------------------------------------------------ */
 
 typedef struct scatter_geom {
-    int nd, dim, dt, es;
+    int nd, dim, dt, es, assign;
     int64_t outer, len;
-    int64_t shape[CN_MAX_DIMS];                                   /* the index's */
-    int64_t os[CN_MAX_DIMS], is[CN_MAX_DIMS], ss[CN_MAX_DIMS];    /* strides, os 0 at dim */
-    int64_t odim;                                                 /* out's stride at dim */
+    int64_t shape[CN_MAX_DIMS];                                /* the positions visited */
+    int64_t os[CN_MAX_DIMS], is[CN_MAX_DIMS], ss[CN_MAX_DIMS]; /* strides, os 0 at dim */
+    int64_t odim;                                              /* out's stride at dim */
     char *out;
     const int64_t *idx;
     const char *src;
@@ -237,9 +238,9 @@ __device__ __forceinline__ void add_into(char *dst, const char *src, int dt) {
     }
 }
 
-/* Thread r owns one line along dim (all index positions that differ only at dim): lines write
- * disjoint parts of out, and each adds in index order. */
-__global__ void scatter_add_kernel(const __grid_constant__ scatter_geom g) {
+/* Thread r owns one line along dim (all positions that differ only at dim): lines write disjoint
+ * parts of out, and each adds or assigns in index order (the last write wins). */
+__global__ void scatter_kernel(const __grid_constant__ scatter_geom g) {
     CU_GRID_LOOP(r, g.outer) {
         int64_t q = r, oo = 0, io = 0, so = 0;
         for (int k = g.nd - 1; k >= 0; k--) {
@@ -252,15 +253,58 @@ __global__ void scatter_add_kernel(const __grid_constant__ scatter_geom g) {
         }
         for (int64_t i = 0; i < g.len; i++) {
             int64_t target = g.idx[io + i * g.is[g.dim]];
-            add_into(g.out + (oo + target * g.odim) * g.es, g.src + (so + i * g.ss[g.dim]) * g.es,
-                     g.dt);
+            char *dst = g.out + (oo + target * g.odim) * g.es;
+            const char *from = g.src + (so + i * g.ss[g.dim]) * g.es;
+            if (g.assign)
+                cu_move(dst, from, g.es);
+            else
+                add_into(dst, from, g.dt);
         }
     }
 }
 
-/* in = (x, index i64, src), ints[0] = dim; out = x with src added at the indexed positions. */
-extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
-    const char *op = "scatter_add";
+/* out = x, then src's entries over `shape` (nd dims) added or assigned along dim at the index
+ * values idx[sum(p[k] * istr[k])], already checked. */
+static cn_status scatter_lines(cu_dev *d, const char *op, const cn_view *out, const cn_view *x,
+                               const cn_view *src, const int64_t *idx, const int64_t *istr,
+                               const int64_t *shape, int nd, int dim, int assign) {
+    cn_status s = cu_copy_view(d, op, out, x);
+    if (s) return s;
+    int64_t n = 1;
+    for (int k = 0; k < nd; k++) n *= shape[k];
+    if (n == 0) return CN_OK;
+    scatter_geom g;
+    memset(&g, 0, sizeof g);
+    g.nd = nd;
+    g.dim = dim;
+    g.dt = out->dtype;
+    g.es = (int)cn_dtype_size(out->dtype);
+    g.assign = assign;
+    g.len = shape[dim];
+    g.outer = n / g.len;
+    for (int k = 0; k < nd; k++) {
+        g.shape[k] = shape[k];
+        g.os[k] = k == dim ? 0 : out->strides[k];
+        g.is[k] = istr[k];
+        g.ss[k] = src->strides[k];
+    }
+    g.odim = out->strides[dim];
+    g.out = (char *)out->data;
+    g.idx = idx;
+    g.src = (const char *)src->data;
+    scatter_kernel<<<cu_blocks(g.outer), CU_THREADS, 0, d->stream>>>(g);
+    return cu_check_launch(op, "scatter_kernel");
+}
+
+/* Adds into dst by dtype; anything else would be moved as 2 bytes (past a u8's buffer). */
+static int addable(cn_dtype dt) {
+    return dt == CN_F32 || dt == CN_F64 || dt == CN_F16 || dt == CN_BF16 || dt == CN_I32 ||
+           dt == CN_I64;
+}
+
+/* in = (x, index i64, src), ints[0] = dim; out = x with src added (scatter_add) or assigned
+ * (scatter) at the indexed positions. */
+static cn_status scatter_common(const cn_kernel_args *a, const char *op, int assign) {
     cn_view x = cn__view_at_least_1d(&a->in[0]), idx = cn__view_at_least_1d(&a->in[1]);
     cn_view src = cn__view_at_least_1d(&a->in[2]);
     cn_view out = cn__view_at_least_1d(&a->out[0]);
@@ -268,11 +312,9 @@ extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
     cn_status s = require_i64_index(op, &idx);
     if (s) return s;
     /* Unreachable through the router: dtypes[op] (backend.c) admits x's dtype, and the front-end
-     * gives x, src and out one dtype. Kept because add_into would move a u8 or bool as 2 bytes
-     * (past the end of the buffer). */
+     * gives x, src and out one dtype. */
     cn_dtype dt = out.dtype;
-    if ((dt != CN_F32 && dt != CN_F64 && dt != CN_F16 && dt != CN_BF16 && dt != CN_I32 &&
-         dt != CN_I64) || x.dtype != dt || src.dtype != dt)
+    if ((!assign && !addable(dt)) || x.dtype != dt || src.dtype != dt)
         return cn__kernel_dtype_error("cuda", a->op, x.dtype != dt ? x.dtype : src.dtype);
     if (idx.ndim != x.ndim || src.ndim != x.ndim || out.ndim != x.ndim || dim < 0 || dim >= x.ndim)
         return cn_set_error(CN_ERR_SHAPE, op, "x, index and src must have the same number of "
@@ -286,31 +328,38 @@ extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
     if (!d) return cn_last_status();
     s = check_dim_indices(d, op, &a->in[1], dim, x.shape[dim]);
     if (s) return s;
-    s = cu_copy_view(d, op, &out, &x);
-    if (s) return s;
+    return scatter_lines(d, op, &out, &x, &src, (const int64_t *)idx.data, idx.strides,
+                         idx.shape, idx.ndim, dim, assign);
+}
 
-    int64_t n = cn__view_numel(&idx);
-    if (n == 0) return CN_OK;
-    scatter_geom g;
-    memset(&g, 0, sizeof g);
-    g.nd = idx.ndim;
-    g.dim = dim;
-    g.dt = dt;
-    g.es = (int)cn_dtype_size(dt);
-    g.len = idx.shape[dim];
-    g.outer = n / g.len;
-    for (int k = 0; k < idx.ndim; k++) {
-        g.shape[k] = idx.shape[k];
-        g.os[k] = k == dim ? 0 : out.strides[k];
-        g.is[k] = idx.strides[k];
-        g.ss[k] = src.strides[k];
-    }
-    g.odim = out.strides[dim];
-    g.out = (char *)out.data;
-    g.idx = (const int64_t *)idx.data;
-    g.src = (const char *)src.data;
-    scatter_add_kernel<<<cu_blocks(g.outer), CU_THREADS, 0, d->stream>>>(g);
-    return cu_check_launch(op, "scatter_add_kernel");
+extern "C" cn_status cuda_scatter_add(const cn_kernel_args *a) {
+    return scatter_common(a, "scatter_add", 0);
+}
+
+extern "C" cn_status cuda_scatter(const cn_kernel_args *a) {
+    return scatter_common(a, "scatter", 1);
+}
+
+/* in = (x, index 1-D i64, src), ints[0] = dim; src has x's shape but len(index) at dim. out = x
+ * with src[.., i, ..] assigned (index_copy) or added (index_add) at x[.., index[i], ..]. */
+extern "C" cn_status cuda_index_put(const cn_kernel_args *a) {
+    const char *op = cn_op_name(a->op);
+    const cn_view *x = &a->in[0], *idx = &a->in[1], *src = &a->in[2], *out = &a->out[0];
+    int dim = (int)a->ints[0], assign = a->op == CN_OP_INDEX_COPY;
+    cn_status s = require_i64_index(op, idx);
+    if (s) return s;
+    if (!assign && !addable(out->dtype)) return cn__kernel_dtype_error("cuda", a->op, out->dtype);
+    if (idx->ndim != 1 || x->ndim < 1 || src->ndim != x->ndim || out->ndim != x->ndim || dim < 0 ||
+        dim >= x->ndim || src->shape[dim] != idx->shape[0])
+        return cn_set_error(CN_ERR_SHAPE, op, "need a 1-D index as long as src's dim %d", dim);
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    s = check_dim_indices(d, op, idx, dim, x->shape[dim]);
+    if (s) return s;
+    int64_t istr[CN_MAX_DIMS] = {0};
+    istr[dim] = idx->strides[0];
+    return scatter_lines(d, op, out, x, src, (const int64_t *)idx->data, istr, src->shape,
+                         src->ndim, dim, assign);
 }
 
 /* ---- one_hot ------------------------------------------------------------------------------------ */
@@ -399,4 +448,190 @@ extern "C" cn_status cuda_one_hot(const cn_kernel_args *a) {
     g.data = (char *)out->data;
     one_hot_kernel<<<cu_blocks(g.n), CU_THREADS, 0, d->stream>>>(g);
     return cu_check_launch(op, "one_hot_kernel");
+}
+
+/* ---- gather_nd and scatter_nd ------------------------------------------------------------------ *
+ * index [B.., K] holds B tuples of K coordinates naming slices of x of S entries (x's dims past
+ * K). As on the CPU (cpu/index.c): every coordinate is checked first; gather_nd runs a thread per
+ * output entry; scatter_nd a thread per slice position, applying the tuples in row-major order
+ * (deterministic, the CPU's result). */
+
+enum { ND_ASSIGN = 0, ND_ADD = 1, ND_MUL = 2, ND_MIN = 3, ND_MAX = 4 }; /* cn_scatter_reduce */
+
+typedef struct nd_geom {
+    cu_nd idx;                   /* the index view [B.., K] */
+    int k, bnd, snd, es, dt, reduce;
+    int64_t limit[CN_MAX_DIMS];  /* x's sizes of the first K dims */
+    int64_t xstr[CN_MAX_DIMS];   /* the tuples' dims' strides in x (gather) or out (scatter) */
+    int64_t sshape[CN_MAX_DIMS]; /* the slice's shape (x's dims past K) */
+    int64_t sstr[CN_MAX_DIMS];   /* the slice's strides in x (gather) or out (scatter) */
+    int64_t vshape[CN_MAX_DIMS], vstr[CN_MAX_DIMS]; /* gather's out, scatter's updates */
+    int64_t B, S;
+} nd_geom;
+
+/* Records the lowest position p of the index holding a coordinate outside [0, limit[p % K]). */
+__global__ void find_bad_tuple_kernel(const __grid_constant__ nd_geom g, const int64_t *idx,
+                                      int64_t n, unsigned long long *flag) {
+    CU_GRID_LOOP(p, n) {
+        int64_t v = idx[cu_nd_offset(g.idx, p)], limit = g.limit[p % g.k];
+        if (v < 0 || v >= limit) atomicMax(flag, (unsigned long long)(INT64_MAX - p));
+    }
+}
+
+static cn_status check_tuples(cu_dev *d, const char *op, const cn_view *idx, nd_geom *g) {
+    int64_t n = cn__view_numel(idx);
+    if (n == 0) return CN_OK;
+    int64_t *flag;
+    cn_status s = cu_scratch(d, op, sizeof *flag, (void **)&flag);
+    if (s != CN_OK) return s;
+    int64_t found = 0;
+    s = cu_check(op, cudaMemsetAsync(flag, 0, sizeof *flag, d->stream), "cudaMemsetAsync");
+    if (s == CN_OK) {
+        find_bad_tuple_kernel<<<cu_blocks(n), CU_THREADS, 0, d->stream>>>(
+            *g, (const int64_t *)idx->data, n, (unsigned long long *)flag);
+        s = cu_check_launch(op, "find_bad_tuple_kernel");
+    }
+    if (s == CN_OK) s = cu_read_i64(d, op, flag, &found);
+    cu_scratch_free(d, flag);
+    if (s != CN_OK || !found) return s;
+    int64_t bad = INT64_MAX - found, col = bad % g->k;
+    char bound[64];
+    snprintf(bound, sizeof bound, "dim %lld of size %lld", (long long)col,
+             (long long)g->limit[col]);
+    return index_error(d, op, idx, bad, bound, g->limit[col],
+                       "each tuple's j-th value indexes x's dim j; fix the tuples");
+}
+
+/* The element offset, under strides st, of position b over the dims shape[0..nd). */
+__device__ __forceinline__ int64_t nd_offset(int nd, const int64_t *shape, const int64_t *st,
+                                             int64_t b) {
+    int64_t off = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        int64_t q = b / shape[d];
+        off += (b - q * shape[d]) * st[d];
+        b = q;
+    }
+    return off;
+}
+
+/* The offset (under g.xstr) of the slice tuple b names. */
+__device__ __forceinline__ int64_t nd_tuple(const nd_geom &g, const int64_t *idx, int64_t b) {
+    int64_t base = 0;
+    for (int j = 0; j < g.k; j++) base += idx[cu_nd_offset(g.idx, b * g.k + j)] * g.xstr[j];
+    return base;
+}
+
+__global__ void gather_nd_kernel(const __grid_constant__ nd_geom g, const int64_t *idx,
+                                 const char *x, char *out) {
+    CU_GRID_LOOP(p, g.B * g.S) {
+        int64_t b = p / g.S, s = p - b * g.S;
+        int64_t xo = nd_tuple(g, idx, b) + nd_offset(g.snd, g.sshape, g.sstr, s);
+        int64_t oo = nd_offset(g.bnd + g.snd, g.vshape, g.vstr, p);
+        cu_move(out + oo * g.es, x + xo * g.es, g.es);
+    }
+}
+
+template <typename T, typename U>
+__device__ __forceinline__ void nd_reduce(char *o, const char *u, int reduce) {
+    T *op = (T *)o, v = *(const T *)u;
+    switch (reduce) {
+    case ND_ADD: *op = (T)((U)*op + (U)v); break;
+    case ND_MUL: *op = (T)((U)*op * (U)v); break;
+    case ND_MIN: *op = (v < *op || v != v) ? v : *op; break;
+    default: *op = (v > *op || v != v) ? v : *op; break;
+    }
+}
+
+__global__ void scatter_nd_kernel(const __grid_constant__ nd_geom g, const int64_t *idx,
+                                  const char *upd, char *out) {
+    CU_GRID_LOOP(s, g.S) {
+        int64_t so = nd_offset(g.snd, g.sshape, g.sstr, s);
+        for (int64_t b = 0; b < g.B; b++) {
+            char *o = out + (nd_tuple(g, idx, b) + so) * g.es;
+            const char *u = upd + nd_offset(g.bnd + g.snd, g.vshape, g.vstr, b * g.S + s) * g.es;
+            switch (g.reduce == ND_ASSIGN ? -1 : g.dt) {
+            case -1: cu_move(o, u, g.es); break;
+            case CN_F32: nd_reduce<float, float>(o, u, g.reduce); break;
+            case CN_F64: nd_reduce<double, double>(o, u, g.reduce); break;
+            case CN_I32: nd_reduce<int32_t, uint32_t>(o, u, g.reduce); break;
+            default: nd_reduce<int64_t, uint64_t>(o, u, g.reduce); break;
+            }
+        }
+    }
+}
+
+/* The geometry shared by both: x (gather) or out (scatter) as t, and v (gather's out, scatter's
+ * updates) of shape B.. + slice. */
+static cn_status nd_geom_of(const char *op, const cn_view *t, const cn_view *idx, const cn_view *v,
+                            nd_geom *g) {
+    memset(g, 0, sizeof *g);
+    if (idx->dtype != CN_I64)
+        return cn_set_error(CN_ERR_DTYPE, op, "index has dtype %s, need i64; convert it with "
+                            "cn_cast", cn_dtype_name(idx->dtype));
+    int k = idx->ndim ? (int)idx->shape[idx->ndim - 1] : 0, bnd = idx->ndim - 1;
+    if (k < 1 || k > t->ndim || v->ndim != bnd + t->ndim - k)
+        return cn_set_error(CN_ERR_SHAPE, op, "need index [.., K] with 1 <= K <= x's dims");
+    g->idx = cu_nd_of(idx);
+    g->k = k;
+    g->bnd = bnd;
+    g->snd = t->ndim - k;
+    g->es = (int)cn_dtype_size(t->dtype);
+    g->dt = t->dtype;
+    g->B = g->S = 1;
+    for (int j = 0; j < k; j++) {
+        g->limit[j] = t->shape[j];
+        g->xstr[j] = t->strides[j];
+    }
+    for (int j = 0; j < g->snd; j++) {
+        g->sshape[j] = t->shape[k + j];
+        g->sstr[j] = t->strides[k + j];
+        g->S *= t->shape[k + j];
+    }
+    for (int j = 0; j < v->ndim; j++) {
+        g->vshape[j] = v->shape[j];
+        g->vstr[j] = v->strides[j];
+    }
+    for (int j = 0; j < bnd; j++) g->B *= idx->shape[j];
+    return CN_OK;
+}
+
+/* in = (x, index i64 [B.., K]); out = B.. + x's shape past K: out[b..] = x[index[b..]]. */
+extern "C" cn_status cuda_gather_nd(const cn_kernel_args *a) {
+    const char *op = "gather_nd";
+    const cn_view *x = &a->in[0], *idx = &a->in[1], *out = &a->out[0];
+    nd_geom g;
+    cn_status s = nd_geom_of(op, x, idx, out, &g);
+    if (s) return s;
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    s = check_tuples(d, op, idx, &g);
+    if (s) return s;
+    gather_nd_kernel<<<cu_blocks(g.B * g.S), CU_THREADS, 0, d->stream>>>(
+        g, (const int64_t *)idx->data, (const char *)x->data, (char *)out->data);
+    return cu_check_launch(op, "gather_nd_kernel");
+}
+
+/* in = (x, index i64 [B.., K], updates [B.., x's shape past K]), ints[0] = cn_scatter_reduce;
+ * out = x with each update combined into its slice, tuples in row-major order. */
+extern "C" cn_status cuda_scatter_nd(const cn_kernel_args *a) {
+    const char *op = "scatter_nd";
+    const cn_view *x = &a->in[0], *idx = &a->in[1], *upd = &a->in[2], *out = &a->out[0];
+    nd_geom g;
+    cn_status s = nd_geom_of(op, out, idx, upd, &g);
+    if (s) return s;
+    g.reduce = (int)a->ints[0];
+    cn_dtype dt = x->dtype;
+    if (g.reduce < ND_ASSIGN || g.reduce > ND_MAX)
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "unknown reduction %d", g.reduce);
+    if (g.reduce != ND_ASSIGN && dt != CN_F32 && dt != CN_F64 && dt != CN_I32 && dt != CN_I64)
+        return cn__kernel_dtype_error("cuda", a->op, dt);
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    s = check_tuples(d, op, idx, &g);
+    if (s) return s;
+    s = cu_copy_view(d, op, out, x);
+    if (s || g.B == 0) return s;
+    scatter_nd_kernel<<<cu_blocks(g.S), CU_THREADS, 0, d->stream>>>(
+        g, (const int64_t *)idx->data, (const char *)upd->data, (char *)out->data);
+    return cu_check_launch(op, "scatter_nd_kernel");
 }

@@ -1,0 +1,52 @@
+/* Helpers shared by the backward formulas (formulas.c, formulas_index.c), and the formulas that
+ * live outside formulas.c. Results are scope-owned temporaries (formulas run in a scope). */
+#ifndef CINDER_AUTODIFF_FORMULA_HELPERS_H
+#define CINDER_AUTODIFF_FORMULA_HELPERS_H
+
+#include "autodiff/autodiff_internal.h"
+#include "cinder/memory.h"
+#include "cinder/ops.h"
+
+/* A 0-d tensor holding v, in t's dtype and on t's device: broadcasts against anything. */
+static inline cn_tensor *scalar_like(cn_tensor *t, double v) {
+    return t ? cn_full(NULL, 0, v, cn_dtype_of(t), cn_device_of(t)) : NULL;
+}
+
+/* A float mask (1 where m, 0 elsewhere) in t's dtype. */
+static inline cn_tensor *mask_like(cn_tensor *m, cn_tensor *t) {
+    return m && t ? cn_cast(m, cn_dtype_of(t)) : NULL;
+}
+
+/* Sums g over the dims that broadcasting stretched, back to `shape`. */
+static inline cn_tensor *sum_to(cn_tensor *g, const int64_t *shape, int ndim) {
+    cn_tensor *cur = g;
+    while (cur && cn_ndim(cur) > ndim) cur = cn_sum_dim(cur, 0, 0);
+    for (int d = 0; cur && d < ndim; d++)
+        if (shape[d] == 1 && cn_shape(cur)[d] != 1) cur = cn_sum_dim(cur, d, 1);
+    return cur;
+}
+
+static inline cn_tensor *sum_to_input(cn_tensor *g, const ad_input *a) {
+    return sum_to(g, a->shape, a->ndim);
+}
+
+static inline cn_tensor *zeros_of(const ad_input *a, cn_tensor *like) {
+    return like ? cn_zeros(a->shape, a->ndim, a->dtype, cn_device_of(like)) : NULL;
+}
+
+/* ---- formulas_index.c: the indexing ops of issue 16 (one input's gradient each) ------------- */
+cn_tensor *ad_grad_masked_fill(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_tril(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_triu(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_flip(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_repeat(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_scatter(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_slice_assign(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_index_copy(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_index_add(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_unfold(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_masked_select(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_gather_nd(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_scatter_nd(ad_node *n, cn_tensor *g, int i);
+
+#endif

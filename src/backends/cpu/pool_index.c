@@ -22,33 +22,85 @@
 /* ---- the forward: one plane ------------------------------------------------------------------ */
 
 /* 2x2 windows: the maximum m of the values (a NaN only where it comes first), then, from the
- * last position to the first, the first position that holds m, then the first NaN. Selects
- * only, so a row of windows vectorises. */
-#define DEFINE_POOL2_ROW(T, SUF)                                                                \
+ * last position to the first, the first position that holds m, then the first NaN; the value is
+ * m, or the first NaN. Selects only, in lanes as wide as T (I), so that a row of windows
+ * vectorises (ROW_LOOP: no scalar tail on rows of 7 or 14 windows). */
+#define POOL_BLOCK 64 /* windows whose choices a row keeps in I lanes at once */
+
+#define DEFINE_POOL2(T, I, SUF, LANES)                                                          \
+    static inline T pool2_at_##SUF(const T *r0, const T *r1, int64_t i, I *choice) {            \
+        T a = r0[2 * i], b = r0[2 * i + 1], c = r1[2 * i], d = r1[2 * i + 1];                   \
+        T m = a;                                                                                \
+        m = b > m ? b : m;                                                                      \
+        m = c > m ? c : m;                                                                      \
+        m = d > m ? d : m;                                                                      \
+        I k = 3;                                                                                \
+        k = c == m ? 2 : k;                                                                     \
+        k = b == m ? 1 : k;                                                                     \
+        k = a == m ? 0 : k;                                                                     \
+        k = d != d ? 3 : k;                                                                     \
+        k = c != c ? 2 : k;                                                                     \
+        k = b != b ? 1 : k;                                                                     \
+        k = a != a ? 0 : k;                                                                     \
+        T v = d != d ? d : m;                                                                   \
+        v = c != c ? c : v;                                                                     \
+        v = b != b ? b : v;                                                                     \
+        v = a != a ? a : v;                                                                     \
+        *choice = k;                                                                            \
+        return v;                                                                               \
+    }                                                                                           \
     CPU_CLONES static void pool2_row_##SUF(const T *restrict r0, const T *restrict r1,          \
-                                           T *restrict out, uint8_t *restrict idx, int64_t n) { \
-        for (int64_t i = 0; i < n; i++) {                                                       \
-            T a = r0[2 * i], b = r0[2 * i + 1], c = r1[2 * i], d = r1[2 * i + 1];               \
-            T m = a;                                                                            \
-            m = b > m ? b : m;                                                                  \
-            m = c > m ? c : m;                                                                  \
-            m = d > m ? d : m;                                                                  \
-            int k = 3;                                                                          \
-            k = c == m ? 2 : k;                                                                 \
-            k = b == m ? 1 : k;                                                                 \
-            k = a == m ? 0 : k;                                                                 \
-            k = d != d ? 3 : k;                                                                 \
-            k = c != c ? 2 : k;                                                                 \
-            k = b != b ? 1 : k;                                                                 \
-            k = a != a ? 0 : k;                                                                 \
-            T v = k == 0 ? a : k == 1 ? b : k == 2 ? c : d;                                     \
-            out[i] = v;                                                                         \
-            if (idx) idx[i] = (uint8_t)k;                                                       \
+                                           T *restrict out, int64_t n) {                        \
+        ROW_LOOP(n, LANES, {                                                                    \
+            I k_;                                                                               \
+            out[i] = pool2_at_##SUF(r0, r1, i, &k_);                                            \
+        });                                                                                     \
+    }                                                                                           \
+    /* the choices in I lanes (a byte lane would make the vectors 32 windows wide: longer than \
+     * the rows), narrowed to bytes after */                                                    \
+    CPU_CLONES static void pool2_row_choice_##SUF(const T *restrict r0, const T *restrict r1,   \
+                                                  T *restrict out, I *restrict kk, int64_t n) { \
+        ROW_LOOP(n, LANES, out[i] = pool2_at_##SUF(r0, r1, i, &kk[i]));                         \
+    }                                                                                           \
+    static void pool2_row_idx_##SUF(const T *r0, const T *r1, T *out, uint8_t *idx,             \
+                                    int64_t n) {                                                \
+        I kk[POOL_BLOCK];                                                                       \
+        for (int64_t b = 0; b < n; b += POOL_BLOCK) {                                           \
+            int64_t m = n - b < POOL_BLOCK ? n - b : POOL_BLOCK;                                \
+            pool2_row_choice_##SUF(r0 + 2 * b, r1 + 2 * b, out + b, kk, m);                     \
+            for (int64_t i = 0; i < m; i++) idx[b + i] = (uint8_t)kk[i];                        \
+        }                                                                                       \
+    }                                                                                           \
+    /* v where mask is all ones, +0 where it is 0: arithmetic, so the compiler sees no branch */ \
+    static inline T keep_if_##SUF(T v, I mask) {                                                \
+        I bits;                                                                                 \
+        memcpy(&bits, &v, sizeof v);                                                            \
+        bits &= mask;                                                                           \
+        memcpy(&v, &bits, sizeof v);                                                            \
+        return v;                                                                               \
+    }                                                                                           \
+    /* the backward of one row of windows: 0 + g at the choice, +0 at the other three */        \
+    CPU_CLONES static void back2_lanes_##SUF(const T *restrict g, const I *restrict kk,         \
+                                             T *restrict d0, T *restrict d1, int64_t n) {       \
+        ROW_LOOP(n, LANES, {                                                                    \
+            T v_ = (T)0 + g[i];                                                                 \
+            d0[2 * i] = keep_if_##SUF(v_, -(I)(kk[i] == 0));                                    \
+            d0[2 * i + 1] = keep_if_##SUF(v_, -(I)(kk[i] == 1));                                \
+            d1[2 * i] = keep_if_##SUF(v_, -(I)(kk[i] == 2));                                    \
+            d1[2 * i + 1] = keep_if_##SUF(v_, -(I)(kk[i] == 3));                                \
+        });                                                                                     \
+    }                                                                                           \
+    static void back2_row_##SUF(const T *g, const uint8_t *idx, T *d0, T *d1, int64_t n) {      \
+        I kk[POOL_BLOCK];                                                                       \
+        for (int64_t b = 0; b < n; b += POOL_BLOCK) {                                           \
+            int64_t m = n - b < POOL_BLOCK ? n - b : POOL_BLOCK;                                \
+            for (int64_t i = 0; i < m; i++) kk[i] = idx[b + i];                                 \
+            back2_lanes_##SUF(g + b, kk, d0 + 2 * b, d1 + 2 * b, m);                            \
         }                                                                                       \
     }
-DEFINE_POOL2_ROW(float, f32)
-DEFINE_POOL2_ROW(double, f64)
-#undef DEFINE_POOL2_ROW
+DEFINE_POOL2(float, int32_t, f32, 4)
+DEFINE_POOL2(double, int64_t, f64, 2)
+#undef DEFINE_POOL2
 
 /* Any k: the window's elements in row-major order, the first NaN ending the search. */
 #define DEFINE_POOL_PLANE(T, SUF)                                                               \
@@ -59,7 +111,10 @@ DEFINE_POOL2_ROW(double, f64)
             T *o = out + ph * PW;                                                               \
             uint8_t *id = idx ? idx + ph * PW : NULL;                                           \
             if (k == 2) {                                                                       \
-                pool2_row_##SUF(r, r + W, o, id, PW);                                           \
+                if (id)                                                                         \
+                    pool2_row_idx_##SUF(r, r + W, o, id, PW);                                   \
+                else                                                                            \
+                    pool2_row_##SUF(r, r + W, o, PW);                                           \
                 continue;                                                                       \
             }                                                                                   \
             for (int64_t pw = 0; pw < PW; pw++) {                                               \
@@ -102,6 +157,11 @@ typedef struct back_job {
             const T *gr = g + ph * gs_h;                                                        \
             const uint8_t *ir = idx + ph * j->PW;                                               \
             T *d = gz + ph * k * W;                                                             \
+            if (k == 2 && gs_w == 1) {                                                          \
+                back2_row_##SUF(gr, ir, d, d + W, j->PW);                                       \
+                for (int64_t c = j->PW * 2; c < W; c++) d[c] = d[W + c] = 0;                    \
+                continue;                                                                       \
+            }                                                                                   \
             for (int64_t i = 0; i < k; i++) {                                                   \
                 T *row = d + i * W;                                                             \
                 for (int64_t pw = 0; pw < j->PW; pw++) {                                        \

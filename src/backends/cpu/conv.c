@@ -174,7 +174,8 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
                             (long long)g.K, (long long)g.P);
     char *scratch = NULL;
     if (w_bytes + col_bytes + z_bytes) {
-        scratch = cn__malloc(cn_op_name(args->op), w_bytes + (col_bytes + z_bytes) * (size_t)chunks);
+        scratch = cn__malloc(cn_op_name(args->op),
+                             w_bytes + (col_bytes + z_bytes) * (size_t)chunks);
         if (!scratch) return CN_ERR_OUT_OF_MEMORY;
     }
     const char *wdata = (const char *)wv->data;

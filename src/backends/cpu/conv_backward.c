@@ -92,9 +92,9 @@ static void input_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
         if (!j->direct_cols) {
             memset(gx, 0, (size_t)j->plane * es);
             if (j->dt == CN_F32)
-                cpu_col2im_f32(g, (const float *)cols, (float *)gx);
+                cpu_col2im_f32(g, (float *)cols, (float *)gx);
             else
-                cpu_col2im_f64(g, (const double *)cols, (double *)gx);
+                cpu_col2im_f64(g, (double *)cols, (double *)gx);
         }
     }
 }

@@ -72,8 +72,9 @@ static int im2col_shifted(const cpu_conv_geom *g, const int64_t *xs) {
                     int64_t lo, hi;                                                            \
                     valid_cols(g, kw, &lo, &hi);                                               \
                     int64_t r1 = lo == hi ? oh0 : oh1; /* no column in the image: all zero */  \
-                    memset(dst, 0, sizeof(T) * (size_t)(oh0 * W));                             \
-                    memset(dst + r1 * W, 0, sizeof(T) * (size_t)(g->P - r1 * W));              \
+                    /* (most column rows need neither: no call for nothing) */                 \
+                    if (oh0) memset(dst, 0, sizeof(T) * (size_t)(oh0 * W));                    \
+                    if (r1 < g->OH) memset(dst + r1 * W, 0, sizeof(T) * (size_t)(g->P - r1 * W)); \
                     if (oh0 == r1) continue;                                                   \
                     /* dst[i] = plane[i + off] over the in-image rows, clipped to the plane;    \
                      * what the clipping skips and what wraps across rows are the edge         \
@@ -137,10 +138,53 @@ DEFINE_IM2COL(double, cpu_im2col_f64, im2col_shifted_f64)
 
 /* ---- col2im --------------------------------------------------------------------------------- */
 
+/* The shifted form of im2col's "same"-width case, backwards: each column row's in-image rows
+ * add to the plane shifted by one offset, as one run; the entries that fall in the padding (the
+ * edge columns, which the run would wrap into the neighbouring rows) are zeroed in col first,
+ * so they add +0 (which leaves every value as it was, but a -0 sum becomes +0). */
+#define DEFINE_COL2IM_SHIFTED(T, name)                                                         \
+    static void name(const cpu_conv_geom *g, T *col, T *x) {                                   \
+        const int64_t W = g->W, HW = g->H * g->W;                                              \
+        T *src = col;                                                                          \
+        for (int64_t c = 0; c < g->Cg; c++) {                                                  \
+            T *plane = x + c * HW;                                                             \
+            for (int64_t kh = 0; kh < g->KH; kh++) {                                           \
+                int64_t oh0 = g->ph - kh > 0 ? g->ph - kh : 0;                                 \
+                int64_t oh1 = g->H + g->ph - kh < g->OH ? g->H + g->ph - kh : g->OH;           \
+                if (oh0 > g->OH) oh0 = g->OH;                                                  \
+                if (oh1 < oh0) oh1 = oh0;                                                      \
+                for (int64_t kw = 0; kw < g->KW; kw++, src += g->P) {                          \
+                    int64_t lo, hi;                                                            \
+                    valid_cols(g, kw, &lo, &hi);                                               \
+                    if (lo == hi || oh0 == oh1) continue;                                      \
+                    for (int64_t oh = oh0; oh < oh1; oh++) {                                   \
+                        T *r = src + oh * W;                                                   \
+                        for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                         \
+                        for (int64_t ow = hi; ow < W; ow++) r[ow] = 0;                         \
+                    }                                                                          \
+                    int64_t off = (kh - g->ph) * W + (kw - g->pw);                             \
+                    int64_t a = oh0 * W, b = oh1 * W;                                          \
+                    if (a + off < 0) a = -off;                                                 \
+                    if (b + off > HW) b = HW - off;                                            \
+                    T *d = plane + off;                                                        \
+                    for (int64_t i = a; i < b; i++) d[i] += src[i];                            \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_COL2IM_SHIFTED(float, col2im_shifted_f32)
+DEFINE_COL2IM_SHIFTED(double, col2im_shifted_f64)
+#undef DEFINE_COL2IM_SHIFTED
+
 /* Walks the column matrix in the same order as im2col and adds each in-image entry back into its
  * source pixel; padded entries are dropped. */
-#define DEFINE_COL2IM(T, name)                                                                 \
-    void name(const cpu_conv_geom *g, const T *col, T *x) {                                    \
+#define DEFINE_COL2IM(T, name, shifted)                                                        \
+    void name(const cpu_conv_geom *g, T *col, T *x) {                                          \
+        const int64_t dense[3] = {g->H * g->W, g->W, 1};                                       \
+        if (im2col_shifted(g, dense)) {                                                        \
+            shifted(g, col, x);                                                                \
+            return;                                                                            \
+        }                                                                                      \
         const T *src = col;                                                                    \
         for (int64_t c = 0; c < g->Cg; c++) {                                                  \
             T *plane = x + c * g->H * g->W;                                                    \
@@ -165,8 +209,8 @@ DEFINE_IM2COL(double, cpu_im2col_f64, im2col_shifted_f64)
             }                                                                                  \
         }                                                                                      \
     }
-DEFINE_COL2IM(float, cpu_col2im_f32)
-DEFINE_COL2IM(double, cpu_col2im_f64)
+DEFINE_COL2IM(float, cpu_col2im_f32, col2im_shifted_f32)
+DEFINE_COL2IM(double, cpu_col2im_f64, col2im_shifted_f64)
 #undef DEFINE_COL2IM
 
 /* ---- work sharing --------------------------------------------------------------------------- */

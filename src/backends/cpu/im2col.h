@@ -32,9 +32,10 @@ void cpu_im2col_f32(const cpu_conv_geom *g, const float *x, const int64_t *xs, f
 void cpu_im2col_f64(const cpu_conv_geom *g, const double *x, const int64_t *xs, double *col);
 
 /* The adjoint: x[c, ih, iw] += col[...] for every column entry that im2col would read from
- * (c, ih, iw). x: dense [Cg, H, W] (one group of one image); col: dense [K, P]. */
-void cpu_col2im_f32(const cpu_conv_geom *g, const float *col, float *x);
-void cpu_col2im_f64(const cpu_conv_geom *g, const double *col, double *x);
+ * (c, ih, iw). x: dense [Cg, H, W] (one group of one image); col: dense [K, P], scratch: its
+ * entries that im2col would take from the padding may be zeroed. */
+void cpu_col2im_f32(const cpu_conv_geom *g, float *col, float *x);
+void cpu_col2im_f64(const cpu_conv_geom *g, double *col, double *x);
 
 /* How many chunks the conv kernels cut their `tasks` (image, group) GEMMs of `mnk` multiply-adds
  * each into, every chunk needing `per_chunk` bytes of scratch (its column buffer and the like).

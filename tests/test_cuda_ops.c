@@ -1270,7 +1270,8 @@ static void test_scans(void) {
 
 static void matmul_case(const char *name, const int64_t *as, int an, int al, const int64_t *bs,
                         int bn, int bl, cn_dtype dt) {
-    pair in[2] = {input(as, an, dt, -1, 1, al), input(bs, bn, dt, -1, 1, bl)};
+    double r = dt == CN_I32 || dt == CN_I64 ? 60 : 1; /* ints: values -59 .. 59 */
+    pair in[2] = {input(as, an, dt, -r, r, al), input(bs, bn, dt, -r, r, bl)};
     /* f16/bf16: the sum of K products is rounded once more than the CPU's f32 reference */
     check_op(label("matmul %s %s (%s @ %s)", name, cn_dtype_name(dt), layout_names[al],
                    layout_names[bl]),
@@ -1306,6 +1307,13 @@ static void test_matmul(void) {
                       input(bs, 1, dt, -1, 1, CONTIG)};
         check_op(label("linear %s", cn_dtype_name(dt)), CN_OP_MATMUL, f_linear, NULL, in, 3, 2);
         for (int i = 0; i < 3; i++) pair_free(in[i]);
+    }
+    /* i32 and i64: exact, as the CPU's loop */
+    const cn_dtype ints[2] = {CN_I32, CN_I64};
+    for (int d = 0; d < 2; d++) {
+        const int64_t a[2] = {33, 17}, b[2] = {17, 45}, ba[3] = {3, 33, 17}, bb[3] = {3, 17, 45};
+        matmul_case("2-d", a, 2, CONTIG, b, 2, TRANSPOSED, ints[d]);
+        matmul_case("batched, a broadcast", ba, 3, BROADCAST, bb, 3, STRIDED, ints[d]);
     }
 }
 

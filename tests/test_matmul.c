@@ -366,8 +366,17 @@ static void test_router_rejects_bad_operands(void) {
     cn_tensor *b = th_own(cn_ones((int64_t[]){4, 2}, 2, CN_F32, cn_cpu()));
     CHECK_FAILS(cn_matmul(a, b), CN_ERR_SHAPE, "matmul");
     cn_tensor *ia = th_own(cn_ones((int64_t[]){2, 3}, 2, CN_I32, cn_cpu()));
-    cn_tensor *ib = th_own(cn_ones((int64_t[]){3, 2}, 2, CN_I32, cn_cpu()));
-    CHECK_FAILS(cn_matmul(ia, ib), CN_ERR_KIND, "matmul");
+    cn_tensor *bb = th_own(cn_ones((int64_t[]){3, 2}, 2, CN_BOOL, cn_cpu()));
+    CHECK_FAILS(cn_matmul(ia, bb), CN_ERR_KIND, "matmul");
+    cn_tensor *ib64 = th_own(cn_ones((int64_t[]){3, 2}, 2, CN_I64, cn_cpu()));
+    CHECK_FAILS(cn_matmul(ia, ib64), CN_ERR_DTYPE, "matmul");
+    cn_tensor *u8 = th_own(cn_ones((int64_t[]){3, 2}, 2, CN_U8, cn_cpu()));
+    cn_tensor *u8a = th_own(cn_ones((int64_t[]){2, 3}, 2, CN_U8, cn_cpu()));
+    cn_clear_error();
+    cn_tensor *r = cn_matmul(u8a, u8); /* u8: no kernel (burn and PyTorch: i32/i64) */
+    CHECK(r == NULL && cn_last_status() != CN_OK && strstr(cn_last_error(), "matmul"));
+    cn_release(r);
+    cn_clear_error();
     cn_tensor *d = th_own(cn_ones((int64_t[]){3, 2}, 2, CN_F64, cn_cpu()));
     CHECK_FAILS(cn_matmul(a, d), CN_ERR_DTYPE, "matmul");
     /* batch dims that do not broadcast */
@@ -454,6 +463,34 @@ static void test_cpu_gemm_for_extensions(void) {
     for (int i = 0; i < SZ; i++) CHECK(c[i] == c0[i]);
 }
 
+/* i32 and i64 (burn's int_matmul): by hand, batched with a broadcast batch dim and a transposed
+ * operand; i32 products and sums wrap. */
+static void test_integer_matmul(void) {
+    const cn_dtype dts[2] = {CN_I32, CN_I64};
+    for (int d = 0; d < 2; d++) {
+        double av[12] = {1, -2, 3, 0, 4, 5, -1, 2, 0, 3, 1, -4}; /* [2, 2, 3] */
+        double bv[6] = {2, -1, 0, 3, 5, 1};                      /* [3, 2] */
+        cn_tensor *a = th_own(th_tensor(av, (int64_t[]){2, 2, 3}, 3, dts[d]));
+        cn_tensor *b = th_own(th_tensor(bv, (int64_t[]){3, 2}, 2, dts[d]));
+        /* row (1, -2, 3): (2 + 0 + 15, -1 - 6 + 3) = (17, -4); (0, 4, 5): (25, 17);
+         * (-1, 2, 0): (-2, 7); (3, 1, -4): (-14, -4) */
+        cn_tensor *c = th_own(cn_matmul(a, b));
+        th_check_values("int matmul", c, (double[]){17, -4, 25, 17, -2, 7, -14, -4}, 8, 0);
+        CHECK(c && cn_dtype_of(c) == dts[d]);
+        /* b given as the transpose of a [2, 3] tensor: a strided operand */
+        double btv[6] = {2, 0, 5, -1, 3, 1};
+        cn_tensor *bt = th_own(th_tensor(btv, (int64_t[]){2, 3}, 2, dts[d]));
+        th_check_values("int matmul, transposed b", th_own(cn_matmul(a, th_own(cn_transpose(bt, 0, 1)))),
+                        (double[]){17, -4, 25, 17, -2, 7, -14, -4}, 8, 0);
+    }
+    /* i32 wraps: 65536 * 65536 = 2^32 -> 0, plus 3 */
+    double w1[2] = {65536, 1}, w2[2] = {65536, 3};
+    cn_tensor *x = th_own(th_tensor(w1, (int64_t[]){1, 2}, 2, CN_I32));
+    cn_tensor *y = th_own(th_tensor(w2, (int64_t[]){2, 1}, 2, CN_I32));
+    th_check_values("i32 matmul wraps", th_own(cn_matmul(x, y)), (double[]){3}, 1, 0);
+    th_release_owned();
+}
+
 int main(void) {
     RUN(test_2d_matches_reference);
     RUN(test_batched_with_broadcast_batch_dims);
@@ -464,5 +501,6 @@ int main(void) {
     RUN(test_router_rejects_bad_operands);
     RUN(test_kernel_rejects_inconsistent_views);
     RUN(test_cpu_gemm_for_extensions);
+    RUN(test_integer_matmul);
     return th_finish();
 }

@@ -296,7 +296,8 @@ CN_API cn_tensor *cn_max_abs_dim(cn_tensor *x, int dim, int keepdim);
 
 /* ---- linear algebra ------------------------------------------------------------------------- */
 /* a: [..., M, K], b: [..., K, N] -> [..., M, N]; batch dims broadcast; 1-D operands are promoted
- * as in numpy.matmul. Float only. */
+ * as in numpy.matmul. Float, and i32 / i64 (burn's int_matmul, torch.matmul on integers; the
+ * products and sums wrap around, and integers are never tracked by autodiff). */
 CN_API cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b);
 /* x: [..., in], w: [out, in], b: [out] or NULL -> x @ w^T + b. */
 CN_API cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b);

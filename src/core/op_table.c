@@ -183,7 +183,7 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
                            .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 1, .saves = OUT,
                            .differentiable = 1},
     /* linear algebra, indexing (index inputs are i64), convolution */
-    [CN_OP_MATMUL] = {.name = "matmul", .family = CN__FAMILY_MATMUL, .n_in = 2, .kinds = {F, F},
+    [CN_OP_MATMUL] = {.name = "matmul", .family = CN__FAMILY_MATMUL, .n_in = 2, .kinds = {N, N},
                       .out = CN__OUT_INPUT, .saves = IN0 | IN1, .differentiable = 1},
     [CN_OP_GATHER] = {.name = "gather", .family = CN__FAMILY_INDEX, .n_in = 2, .kinds = {N, I},
                       .out = CN__OUT_INPUT, .n_ints = 1, .saves = IN1, .differentiable = 1},

@@ -11,8 +11,8 @@ cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b) {
     const char *names[2] = {"a", "b"};
     cn_device dev;
     const cn_backend *be = cn__route(op, in, names, 2, &dev);
-    if (!be || cn__check_kind(op, "a", a, CN_KINDS_FLOAT) != CN_OK ||
-        cn__check_kind(op, "b", b, CN_KINDS_FLOAT) != CN_OK ||
+    if (!be || cn__check_kind(op, "a", a, CN_KINDS_NUMERIC) != CN_OK ||
+        cn__check_kind(op, "b", b, CN_KINDS_NUMERIC) != CN_OK ||
         cn__check_same_dtype(op, "a", a, "b", b) != CN_OK)
         return NULL;
     char x[128], y[128];

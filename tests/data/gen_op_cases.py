@@ -346,6 +346,8 @@ for name, fn in (("any", torch.any), ("all", torch.all)):
 # ---- linear algebra, indexing ------------------------------------------------------------------
 case("matmul", "matmul", [Fl([2, 3]), Fl([3, 4])], torch.matmul)
 case("matmul", "matmul_batched", [Fl([2, 2, 3]), Fl([3, 2])], torch.matmul)
+case("matmul", "matmul_i64", [In([2, 2, 3], [1, -2, 3, 0, 4, 5, -1, 2, 0, 3, 1, -4]),
+                              In([3, 2], [2, -1, 0, 3, 5, 1])], torch.matmul)
 GATHER_INDEX = [2, 0, 1, 2, 0, 0, 2, 1]  # [2, 4], repeats: gradients accumulate
 case("gather", "gather", [Fl([3, 4]), In([2, 4], GATHER_INDEX)],
      lambda x, i: torch.gather(x, 0, i), ints=[0])

@@ -228,7 +228,8 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_MEAN] = dt[CN_OP_VAR] = dt[CN_OP_LOGSUMEXP] = F;
     k[CN_OP_SOFTMAX] = k[CN_OP_LOG_SOFTMAX] = cpu_softmax;
     k[CN_OP_MATMUL] = cpu_matmul;
-    dt[CN_OP_SOFTMAX] = dt[CN_OP_LOG_SOFTMAX] = dt[CN_OP_MATMUL] = F;
+    dt[CN_OP_SOFTMAX] = dt[CN_OP_LOG_SOFTMAX] = F;
+    dt[CN_OP_MATMUL] = F | DT(CN_I32) | DT(CN_I64); /* ints: matmul.c's own loop */
     k[CN_OP_GATHER] = cpu_gather;
     k[CN_OP_SCATTER_ADD] = cpu_scatter_add;
     k[CN_OP_INDEX_SELECT] = cpu_index_select;

@@ -1,4 +1,5 @@
-/* CPU matrix multiply: batched GEMM through OpenBLAS.
+/* CPU matrix multiply: batched GEMM through OpenBLAS (oneDNN for f32, gemm.c); i32 and i64 by a
+ * loop of our own.
  *
  * a: [B.., M, K] @ b: [B.., K, N] -> out: [B.., M, N] (out contiguous; batch dims of a and b may
  * have stride 0). BLAS reads a matrix in place when it is row-major (unit column stride) or
@@ -266,11 +267,52 @@ static cn_status matmul_per_element(const matmul_job *j) {
     return CN_OK;
 }
 
+/* ---- integers -------------------------------------------------------------------------------- *
+ * i32 and i64 (burn's int_matmul; torch.matmul on integer tensors): no BLAS has them, so a loop
+ * over (batch, row) tasks, each row of c accumulated along k with unit steps over b's rows when
+ * b is row-major. Products and sums wrap (two's complement, computed unsigned: no C overflow). */
+
+#define DEFINE_IMATMUL(T, U, name)                                                             \
+    static void name(const matmul_job *j, int64_t t) {                                         \
+        int64_t nd = j->nd, bi = t / j->M, m = t % j->M, oa, ob;                               \
+        batch_offsets(&j->g, bi, &oa, &ob);                                                    \
+        const T *a = (const T *)j->a->data + oa + m * j->a->strides[nd - 2];                   \
+        const T *b = (const T *)j->b->data + ob;                                               \
+        T *c = (T *)j->c->data + (bi * j->M + m) * j->N;                                       \
+        int64_t ak = j->a->strides[nd - 1], bk = j->b->strides[nd - 2];                        \
+        int64_t bn = j->b->strides[nd - 1];                                                    \
+        for (int64_t n = 0; n < j->N; n++) c[n] = 0;                                           \
+        for (int64_t k = 0; k < j->K; k++) {                                                   \
+            U av = (U)a[k * ak];                                                               \
+            const T *brow = b + k * bk;                                                        \
+            if (bn == 1)                                                                       \
+                for (int64_t n = 0; n < j->N; n++) c[n] = (T)((U)c[n] + av * (U)brow[n]);      \
+            else                                                                               \
+                for (int64_t n = 0; n < j->N; n++)                                             \
+                    c[n] = (T)((U)c[n] + av * (U)brow[n * bn]);                                \
+        }                                                                                      \
+    }
+DEFINE_IMATMUL(int32_t, uint32_t, imatmul_row_i32)
+DEFINE_IMATMUL(int64_t, uint64_t, imatmul_row_i64)
+#undef DEFINE_IMATMUL
+
+static void imatmul_rows(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const matmul_job *j = ctx;
+    for (int64_t t = begin; t < end; t++) {
+        if (j->dt == CN_I32)
+            imatmul_row_i32(j, t);
+        else
+            imatmul_row_i64(j, t);
+    }
+}
+
 cn_status cpu_matmul(const cn_kernel_args *args) {
     const cn_view *av = &args->in[0], *bv = &args->in[1], *cv = &args->out[0];
     cn_dtype dt = cv->dtype;
     int nd = cv->ndim;
-    if (dt != CN_F32 && dt != CN_F64) return cn__kernel_dtype_error("cpu", args->op, dt);
+    int is_int = dt == CN_I32 || dt == CN_I64;
+    if (dt != CN_F32 && dt != CN_F64 && !is_int) return cn__kernel_dtype_error("cpu", args->op, dt);
     /* The router checked the shapes; a wrong call must still not index out of range. */
     int ok = nd >= 2 && av->ndim == nd && bv->ndim == nd && av->dtype == dt && bv->dtype == dt;
     for (int d = 0; ok && d < nd; d++) {
@@ -289,6 +331,13 @@ cn_status cpu_matmul(const cn_kernel_args *args) {
     if (j.g.count == 0 || j.M == 0 || j.N == 0) return CN_OK;
     if (j.K == 0) { /* an empty sum */
         memset(cv->data, 0, (size_t)(j.g.count * j.M * j.N) * j.es);
+        return CN_OK;
+    }
+    if (is_int) {
+        int64_t rows = j.g.count * j.M;
+        double macs = (double)rows * (double)j.N * (double)j.K;
+        int64_t chunks = macs < MATMUL_PARALLEL_MACS ? 1 : cpu_chunks(rows, 1);
+        cpu_parallel(rows, chunks, imatmul_rows, &j);
         return CN_OK;
     }
     if (j.M > INT_MAX || j.N > INT_MAX || j.K > INT_MAX)

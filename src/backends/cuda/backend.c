@@ -380,7 +380,8 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_MAX] = dt[CN_OP_MIN] = dt[CN_OP_ARGMAX] = dt[CN_OP_ARGMIN] =
         FI | DT(CN_U8) | DT(CN_BOOL);
     dt[CN_OP_MEAN] = dt[CN_OP_VAR] = dt[CN_OP_LOGSUMEXP] = F;
-    dt[CN_OP_SOFTMAX] = dt[CN_OP_LOG_SOFTMAX] = dt[CN_OP_MATMUL] = F;
+    dt[CN_OP_SOFTMAX] = dt[CN_OP_LOG_SOFTMAX] = F;
+    dt[CN_OP_MATMUL] = F | DT(CN_I32) | DT(CN_I64);
     dt[CN_OP_SCATTER_ADD] = FI;
     /* gather, index_select (by element size), one_hot (an index of any int dtype): all */
     dt[CN_OP_CONV2D] = dt[CN_OP_CONV2D_RELU] = dt[CN_OP_CONV2D_MAX_POOL2D] = F;

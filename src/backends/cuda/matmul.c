@@ -145,12 +145,17 @@ cn_status cuda_matmul(const cn_kernel_args *args) {
     /* Unreachable through the router: dtypes[op] (backend.c) admits f32, f64, f16 and bf16, and
      * the front-end gives a, b and out one dtype. Kept because cuBLAS would read another dtype's
      * bytes as one of those (past the end of a 1-byte buffer). */
-    if ((dt != CN_F32 && dt != CN_F64 && dt != CN_F16 && dt != CN_BF16) || av->dtype != dt ||
-        bv->dtype != dt)
+    int is_int = dt == CN_I32 || dt == CN_I64;
+    if ((dt != CN_F32 && dt != CN_F64 && dt != CN_F16 && dt != CN_BF16 && !is_int) ||
+        av->dtype != dt || bv->dtype != dt)
         return cn__kernel_dtype_error("cuda", args->op, av->dtype != dt ? av->dtype : bv->dtype);
     int nd = cv->ndim;
     if (nd < 2 || av->ndim != nd || bv->ndim != nd)
         return cn_set_error(CN_ERR_SHAPE, op, "operands must share ndim >= 2; call cn_matmul");
+    if (is_int) { /* i32, i64: a kernel of our own (matmul_int.cu) */
+        cu_dev *di = cu_device(op, args->device);
+        return di ? cu_matmul_int(di, args) : cn_last_status();
+    }
     int64_t M = av->shape[nd - 2], K = av->shape[nd - 1], N = bv->shape[nd - 1];
     int64_t count = 1;
     for (int k = 0; k < nd - 2; k++) count *= cv->shape[k];

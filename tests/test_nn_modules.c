@@ -692,8 +692,10 @@ static void test_custom_module_through_the_vtable(void) {
     CHECK(cn_module_add_param(m, "scale", cn_require_grad(cn_full(shape, 1, 2.0, CN_F64, ad()))) ==
           CN_OK);
     cn_scope_end();
-    CHECK(cn_module_add_param(m, "scale", cn_zeros(shape, 1, CN_F64, ad())) == CN_ERR_INVALID_ARG);
-    CHECK(cn_module_add_param(m, "a.b", cn_zeros(shape, 1, CN_F64, ad())) == CN_ERR_INVALID_ARG);
+    CHECK(cn_module_add_param(m, "scale", cn_require_grad(cn_zeros(shape, 1, CN_F64, ad()))) ==
+          CN_ERR_INVALID_ARG);
+    CHECK(cn_module_add_param(m, "a.b", cn_require_grad(cn_zeros(shape, 1, CN_F64, ad()))) ==
+          CN_ERR_INVALID_ARG);
     cn_clear_error();
     cn_module *net = cn_sequential_new((cn_module *[]){cn_activation_new(CN_ACT_RELU), m}, 2);
     int n = 0;
@@ -704,6 +706,44 @@ static void test_custom_module_through_the_vtable(void) {
     CHECK(!strcmp(cn_module_kind(m), "Affine"));
     cn_module_free(net);
     cn_scope_end();
+}
+
+/* A parameter on an autodiff device must require grad (else it would never train: an error
+ * that names the way out, the tensor released); a buffer need not, and a parameter on a concrete
+ * device (an inference model) is accepted. Children are found by name and by dotted path. */
+static void test_params_must_train_and_children_by_name(void) {
+    const int64_t shape[1] = {3};
+    int64_t live0 = cn_live_tensors();
+    cn_module *m = cn_module_new(&affine_vtable, calloc(1, sizeof(affine_state)));
+    cn_clear_error();
+    CHECK(cn_module_add_param(m, "frozen", cn_zeros(shape, 1, CN_F64, ad())) ==
+          CN_ERR_INVALID_ARG);
+    CHECK(strstr(cn_last_error(), "module_add_param") && strstr(cn_last_error(), "'frozen'") &&
+          strstr(cn_last_error(), "cn_module_add_buffer"));
+    cn_clear_error();
+    CHECK(cn_module_add_buffer(m, "frozen", cn_zeros(shape, 1, CN_F64, ad())) == CN_OK);
+    CHECK(cn_module_add_param(m, "w", cn_zeros(shape, 1, CN_F64, cn_cpu())) == CN_OK);
+    int n = -1;
+    cn_module_params(m, &n);
+    CHECK(n == 1);
+    cn_module *inner = cn_sequential_new((cn_module *[]){cn_activation_new(CN_ACT_RELU), m}, 2);
+    cn_module *net =
+        cn_sequential_new((cn_module *[]){cn_activation_new(CN_ACT_TANH), inner}, 2);
+    CHECK(cn_module_child_named(net, "1") == inner);
+    CHECK(cn_module_child_named(net, "1.1") == m);
+    CHECK(cn_module_child_named(net, "0") == cn_module_child(net, 0));
+    cn_clear_error();
+    CHECK(cn_module_child_named(net, "1.2") == NULL);
+    CHECK(cn_last_status() == CN_ERR_INVALID_ARG && strstr(cn_last_error(), "'1.2'") &&
+          strstr(cn_last_error(), "'0', '1'"));
+    CHECK(cn_module_child_named(net, "1.1.x") == NULL);
+    CHECK(strstr(cn_last_error(), "none"));
+    CHECK(cn_module_child_named(net, "") == NULL);
+    cn_clear_error();
+    CHECK(cn_module_child_named(NULL, "0") == NULL && cn_last_status() == CN_ERR_NULL_ARG);
+    cn_clear_error();
+    cn_module_free(net);
+    CHECK(cn_live_tensors() == live0);
 }
 
 /* Modules made inside a scope keep their parameters past its end; forward results belong to the
@@ -875,6 +915,7 @@ static void test_constructor_errors(void) {
 }
 
 int main(void) {
+    RUN(test_params_must_train_and_children_by_name);
     RUN(test_linear_forward_matches_loops_and_default_init_bounds);
     RUN(test_linear_is_seeded_and_bias_optional);
     RUN(test_conv2d_forward_matches_loops);

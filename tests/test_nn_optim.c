@@ -1012,7 +1012,73 @@ static void train_xor(int use_adamw) {
 static void test_mlp_trains_to_low_loss_with_adamw(void) { train_xor(1); }
 static void test_mlp_trains_to_low_loss_with_sgd(void) { train_xor(0); }
 
+/* Parameter groups: two parameters, the loss sum(a * c1) + sum(b * c2) (gradients c1, c2). Group
+ * A has its own lr and weight decay, group B the optimizer's; after set_lr, A's lr follows in
+ * proportion. SGD (no momentum, so each step is p -= lr * (g + wd * p)) and AdamW's first step
+ * (p = p * (1 - lr * wd) - lr * g / (|g| + eps)), by hand in double. */
+static void test_param_groups(void) {
+    const double a0[2] = {1.0, -2.0}, b0[2] = {0.5, 3.0}, c1[2] = {0.25, -1.0},
+                 c2[2] = {2.0, 0.5};
+    const int64_t shape[1] = {2};
+    for (int kind = 0; kind < 2; kind++) {
+        cn_tensor *a = leaf(a0, shape, 1, CN_F64), *b = leaf(b0, shape, 1, CN_F64);
+        cn_param pa = {"a", a}, pb = {"b", b};
+        cn_param_group groups[2] = {{&pa, 1, 0.05, 0.5}, {&pb, 1, CN_GROUP_DEFAULT,
+                                                          CN_GROUP_DEFAULT}};
+        /* the optimizer's lr 0.2, weight decay 0.1 (group B's) */
+        cn_optimizer *o = kind == 0 ? cn_sgd_new_groups(groups, 2, 0.2, 0, 0, 0, 0.1)
+                                    : cn_adamw_new_groups(groups, 2, 0.2, 0.9, 0.999, 1e-8, 0.1);
+        CHECK(o != NULL);
+        double wa[2], wb[2];
+        memcpy(wa, a0, sizeof wa);
+        memcpy(wb, b0, sizeof wb);
+        for (int step = 0; step < 2 && o; step++) {
+            if (step == 1) CHECK(cn_optimizer_set_lr(o, 0.4) == CN_OK); /* A's: 0.05 -> 0.1 */
+            double lra = step ? 0.1 : 0.05, lrb = step ? 0.4 : 0.2;
+            cn_tensor *ct1 = th_own(th_tensor(c1, shape, 1, CN_F64));
+            cn_tensor *ct2 = th_own(th_tensor(c2, shape, 1, CN_F64));
+            cn_tensor *loss = th_own(cn_add(th_own(cn_sum(th_own(cn_mul(a, th_own(cn_to_device(ct1, ad())))))),
+                                            th_own(cn_sum(th_own(cn_mul(b, th_own(cn_to_device(ct2, ad()))))))));
+            cn_grads *g = cn_backward(loss);
+            CHECK(g && cn_optimizer_step(o, g) == CN_OK);
+            cn_grads_free(g);
+            for (int i = 0; i < 2; i++) {
+                if (kind == 0) {
+                    wa[i] -= lra * (c1[i] + 0.5 * wa[i]);
+                    wb[i] -= lrb * (c2[i] + 0.1 * wb[i]);
+                } else if (step == 0) { /* AdamW's first step */
+                    wa[i] = wa[i] * (1 - lra * 0.5) - lra * c1[i] / (fabs(c1[i]) + 1e-8);
+                    wb[i] = wb[i] * (1 - lrb * 0.1) - lrb * c2[i] / (fabs(c2[i]) + 1e-8);
+                }
+            }
+            if (kind == 1 && step == 1) break; /* AdamW's second step: covered elsewhere */
+            th_check_values(kind ? "adamw group a" : "sgd group a", a, wa, 2, 1e-12);
+            th_check_values(kind ? "adamw group b" : "sgd group b", b, wb, 2, 1e-12);
+            th_release_owned();
+        }
+        CHECK(o && cn_optimizer_get_lr(o) == 0.4);
+        cn_optimizer_free(o);
+        th_release_owned();
+        cn_release(a);
+        cn_release(b);
+    }
+    /* errors: a negative group value, a group lr with the optimizer's lr 0, no parameters */
+    cn_tensor *a = leaf(a0, shape, 1, CN_F64);
+    cn_param pa = {"a", a};
+    cn_param_group bad[1] = {{&pa, 1, -0.5, CN_GROUP_DEFAULT}};
+    CHECK_FAILS((cn_tensor *)cn_sgd_new_groups(bad, 1, 0.1, 0, 0, 0, 0), CN_ERR_INVALID_ARG,
+                "group 0");
+    cn_param_group zero_lr[1] = {{&pa, 1, 0.5, CN_GROUP_DEFAULT}};
+    CHECK_FAILS((cn_tensor *)cn_adamw_new_groups(zero_lr, 1, 0.0, 0.9, 0.999, 1e-8, 0),
+                CN_ERR_INVALID_ARG, "positive lr");
+    cn_param_group empty[1] = {{&pa, 0, CN_GROUP_DEFAULT, CN_GROUP_DEFAULT}};
+    CHECK_FAILS((cn_tensor *)cn_sgd_new_groups(empty, 1, 0.1, 0, 0, 0, 0), CN_ERR_INVALID_ARG,
+                "at least one");
+    cn_release(a);
+}
+
 int main(void) {
+    RUN(test_param_groups);
     RUN(test_cross_entropy_matches_reference_and_finite_differences);
     RUN(test_cross_entropy_label_out_of_range_names_cross_entropy);
     RUN(test_mse_loss_value_and_gradient);

@@ -84,8 +84,12 @@ CN_API cn_module *cn_module_new(const cn_module_vtable *vt, void *state);
 
 /* Registers `t` as the parameter `name` (copied; no '.'; unique in m). The module takes over the
  * caller's reference, also when t is scope-owned (the scope lets go of it) and also on failure
- * (t is released then). A parameter that should be trained must be a leaf (cn_require_grad) on
- * an autodiff device. Register parameters before adding the module to a container. */
+ * (t is released then). On an autodiff device t must require grad (a leaf: cn_require_grad),
+ * else CN_ERR_INVALID_ARG: such a parameter would never train. State that is saved with the
+ * module but not trained (a frozen weight, running statistics) is a buffer
+ * (cn_module_add_buffer), as PyTorch separates parameters from buffers. A parameter on a
+ * concrete device (an inference-only model) is accepted as it is. Register parameters before
+ * adding the module to a container. */
 CN_API cn_status cn_module_add_param(cn_module *m, const char *name, cn_tensor *t);
 
 /* The same for a buffer (state saved with the module but not trained). */
@@ -117,6 +121,10 @@ CN_API cn_tensor *cn_module_find(cn_module *m, const char *name);
 
 /* Children: their number, and child i (borrowed; NULL with CN_ERR_INVALID_ARG out of range). */
 CN_API int cn_module_child_count(const cn_module *m);
+/* The child at `path`: a child's name, or names joined by '.' for a grandchild ("3", "blocks.0.
+ * attn"), as the prefixes of cn_module_params' names. Borrowed (m owns it). NULL with
+ * CN_ERR_INVALID_ARG naming the missing part and the children there when there is none. */
+CN_API cn_module *cn_module_child_named(const cn_module *m, const char *path);
 CN_API cn_module *cn_module_child(const cn_module *m, int i);
 
 /* Training mode (on != 0) or evaluation mode (on = 0), for m and all its children, like
@@ -306,10 +314,33 @@ CN_API cn_optimizer *cn_sgd_new(const cn_param *params, int n, double lr, double
 CN_API cn_optimizer *cn_adamw_new(const cn_param *params, int n, double lr, double beta1, double beta2,
                            double eps, double weight_decay);
 
+/* Parameter groups (torch.optim's param_groups): parameters with their own learning rate and
+ * weight decay, e.g. no weight decay for biases and normalisation weights. lr, weight_decay:
+ * >= 0, or CN_GROUP_DEFAULT for the optimizer's. A group's lr follows the optimizer's in
+ * proportion: cn_optimizer_set_lr(opt, x) makes it (its lr) * x / (the optimizer's lr at
+ * construction), as PyTorch's schedulers scale each group's initial lr by one factor (so an
+ * optimizer with a group lr needs a positive lr of its own). The parameters are taken in group
+ * order: state names and indices count across groups. Errors as the constructors', and
+ * CN_ERR_INVALID_ARG for a negative n, lr or weight decay of a group. */
+#define CN_GROUP_DEFAULT (-1.0)
+typedef struct cn_param_group {
+    const cn_param *params; /* borrowed for the call */
+    int n;
+    double lr;
+    double weight_decay;
+} cn_param_group;
+CN_API cn_optimizer *cn_sgd_new_groups(const cn_param_group *groups, int n_groups, double lr,
+                                       double momentum, double dampening, int nesterov,
+                                       double weight_decay);
+CN_API cn_optimizer *cn_adamw_new_groups(const cn_param_group *groups, int n_groups, double lr,
+                                         double beta1, double beta2, double eps,
+                                         double weight_decay);
+
 /* One update of every parameter that has a gradient in `grads`. */
 CN_API cn_status cn_optimizer_step(cn_optimizer *opt, const cn_grads *grads);
 
-/* The learning rate used by the next steps (>= 0; CN_ERR_INVALID_ARG otherwise). */
+/* The learning rate used by the next steps (>= 0; CN_ERR_INVALID_ARG otherwise); with parameter
+ * groups, the optimizer's, which each group's follows in proportion. */
 CN_API cn_status cn_optimizer_set_lr(cn_optimizer *opt, double lr);
 CN_API double cn_optimizer_get_lr(const cn_optimizer *opt);
 

@@ -148,7 +148,21 @@ static cn_status list_add(const char *op, cn_module *m, nn_list *l, const char *
 }
 
 cn_status cn_module_add_param(cn_module *m, const char *name, cn_tensor *t) {
-    return list_add("module_add_param", m, m ? &m->params : NULL, name, t);
+    const char *op = "module_add_param";
+    if (m && t && cn_device_of(t).autodiff && !cn_requires_grad(t)) {
+        /* on an autodiff device a parameter that is not a tracked leaf would never train, with
+         * every call returning OK; one on a concrete device is an inference model's */
+        char buf[128];
+        nn_unscoped(t);
+        cn_set_error(CN_ERR_INVALID_ARG, op, "'%s' is %s on an autodiff device but does not "
+                     "require grad, so it would never train; call cn_require_grad on it first, "
+                     "or register it with cn_module_add_buffer if it is state that is not "
+                     "trained (a frozen weight, running statistics)",
+                     name ? name : "(null)", cn_tensor_str(t, buf, sizeof buf));
+        cn_release(t);
+        return CN_ERR_INVALID_ARG;
+    }
+    return list_add(op, m, m ? &m->params : NULL, name, t);
 }
 
 cn_status cn_module_add_buffer(cn_module *m, const char *name, cn_tensor *t) {
@@ -197,6 +211,41 @@ void *cn_module_state(const cn_module *m) { return m ? m->state : NULL; }
 const char *cn_module_kind(const cn_module *m) { return m && m->vt->kind ? m->vt->kind : "module"; }
 
 int cn_module_child_count(const cn_module *m) { return m ? m->n_children : 0; }
+
+cn_module *cn_module_child_named(const cn_module *m, const char *path) {
+    const char *op = "module_child_named";
+    if (!m || !path) {
+        cn__null_arg(op, !m ? "m" : "path");
+        return NULL;
+    }
+    const cn_module *at = m;
+    const char *p = path;
+    for (;;) {
+        const char *dot = strchr(p, '.');
+        size_t len = dot ? (size_t)(dot - p) : strlen(p);
+        const cn_module *next = NULL;
+        for (int i = 0; i < at->n_children && !next; i++)
+            if (strlen(at->children[i].name) == len && memcmp(at->children[i].name, p, len) == 0)
+                next = at->children[i].module;
+        if (!next) {
+            char names[160] = "";
+            size_t used = 0;
+            for (int i = 0; i < at->n_children && used + 1 < sizeof names; i++) {
+                int w = snprintf(names + used, sizeof names - used, "%s'%s'", i ? ", " : "",
+                                 at->children[i].name);
+                if (w < 0) break;
+                used += (size_t)w;
+            }
+            cn_set_error(CN_ERR_INVALID_ARG, op, "'%s': the %s at '%.*s' has no child '%.*s'; "
+                         "its children are %s", path, cn_module_kind(at), (int)(p - path),
+                         path, (int)len, p, at->n_children ? names : "none");
+            return NULL;
+        }
+        at = next;
+        if (!dot) return (cn_module *)at;
+        p = dot + 1;
+    }
+}
 
 cn_module *cn_module_child(const cn_module *m, int i) {
     if (!m) {

@@ -8,6 +8,7 @@
  * - AdamW computes every new value with composed ops, then writes them with cn_copy_.
  * State tensors (momentum buffers, Adam's moments) are concrete and owned by no scope: only the
  * optimizer frees them. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +30,8 @@ struct cn_optimizer {
     cn_tensor **state1; /* SGD: momentum buffer; AdamW: exp_avg (NULL until the first step) */
     cn_tensor **state2; /* AdamW: exp_avg_sq */
     int64_t *steps;     /* the steps in which each parameter had a gradient */
+    double *lr_scale;   /* each parameter's group's lr / lr at construction (1: no groups) */
+    double *wd;         /* each parameter's group's weight decay */
     char **names;       /* each parameter's name (given, or its index): state names */
     /* what cn_optimizer_state handed out last: names and references owned here, released by
      * the next call, a step, a load or cn_optimizer_free */
@@ -47,15 +50,17 @@ static char *copy_string(const char *op, const char *s) {
 
 static void view_clear(cn_optimizer *o);
 
-static cn_optimizer *optimizer_new(const char *op, opt_kind kind, const cn_param *params, int n,
-                                   double lr, double weight_decay) {
-    if (!params) {
-        cn__null_arg(op, "params");
-        return NULL;
-    }
-    if (n < 1) {
-        cn_set_error(CN_ERR_INVALID_ARG, op, "n = %d; an optimizer needs at least one parameter",
-                     n);
+/* The learning rate and weight decay of parameter i (its group's). */
+static double lr_of(const cn_optimizer *o, int i) { return o->lr * o->lr_scale[i]; }
+static double wd_of(const cn_optimizer *o, int i) { return o->wd[i]; }
+
+/* Checks one group's lr or weight decay (CN_GROUP_DEFAULT, or >= 0). */
+static int group_value_ok(double v) { return v == CN_GROUP_DEFAULT || v >= 0; }
+
+static cn_optimizer *optimizer_new(const char *op, opt_kind kind, const cn_param_group *groups,
+                                   int n_groups, double lr, double weight_decay) {
+    if (!groups) {
+        cn__null_arg(op, "groups");
         return NULL;
     }
     if (!(lr >= 0) || !(weight_decay >= 0)) {
@@ -63,59 +68,114 @@ static cn_optimizer *optimizer_new(const char *op, opt_kind kind, const cn_param
                      weight_decay);
         return NULL;
     }
-    for (int i = 0; i < n; i++) {
-        const char *name = params[i].name ? params[i].name : "(unnamed)";
-        if (!params[i].tensor) {
-            cn__null_arg(op, "params[i].tensor");
+    int n = 0;
+    for (int gi = 0; gi < n_groups; gi++) {
+        const cn_param_group *g = &groups[gi];
+        if (!g->params) {
+            cn__null_arg(op, "groups[i].params");
             return NULL;
         }
-        if (cn_kind_of(params[i].tensor) != CN_KIND_FLOAT) {
+        if (g->n < 0 || n > INT_MAX - g->n) {
+            cn_set_error(CN_ERR_INVALID_ARG, op, "group %d has n = %d parameters; give 0 or more "
+                         "(and fewer than INT_MAX in all)", gi, g->n);
+            return NULL;
+        }
+        if (!group_value_ok(g->lr) || !group_value_ok(g->weight_decay)) {
+            cn_set_error(CN_ERR_INVALID_ARG, op, "group %d: lr = %g, weight_decay = %g; each must "
+                         "be >= 0, or CN_GROUP_DEFAULT for the optimizer's", gi, g->lr,
+                         g->weight_decay);
+            return NULL;
+        }
+        if (g->lr != CN_GROUP_DEFAULT && g->lr != 0 && lr == 0) {
+            cn_set_error(CN_ERR_INVALID_ARG, op, "group %d has lr = %g but the optimizer's lr is "
+                         "0; groups follow the optimizer's lr in proportion (set_lr scales them "
+                         "all), so give it a positive lr", gi, g->lr);
+            return NULL;
+        }
+        n += g->n;
+    }
+    if (n < 1) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "%d parameters; an optimizer needs at least one", n);
+        return NULL;
+    }
+    /* the parameters in group order, each with its group's settings */
+    const cn_param **all = cn__calloc(op, (size_t)n, sizeof *all);
+    if (!all) return NULL;
+    for (int gi = 0, k = 0; gi < n_groups; gi++)
+        for (int j = 0; j < groups[gi].n; j++) all[k++] = &groups[gi].params[j];
+    cn_optimizer *o = NULL;
+    for (int i = 0; i < n; i++) {
+        const char *name = all[i]->name ? all[i]->name : "(unnamed)";
+        if (!all[i]->tensor) {
+            cn__null_arg(op, "params[i].tensor");
+            goto done;
+        }
+        if (cn_kind_of(all[i]->tensor) != CN_KIND_FLOAT) {
             char buf[128];
             cn_set_error(CN_ERR_KIND, op,
                          "parameter %d ('%s') is %s; optimizers update float "
                          "tensors",
-                         i, name, cn_tensor_str(params[i].tensor, buf, sizeof buf));
-            return NULL;
+                         i, name, cn_tensor_str(all[i]->tensor, buf, sizeof buf));
+            goto done;
         }
         for (int j = 0; j < i; j++)
-            if (params[j].tensor == params[i].tensor) {
+            if (all[j]->tensor == all[i]->tensor) {
                 cn_set_error(CN_ERR_INVALID_ARG, op,
                              "parameter %d ('%s') is also parameter %d; "
                              "give each parameter once, or it would be updated twice per step",
                              i, name, j);
-                return NULL;
+                goto done;
             }
     }
-    cn_optimizer *o = cn__calloc(op, 1, sizeof *o);
-    if (!o) return NULL;
+    o = cn__calloc(op, 1, sizeof *o);
+    if (!o) goto done;
     o->params = cn__calloc(op, (size_t)n, sizeof *o->params);
     o->state1 = cn__calloc(op, (size_t)n, sizeof *o->state1);
     o->state2 = cn__calloc(op, (size_t)n, sizeof *o->state2);
     o->steps = cn__calloc(op, (size_t)n, sizeof *o->steps);
     o->names = cn__calloc(op, (size_t)n, sizeof *o->names);
-    if (!o->params || !o->state1 || !o->state2 || !o->steps || !o->names) {
+    o->lr_scale = cn__calloc(op, (size_t)n, sizeof *o->lr_scale);
+    o->wd = cn__calloc(op, (size_t)n, sizeof *o->wd);
+    if (!o->params || !o->state1 || !o->state2 || !o->steps || !o->names || !o->lr_scale ||
+        !o->wd) {
         cn_optimizer_free(o);
-        return NULL;
+        o = NULL;
+        goto done;
     }
     o->n = n;
     for (int i = 0; i < n; i++) {
         char index[24];
         snprintf(index, sizeof index, "%d", i);
-        if (!(o->names[i] = copy_string(op, params[i].name ? params[i].name : index))) {
+        if (!(o->names[i] = copy_string(op, all[i]->name ? all[i]->name : index))) {
             cn_optimizer_free(o);
-            return NULL;
+            o = NULL;
+            goto done;
         }
     }
+    for (int gi = 0, k = 0; gi < n_groups; gi++)
+        for (int j = 0; j < groups[gi].n; j++, k++) {
+            const cn_param_group *g = &groups[gi];
+            o->lr_scale[k] = g->lr == CN_GROUP_DEFAULT || lr == 0 ? 1.0 : g->lr / lr;
+            o->wd[k] = g->weight_decay == CN_GROUP_DEFAULT ? weight_decay : g->weight_decay;
+        }
     for (int i = 0; i < n; i++)
-        o->params[i] = cn_retain(params[i].tensor);
+        o->params[i] = cn_retain(all[i]->tensor);
     o->kind = kind;
     o->lr = lr;
     o->weight_decay = weight_decay;
+done:
+    cn__free((void *)all);
     return o;
 }
 
-cn_optimizer *cn_sgd_new(const cn_param *params, int n, double lr, double momentum,
-                         double dampening, int nesterov, double weight_decay) {
+/* One group of every parameter, with the optimizer's settings. */
+static cn_param_group one_group(const cn_param *params, int n) {
+    return (cn_param_group){params, n, CN_GROUP_DEFAULT, CN_GROUP_DEFAULT};
+}
+
+cn_optimizer *cn_sgd_new_groups(const cn_param_group *groups, int n_groups, double lr,
+                                double momentum, double dampening, int nesterov,
+                                double weight_decay) {
     const char *op = "sgd_new";
     if (!(momentum >= 0) || !(dampening >= 0)) {
         cn_set_error(CN_ERR_INVALID_ARG, op, "momentum = %g, dampening = %g; both must be >= 0",
@@ -129,7 +189,7 @@ cn_optimizer *cn_sgd_new(const cn_param *params, int n, double lr, double moment
                      momentum, dampening);
         return NULL;
     }
-    cn_optimizer *o = optimizer_new(op, OPT_SGD, params, n, lr, weight_decay);
+    cn_optimizer *o = optimizer_new(op, OPT_SGD, groups, n_groups, lr, weight_decay);
     if (!o) return NULL;
     o->momentum = momentum;
     o->dampening = dampening;
@@ -137,8 +197,18 @@ cn_optimizer *cn_sgd_new(const cn_param *params, int n, double lr, double moment
     return o;
 }
 
-cn_optimizer *cn_adamw_new(const cn_param *params, int n, double lr, double beta1, double beta2,
-                           double eps, double weight_decay) {
+cn_optimizer *cn_sgd_new(const cn_param *params, int n, double lr, double momentum,
+                         double dampening, int nesterov, double weight_decay) {
+    if (!params) {
+        cn__null_arg("sgd_new", "params");
+        return NULL;
+    }
+    cn_param_group g = one_group(params, n);
+    return cn_sgd_new_groups(&g, 1, lr, momentum, dampening, nesterov, weight_decay);
+}
+
+cn_optimizer *cn_adamw_new_groups(const cn_param_group *groups, int n_groups, double lr,
+                                  double beta1, double beta2, double eps, double weight_decay) {
     const char *op = "adamw_new";
     if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !(eps >= 0)) {
         cn_set_error(CN_ERR_INVALID_ARG, op,
@@ -147,7 +217,7 @@ cn_optimizer *cn_adamw_new(const cn_param *params, int n, double lr, double beta
                      beta1, beta2, eps);
         return NULL;
     }
-    cn_optimizer *o = optimizer_new(op, OPT_ADAMW, params, n, lr, weight_decay);
+    cn_optimizer *o = optimizer_new(op, OPT_ADAMW, groups, n_groups, lr, weight_decay);
     if (!o) return NULL;
     o->beta1 = beta1;
     o->beta2 = beta2;
@@ -155,15 +225,25 @@ cn_optimizer *cn_adamw_new(const cn_param *params, int n, double lr, double beta
     return o;
 }
 
+cn_optimizer *cn_adamw_new(const cn_param *params, int n, double lr, double beta1, double beta2,
+                           double eps, double weight_decay) {
+    if (!params) {
+        cn__null_arg("adamw_new", "params");
+        return NULL;
+    }
+    cn_param_group g = one_group(params, n);
+    return cn_adamw_new_groups(&g, 1, lr, beta1, beta2, eps, weight_decay);
+}
+
 /* ---- the composed update rules ------------------------------------------------------------------
  * p, g: the parameter and its gradient (concrete views); s1, s2: the state so far (NULL before
  * the first step). Set the new parameter value and state; all results are scope-owned. SGD's
  * rule here is the fallback for backends without a fused sgd_step kernel. */
 
-static void sgd_rule(const cn_optimizer *o, cn_tensor *p, cn_tensor *g, cn_tensor *s1,
+static void sgd_rule(const cn_optimizer *o, int i, cn_tensor *p, cn_tensor *g, cn_tensor *s1,
                      cn_tensor **new_p, cn_tensor **new_s1) {
     cn_tensor *d = g;
-    if (o->weight_decay != 0) d = cn_add(d, cn_mul_scalar(p, o->weight_decay));
+    if (wd_of(o, i) != 0) d = cn_add(d, cn_mul_scalar(p, wd_of(o, i)));
     if (o->momentum != 0) {
         cn_tensor *buf =
             s1 ? cn_add(cn_mul_scalar(s1, o->momentum), cn_mul_scalar(d, 1.0 - o->dampening))
@@ -171,21 +251,21 @@ static void sgd_rule(const cn_optimizer *o, cn_tensor *p, cn_tensor *g, cn_tenso
         d = o->nesterov ? cn_add(d, cn_mul_scalar(buf, o->momentum)) : buf;
         *new_s1 = buf;
     }
-    *new_p = cn_sub(p, cn_mul_scalar(d, o->lr));
+    *new_p = cn_sub(p, cn_mul_scalar(d, lr_of(o, i)));
 }
 
-static void adamw_rule(const cn_optimizer *o, int64_t step, cn_tensor *p, cn_tensor *g,
+static void adamw_rule(const cn_optimizer *o, int i, int64_t step, cn_tensor *p, cn_tensor *g,
                        cn_tensor *s1, cn_tensor *s2, cn_tensor **new_p, cn_tensor **new_s1,
                        cn_tensor **new_s2) {
-    const double b1 = o->beta1, b2 = o->beta2;
-    cn_tensor *decayed = o->weight_decay != 0 ? cn_mul_scalar(p, 1.0 - o->lr * o->weight_decay) : p;
+    const double b1 = o->beta1, b2 = o->beta2, lr = lr_of(o, i), wd = wd_of(o, i);
+    cn_tensor *decayed = wd != 0 ? cn_mul_scalar(p, 1.0 - lr * wd) : p;
     cn_tensor *g1 = cn_mul_scalar(g, 1.0 - b1);
     cn_tensor *g2 = cn_mul_scalar(cn_mul(g, g), 1.0 - b2);
     cn_tensor *m = s1 ? cn_add(cn_mul_scalar(s1, b1), g1) : g1;
     cn_tensor *v = s2 ? cn_add(cn_mul_scalar(s2, b2), g2) : g2;
     double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
     cn_tensor *denom = cn_add_scalar(cn_mul_scalar(cn_sqrt(v), 1.0 / sqrt(bc2)), o->eps);
-    *new_p = cn_sub(decayed, cn_mul_scalar(cn_div(m, denom), o->lr / bc1));
+    *new_p = cn_sub(decayed, cn_mul_scalar(cn_div(m, denom), lr / bc1));
     *new_s1 = m;
     *new_s2 = v;
 }
@@ -210,9 +290,9 @@ static cn_status compute_one(cn_optimizer *o, int i, cn_tensor *grad, pending *o
     cn_tensor *p = cn_inner(o->params[i]), *g = cn_inner(grad);
     cn_tensor *np = NULL, *s1 = NULL, *s2 = NULL;
     if (o->kind == OPT_SGD)
-        sgd_rule(o, p, g, o->state1[i], &np, &s1);
+        sgd_rule(o, i, p, g, o->state1[i], &np, &s1);
     else
-        adamw_rule(o, o->steps[i] + 1, p, g, o->state1[i], o->state2[i], &np, &s1, &s2);
+        adamw_rule(o, i, o->steps[i] + 1, p, g, o->state1[i], o->state2[i], &np, &s1, &s2);
     int needs_state = o->kind == OPT_ADAMW || o->momentum != 0;
     int ok = np && (!needs_state || s1) && (o->kind != OPT_ADAMW || s2);
     if (ok) {
@@ -261,7 +341,7 @@ static cn_status prepare_sgd(cn_optimizer *o, int i, pending *todo) {
         if (!buf && !(buf = cn_empty(cn_shape(p), cn_ndim(p), cn_dtype_of(p), cn_device_of(p))))
             return cn_last_status(); /* the kernel writes it: first = 1 */
     }
-    const cn_sgd_hyper h = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov};
+    const cn_sgd_hyper h = {lr_of(o, i), o->momentum, o->dampening, wd_of(o, i), o->nesterov};
     cn_status s = cn_sgd_step_check(p, g, buf, &h);
     if (s == CN_SGD_UNFUSED) return CN_OK;
     if (s != CN_OK) return s;
@@ -305,7 +385,7 @@ static cn_status prepare(cn_optimizer *o, const char *op, const cn_grads *grads,
  * steps in turn and finds the parameters and the state untouched every time. */
 static cn_status apply(cn_optimizer *o, int i, const pending *t) {
     if (t->fused) {
-        const cn_sgd_hyper h = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov};
+        const cn_sgd_hyper h = {lr_of(o, i), o->momentum, o->dampening, wd_of(o, i), o->nesterov};
         cn_status s = cn_sgd_step_(t->inner, t->grad, t->buf, &h, o->state1[i] == NULL);
         if (s != CN_OK) return s;
         replace_state(&o->state1[i], t->buf); /* a new buffer on the first step */
@@ -648,5 +728,7 @@ void cn_optimizer_free(cn_optimizer *opt) {
     cn__free(opt->state1);
     cn__free(opt->state2);
     cn__free(opt->steps);
+    cn__free(opt->lr_scale);
+    cn__free(opt->wd);
     cn__free(opt);
 }

@@ -257,6 +257,29 @@ CN_API cn_status cn_init_kaiming_normal_(cn_tensor *t, double a, cn_fan_mode mod
 CN_API cn_status cn_init_xavier_uniform_(cn_tensor *t, double gain, cn_generator *gen);
 CN_API cn_status cn_init_xavier_normal_(cn_tensor *t, double gain, cn_generator *gen);
 
+/* ---- sampling ---------------------------------------------------------------------------------
+ * Draws from gen (a seeded Philox generator: the same seed gives the same samples, on any
+ * backend); composed from public ops on the input's device, with one read of two reductions to
+ * check the input. Inputs are never tracked (the results are i64). Threads: as the ops (gen is
+ * advanced: one generator per thread). */
+
+/* torch.multinomial: probs [C] or [R, C] (float, finite, >= 0, a positive sum per row; need not
+ * be normalised) -> i64 [n] or [R, n], category indices. With replacement any n >= 1; without,
+ * n <= the categories of positive probability in each row, distinct within a row. Errors:
+ * CN_ERR_NULL_ARG, CN_ERR_KIND / CN_ERR_SHAPE for probs, CN_ERR_INVALID_ARG for n or for
+ * probabilities that are not a distribution (naming the smallest entry and row sum). */
+CN_API cn_tensor *cn_multinomial(cn_tensor *probs, int64_t n, int replacement, cn_generator *gen);
+
+/* The next token of a language model: one index per row of logits [.., V] -> i64 [..], drawn
+ * from softmax(logits / temperature) restricted to the top_k most likely tokens (0: all) and
+ * then to the smallest set of the most likely whose probability reaches top_p (nucleus
+ * sampling; 1: all; the most likely token is always kept), as Hugging Face's generate applies
+ * them. temperature 0 takes the most likely token (greedy, no draw). Errors: CN_ERR_NULL_ARG,
+ * CN_ERR_KIND / CN_ERR_SHAPE for logits, CN_ERR_INVALID_ARG for temperature < 0, top_k < 0 or
+ * top_p outside (0, 1]. */
+CN_API cn_tensor *cn_sample_logits(cn_tensor *logits, double temperature, int64_t top_k,
+                                   double top_p, cn_generator *gen);
+
 /* ---- losses ---------------------------------------------------------------------------------- */
 
 /* Cross-entropy from unnormalised logits (torch.nn.functional.cross_entropy, reduction "mean"),

@@ -1127,6 +1127,40 @@ static void test_reductions(void) {
     pair_free(x);
 }
 
+static cn_tensor *f_softmax_bw(cn_tensor *const *x, const void *a) {
+    return cn__softmax_backward(x[0], x[1], (int)A(a)->i0, (int)A(a)->i1);
+}
+static cn_tensor *f_act_bw(cn_tensor *const *x, const void *a) {
+    return cn__activation_backward(x[0], x[1], (cn_op)A(a)->i0, (int)A(a)->i1);
+}
+
+/* The fused backward kernels: softmax's and log_softmax's along each dim (g and y random: the
+ * kernel's arithmetic does not need y to be a softmax), and every activation's. */
+static void test_fused_backward(void) {
+    const int64_t s3[3] = {4, 9, 6};
+    for (int d = 0; d < N_FLOAT; d++) {
+        cn_dtype dt = float_dtypes[d];
+        pair in[2] = {input(s3, 3, dt, -2, 2, STRIDED), input(s3, 3, dt, -2, 2, TRANSPOSED)};
+        for (int dim = 0; dim < 3; dim++)
+            for (int log = 0; log < 2; log++) {
+                args a = {.i0 = dim, .i1 = log};
+                check_op(label("%s_backward %s dim %d", log ? "log_softmax" : "softmax",
+                               cn_dtype_name(dt), dim),
+                         CN_OP_SOFTMAX_BACKWARD, f_softmax_bw, &a, in, 2, 4);
+            }
+        const cn_op acts[5] = {CN_OP_RELU, CN_OP_TANH, CN_OP_SIGMOID, CN_OP_SILU, CN_OP_GELU};
+        for (int k = 0; k < 5; k++)
+            for (int approx = 0; approx < (acts[k] == CN_OP_GELU ? 2 : 1); approx++) {
+                args a = {.i0 = acts[k], .i1 = approx};
+                check_op(label("activation_backward %s %s", cn_op_name(acts[k]),
+                               cn_dtype_name(dt)),
+                         CN_OP_ACTIVATION_BACKWARD, f_act_bw, &a, in, 2, 4);
+            }
+        pair_free(in[0]);
+        pair_free(in[1]);
+    }
+}
+
 static void test_softmax(void) {
     static const struct {
         int nd;
@@ -2001,6 +2035,7 @@ int main(void) {
     RUN(test_random_bit_identical);
     RUN(test_reductions);
     RUN(test_softmax);
+    RUN(test_fused_backward);
     RUN(test_scans);
     RUN(test_matmul);
     RUN(test_indexing);

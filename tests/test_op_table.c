@@ -283,6 +283,11 @@ static cn_tensor *run_avg_pool_bwd(const oc_call *c) {
 /* Two optimizer steps on a copy of p (x[0]) with gradients x[1] then x[2] (the gradient of
  * sum(p * g) is g exactly); returns p after them. reals: lr, momentum, dampening,
  * weight_decay; ints[0]: nesterov. */
+/* ints: the dim, 1 for log_softmax */
+static cn_tensor *run_softmax_bwd(const oc_call *c) {
+    return cn__softmax_backward(c->x[0], c->x[1], (int)INT_AT(0), (int)INT_AT(1));
+}
+
 /* ints: the forward op, cn_gelu_approx */
 static cn_tensor *run_act_bwd(const oc_call *c) {
     return cn__activation_backward(c->x[0], c->x[1], (cn_op)INT_AT(0), INT_AT(1));
@@ -506,6 +511,8 @@ static const oc_op ops[CN__OP_ALL] = {
     /* the fused backward of relu, tanh, sigmoid, silu and gelu (both forms), against aten's
      * threshold/tanh/sigmoid/silu/gelu_backward */
     [CN_OP_ACTIVATION_BACKWARD] = {run_act_bwd},
+    /* softmax's and log_softmax's backward along a middle and the last dim */
+    [CN_OP_SOFTMAX_BACKWARD] = {run_softmax_bwd},
     /* two steps of cn_sgd_new / cn_optimizer_step against torch.optim.SGD: nesterov with weight
      * decay, dampening, and plain (no momentum buffer) */
     [CN_OP_SGD_STEP] = {run_sgd},

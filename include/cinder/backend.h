@@ -41,6 +41,9 @@
  *   args->conv: the pool's geometry (h, w: the pooled tensor's input); out = [N, C, H, W]
  *   contiguous: 0 + g at each window's chosen element, +0 elsewhere (max_pool2d_backward's
  *   values).
+ * - softmax_backward: in = (g, y) of one shape (any strides), y the forward's output; ints[0] =
+ *   the dim, ints[1] = 1 for log_softmax; out[0] contiguous: along each row of the dim,
+ *   softmax: y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g).
  * - conv2d_backward_input: in = (g [N,O,OH,OW], w [O,C/g,KH,KW]), conv2d's ints; out = the
  *   input's gradient [N,C,H,W]. conv2d_backward_weight: in = (g, x [N,C,H,W]), conv2d's ints;
  *   out = the weight's gradient [O,C/g,KH,KW].
@@ -162,6 +165,9 @@ typedef enum cn_op {
     CN_OP_MASKED_FILL, CN_OP_TRIL, CN_OP_TRIU, CN_OP_FLIP, CN_OP_REPEAT, CN_OP_SCATTER,
     CN_OP_SLICE_ASSIGN, CN_OP_INDEX_COPY, CN_OP_INDEX_ADD, CN_OP_UNFOLD, CN_OP_NONZERO,
     CN_OP_MASKED_SELECT, CN_OP_GATHER_ND, CN_OP_SCATTER_ND,
+    /* added for speed (issue 17): softmax's and log_softmax's backward in one pass per row
+     * (in[0] g, in[1] y: the forward's output; ints[0] the dim, ints[1] 1 for log_softmax) */
+    CN_OP_SOFTMAX_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 

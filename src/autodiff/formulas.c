@@ -351,14 +351,20 @@ static cn_tensor *r_logsumexp(ad_node *n, cn_tensor *g, int i) {
     cn_tensor *x = ad_input_value(n, 0), *y = ad_output_value(n);
     return cn_mul(kept(n, g), cn_exp(cn_sub(x, kept(n, y))));
 }
+/* softmax and log_softmax: one pass per row where the backend has the fused kernel (ints[0]
+ * is the dim), the composed formulas on a backend without it (a program's) */
 static cn_tensor *r_softmax(ad_node *n, cn_tensor *g, int i) {
     (void)i;
     cn_tensor *y = ad_output_value(n);
+    if (y && cn__has_kernel(CN_OP_SOFTMAX_BACKWARD, y))
+        return cn__softmax_backward(g, y, (int)n->ints[0], 0);
     return cn_mul(y, cn_sub(g, cn_sum_dim(cn_mul(g, y), (int)n->ints[0], 1)));
 }
 static cn_tensor *r_log_softmax(ad_node *n, cn_tensor *g, int i) {
     (void)i;
     cn_tensor *y = ad_output_value(n);
+    if (y && cn__has_kernel(CN_OP_SOFTMAX_BACKWARD, y))
+        return cn__softmax_backward(g, y, (int)n->ints[0], 1);
     return cn_sub(g, cn_mul(cn_exp(y), cn_sum_dim(g, (int)n->ints[0], 1)));
 }
 

@@ -232,6 +232,9 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_ACTIVATION_BACKWARD] = {.name = "activation_backward", .family = CN__FAMILY_GRAD,
                                    .n_in = 2, .kinds = {F, F}, .out = CN__OUT_INPUT,
                                    .n_ints = 2, .memory_bound = 1},
+    /* ints: the dim, 1 for log_softmax */
+    [CN_OP_SOFTMAX_BACKWARD] = {.name = "softmax_backward", .family = CN__FAMILY_GRAD, .n_in = 2,
+                                .kinds = {F, F}, .out = CN__OUT_INPUT, .n_ints = 2},
     /* in-place parameter updates (under no-grad) */
     [CN_OP_SGD_STEP] = {.name = "sgd_step", .family = CN__FAMILY_OPTIM, .n_in = 3,
                         .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 2, .n_reals = 4},

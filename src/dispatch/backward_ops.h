@@ -40,6 +40,10 @@ cn_tensor *cn__cumsum_reverse(cn_tensor *g, int dim);
  * exact where x has zeros (no division by x). */
 cn_tensor *cn__cumprod_backward(cn_tensor *g, cn_tensor *x, int dim);
 
+/* softmax's (log = 0) or log_softmax's (log = 1) input gradient along dim in one pass per row,
+ * from g and the forward's output y (one shape, float). */
+cn_tensor *cn__softmax_backward(cn_tensor *g, cn_tensor *y, int dim, int log);
+
 /* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel
  * where there is one, and compose public ops on a backend written before it (a program's). */
 int cn__has_kernel(cn_op op, const cn_tensor *t);

@@ -175,6 +175,36 @@ cn_tensor *cn__activation_backward(cn_tensor *g, cn_tensor *s, cn_op op, int app
     return cn__elementwise(CN_OP_ACTIVATION_BACKWARD, in, ints, NULL, 0);
 }
 
+cn_tensor *cn__softmax_backward(cn_tensor *g, cn_tensor *y, int dim, int log) {
+    const char *op = "softmax_backward";
+    cn_tensor *in[2] = {g, y};
+    const char *names[2] = {"g", "y"};
+    cn_device dev;
+    const cn_backend *be = cn__route(op, in, names, 2, &dev);
+    if (!be) return NULL;
+    if (cn__check_kind(op, "g", g, CN_KINDS_FLOAT) != CN_OK ||
+        cn__check_same_dtype(op, "g", g, "y", y) != CN_OK)
+        return NULL;
+    if (g->ndim != y->ndim || memcmp(g->shape, y->shape, sizeof(int64_t) * (size_t)g->ndim) ||
+        (g->ndim > 0 && (dim < 0 || dim >= g->ndim))) {
+        cn_set_error(CN_ERR_SHAPE, op, "g and y must have one shape and dim (%d) be one of its "
+                     "dims", dim);
+        return NULL;
+    }
+    cn_tensor *out = cn__tensor_alloc(op, g->shape, g->ndim, g->dtype, dev);
+    if (!out) return NULL;
+    cn_view views[2];
+    cn__tensor_as_view(g, &views[0]);
+    cn__tensor_as_view(y, &views[1]);
+    int64_t ints[2] = {dim, log != 0};
+    if (cn__launch(be, dev, CN_OP_SOFTMAX_BACKWARD, views, 2, &out, 1, ints, 2, NULL, 0) !=
+        CN_OK) {
+        cn_release(out);
+        return NULL;
+    }
+    return out;
+}
+
 int cn__has_kernel(cn_op op, const cn_tensor *t) {
     const cn_backend *b = t && t->storage ? t->storage->backend : NULL;
     if (!b || !b->kernels[op]) return 0;

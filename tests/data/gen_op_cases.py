@@ -568,6 +568,14 @@ def unpool_choices(g, idx):
 case("max_pool2d_backward_index", "max_pool2d_backward_index",
      [Fl([1, 2, 2, 3]), In([1, 2, 2, 3], PI_CHOICES)], unpool_choices, ints=PI_Z + [PI_K])
 
+# ---- softmax_backward: ints = the dim, 1 for log_softmax; y a softmax's (log_softmax's) output,
+# against PyTorch's own backward kernels
+SB_X = f32(Gen("softmax_backward_x").uniform([3, 4, 5], -2.0, 2.0))
+case("softmax_backward", "softmax_backward_dim1", [Fl([3, 4, 5]), Fl([3, 4, 5], f32(torch.softmax(SB_X, 1)).flatten().tolist())],
+     lambda g, y: torch.ops.aten._softmax_backward_data(g, y, 1, torch.float64), ints=[1, 0])
+case("softmax_backward", "log_softmax_backward_dim2", [Fl([3, 4, 5]), Fl([3, 4, 5], f32(torch.log_softmax(SB_X, 2)).flatten().tolist())],
+     lambda g, y: torch.ops.aten._log_softmax_backward_data(g, y, 2, torch.float64), ints=[2, 1])
+
 # ---- activation_backward: g * f'(s), against PyTorch's own backward kernels ------------------
 # ints = the forward op's number in cn_op, cn_gelu_approx. The numbers are read from the enum in
 # include/cinder/backend.h, so that the cases follow it wherever ops were appended.

@@ -250,6 +250,8 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_SGD_STEP] = F;
     k[CN_OP_ACTIVATION_BACKWARD] = cpu_activation_backward;
     dt[CN_OP_ACTIVATION_BACKWARD] = F;
+    k[CN_OP_SOFTMAX_BACKWARD] = cpu_softmax_backward;
+    dt[CN_OP_SOFTMAX_BACKWARD] = F;
     /* scans and sorts: float and int; any / all: every dtype but the half floats */
     const cn_op scans[] = {CN_OP_CUMSUM, CN_OP_CUMPROD, CN_OP_CUMMAX, CN_OP_CUMMIN, CN_OP_SORT,
                            CN_OP_ANY,    CN_OP_ALL};

@@ -17,6 +17,7 @@ cn_status cpu_unary(const cn_kernel_args *a);
 cn_status cpu_scalar(const cn_kernel_args *a);   /* add/mul/pow_scalar, clamp */
 cn_status cpu_binary(const cn_kernel_args *a);
 cn_status cpu_activation_backward(const cn_kernel_args *a);
+cn_status cpu_softmax_backward(const cn_kernel_args *a); /* softmax_backward.c */
 cn_status cpu_compare(const cn_kernel_args *a);
 cn_status cpu_logical(const cn_kernel_args *a);
 cn_status cpu_where(const cn_kernel_args *a);

@@ -348,6 +348,7 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cuda_pool2d_backward;
     k[CN_OP_SGD_STEP] = cuda_sgd_step;
     k[CN_OP_ACTIVATION_BACKWARD] = cuda_activation_backward;
+    k[CN_OP_SOFTMAX_BACKWARD] = cuda_softmax_backward;
     k[CN_OP_MASKED_FILL] = cuda_masked_fill;
     k[CN_OP_TRIL] = k[CN_OP_TRIU] = cuda_triangle;
     k[CN_OP_FLIP] = cuda_flip;
@@ -374,6 +375,7 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_ADD] = dt[CN_OP_SUB] = dt[CN_OP_MUL] = dt[CN_OP_DIV] = FI;
     dt[CN_OP_MAXIMUM] = dt[CN_OP_MINIMUM] = FI;
     dt[CN_OP_POW] = dt[CN_OP_ATAN2] = dt[CN_OP_ACTIVATION_BACKWARD] = F;
+    dt[CN_OP_SOFTMAX_BACKWARD] = F;
     /* comparisons, logical ops, where, cast, copy, fill: every dtype they accept */
     dt[CN_OP_RAND_UNIFORM] = dt[CN_OP_RAND_NORMAL] = F;
     dt[CN_OP_SUM] = dt[CN_OP_PROD] = FI | DT(CN_U8);

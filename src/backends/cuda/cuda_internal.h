@@ -176,6 +176,7 @@ cn_status cuda_unary(const cn_kernel_args *a);
 cn_status cuda_scalar(const cn_kernel_args *a);
 cn_status cuda_binary(const cn_kernel_args *a);
 cn_status cuda_activation_backward(const cn_kernel_args *a);
+cn_status cuda_softmax_backward(const cn_kernel_args *a); /* softmax_backward.cu */
 cn_status cuda_compare(const cn_kernel_args *a);
 cn_status cuda_logical(const cn_kernel_args *a);
 cn_status cuda_where(const cn_kernel_args *a);

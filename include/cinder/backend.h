@@ -68,6 +68,16 @@
  *   (no division: correct where x has zeros).
  * - any / all: a reduction (ints[0] = dim, out[0] bool with size 1 at dim) of any dtype; an
  *   element counts as true when it is != 0 (NaN is true).
+ * - scaled_dot_product_attention: in = (q [B.., Lq, D], k [B.., Lk, D], v [B.., Lk, Dv][, mask
+ *   [B.., Lq, Lk]]), one float dtype, any strides (the mask's may be 0: broadcast); ints[0] =
+ *   causal (key j > query i is left out: top-left aligned), reals[0] = the scale. out[0] = o
+ *   [B.., Lq, Dv] and out[1] = lse [B.., Lq] (the log of each row's softmax denominator),
+ *   contiguous: o_i = sum_j softmax_j(scale q_i . k_j + mask_ij) v_j. A row with every key left
+ *   out (mask -inf, or Lk = 0) gets o_i = 0 and lse_i = -inf. No [Lq, Lk] matrix is written.
+ *   scaled_dot_product_attention_backward: in = (g [B.., Lq, Dv], q, k, v, o, lse[, mask]) as
+ *   the forward's, same ints and reals; out = dq, dk, dv (q's, k's, v's shapes, contiguous) and,
+ *   when n_out is 4, out[3] = the scores' gradient [B.., Lq, Lk] (the mask's, before any sum
+ *   over its broadcast dims). Rows with lse = -inf contribute nothing.
  * A kernel that fails calls cn_set_error and returns its status; it must leave inputs untouched. */
 #ifndef CINDER_BACKEND_H
 #define CINDER_BACKEND_H
@@ -162,6 +172,10 @@ typedef enum cn_op {
     CN_OP_MASKED_FILL, CN_OP_TRIL, CN_OP_TRIU, CN_OP_FLIP, CN_OP_REPEAT, CN_OP_SCATTER,
     CN_OP_SLICE_ASSIGN, CN_OP_INDEX_COPY, CN_OP_INDEX_ADD, CN_OP_UNFOLD, CN_OP_NONZERO,
     CN_OP_MASKED_SELECT, CN_OP_GATHER_ND, CN_OP_SCATTER_ND,
+    /* added with attention and ctc_loss (issue 16): scaled_dot_product_attention (in = q, k, v[,
+     * mask]; out = o, lse; ints[0] causal, reals[0] scale) and its backward (in = g, q, k, v, o,
+     * lse[, mask]; out = dq, dk, dv[, dmask]), which recomputes the probabilities block by block */
+    CN_OP_SDPA, CN_OP_SDPA_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 

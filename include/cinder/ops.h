@@ -489,6 +489,32 @@ typedef struct cn_pool2d_params {
 CN_API cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 CN_API cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 
+/* ---- attention (issue 16) --------------------------------------------------------------------- */
+
+/* torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p=0, is_causal,
+ * scale) as one fused op: q [B.., Lq, D], k [B.., Lk, D], v [B.., Lk, Dv] -> [B.., Lq, Dv],
+ *     out_i = sum_j softmax_j(scale * q_i . k_j + attn_mask_ij) v_j
+ * q, k and v share one float dtype, a device and their batch dims B.. (none or several; expand
+ * them with cn_expand to share); attn_mask is NULL or an additive float mask of that dtype that
+ * broadcasts to [B.., Lq, Lk] (use -INFINITY to leave a key out). is_causal != 0 leaves out key
+ * j > i for query i (top-left aligned when Lq != Lk, as PyTorch's is_causal), on top of the mask
+ * when both are given (PyTorch refuses both at once). scale 0 means 1 / sqrt(D) (1 when D is 0);
+ * otherwise it must be finite. No dropout.
+ * A row whose keys are all left out (its mask all -inf, or Lk = 0) gives zeros, as PyTorch 2.5
+ * and later do (older PyTorch gives NaN), and passes no gradient.
+ * Memory: the forward computes blockwise with an online softmax and keeps only the output and
+ * each row's log-sum-exp ([B.., Lq]); the backward recomputes the probabilities block by block
+ * from q, k, v and those, so no [B.., Lq, Lk] tensor exists unless attn_mask itself needs a
+ * gradient (its gradient has that size before the sum over its broadcast dims).
+ * Gradients: to q, k, v, and to attn_mask when it is tracked.
+ * Errors: CN_ERR_NULL_ARG; CN_ERR_KIND (not float); CN_ERR_DTYPE (dtypes differ); CN_ERR_SHAPE
+ * (fewer than 2 dims, batch dims that differ, q's and k's D or k's and v's Lk that differ, a mask
+ * that does not broadcast); CN_ERR_INVALID_ARG (scale NaN or infinite); the router's device
+ * errors. Returns a new tensor; takes no reference. Threads: as every op (tensor.h). */
+CN_API cn_tensor *cn_scaled_dot_product_attention(cn_tensor *q, cn_tensor *k, cn_tensor *v,
+                                                  cn_tensor *attn_mask, int is_causal,
+                                                  double scale);
+
 /* ---- fused optimizer updates ---------------------------------------------------------------- *
  * One parameter's optimizer update, in place and in one pass of the backend's kernel
  * (CN_OP_SGD_STEP, backend.h), with no temporaries: what cn_optimizer_step (nn.h) runs for SGD.

@@ -49,4 +49,7 @@ cn_tensor *ad_grad_masked_select(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_gather_nd(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_scatter_nd(ad_node *n, cn_tensor *g, int i);
 
+/* ---- formulas_attention.c: the fused attention (the whole node) ----------------------------- */
+cn_status ad_grad_sdpa(ad_node *n, cn_tensor *g, cn_tensor **gin);
+
 #endif

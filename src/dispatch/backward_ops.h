@@ -40,6 +40,19 @@ cn_tensor *cn__cumsum_reverse(cn_tensor *g, int dim);
  * exact where x has zeros (no division by x). */
 cn_tensor *cn__cumprod_backward(cn_tensor *g, cn_tensor *x, int dim);
 
+/* scaled_dot_product_attention's forward (cn_scaled_dot_product_attention's checks and
+ * output), also handing back *lse: each query row's log-sum-exp [B.., Lq], a new concrete
+ * tensor (NULL on failure). */
+cn_tensor *cn__sdpa_forward(cn_tensor *q, cn_tensor *k, cn_tensor *v, cn_tensor *mask,
+                            int causal, double scale, cn_tensor **lse);
+/* Its backward kernel: from g (the output's gradient), q, k, v, the output o, lse and the mask
+ * (or NULL), with the forward's causal and scale (the resolved one, never 0), writes new tensors
+ * grads[0..2] = dq, dk, dv and, when want_dmask, grads[3] = the scores' gradient [B.., Lq, Lk]
+ * (else NULL). On failure all are NULL and the error is returned. */
+cn_status cn__sdpa_backward(cn_tensor *g, cn_tensor *q, cn_tensor *k, cn_tensor *v, cn_tensor *o,
+                            cn_tensor *lse, cn_tensor *mask, int causal, double scale,
+                            int want_dmask, cn_tensor **grads);
+
 /* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel
  * where there is one, and compose public ops on a backend written before it (a program's). */
 int cn__has_kernel(cn_op op, const cn_tensor *t);

@@ -627,6 +627,66 @@ for variant, hyper in (("sgd_nesterov", (0.1, 0.9, 0.0, 0.01, 1)),
     case("sgd_step", variant, [Fl([2, 3]), Fl([2, 3]), Fl([2, 3])], sgd(*hyper),
          ints=[hyper[4]], reals=hyper[:4])
 
+# ---- scaled_dot_product_attention (issue 16) ---------------------------------------------------
+# inputs (q, k, v[, mask]); ints = (causal); reals = (scale, 0 for 1 / sqrt(D)). PyTorch refuses a
+# mask and is_causal together; cinder adds the causal -inf to the mask, as here. A row whose keys
+# are all -inf gives zeros (PyTorch >= 2.5).
+def sdpa(causal, scale):
+    def run(q, k, v, mask=None):
+        if causal and mask is not None:
+            lq, lk = q.shape[-2], k.shape[-2]
+            keep = torch.ones(lq, lk, dtype=torch.bool).tril()
+            mask = mask.masked_fill(~keep, float("-inf"))
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale or None)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=bool(causal),
+                                              scale=scale or None)
+    return run
+
+
+NINF = float("-inf")
+SDPA_MASK_INF = [0.25, NINF, -0.5, 0.0, 1.0,
+                 NINF, NINF, NINF, NINF, NINF,   # a row with no key: zeros, no gradient
+                 -1.0, 0.5, NINF, 0.75, -0.25]
+for variant, ins, causal, scale in (
+        ("sdpa", [Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3])], 0, 0.0),
+        ("sdpa_causal_lq_gt_lk", [Fl([1, 2, 6, 4]), Fl([1, 2, 4, 4]), Fl([1, 2, 4, 2])], 1, 0.3),
+        ("sdpa_causal_lq_lt_lk", [Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3])], 1, 0.0),
+        ("sdpa_mask_broadcast", [Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3]), Fl([3, 5])], 0,
+         0.0),
+        ("sdpa_mask_full_causal", [Fl([2, 3, 2]), Fl([2, 3, 2]), Fl([2, 3, 4]), Fl([2, 3, 3])],
+         1, 0.7),
+        ("sdpa_mask_inf", [Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3]), Fl([3, 5], SDPA_MASK_INF)],
+         0, 0.0),
+        ("sdpa_unbatched", [Fl([3, 2]), Fl([4, 2]), Fl([4, 3])], 0, 0.0)):
+    case("scaled_dot_product_attention", variant, ins, sdpa(causal, scale), ints=[causal],
+         reals=[scale])
+
+
+# scaled_dot_product_attention_backward: inputs (g, q, k, v[, mask]); ints = (causal, which):
+# which picks dq (0), dk (1), dv (2) or the mask's gradient before its broadcast sum (3); reals =
+# (scale, resolved: never 0). Against autograd's gradients.
+def sdpa_backward(causal, scale, which):
+    def run(g, q, k, v, mask=None):
+        if mask is not None and which == 3:  # the scores' gradient, at [B.., Lq, Lk]
+            mask = mask.expand(*q.shape[:-1], k.shape[-2]).clone()
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        if mask is not None:
+            mask = mask.clone().requires_grad_(True)
+            leaves.append(mask)
+        sdpa(causal, scale)(*leaves[:3], *( [mask] if mask is not None else [])).backward(g)
+        return leaves[which].grad
+    return run
+
+
+for variant, ins, causal, which in (
+        ("sdpa_bwd_dq", [Fl([2, 3, 3]), Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3])], 0, 0),
+        ("sdpa_bwd_dk_causal", [Fl([2, 3, 3]), Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3])], 1, 1),
+        ("sdpa_bwd_dv_causal", [Fl([2, 6, 3]), Fl([2, 6, 4]), Fl([2, 4, 4]), Fl([2, 4, 3])], 1, 2),
+        ("sdpa_bwd_dmask", [Fl([2, 3, 3]), Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3]),
+                            Fl([3, 5], SDPA_MASK_INF)], 0, 3)):
+    case("scaled_dot_product_attention_backward", variant, ins, sdpa_backward(causal, 0.6, which),
+         ints=[causal, which], reals=[0.6])
+
 # ---- views and cat -----------------------------------------------------------------------------
 case("transpose", "transpose", [Fl([2, 3, 4])], lambda x: x.transpose(0, 2), ints=[0, 2])
 case("permute", "permute", [Fl([2, 3, 4])], lambda x: x.permute(2, 0, 1), ints=[2, 0, 1])

@@ -273,4 +273,8 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_MASKED_SELECT] = cpu_masked_select;
     k[CN_OP_GATHER_ND] = cpu_gather_nd;
     k[CN_OP_SCATTER_ND] = cpu_scatter_nd; /* reductions other than assign: f32 f64 i32 i64 */
+    /* attention (issue 16): f32 and f64 */
+    k[CN_OP_SDPA] = cpu_sdpa;
+    k[CN_OP_SDPA_BACKWARD] = cpu_sdpa_backward;
+    dt[CN_OP_SDPA] = dt[CN_OP_SDPA_BACKWARD] = F;
 }

@@ -4,7 +4,9 @@
  * the composed attention softmax(scale q k^T + mask) v through public ops (an independent path:
  * matmul, softmax, masked_fill), values and gradients (q, k, v and the mask); the backward's
  * memory (a backend that counts its bytes shows that no [B, H, Lq, Lk] tensor is allocated,
- * while the composed version does allocate one); and every misuse. */
+ * while the composed version does allocate one); and every misuse.
+ * ctc_loss likewise: against the brute-force sum over every path of C^T (collapse repeats, drop
+ * blanks), and its misuse. */
 #include <math.h>
 
 #include "harness.h"
@@ -268,6 +270,96 @@ static void test_misuse(void) {
     cn_scope_end();
 }
 
+/* ---- ctc_loss: against every path ------------------------------------------------------------- */
+
+/* -log of the summed probability of the paths over C classes and T steps that collapse to tg[0..L)
+ * (repeats merged, then blanks dropped), from lp [T, C] row-major. */
+static double ctc_brute(const double *lp, int64_t T, int64_t C, const int64_t *tg, int64_t L,
+                        int64_t blank) {
+    int64_t paths = 1;
+    for (int64_t t = 0; t < T; t++) paths *= C;
+    double total = 0;
+    for (int64_t p = 0; p < paths; p++) {
+        int64_t path[16], q = p, out[16], n = 0;
+        for (int64_t t = 0; t < T; t++) path[t] = q % C, q /= C;
+        double logp = 0;
+        for (int64_t t = 0; t < T; t++) {
+            logp += lp[t * C + path[t]];
+            if (path[t] != blank && (t == 0 || path[t] != path[t - 1])) out[n++] = path[t];
+        }
+        int same = n == L;
+        for (int64_t i = 0; same && i < L; i++) same = out[i] == tg[i];
+        if (same) total += exp(logp);
+    }
+    return -log(total);
+}
+
+/* N = 4 samples of T = 6 steps over C = 3 classes (729 paths each), input lengths 6, 5, 4, 6,
+ * targets with repeats, an empty one, blank 1; f64 and f32; reduction none */
+static void test_ctc_matches_every_path(void) {
+    cn_scope_begin();
+    const int64_t T = 6, N = 4, C = 3, S = 3;
+    const int64_t lps[3] = {T, N, C}, ts[2] = {N, S}, ns[1] = {N};
+    const double tgv[12] = {0, 2, 2, 2, 0, 0, 0, 0, 0, 2, 0, 2};
+    const double ilv[4] = {6, 5, 4, 6}, tlv[4] = {3, 1, 0, 3};
+    cn_tensor *lp = cn_log_softmax(randn(30, lps, 3, CN_F64), 2);
+    cn_tensor *tg = th_tensor(tgv, ts, 2, CN_I64), *il = th_tensor(ilv, ns, 1, CN_I64);
+    cn_tensor *tl = th_tensor(tlv, ns, 1, CN_I64);
+    double lpv[72];
+    CHECK(th_read(lp, lpv) == 72);
+    for (int f32 = 0; f32 < 2; f32++) {
+        cn_tensor *x = f32 ? cn_cast(lp, CN_F32) : lp;
+        cn_tensor *loss = cn_ctc_loss(x, tg, il, tl, 1, CN_REDUCTION_NONE, 0);
+        double got[4];
+        CHECK(th_read(loss, got) == 4);
+        for (int64_t n = 0; n < N; n++) {
+            double row[18];
+            int64_t tgn[3];
+            for (int64_t t = 0; t < (int64_t)ilv[n]; t++)
+                for (int64_t c = 0; c < C; c++) row[t * C + c] = lpv[(t * N + n) * C + c];
+            for (int64_t s = 0; s < S; s++) tgn[s] = (int64_t)tgv[n * S + s];
+            double want = ctc_brute(row, (int64_t)ilv[n], C, tgn, (int64_t)tlv[n], 1);
+            CHECK_NEAR(got[n], want, f32 ? 1e-5 : 1e-12);
+        }
+    }
+    cn_scope_end();
+}
+
+static void test_ctc_misuse(void) {
+    cn_scope_begin();
+    const int64_t lps[3] = {5, 2, 4}, ts[2] = {2, 3}, ns[1] = {2}, n3[1] = {3}, c4[1] = {4};
+    const double tgv[6] = {1, 2, 3, 1, 1, 0}, ilv[2] = {5, 4}, tlv[2] = {3, 2};
+    const double il_big[2] = {6, 4}, tl_big[2] = {4, 2}, tg_blank[6] = {1, 0, 3, 1, 1, 0};
+    const double tg_c[6] = {1, 4, 3, 1, 1, 0}, cat[4] = {1, 2, 3, 1};
+    cn_tensor *lp = randn(1, lps, 3, CN_F64), *tg = th_tensor(tgv, ts, 2, CN_I64);
+    cn_tensor *il = th_tensor(ilv, ns, 1, CN_I64), *tl = th_tensor(tlv, ns, 1, CN_I64);
+    cn_tensor *lpi = cn_cast(lp, CN_I64), *tgf = cn_cast(tg, CN_F64);
+    cn_tensor *il3 = th_tensor((const double[]){5, 5, 5}, n3, 1, CN_I64);
+    cn_tensor *ilb = th_tensor(il_big, ns, 1, CN_I64), *tlb = th_tensor(tl_big, ns, 1, CN_I64);
+    cn_tensor *tgb = th_tensor(tg_blank, ts, 2, CN_I64), *tgc = th_tensor(tg_c, ts, 2, CN_I64);
+    cn_tensor *tgcat = th_tensor(cat, c4, 1, CN_I64), *lp1 = cn_reshape(lp, (int64_t[]){40}, 1);
+    const cn_reduction mean = CN_REDUCTION_MEAN;
+    CHECK_FAILS(cn_ctc_loss(NULL, tg, il, tl, 0, mean, 0), CN_ERR_NULL_ARG, "ctc_loss");
+    CHECK_FAILS(cn_ctc_loss(lpi, tg, il, tl, 0, mean, 0), CN_ERR_KIND, "'log_probs'");
+    CHECK_FAILS(cn_ctc_loss(lp, tgf, il, tl, 0, mean, 0), CN_ERR_KIND, "'targets'");
+    CHECK_FAILS(cn_ctc_loss(lp1, tg, il, tl, 0, mean, 0), CN_ERR_SHAPE, "[T, N, C]");
+    CHECK_FAILS(cn_ctc_loss(lp, tg, il3, tl, 0, mean, 0), CN_ERR_SHAPE, "'input_lengths'");
+    CHECK_FAILS(cn_ctc_loss(lp, tg, ilb, tl, 0, mean, 0), CN_ERR_INVALID_ARG,
+                "input_lengths[0] = 6");
+    CHECK_FAILS(cn_ctc_loss(lp, tg, il, tlb, 0, mean, 0), CN_ERR_INVALID_ARG,
+                "target_lengths[0] = 4");
+    CHECK_FAILS(cn_ctc_loss(lp, tgb, il, tl, 0, mean, 0), CN_ERR_INDEX, "differ from blank");
+    CHECK_FAILS(cn_ctc_loss(lp, tgc, il, tl, 0, mean, 0), CN_ERR_INDEX, "is 4");
+    CHECK_FAILS(cn_ctc_loss(lp, tgcat, il, tl, 0, mean, 0), CN_ERR_SHAPE, "sum");
+    CHECK_FAILS(cn_ctc_loss(lp, tg, il, tl, 4, mean, 0), CN_ERR_INVALID_ARG, "blank = 4");
+    CHECK_FAILS(cn_ctc_loss(lp, tg, il, tl, -1, mean, 0), CN_ERR_INVALID_ARG, "blank = -1");
+    CHECK_FAILS(cn_ctc_loss(lp, tg, il, tl, 0, (cn_reduction)7, 0), CN_ERR_INVALID_ARG,
+                "reduction");
+    /* the inputs are untouched and usable */
+    CHECK(cn_ctc_loss(lp, tg, il, tl, 0, mean, 0) != NULL);
+    cn_scope_end();
+}
+
 int main(void) {
     RUN(test_tiles_match_the_composed_attention);
     RUN(test_causal_across_tiles);
@@ -276,5 +368,7 @@ int main(void) {
     RUN(test_rows_with_no_key_give_zeros);
     RUN(test_backward_keeps_no_attention_matrix);
     RUN(test_misuse);
+    RUN(test_ctc_matches_every_path);
+    RUN(test_ctc_misuse);
     return th_finish();
 }

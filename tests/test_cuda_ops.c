@@ -1863,6 +1863,45 @@ static void test_attention(void) {
             }
 }
 
+/* x = (log_probs, targets, input_lengths, target_lengths); i0 = blank, i1 = reduction */
+static cn_tensor *f_ctc(cn_tensor *const *x, const void *a) {
+    return cn_ctc_loss(x[0], x[1], x[2], x[3], A(a)->i0, (cn_reduction)A(a)->i1, 1);
+}
+
+/* x = (g, log_probs, targets, input_lengths, target_lengths); ints = blank, concat, zero_inf */
+static cn_tensor *f_ctc_bwd(cn_tensor *const *x, const void *a) {
+    return cn__ctc_loss_backward(x[0], x[1], x[2], x[3], x[4], A(a)->ints);
+}
+
+/* padded and concatenated targets (T 30, N 4, C 6), a transposed log_probs, an impossible
+ * sample (zero_infinity), f32 and f64 */
+static void test_ctc(void) {
+    const cn_dtype dts[2] = {CN_F32, CN_F64};
+    const double padded[12] = {1, 2, 2, 3, 4, 0, 5, 5, 5, 1, 0, 0};
+    const double concat[9] = {1, 2, 2, 4, 5, 5, 5, 1, 3};
+    const double il[4] = {30, 25, 2, 17}, tl[4] = {3, 2, 3, 1};
+    const int64_t lps[3] = {30, 4, 6}, ps[2] = {4, 3}, cs[1] = {9}, ns[1] = {4};
+    for (int d = 0; d < 2; d++)
+        for (int concatenated = 0; concatenated < 2; concatenated++) {
+            pair in[5] = {input(ns, 1, dts[d], -1, 1, CONTIG),
+                          input(lps, 3, dts[d], -3, 0, concatenated ? TRANSPOSED : CONTIG),
+                          concatenated ? pair_from(concat, cs, 1, CN_I64)
+                                       : pair_from(padded, ps, 2, CN_I64),
+                          pair_from(il, ns, 1, CN_I64), pair_from(tl, ns, 1, CN_I64)};
+            const char *dn = cn_dtype_name(dts[d]);
+            for (int r = 0; r < 3; r++) {
+                args a = {.i0 = 0, .i1 = r};
+                check_op(label("ctc_loss %s concatenated %d reduction %d", dn, concatenated, r),
+                         CN_OP_CTC_LOSS, f_ctc, &a, in + 1, 4, 4);
+            }
+            const int64_t ints[3] = {0, concatenated, 1};
+            args b = {.ints = ints};
+            check_op(label("ctc_loss_backward %s concatenated %d", dn, concatenated),
+                     CN_OP_CTC_LOSS_BACKWARD, f_ctc_bwd, &b, in, 5, 8);
+            for (int i = 0; i < 5; i++) pair_free(in[i]);
+        }
+}
+
 /* conv -> relu -> max_pool -> linear -> log_softmax -> pick the targets: every gradient on the
  * GPU matches the CPU's. */
 static cn_tensor *small_net_loss(cn_tensor *const *p, cn_tensor *x, cn_tensor *target) {
@@ -2059,6 +2098,7 @@ int main(void) {
     RUN(test_pool);
     RUN(test_sgd_step);
     RUN(test_attention);
+    RUN(test_ctc);
     RUN(test_autodiff_oracle);
     RUN(test_network_gradients);
     RUN(test_round_trips);

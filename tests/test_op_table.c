@@ -374,6 +374,19 @@ static cn_tensor *run_sdpa_bwd(const oc_call *c) {
     return s == CN_OK ? grads[INT_AT(1)] : NULL;
 }
 
+/* ctc_loss: inputs (log_probs, targets, input_lengths, target_lengths); ints = (blank,
+ * reduction, zero_infinity) */
+static cn_tensor *run_ctc(const oc_call *c) {
+    return cn_ctc_loss(c->x[0], c->x[1], c->x[2], c->x[3], c->d->ints[0],
+                       (cn_reduction)INT_AT(1), INT_AT(2));
+}
+
+/* its backward kernel: inputs (g, log_probs, targets, input_lengths, target_lengths), all dense
+ * (the targets i64); ints = (blank, concatenated, zero_infinity) */
+static cn_tensor *run_ctc_bwd(const oc_call *c) {
+    return cn__ctc_loss_backward(c->x[0], c->x[1], c->x[2], c->x[3], c->x[4], c->d->ints);
+}
+
 #undef INT_AT
 
 #include "op_table_random.h" /* check_rand_uniform, check_rand_normal */
@@ -566,6 +579,12 @@ static const oc_op ops[CN__OP_ALL] = {
      * against autograd's dq, dk, dv and the scores' gradient */
     [CN_OP_SDPA] = {run_sdpa},
     [CN_OP_SDPA_BACKWARD] = {run_sdpa_bwd},
+    /* ctc_loss against torch's: padded and concatenated targets, repeated labels, a custom
+     * blank, each reduction, an impossible sample under zero_infinity, an empty target, one
+     * unbatched sample; its backward kernel against autograd's gradient less PyTorch's extra
+     * exp(log_probs) term (see cn_ctc_loss), which the finite differences here also confirm */
+    [CN_OP_CTC_LOSS] = {run_ctc},
+    [CN_OP_CTC_LOSS_BACKWARD] = {run_ctc_bwd},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

@@ -78,6 +78,15 @@
  *   the forward's, same ints and reals; out = dq, dk, dv (q's, k's, v's shapes, contiguous) and,
  *   when n_out is 4, out[3] = the scores' gradient [B.., Lq, Lk] (the mask's, before any sum
  *   over its broadcast dims). Rows with lse = -inf contribute nothing.
+ * - ctc_loss: in = (log_probs [T, N, C] float, any strides; targets i64 [N, S] (padded) or,
+ *   when ints[1] = 1, [sum of target_lengths] (concatenated), contiguous; input_lengths and
+ *   target_lengths i64 [N], contiguous), all checked by the router (lengths within T and S, the
+ *   targets in [0, C) and not blank); ints[0] = blank, ints[2] = zero_infinity. out[0] [N] in
+ *   log_probs' dtype, contiguous: -log p(target | log_probs) over CTC's alignments of the first
+ *   input_lengths[n] steps; +inf when none exists (0 with zero_infinity).
+ *   ctc_loss_backward: in = (g [N], then ctc_loss's four); same ints; out = [T, N, C]
+ *   contiguous: g[n] * d(-log p)/d log_probs (0 past input_lengths[n]; a sample with no
+ *   alignment: NaN, or 0 with zero_infinity).
  * A kernel that fails calls cn_set_error and returns its status; it must leave inputs untouched. */
 #ifndef CINDER_BACKEND_H
 #define CINDER_BACKEND_H
@@ -174,8 +183,11 @@ typedef enum cn_op {
     CN_OP_MASKED_SELECT, CN_OP_GATHER_ND, CN_OP_SCATTER_ND,
     /* added with attention and ctc_loss (issue 16): scaled_dot_product_attention (in = q, k, v[,
      * mask]; out = o, lse; ints[0] causal, reals[0] scale) and its backward (in = g, q, k, v, o,
-     * lse[, mask]; out = dq, dk, dv[, dmask]), which recomputes the probabilities block by block */
-    CN_OP_SDPA, CN_OP_SDPA_BACKWARD,
+     * lse[, mask]; out = dq, dk, dv[, dmask]), which recomputes the probabilities block by block;
+     * ctc_loss (in = log_probs, targets, input_lengths, target_lengths; out = each sample's
+     * negative log-likelihood; ints = blank, concatenated, zero_infinity) and its backward (in =
+     * g, then ctc_loss's inputs; out = the log_probs' gradient) */
+    CN_OP_SDPA, CN_OP_SDPA_BACKWARD, CN_OP_CTC_LOSS, CN_OP_CTC_LOSS_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 

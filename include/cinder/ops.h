@@ -515,6 +515,42 @@ CN_API cn_tensor *cn_scaled_dot_product_attention(cn_tensor *q, cn_tensor *k, cn
                                                   cn_tensor *attn_mask, int is_causal,
                                                   double scale);
 
+/* ---- ctc_loss (issue 16) ---------------------------------------------------------------------- */
+
+/* How a loss combines its per-sample values (PyTorch's reduction=: 'none', 'mean', 'sum'). */
+typedef enum cn_reduction {
+    CN_REDUCTION_NONE = 0, /* one value per sample */
+    CN_REDUCTION_MEAN = 1,
+    CN_REDUCTION_SUM = 2
+} cn_reduction;
+
+/* torch.nn.functional.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
+ * reduction, zero_infinity): the connectionist temporal classification loss, -log of the
+ * probability of each target over all its alignments.
+ * log_probs: [T, N, C] float (log-probabilities, e.g. from cn_log_softmax over C), or [T, C] for
+ * one unbatched sample. targets: an int tensor, [N, S] padded (row n's first target_lengths[n]
+ * entries are used) or 1-D, the targets concatenated (length the sum of target_lengths); [S] when
+ * unbatched. input_lengths, target_lengths: int tensors of N entries ([N]; 0-d or [1] unbatched),
+ * on log_probs' device. Target values in [0, C) and != blank; 0 <= input_lengths[n] <= T;
+ * target_lengths[n] >= 0 (and <= S when padded). blank in [0, C).
+ * Per-sample loss: +inf when no alignment fits input_lengths[n] steps (0 when zero_infinity).
+ * reduction: NONE gives [N] ([] unbatched); MEAN: the mean over the batch of each loss divided by
+ * max(target_lengths[n], 1), as PyTorch; SUM: the sum. A 0-d result otherwise.
+ * Gradient: to log_probs, the exact d(loss)/d(log_probs) (alpha-beta), which finite differences
+ * confirm; PyTorch's own kernel adds exp(log_probs) * g at every step t < input_lengths[n], a term
+ * that vanishes when log_probs come from log_softmax (so gradients to the logits agree) but not
+ * for log_probs used directly. An impossible sample's gradient is NaN, or 0 with zero_infinity,
+ * as PyTorch's.
+ * The lengths and targets are read to the host to be checked (on a GPU this waits for queued
+ * work). Errors: CN_ERR_NULL_ARG; CN_ERR_KIND (log_probs not float, or an int argument not int);
+ * CN_ERR_SHAPE (ranks, N or S that differ, a concatenated length that is not the sum);
+ * CN_ERR_INVALID_ARG (blank outside [0, C), an unknown reduction, a length out of range);
+ * CN_ERR_INDEX (a target outside [0, C) or equal to blank); the router's device errors. Returns a
+ * new tensor; takes no reference. Threads: as every op (tensor.h). */
+CN_API cn_tensor *cn_ctc_loss(cn_tensor *log_probs, cn_tensor *targets, cn_tensor *input_lengths,
+                              cn_tensor *target_lengths, int64_t blank, cn_reduction reduction,
+                              int zero_infinity);
+
 /* ---- fused optimizer updates ---------------------------------------------------------------- *
  * One parameter's optimizer update, in place and in one pass of the backend's kernel
  * (CN_OP_SGD_STEP, backend.h), with no temporaries: what cn_optimizer_step (nn.h) runs for SGD.

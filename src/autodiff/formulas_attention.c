@@ -1,7 +1,8 @@
-/* Backward formula of the fused attention (scaled_dot_product_attention), whose node has the
- * inputs (q, k, v, lse[, mask]): the backward kernel recomputes the probabilities block by block
- * from q, k, v, lse and the mask, and gives q's, k's and v's gradients, and the scores' gradient
- * (the mask's, summed back over its broadcast dims here) only when the mask is tracked. */
+/* Backward formulas of the fused attention (scaled_dot_product_attention) and of ctc_loss.
+ * Attention's node has the inputs (q, k, v, lse[, mask]): the backward kernel recomputes the
+ * probabilities block by block from q, k, v, lse and the mask, and gives q's, k's and v's
+ * gradients, and the scores' gradient (the mask's, summed back over its broadcast dims here) only
+ * when the mask is tracked. */
 #include "autodiff/formula_helpers.h"
 #include "dispatch/backward_ops.h"
 
@@ -21,4 +22,14 @@ cn_status ad_grad_sdpa(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     if (want_dmask && !(gin[4] = cn_retain(sum_to_input(grads[3], &n->in[4]))))
         return cn_last_status();
     return CN_OK;
+}
+
+/* ctc_loss (inputs log_probs, targets, input_lengths, target_lengths; the last three are ints
+ * without a gradient): the backward kernel recomputes alpha and beta from the saved inputs. */
+cn_tensor *ad_grad_ctc_loss(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    cn_tensor *lp = ad_input_value(n, 0), *tg = ad_input_value(n, 1);
+    cn_tensor *il = ad_input_value(n, 2), *tl = ad_input_value(n, 3);
+    if (!lp || !tg || !il || !tl) return NULL;
+    return cn__ctc_loss_backward(g, lp, tg, il, tl, n->ints);
 }

@@ -53,6 +53,13 @@ cn_status cn__sdpa_backward(cn_tensor *g, cn_tensor *q, cn_tensor *k, cn_tensor 
                             cn_tensor *lse, cn_tensor *mask, int causal, double scale,
                             int want_dmask, cn_tensor **grads);
 
+/* ctc_loss's backward kernel: from g [N] (each sample's loss gradient), log_probs [T, N, C] and
+ * the forward's dense i64 targets and lengths (the node's saved inputs), with its ints (blank,
+ * concatenated, zero_infinity), the gradient of log_probs [T, N, C]. */
+cn_tensor *cn__ctc_loss_backward(cn_tensor *g, cn_tensor *log_probs, cn_tensor *targets,
+                                 cn_tensor *input_lengths, cn_tensor *target_lengths,
+                                 const int64_t *ints);
+
 /* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel
  * where there is one, and compose public ops on a backend written before it (a program's). */
 int cn__has_kernel(cn_op op, const cn_tensor *t);

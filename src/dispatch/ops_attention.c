@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cinder/ops.h"
+#include "core/alloc.h"
 #include "core/error_internal.h"
 #include "dispatch/backward_ops.h"
 #include "dispatch/router.h"
@@ -178,4 +179,233 @@ cn_status cn__sdpa_backward(cn_tensor *g, cn_tensor *q, cn_tensor *k, cn_tensor 
             cn_release(outs[i]);
     }
     return s;
+}
+
+/* ---- ctc_loss --------------------------------------------------------------------------------- */
+
+static const char *const CTC = "ctc_loss";
+
+/* The n entries of int tensor t as i64 on the host (cn__free it), or NULL with the error set. */
+static int64_t *host_i64(cn_tensor *t, int64_t n) {
+    int64_t *h = cn__malloc(CTC, sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    cn_tensor *c = h ? cn_cast(t, CN_I64) : NULL;
+    if (c && cn_read(c, h, sizeof(int64_t) * (size_t)n) == CN_OK) {
+        cn_release(c);
+        return h;
+    }
+    cn_release(c);
+    cn__free(h);
+    return NULL;
+}
+
+/* Checks the lengths and the targets that they select (host copies il, tl of N entries, tg). */
+static cn_status check_lengths(const int64_t *il, const int64_t *tl, const int64_t *tg, int64_t N,
+                               int64_t T, int64_t S, int64_t C, int64_t blank, int concat,
+                               int64_t tg_len) {
+    int64_t at = 0;
+    for (int64_t n = 0; n < N; n++) {
+        if (il[n] < 0 || il[n] > T)
+            return cn_set_error(CN_ERR_INVALID_ARG, CTC, "input_lengths[%lld] = %lld is outside "
+                                "[0, T = %lld]; each must be at most log_probs' first dim",
+                                (long long)n, (long long)il[n], (long long)T);
+        if (tl[n] < 0 || (!concat && tl[n] > S))
+            return cn_set_error(CN_ERR_INVALID_ARG, CTC, "target_lengths[%lld] = %lld is outside "
+                                "[0, S = %lld] (the padded targets' second dim)", (long long)n,
+                                (long long)tl[n], (long long)S);
+        if (concat && (__builtin_add_overflow(at, tl[n], &at) || at > tg_len))
+            return cn_set_error(CN_ERR_SHAPE, CTC, "the target_lengths add up past the %lld "
+                                "concatenated targets; they must sum to its length",
+                                (long long)tg_len);
+        const int64_t *row = concat ? tg + at - tl[n] : tg + n * S;
+        for (int64_t s = 0; s < tl[n]; s++)
+            if (row[s] < 0 || row[s] >= C || row[s] == blank)
+                return cn_set_error(CN_ERR_INDEX, CTC, "target %lld of sample %lld is %lld; "
+                                    "targets must lie in [0, C = %lld) and differ from blank "
+                                    "(%lld)", (long long)s, (long long)n, (long long)row[s],
+                                    (long long)C, (long long)blank);
+    }
+    if (concat && at != tg_len)
+        return cn_set_error(CN_ERR_SHAPE, CTC, "the target_lengths sum to %lld but the "
+                            "concatenated targets have %lld entries; they must be equal",
+                            (long long)at, (long long)tg_len);
+    return CN_OK;
+}
+
+/* Each sample's loss [N] (the recorded op) from the batched form. */
+static cn_tensor *ctc_batched(cn_tensor *lp, cn_tensor *targets, cn_tensor *il, cn_tensor *tl,
+                              int64_t blank, int zero_inf, cn_device dev, const cn_backend *be,
+                              const int64_t **tl_host) {
+    char a[128], b[128];
+    int64_t T = lp->shape[0], N = lp->shape[1], C = lp->shape[2];
+    cn_tensor *lens[2] = {il, tl};
+    const char *lnames[2] = {"input_lengths", "target_lengths"};
+    for (int i = 0; i < 2; i++)
+        if (lens[i]->ndim != 1 || lens[i]->shape[0] != N) {
+            cn_set_error(CN_ERR_SHAPE, CTC, "'%s' is %s; it must be [N] = [%lld], one length "
+                         "per sample of 'log_probs' %s", lnames[i],
+                         cn_tensor_str(lens[i], a, sizeof a), (long long)N,
+                         cn_tensor_str(lp, b, sizeof b));
+            return NULL;
+        }
+    int concat = targets->ndim == 1;
+    if (!concat && (targets->ndim != 2 || targets->shape[0] != N)) {
+        cn_set_error(CN_ERR_SHAPE, CTC, "'targets' is %s; it must be [N, S] = [%lld, S] (padded) "
+                     "or 1-D (concatenated)", cn_tensor_str(targets, a, sizeof a), (long long)N);
+        return NULL;
+    }
+    if (blank < 0 || blank >= C) {
+        cn_set_error(CN_ERR_INVALID_ARG, CTC, "blank = %lld is outside [0, C = %lld) of "
+                     "'log_probs' %s", (long long)blank, (long long)C,
+                     cn_tensor_str(lp, a, sizeof a));
+        return NULL;
+    }
+    int64_t S = concat ? 0 : targets->shape[1], tg_len = cn_numel(targets);
+    int64_t *il_h = host_i64(il, N), *tl_h = il_h ? host_i64(tl, N) : NULL;
+    int64_t *tg_h = tl_h ? host_i64(targets, tg_len) : NULL;
+    cn_status s = tg_h ? check_lengths(il_h, tl_h, tg_h, N, T, S, C, blank, concat, tg_len)
+                       : cn_last_status();
+    cn__free(il_h);
+    cn__free(tg_h);
+    if (s != CN_OK) {
+        cn__free(tl_h);
+        return NULL;
+    }
+    *tl_host = tl_h;
+    /* the kernel's inputs: i64, dense */
+    cn_tensor *ints_in[3] = {targets, il, tl}, *dense[3] = {NULL, NULL, NULL}, *out = NULL;
+    for (int i = 0; i < 3; i++) {
+        cn_tensor *c = cn_cast(ints_in[i], CN_I64);
+        dense[i] = c ? cn_contiguous(c) : NULL;
+        cn_release(c);
+        if (!dense[i]) goto done;
+    }
+    int64_t shape[1] = {N};
+    out = cn__tensor_alloc(CTC, shape, 1, lp->dtype, dev);
+    if (!out) goto done;
+    cn_view views[4];
+    cn__tensor_as_view(lp, &views[0]);
+    for (int i = 0; i < 3; i++) cn__tensor_as_view(dense[i], &views[i + 1]);
+    int64_t ints[3] = {blank, concat, zero_inf != 0};
+    if (cn__launch(be, dev, CN_OP_CTC_LOSS, views, 4, &out, 1, ints, 3, NULL, 0) != CN_OK) {
+        cn_release(out);
+        out = NULL;
+        goto done;
+    }
+    cn_tensor *rec[4] = {lp, dense[0], dense[1], dense[2]};
+    out = cn__record(CN_OP_CTC_LOSS, out, rec, 4, ints, 3, NULL, 0);
+done:
+    for (int i = 0; i < 3; i++) cn_release(dense[i]);
+    if (!out) {
+        cn__free(tl_h);
+        *tl_host = NULL;
+    }
+    return out;
+}
+
+cn_tensor *cn_ctc_loss(cn_tensor *log_probs, cn_tensor *targets, cn_tensor *input_lengths,
+                       cn_tensor *target_lengths, int64_t blank, cn_reduction reduction,
+                       int zero_infinity) {
+    char a[128];
+    cn_tensor *in[4] = {log_probs, targets, input_lengths, target_lengths};
+    const char *names[4] = {"log_probs", "targets", "input_lengths", "target_lengths"};
+    cn_device dev;
+    const cn_backend *be = cn__route(CTC, in, names, 4, &dev);
+    if (!be) return NULL;
+    for (int i = 0; i < 4; i++)
+        if (cn__check_kind(CTC, names[i], in[i], i ? CN_KINDS_INT : CN_KINDS_FLOAT) != CN_OK)
+            return NULL;
+    if (reduction != CN_REDUCTION_NONE && reduction != CN_REDUCTION_MEAN &&
+        reduction != CN_REDUCTION_SUM) {
+        cn_set_error(CN_ERR_INVALID_ARG, CTC, "reduction %d is unknown; use CN_REDUCTION_NONE, "
+                     "CN_REDUCTION_MEAN or CN_REDUCTION_SUM", (int)reduction);
+        return NULL;
+    }
+    if (log_probs->ndim != 2 && log_probs->ndim != 3) {
+        cn_set_error(CN_ERR_SHAPE, CTC, "'log_probs' is %s; it must be [T, N, C] (or [T, C] for "
+                     "one sample)", cn_tensor_str(log_probs, a, sizeof a));
+        return NULL;
+    }
+    int unbatched = log_probs->ndim == 2;
+    cn_tensor *lp = log_probs, *tg = targets, *il = input_lengths, *tl = target_lengths;
+    if (unbatched) {
+        if (targets->ndim != 1 || cn_numel(il) != 1 || cn_numel(tl) != 1 || il->ndim > 1 ||
+            tl->ndim > 1) {
+            cn_set_error(CN_ERR_SHAPE, CTC, "unbatched 'log_probs' [T, C] takes 'targets' [S] "
+                         "and one input and target length each (0-d or [1])");
+            return NULL;
+        }
+        const int64_t one[1] = {1};
+        lp = cn_unsqueeze(log_probs, 1);
+        tg = cn_unsqueeze(targets, 0);
+        il = cn_reshape(input_lengths, one, 1);
+        tl = cn_reshape(target_lengths, one, 1);
+    }
+    const int64_t *tl_h = NULL;
+    cn_tensor *loss = lp && tg && il && tl ? ctc_batched(lp, tg, il, tl, blank, zero_infinity,
+                                                         dev, be, &tl_h)
+                                           : NULL;
+    cn_tensor *out = NULL;
+    if (loss && reduction == CN_REDUCTION_NONE) {
+        const int64_t scalar[1] = {1}; /* ndim 0: read as no dims */
+        out = unbatched ? cn_reshape(loss, scalar, 0) : cn_retain(loss);
+    } else if (loss && reduction == CN_REDUCTION_SUM) {
+        out = cn_sum(loss);
+    } else if (loss) { /* mean of loss[n] / max(target_lengths[n], 1) */
+        int64_t N = cn_shape(loss)[0];
+        double *d = cn__malloc(CTC, sizeof(double) * (size_t)(N > 0 ? N : 1));
+        cn_device concrete = dev;
+        concrete.autodiff = 0;
+        concrete.checkpoint = 0;
+        for (int64_t n = 0; d && n < N; n++) d[n] = tl_h[n] > 1 ? (double)tl_h[n] : 1.0;
+        cn_tensor *div64 = d ? cn_from_data(d, cn_shape(loss), 1, CN_F64, concrete) : NULL;
+        cn_tensor *div = div64 ? cn_cast(div64, loss->dtype) : NULL;
+        cn_tensor *per = div ? cn_div(loss, div) : NULL;
+        out = per ? cn_mean(per) : NULL;
+        cn__free(d);
+        cn_release(div64);
+        cn_release(div);
+        cn_release(per);
+    }
+    cn__free((void *)tl_h);
+    cn_release(loss);
+    if (unbatched) {
+        cn_release(lp);
+        cn_release(tg);
+        cn_release(il);
+        cn_release(tl);
+    }
+    return out;
+}
+
+cn_tensor *cn__ctc_loss_backward(cn_tensor *g, cn_tensor *log_probs, cn_tensor *targets,
+                                 cn_tensor *input_lengths, cn_tensor *target_lengths,
+                                 const int64_t *ints) {
+    const char *op = cn_op_name(CN_OP_CTC_LOSS_BACKWARD);
+    cn_tensor *in[5] = {g, log_probs, targets, input_lengths, target_lengths};
+    const char *names[5] = {"g", "log_probs", "targets", "input_lengths", "target_lengths"};
+    cn_device dev;
+    const cn_backend *be = cn__route(op, in, names, 5, &dev);
+    if (!be) return NULL;
+    for (int i = 0; i < 5; i++)
+        if (cn__check_kind(op, names[i], in[i], i < 2 ? CN_KINDS_FLOAT : CN_KINDS_INT) != CN_OK ||
+            (i == 1 && cn__check_same_dtype(op, "g", g, names[i], in[i]) != CN_OK))
+            return NULL;
+    int64_t N = log_probs->ndim == 3 ? log_probs->shape[1] : -1;
+    int ok = N >= 0 && g->ndim == 1 && g->shape[0] == N;
+    for (int i = 2; ok && i < 5; i++) ok = in[i]->dtype == CN_I64 && cn_is_contiguous(in[i]);
+    if (!ok) {
+        cn_set_error(CN_ERR_SHAPE, op, "g must be [N] and log_probs [T, N, C], with the forward's "
+                     "dense i64 targets and lengths");
+        return NULL;
+    }
+    cn_tensor *out = cn__tensor_alloc(op, log_probs->shape, 3, log_probs->dtype, dev);
+    if (!out) return NULL;
+    cn_view views[5];
+    for (int i = 0; i < 5; i++) cn__tensor_as_view(in[i], &views[i]);
+    if (cn__launch(be, dev, CN_OP_CTC_LOSS_BACKWARD, views, 5, &out, 1, ints, 3, NULL, 0) !=
+        CN_OK) {
+        cn_release(out);
+        return NULL;
+    }
+    return out;
 }

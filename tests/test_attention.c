@@ -18,7 +18,9 @@ static cn_tensor *randn(uint64_t seed, const int64_t *shape, int nd, cn_dtype dt
     return cn_rand_normal(&g, shape, nd, 0.0, 1.0, dt, cn_cpu());
 }
 
-static cn_tensor *leaf(cn_tensor *t) { return cn_require_grad(cn_from_inner(t, cn_autodiff(cn_cpu()))); }
+static cn_tensor *leaf(cn_tensor *t) {
+    return cn_require_grad(cn_from_inner(t, cn_autodiff(cn_cpu())));
+}
 
 /* softmax(scale q k^T + mask, causal keys j > i left out) v through public ops. */
 static cn_tensor *composed(cn_tensor *q, cn_tensor *k, cn_tensor *v, cn_tensor *mask, int causal,
@@ -156,7 +158,7 @@ static void test_rows_with_no_key_give_zeros(void) {
     cn_scope_end();
 }
 
-/* ---- memory: a backend that counts its bytes -------------------------------------------------- */
+/* ---- memory: a backend that counts its bytes ------------------------------------------------- */
 
 static const cn_backend *cpu;
 static int64_t live_bytes, peak_bytes;
@@ -231,7 +233,7 @@ static void test_backward_keeps_no_attention_matrix(void) {
     CHECK(plain >= matrix);
 }
 
-/* ---- misuse ----------------------------------------------------------------------------------- */
+/* ---- misuse ---------------------------------------------------------------------------------- */
 
 static void test_misuse(void) {
     cn_scope_begin();
@@ -270,7 +272,7 @@ static void test_misuse(void) {
     cn_scope_end();
 }
 
-/* ---- ctc_loss: against every path ------------------------------------------------------------- */
+/* ---- ctc_loss: against every path ------------------------------------------------------------ */
 
 /* -log of the summed probability of the paths over C classes and T steps that collapse to tg[0..L)
  * (repeats merged, then blanks dropped), from lp [T, C] row-major. */

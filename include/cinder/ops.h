@@ -489,7 +489,7 @@ typedef struct cn_pool2d_params {
 CN_API cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 CN_API cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 
-/* ---- attention (issue 16) --------------------------------------------------------------------- */
+/* ---- attention (issue 16) -------------------------------------------------------------------- */
 
 /* torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p=0, is_causal,
  * scale) as one fused op: q [B.., Lq, D], k [B.., Lk, D], v [B.., Lk, Dv] -> [B.., Lq, Dv],
@@ -515,7 +515,7 @@ CN_API cn_tensor *cn_scaled_dot_product_attention(cn_tensor *q, cn_tensor *k, cn
                                                   cn_tensor *attn_mask, int is_causal,
                                                   double scale);
 
-/* ---- ctc_loss (issue 16) ---------------------------------------------------------------------- */
+/* ---- ctc_loss (issue 16) --------------------------------------------------------------------- */
 
 /* How a loss combines its per-sample values (PyTorch's reduction=: 'none', 'mean', 'sum'). */
 typedef enum cn_reduction {

@@ -181,7 +181,7 @@ cn_status cn__sdpa_backward(cn_tensor *g, cn_tensor *q, cn_tensor *k, cn_tensor 
     return s;
 }
 
-/* ---- ctc_loss --------------------------------------------------------------------------------- */
+/* ---- ctc_loss -------------------------------------------------------------------------------- */
 
 static const char *const CTC = "ctc_loss";
 

@@ -724,7 +724,8 @@ def ctc_backward(blank, zero_inf):
         (loss * g).sum().backward()
         steps = (torch.arange(lp.shape[0]).view(-1, 1, 1) < il.view(1, -1, 1)).double()
         finite = torch.isfinite(loss).double() * (loss != 0).double() if zero_inf else 1.0
-        extra = lp.detach().exp() * g.view(1, -1, 1) * steps * torch.as_tensor(finite).view(1, -1, 1)
+        finite = torch.as_tensor(finite).view(1, -1, 1)
+        extra = lp.detach().exp() * g.view(1, -1, 1) * steps * finite
         return lp.grad - extra
     return run
 

@@ -2,11 +2,11 @@
  * (tests/test_op_table.c): sizes that span several of the CPU kernel's 64 x 64 tiles, causal with
  * Lq > Lk and Lq < Lk, masks broadcast over batch dims, strided inputs, f32 and f64, each against
  * the composed attention softmax(scale q k^T + mask) v through public ops (an independent path:
- * matmul, softmax, masked_fill), values and gradients (q, k, v and the mask); the backward's
- * memory (a backend that counts its bytes shows that no [B, H, Lq, Lk] tensor is allocated,
- * while the composed version does allocate one); and every misuse.
- * ctc_loss likewise: against the brute-force sum over every path of C^T (collapse repeats, drop
- * blanks), and its misuse. */
+ * matmul, softmax, masked_fill), values and gradients (q, k, v and the mask), and empty
+ * feature sizes; the backward's memory (a backend that counts its bytes shows that no
+ * [B, H, Lq, Lk] tensor is allocated, while the composed version does allocate one); and every
+ * misuse. ctc_loss likewise: against the brute-force sum over every path of C^T (collapse
+ * repeats, drop blanks), with no input steps, and its misuse. */
 #include <math.h>
 
 #include "harness.h"
@@ -74,7 +74,7 @@ static void compare(int64_t B, int64_t H, int64_t lq, int64_t lk, int64_t d, int
     }
     x[3] = mshape ? randn(4, mshape, mnd, dt) : NULL;
     int n_in = mshape ? 4 : 3;
-    double sc = scale != 0 ? scale : 1 / sqrt((double)d);
+    double sc = scale != 0 ? scale : d > 0 ? 1 / sqrt((double)d) : 1.0; /* as documented */
     /* values */
     cn_tensor *got = cn_scaled_dot_product_attention(x[0], x[1], x[2], x[3], causal, scale);
     cn_tensor *want = composed(x[0], x[1], x[2], x[3], causal, sc);
@@ -127,6 +127,12 @@ static void test_masks_and_strided_inputs(void) {
 static void test_f32_matches(void) {
     const int64_t m2[2] = {80, 100};
     compare(1, 2, 80, 100, 32, 16, m2, 2, 1, 0.0, CN_F32, 2e-5, 0);
+}
+
+/* Empty feature sizes: D = 0 (every score 0: the mean of the visible values) and Dv = 0. */
+static void test_empty_feature_sizes(void) {
+    compare(1, 2, 5, 7, 0, 3, NULL, 0, 1, 0.0, CN_F64, 1e-12, 0);
+    compare(1, 2, 5, 7, 4, 0, NULL, 0, 0, 0.0, CN_F64, 1e-12, 0);
 }
 
 /* A row whose keys are all -inf gives zeros and no gradient (PyTorch >= 2.5), and Lk = 0 gives
@@ -327,6 +333,23 @@ static void test_ctc_matches_every_path(void) {
     cn_scope_end();
 }
 
+/* No input steps: an empty target has loss 0, another +inf (PyTorch's [0, inf]); 0 with
+ * zero_infinity. */
+static void test_ctc_without_steps(void) {
+    cn_scope_begin();
+    const int64_t lps[3] = {3, 2, 4}, ts[2] = {2, 1}, ns[1] = {2};
+    const double tgv[2] = {1, 2}, ilv[2] = {0, 0}, tlv[2] = {0, 1};
+    cn_tensor *lp = cn_log_softmax(randn(40, lps, 3, CN_F64), 2);
+    cn_tensor *tg = th_tensor(tgv, ts, 2, CN_I64), *il = th_tensor(ilv, ns, 1, CN_I64);
+    cn_tensor *tl = th_tensor(tlv, ns, 1, CN_I64);
+    double got[2];
+    CHECK(th_read(cn_ctc_loss(lp, tg, il, tl, 0, CN_REDUCTION_NONE, 0), got) == 2);
+    CHECK(got[0] == 0 && got[1] == INFINITY);
+    CHECK(th_read(cn_ctc_loss(lp, tg, il, tl, 0, CN_REDUCTION_NONE, 1), got) == 2);
+    CHECK(got[0] == 0 && got[1] == 0);
+    cn_scope_end();
+}
+
 static void test_ctc_misuse(void) {
     cn_scope_begin();
     const int64_t lps[3] = {5, 2, 4}, ts[2] = {2, 3}, ns[1] = {2}, n3[1] = {3}, c4[1] = {4};
@@ -367,10 +390,12 @@ int main(void) {
     RUN(test_causal_across_tiles);
     RUN(test_masks_and_strided_inputs);
     RUN(test_f32_matches);
+    RUN(test_empty_feature_sizes);
     RUN(test_rows_with_no_key_give_zeros);
     RUN(test_backward_keeps_no_attention_matrix);
     RUN(test_misuse);
     RUN(test_ctc_matches_every_path);
+    RUN(test_ctc_without_steps);
     RUN(test_ctc_misuse);
     return th_finish();
 }

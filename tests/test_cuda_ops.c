@@ -1847,6 +1847,103 @@ static void test_autodiff_oracle(void) {
     }
 }
 
+/* ---- attention (issue 16) ------------------------------------------------------------------ */
+
+/* x = (q, k, v[, mask]); i0 = causal, i1 = with the mask, s0 = scale */
+static cn_tensor *f_sdpa(cn_tensor *const *x, const void *a) {
+    return cn_scaled_dot_product_attention(x[0], x[1], x[2], A(a)->i1 ? x[3] : NULL,
+                                           (int)A(a)->i0, A(a)->s0);
+}
+
+/* x = (g, q, k, v[, mask]); i0 = causal, i1 = with the mask, s1 = which gradient (0 dq, 1 dk,
+ * 2 dv, 3 the scores'), s0 = scale */
+static cn_tensor *f_sdpa_bwd(cn_tensor *const *x, const void *a) {
+    cn_tensor *mask = A(a)->i1 ? x[4] : NULL, *lse = NULL, *grads[4];
+    int which = (int)A(a)->s1;
+    cn_tensor *o = cn__sdpa_forward(x[1], x[2], x[3], mask, (int)A(a)->i0, A(a)->s0, &lse);
+    if (!o) return NULL;
+    cn_status s = cn__sdpa_backward(x[0], x[1], x[2], x[3], o, lse, mask, (int)A(a)->i0,
+                                    A(a)->s0, which == 3, grads);
+    cn_release(o);
+    cn_release(lse);
+    if (s != CN_OK) return NULL;
+    for (int i = 0; i < 4; i++)
+        if (i != which) cn_release(grads[i]);
+    return grads[which];
+}
+
+/* Lq != Lk both ways, causal, a mask broadcast over the batch, strided q; f32 and f64 */
+static void test_attention(void) {
+    const cn_dtype dts[2] = {CN_F32, CN_F64};
+    const int64_t lens[2][2] = {{70, 33}, {20, 90}};
+    for (int d = 0; d < 2; d++)
+        for (int l = 0; l < 2; l++)
+            for (int variant = 0; variant < 4; variant++) {
+                int causal = variant & 1, masked = variant >> 1;
+                int64_t lq = lens[l][0], lk = lens[l][1];
+                const int64_t qs[3] = {3, lq, 8}, ks[3] = {3, lk, 8}, vs[3] = {3, lk, 5};
+                const int64_t gs[3] = {3, lq, 5}, ms[2] = {lq, lk};
+                pair in[5] = {input(gs, 3, dts[d], -1, 1, CONTIG),
+                              input(qs, 3, dts[d], -1, 1, l ? TRANSPOSED : CONTIG),
+                              input(ks, 3, dts[d], -1, 1, CONTIG),
+                              input(vs, 3, dts[d], -1, 1, CONTIG),
+                              input(ms, 2, dts[d], -2, 1, CONTIG)};
+                const char *dn = cn_dtype_name(dts[d]);
+                args a = {.i0 = causal, .i1 = masked, .s0 = 0.3};
+                pair fwd[4] = {in[1], in[2], in[3], in[4]};
+                check_op(label("sdpa %s %lldx%lld causal %d mask %d", dn, (long long)lq,
+                               (long long)lk, causal, masked),
+                         CN_OP_SDPA, f_sdpa, &a, fwd, masked ? 4 : 3, 4);
+                for (int which = 0; which < (masked ? 4 : 3); which++) {
+                    args b = a;
+                    b.s1 = which;
+                    check_op(label("sdpa backward %s %lldx%lld causal %d mask %d grad %d", dn,
+                                   (long long)lq, (long long)lk, causal, masked, which),
+                             CN_OP_SDPA_BACKWARD, f_sdpa_bwd, &b, in, masked ? 5 : 4, 8);
+                }
+                for (int i = 0; i < 5; i++) pair_free(in[i]);
+            }
+}
+
+/* x = (log_probs, targets, input_lengths, target_lengths); i0 = blank, i1 = reduction */
+static cn_tensor *f_ctc(cn_tensor *const *x, const void *a) {
+    return cn_ctc_loss(x[0], x[1], x[2], x[3], A(a)->i0, (cn_reduction)A(a)->i1, 1);
+}
+
+/* x = (g, log_probs, targets, input_lengths, target_lengths); ints = blank, concat, zero_inf */
+static cn_tensor *f_ctc_bwd(cn_tensor *const *x, const void *a) {
+    return cn__ctc_loss_backward(x[0], x[1], x[2], x[3], x[4], A(a)->ints);
+}
+
+/* padded and concatenated targets (T 30, N 4, C 6), a transposed log_probs, an impossible
+ * sample (zero_infinity), f32 and f64 */
+static void test_ctc(void) {
+    const cn_dtype dts[2] = {CN_F32, CN_F64};
+    const double padded[12] = {1, 2, 2, 3, 4, 0, 5, 5, 5, 1, 0, 0};
+    const double concat[9] = {1, 2, 2, 4, 5, 5, 5, 1, 3};
+    const double il[4] = {30, 25, 2, 17}, tl[4] = {3, 2, 3, 1};
+    const int64_t lps[3] = {30, 4, 6}, ps[2] = {4, 3}, cs[1] = {9}, ns[1] = {4};
+    for (int d = 0; d < 2; d++)
+        for (int concatenated = 0; concatenated < 2; concatenated++) {
+            pair in[5] = {input(ns, 1, dts[d], -1, 1, CONTIG),
+                          input(lps, 3, dts[d], -3, 0, concatenated ? TRANSPOSED : CONTIG),
+                          concatenated ? pair_from(concat, cs, 1, CN_I64)
+                                       : pair_from(padded, ps, 2, CN_I64),
+                          pair_from(il, ns, 1, CN_I64), pair_from(tl, ns, 1, CN_I64)};
+            const char *dn = cn_dtype_name(dts[d]);
+            for (int r = 0; r < 3; r++) {
+                args a = {.i0 = 0, .i1 = r};
+                check_op(label("ctc_loss %s concatenated %d reduction %d", dn, concatenated, r),
+                         CN_OP_CTC_LOSS, f_ctc, &a, in + 1, 4, 4);
+            }
+            const int64_t ints[3] = {0, concatenated, 1};
+            args b = {.ints = ints};
+            check_op(label("ctc_loss_backward %s concatenated %d", dn, concatenated),
+                     CN_OP_CTC_LOSS_BACKWARD, f_ctc_bwd, &b, in, 5, 8);
+            for (int i = 0; i < 5; i++) pair_free(in[i]);
+        }
+}
+
 /* conv -> relu -> max_pool -> linear -> log_softmax -> pick the targets: every gradient on the
  * GPU matches the CPU's. */
 static cn_tensor *small_net_loss(cn_tensor *const *p, cn_tensor *x, cn_tensor *target) {
@@ -2043,6 +2140,8 @@ int main(void) {
     RUN(test_conv);
     RUN(test_pool);
     RUN(test_sgd_step);
+    RUN(test_attention);
+    RUN(test_ctc);
     RUN(test_autodiff_oracle);
     RUN(test_network_gradients);
     RUN(test_round_trips);

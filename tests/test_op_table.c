@@ -44,7 +44,7 @@
 
 /* ---- the reference data ------------------------------------------------------------------ */
 
-#define OC_MAX_IN   4
+#define OC_MAX_IN   5
 #define OC_MAX_INTS 12
 
 typedef struct oc_tensor {
@@ -360,6 +360,38 @@ static cn_tensor *run_cumprod_bwd(const oc_call *c) {
     return cn__cumprod_backward(c->x[0], c->x[1], INT_AT(0));
 }
 
+/* attention: inputs (q, k, v[, mask]); ints = (causal); reals = (scale) */
+static cn_tensor *run_sdpa(const oc_call *c) {
+    return cn_scaled_dot_product_attention(c->x[0], c->x[1], c->x[2],
+                                           c->d->n_in > 3 ? c->x[3] : NULL, INT_AT(0),
+                                           c->d->reals[0]);
+}
+
+/* its backward kernel: inputs (g, q, k, v[, mask]); ints = (causal, which): dq, dk, dv or the
+ * scores' gradient; o and lse from the forward's internal entry */
+static cn_tensor *run_sdpa_bwd(const oc_call *c) {
+    cn_tensor *mask = c->d->n_in > 4 ? c->x[4] : NULL, *lse = NULL, *grads[4];
+    cn_tensor *o = cn__sdpa_forward(c->x[1], c->x[2], c->x[3], mask, INT_AT(0), c->d->reals[0],
+                                    &lse);
+    if (!o) return NULL;
+    cn_status s = cn__sdpa_backward(c->x[0], c->x[1], c->x[2], c->x[3], o, lse, mask, INT_AT(0),
+                                    c->d->reals[0], INT_AT(1) == 3, grads);
+    return s == CN_OK ? grads[INT_AT(1)] : NULL;
+}
+
+/* ctc_loss: inputs (log_probs, targets, input_lengths, target_lengths); ints = (blank,
+ * reduction, zero_infinity) */
+static cn_tensor *run_ctc(const oc_call *c) {
+    return cn_ctc_loss(c->x[0], c->x[1], c->x[2], c->x[3], c->d->ints[0],
+                       (cn_reduction)INT_AT(1), INT_AT(2));
+}
+
+/* its backward kernel: inputs (g, log_probs, targets, input_lengths, target_lengths), all dense
+ * (the targets i64); ints = (blank, concatenated, zero_infinity) */
+static cn_tensor *run_ctc_bwd(const oc_call *c) {
+    return cn__ctc_loss_backward(c->x[0], c->x[1], c->x[2], c->x[3], c->x[4], c->d->ints);
+}
+
 #undef INT_AT
 
 #include "op_table_random.h" /* check_rand_uniform, check_rand_normal */
@@ -548,6 +580,18 @@ static const oc_op ops[CN__OP_ALL] = {
      * mul with a zero factor, min and max on distinct values) */
     [CN_OP_GATHER_ND] = {run_gather_nd},
     [CN_OP_SCATTER_ND] = {run_scatter_nd},
+    /* attention against torch's scaled_dot_product_attention: causal with Lq > Lk and Lq < Lk
+     * (top-left), a mask broadcast over the batch (its gradient summed back), a mask with -inf
+     * and a row with no key (zeros, no gradient), mask and causal together; the backward kernel
+     * against autograd's dq, dk, dv and the scores' gradient */
+    [CN_OP_SDPA] = {run_sdpa},
+    [CN_OP_SDPA_BACKWARD] = {run_sdpa_bwd},
+    /* ctc_loss against torch's: padded and concatenated targets, repeated labels, a custom
+     * blank, each reduction, an impossible sample under zero_infinity, an empty target, one
+     * unbatched sample; its backward kernel against autograd's gradient less PyTorch's extra
+     * exp(log_probs) term (see cn_ctc_loss), which the finite differences here also confirm */
+    [CN_OP_CTC_LOSS] = {run_ctc},
+    [CN_OP_CTC_LOSS_BACKWARD] = {run_ctc_bwd},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

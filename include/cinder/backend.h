@@ -71,6 +71,25 @@
  *   (no division: correct where x has zeros).
  * - any / all: a reduction (ints[0] = dim, out[0] bool with size 1 at dim) of any dtype; an
  *   element counts as true when it is != 0 (NaN is true).
+ * - scaled_dot_product_attention: in = (q [B.., Lq, D], k [B.., Lk, D], v [B.., Lk, Dv][, mask
+ *   [B.., Lq, Lk]]), one float dtype, any strides (the mask's may be 0: broadcast); ints[0] =
+ *   causal (key j > query i is left out: top-left aligned), reals[0] = the scale. out[0] = o
+ *   [B.., Lq, Dv] and out[1] = lse [B.., Lq] (the log of each row's softmax denominator),
+ *   contiguous: o_i = sum_j softmax_j(scale q_i . k_j + mask_ij) v_j. A row with every key left
+ *   out (mask -inf, or Lk = 0) gets o_i = 0 and lse_i = -inf. No [Lq, Lk] matrix is written.
+ *   scaled_dot_product_attention_backward: in = (g [B.., Lq, Dv], q, k, v, o, lse[, mask]) as
+ *   the forward's, same ints and reals; out = dq, dk, dv (q's, k's, v's shapes, contiguous) and,
+ *   when n_out is 4, out[3] = the scores' gradient [B.., Lq, Lk] (the mask's, before any sum
+ *   over its broadcast dims). Rows with lse = -inf contribute nothing.
+ * - ctc_loss: in = (log_probs [T, N, C] float, any strides; targets i64 [N, S] (padded) or,
+ *   when ints[1] = 1, [sum of target_lengths] (concatenated), contiguous; input_lengths and
+ *   target_lengths i64 [N], contiguous), all checked by the router (lengths within T and S, the
+ *   targets in [0, C) and not blank); ints[0] = blank, ints[2] = zero_infinity. out[0] [N] in
+ *   log_probs' dtype, contiguous: -log p(target | log_probs) over CTC's alignments of the first
+ *   input_lengths[n] steps; +inf when none exists (0 with zero_infinity).
+ *   ctc_loss_backward: in = (g [N], then ctc_loss's four); same ints; out = [T, N, C]
+ *   contiguous: g[n] * d(-log p)/d log_probs (0 past input_lengths[n]; a sample with no
+ *   alignment: NaN, or 0 with zero_infinity).
  * A kernel that fails calls cn_set_error and returns its status; it must leave inputs untouched. */
 #ifndef CINDER_BACKEND_H
 #define CINDER_BACKEND_H
@@ -168,6 +187,13 @@ typedef enum cn_op {
     /* added for speed (issue 17): softmax's and log_softmax's backward in one pass per row
      * (in[0] g, in[1] y: the forward's output; ints[0] the dim, ints[1] 1 for log_softmax) */
     CN_OP_SOFTMAX_BACKWARD,
+    /* added with attention and ctc_loss (issue 16): scaled_dot_product_attention (in = q, k, v[,
+     * mask]; out = o, lse; ints[0] causal, reals[0] scale) and its backward (in = g, q, k, v, o,
+     * lse[, mask]; out = dq, dk, dv[, dmask]), which recomputes the probabilities block by block;
+     * ctc_loss (in = log_probs, targets, input_lengths, target_lengths; out = each sample's
+     * negative log-likelihood; ints = blank, concatenated, zero_infinity) and its backward (in =
+     * g, then ctc_loss's inputs; out = the log_probs' gradient) */
+    CN_OP_SDPA, CN_OP_SDPA_BACKWARD, CN_OP_CTC_LOSS, CN_OP_CTC_LOSS_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 

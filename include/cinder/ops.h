@@ -490,6 +490,68 @@ typedef struct cn_pool2d_params {
 CN_API cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 CN_API cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 
+/* ---- attention (issue 16) -------------------------------------------------------------------- */
+
+/* torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p=0, is_causal,
+ * scale) as one fused op: q [B.., Lq, D], k [B.., Lk, D], v [B.., Lk, Dv] -> [B.., Lq, Dv],
+ *     out_i = sum_j softmax_j(scale * q_i . k_j + attn_mask_ij) v_j
+ * q, k and v share one float dtype, a device and their batch dims B.. (none or several; expand
+ * them with cn_expand to share); attn_mask is NULL or an additive float mask of that dtype that
+ * broadcasts to [B.., Lq, Lk] (use -INFINITY to leave a key out). is_causal != 0 leaves out key
+ * j > i for query i (top-left aligned when Lq != Lk, as PyTorch's is_causal), on top of the mask
+ * when both are given (PyTorch refuses both at once). scale 0 means 1 / sqrt(D) (1 when D is 0);
+ * otherwise it must be finite. No dropout.
+ * A row whose keys are all left out (its mask all -inf, or Lk = 0) gives zeros, as PyTorch 2.5
+ * and later do (older PyTorch gives NaN), and passes no gradient.
+ * Memory: the forward computes blockwise with an online softmax and keeps only the output and
+ * each row's log-sum-exp ([B.., Lq]); the backward recomputes the probabilities block by block
+ * from q, k, v and those, so no [B.., Lq, Lk] tensor exists unless attn_mask itself needs a
+ * gradient (its gradient has that size before the sum over its broadcast dims).
+ * Gradients: to q, k, v, and to attn_mask when it is tracked.
+ * Errors: CN_ERR_NULL_ARG; CN_ERR_KIND (not float); CN_ERR_DTYPE (dtypes differ); CN_ERR_SHAPE
+ * (fewer than 2 dims, batch dims that differ, q's and k's D or k's and v's Lk that differ, a mask
+ * that does not broadcast); CN_ERR_INVALID_ARG (scale NaN or infinite); the router's device
+ * errors. Returns a new tensor; takes no reference. Threads: as every op (tensor.h). */
+CN_API cn_tensor *cn_scaled_dot_product_attention(cn_tensor *q, cn_tensor *k, cn_tensor *v,
+                                                  cn_tensor *attn_mask, int is_causal,
+                                                  double scale);
+
+/* ---- ctc_loss (issue 16) --------------------------------------------------------------------- */
+
+/* How a loss combines its per-sample values (PyTorch's reduction=: 'none', 'mean', 'sum'). */
+typedef enum cn_reduction {
+    CN_REDUCTION_NONE = 0, /* one value per sample */
+    CN_REDUCTION_MEAN = 1,
+    CN_REDUCTION_SUM = 2
+} cn_reduction;
+
+/* torch.nn.functional.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
+ * reduction, zero_infinity): the connectionist temporal classification loss, -log of the
+ * probability of each target over all its alignments.
+ * log_probs: [T, N, C] float (log-probabilities, e.g. from cn_log_softmax over C), or [T, C] for
+ * one unbatched sample. targets: an int tensor, [N, S] padded (row n's first target_lengths[n]
+ * entries are used) or 1-D, the targets concatenated (length the sum of target_lengths); [S] when
+ * unbatched. input_lengths, target_lengths: int tensors of N entries ([N]; 0-d or [1] unbatched),
+ * on log_probs' device. Target values in [0, C) and != blank; 0 <= input_lengths[n] <= T;
+ * target_lengths[n] >= 0 (and <= S when padded). blank in [0, C).
+ * Per-sample loss: +inf when no alignment fits input_lengths[n] steps (0 when zero_infinity).
+ * reduction: NONE gives [N] ([] unbatched); MEAN: the mean over the batch of each loss divided by
+ * max(target_lengths[n], 1), as PyTorch; SUM: the sum. A 0-d result otherwise.
+ * Gradient: to log_probs, the exact d(loss)/d(log_probs) (alpha-beta), which finite differences
+ * confirm; PyTorch's own kernel adds exp(log_probs) * g at every step t < input_lengths[n], a term
+ * that vanishes when log_probs come from log_softmax (so gradients to the logits agree) but not
+ * for log_probs used directly. An impossible sample's gradient is NaN, or 0 with zero_infinity,
+ * as PyTorch's.
+ * The lengths and targets are read to the host to be checked (on a GPU this waits for queued
+ * work). Errors: CN_ERR_NULL_ARG; CN_ERR_KIND (log_probs not float, or an int argument not int);
+ * CN_ERR_SHAPE (ranks, N or S that differ, a concatenated length that is not the sum);
+ * CN_ERR_INVALID_ARG (blank outside [0, C), an unknown reduction, a length out of range);
+ * CN_ERR_INDEX (a target outside [0, C) or equal to blank); the router's device errors. Returns a
+ * new tensor; takes no reference. Threads: as every op (tensor.h). */
+CN_API cn_tensor *cn_ctc_loss(cn_tensor *log_probs, cn_tensor *targets, cn_tensor *input_lengths,
+                              cn_tensor *target_lengths, int64_t blank, cn_reduction reduction,
+                              int zero_infinity);
+
 /* ---- fused optimizer updates ---------------------------------------------------------------- *
  * One parameter's optimizer update, in place and in one pass of the backend's kernel
  * (CN_OP_SGD_STEP, backend.h), with no temporaries: what cn_optimizer_step (nn.h) runs for SGD.

@@ -49,4 +49,9 @@ cn_tensor *ad_grad_masked_select(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_gather_nd(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_scatter_nd(ad_node *n, cn_tensor *g, int i);
 
+/* ---- formulas_attention.c: the fused attention (the whole node) and ctc_loss ----------------- */
+cn_status ad_grad_sdpa(ad_node *n, cn_tensor *g, cn_tensor **gin);
+/* ctc_loss: log_probs' gradient (input 0; the others are ints) */
+cn_tensor *ad_grad_ctc_loss(ad_node *n, cn_tensor *g, int i);
+
 #endif

@@ -297,6 +297,26 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_SCATTER_ND] = {.name = "scatter_nd", .family = CN__FAMILY_INDEX, .n_in = 3,
                           .kinds = {A, I, A}, .out = CN__OUT_INPUT, .n_ints = 1,
                           .saves = IN0 | IN1 | CN__SAVE_IN(2) | OUT, .differentiable = 1},
+    /* attention (issue 16): in = q, k, v[, mask] (the mask: float, the value dtype too, checked
+     * by the front-end); ints[0] causal, reals[0] scale. The node's inputs are (q, k, v, lse[,
+     * mask]): lse, the kernel's out[1], is saved beside the output, and the backward kernel
+     * recomputes the probabilities from them block by block */
+    [CN_OP_SDPA] = {.name = "scaled_dot_product_attention", .family = CN__FAMILY_MATMUL,
+                    .n_in = 4, .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 1,
+                    .n_reals = 1, .saves = IN0 | IN1 | IN2 | CN__SAVE_IN(3) | CN__SAVE_IN(4) | OUT,
+                    .differentiable = 1},
+    [CN_OP_SDPA_BACKWARD] = {.name = "scaled_dot_product_attention_backward",
+                             .family = CN__FAMILY_GRAD, .n_in = 7, .kinds = {F, F, F},
+                             .out = CN__OUT_INPUT, .n_ints = 1, .n_reals = 1},
+    /* ctc_loss (issue 16): in = log_probs (float), targets, input_lengths, target_lengths (i64,
+     * the 4th's kind checked by the front-end); out = each sample's loss; ints = blank,
+     * concatenated, zero_infinity. Its backward recomputes alpha and beta from the inputs. */
+    [CN_OP_CTC_LOSS] = {.name = "ctc_loss", .family = CN__FAMILY_INDEX, .n_in = 4,
+                        .kinds = {F, I, I}, .out = CN__OUT_INPUT, .n_ints = 3,
+                        .saves = IN0 | IN1 | IN2 | CN__SAVE_IN(3), .differentiable = 1},
+    [CN_OP_CTC_LOSS_BACKWARD] = {.name = "ctc_loss_backward", .family = CN__FAMILY_GRAD,
+                                 .n_in = 5, .kinds = {F, F, I}, .out = CN__OUT_INPUT,
+                                 .n_ints = 3},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

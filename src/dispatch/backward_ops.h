@@ -43,6 +43,25 @@ cn_tensor *cn__cumprod_backward(cn_tensor *g, cn_tensor *x, int dim);
 /* softmax's (log = 0) or log_softmax's (log = 1) input gradient along dim in one pass per row,
  * from g and the forward's output y (one shape, float). */
 cn_tensor *cn__softmax_backward(cn_tensor *g, cn_tensor *y, int dim, int log);
+/* scaled_dot_product_attention's forward (cn_scaled_dot_product_attention's checks and
+ * output), also handing back *lse: each query row's log-sum-exp [B.., Lq], a new concrete
+ * tensor (NULL on failure). */
+cn_tensor *cn__sdpa_forward(cn_tensor *q, cn_tensor *k, cn_tensor *v, cn_tensor *mask,
+                            int causal, double scale, cn_tensor **lse);
+/* Its backward kernel: from g (the output's gradient), q, k, v, the output o, lse and the mask
+ * (or NULL), with the forward's causal and scale (the resolved one, never 0), writes new tensors
+ * grads[0..2] = dq, dk, dv and, when want_dmask, grads[3] = the scores' gradient [B.., Lq, Lk]
+ * (else NULL). On failure all are NULL and the error is returned. */
+cn_status cn__sdpa_backward(cn_tensor *g, cn_tensor *q, cn_tensor *k, cn_tensor *v, cn_tensor *o,
+                            cn_tensor *lse, cn_tensor *mask, int causal, double scale,
+                            int want_dmask, cn_tensor **grads);
+
+/* ctc_loss's backward kernel: from g [N] (each sample's loss gradient), log_probs [T, N, C] and
+ * the forward's dense i64 targets and lengths (the node's saved inputs), with its ints (blank,
+ * concatenated, zero_infinity), the gradient of log_probs [T, N, C]. */
+cn_tensor *cn__ctc_loss_backward(cn_tensor *g, cn_tensor *log_probs, cn_tensor *targets,
+                                 cn_tensor *input_lengths, cn_tensor *target_lengths,
+                                 const int64_t *ints);
 
 /* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel
  * where there is one, and compose public ops on a backend written before it (a program's). */

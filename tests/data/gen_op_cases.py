@@ -637,6 +637,116 @@ for variant, hyper in (("sgd_nesterov", (0.1, 0.9, 0.0, 0.01, 1)),
     case("sgd_step", variant, [Fl([2, 3]), Fl([2, 3]), Fl([2, 3])], sgd(*hyper),
          ints=[hyper[4]], reals=hyper[:4])
 
+# ---- scaled_dot_product_attention (issue 16) ---------------------------------------------------
+# inputs (q, k, v[, mask]); ints = (causal); reals = (scale, 0 for 1 / sqrt(D)). PyTorch refuses a
+# mask and is_causal together; cinder adds the causal -inf to the mask, as here. A row whose keys
+# are all -inf gives zeros (PyTorch >= 2.5).
+def sdpa(causal, scale):
+    def run(q, k, v, mask=None):
+        if causal and mask is not None:
+            lq, lk = q.shape[-2], k.shape[-2]
+            keep = torch.ones(lq, lk, dtype=torch.bool).tril()
+            mask = mask.masked_fill(~keep, float("-inf"))
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale or None)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=bool(causal),
+                                              scale=scale or None)
+    return run
+
+
+NINF = float("-inf")
+SDPA_MASK_INF = [0.25, NINF, -0.5, 0.0, 1.0,
+                 NINF, NINF, NINF, NINF, NINF,   # a row with no key: zeros, no gradient
+                 -1.0, 0.5, NINF, 0.75, -0.25]
+for variant, ins, causal, scale in (
+        ("sdpa", [Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3])], 0, 0.0),
+        ("sdpa_causal_lq_gt_lk", [Fl([1, 2, 6, 4]), Fl([1, 2, 4, 4]), Fl([1, 2, 4, 2])], 1, 0.3),
+        ("sdpa_causal_lq_lt_lk", [Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3])], 1, 0.0),
+        ("sdpa_mask_broadcast", [Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3]), Fl([3, 5])], 0,
+         0.0),
+        ("sdpa_mask_full_causal", [Fl([2, 3, 2]), Fl([2, 3, 2]), Fl([2, 3, 4]), Fl([2, 3, 3])],
+         1, 0.7),
+        ("sdpa_mask_inf", [Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3]), Fl([3, 5], SDPA_MASK_INF)],
+         0, 0.0),
+        ("sdpa_unbatched", [Fl([3, 2]), Fl([4, 2]), Fl([4, 3])], 0, 0.0)):
+    case("scaled_dot_product_attention", variant, ins, sdpa(causal, scale), ints=[causal],
+         reals=[scale])
+
+
+# scaled_dot_product_attention_backward: inputs (g, q, k, v[, mask]); ints = (causal, which):
+# which picks dq (0), dk (1), dv (2) or the mask's gradient before its broadcast sum (3); reals =
+# (scale, resolved: never 0). Against autograd's gradients.
+def sdpa_backward(causal, scale, which):
+    def run(g, q, k, v, mask=None):
+        if mask is not None and which == 3:  # the scores' gradient, at [B.., Lq, Lk]
+            mask = mask.expand(*q.shape[:-1], k.shape[-2]).clone()
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        if mask is not None:
+            mask = mask.clone().requires_grad_(True)
+            leaves.append(mask)
+        sdpa(causal, scale)(*leaves[:3], *( [mask] if mask is not None else [])).backward(g)
+        return leaves[which].grad
+    return run
+
+
+for variant, ins, causal, which in (
+        ("sdpa_bwd_dq", [Fl([2, 3, 3]), Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3])], 0, 0),
+        ("sdpa_bwd_dk_causal", [Fl([2, 3, 3]), Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3])], 1, 1),
+        ("sdpa_bwd_dv_causal", [Fl([2, 6, 3]), Fl([2, 6, 4]), Fl([2, 4, 4]), Fl([2, 4, 3])], 1, 2),
+        ("sdpa_bwd_dmask", [Fl([2, 3, 3]), Fl([2, 3, 4]), Fl([2, 5, 4]), Fl([2, 5, 3]),
+                            Fl([3, 5], SDPA_MASK_INF)], 0, 3)):
+    case("scaled_dot_product_attention_backward", variant, ins, sdpa_backward(causal, 0.6, which),
+         ints=[causal, which], reals=[0.6])
+
+# ---- ctc_loss (issue 16) -----------------------------------------------------------------------
+# inputs (log_probs, targets, input_lengths, target_lengths); ints = (blank, reduction: 0 none,
+# 1 mean, 2 sum, zero_infinity). log_probs need not be normalised: the loss is defined for any.
+def ctc(blank, reduction, zero_inf):
+    def run(lp, tg, il, tl):
+        return F.ctc_loss(lp, tg, il, tl, blank=blank, reduction=("none", "mean", "sum")[reduction],
+                          zero_infinity=bool(zero_inf))
+    return run
+
+
+for variant, ins, ints in (
+        # padded targets with a repeated label (a blank must separate them), mean over the batch
+        ("ctc_padded_mean", [Fl([6, 2, 4]), In([2, 3], [1, 2, 2, 3, 1, 0]), In([2], [6, 5]),
+                             In([2], [3, 2])], [0, 1, 0]),
+        # concatenated targets, blank the last class, sum
+        ("ctc_concat_sum", [Fl([5, 3, 4]), In([6], [0, 1, 1, 2, 0, 2]), In([3], [5, 4, 5]),
+                            In([3], [2, 1, 3])], [3, 2, 0]),
+        # sample 1 cannot fit [1, 1] in 2 steps (it needs 3): zero_infinity makes its loss 0;
+        # sample 2 has an empty target
+        ("ctc_none_zero_infinity", [Fl([4, 3, 3]), In([3, 2], [1, 2, 1, 1, 0, 0]),
+                                    In([3], [4, 2, 3]), In([3], [2, 2, 0])], [0, 0, 1]),
+        ("ctc_unbatched", [Fl([5, 3]), In([2], [2, 1]), In([], [5]), In([], [2])], [0, 0, 0])):
+    case("ctc_loss", variant, ins, ctc(*ints), ints=ints)
+
+
+# ctc_loss_backward: inputs (g [N], log_probs, targets, input_lengths, target_lengths); ints =
+# (blank, concatenated, zero_infinity). The exact gradient of sum(g * loss): autograd's minus
+# exp(log_probs) * g at the steps t < input_lengths[n] of each sample with a finite loss (a term
+# PyTorch's kernel adds, which vanishes through log_softmax; see cn_ctc_loss).
+def ctc_backward(blank, zero_inf):
+    def run(g, lp, tg, il, tl):
+        lp = lp.clone().requires_grad_(True)
+        loss = F.ctc_loss(lp, tg, il, tl, blank=blank, reduction="none",
+                          zero_infinity=bool(zero_inf))
+        (loss * g).sum().backward()
+        steps = (torch.arange(lp.shape[0]).view(-1, 1, 1) < il.view(1, -1, 1)).double()
+        finite = torch.isfinite(loss).double() * (loss != 0).double() if zero_inf else 1.0
+        finite = torch.as_tensor(finite).view(1, -1, 1)
+        extra = lp.detach().exp() * g.view(1, -1, 1) * steps * finite
+        return lp.grad - extra
+    return run
+
+
+case("ctc_loss_backward", "ctc_bwd_padded", [Fl([2]), Fl([6, 2, 4]), In([2, 3], [1, 2, 2, 3, 1, 0]),
+                                            In([2], [6, 5]), In([2], [3, 2])],
+     ctc_backward(0, 0), ints=[0, 0, 0])
+case("ctc_loss_backward", "ctc_bwd_concat_zero_infinity",
+     [Fl([3]), Fl([4, 3, 3]), In([5], [1, 2, 1, 1, 2]), In([3], [4, 2, 3]), In([3], [2, 2, 1])],
+     ctc_backward(0, 1), ints=[0, 1, 1])
+
 # ---- views and cat -----------------------------------------------------------------------------
 case("transpose", "transpose", [Fl([2, 3, 4])], lambda x: x.transpose(0, 2), ints=[0, 2])
 case("permute", "permute", [Fl([2, 3, 4])], lambda x: x.permute(2, 0, 1), ints=[2, 0, 1])

@@ -276,4 +276,11 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_MASKED_SELECT] = cpu_masked_select;
     k[CN_OP_GATHER_ND] = cpu_gather_nd;
     k[CN_OP_SCATTER_ND] = cpu_scatter_nd; /* reductions other than assign: f32 f64 i32 i64 */
+    /* attention and ctc_loss (issue 16): f32 and f64 */
+    k[CN_OP_SDPA] = cpu_sdpa;
+    k[CN_OP_SDPA_BACKWARD] = cpu_sdpa_backward;
+    dt[CN_OP_SDPA] = dt[CN_OP_SDPA_BACKWARD] = F;
+    k[CN_OP_CTC_LOSS] = cpu_ctc_loss;
+    k[CN_OP_CTC_LOSS_BACKWARD] = cpu_ctc_loss_backward;
+    dt[CN_OP_CTC_LOSS] = dt[CN_OP_CTC_LOSS_BACKWARD] = F;
 }

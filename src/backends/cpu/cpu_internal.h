@@ -70,6 +70,12 @@ cn_status cpu_scan(const cn_kernel_args *a);
 cn_status cpu_cumprod_backward(const cn_kernel_args *a);
 /* optim.c */
 cn_status cpu_sgd_step(const cn_kernel_args *a);
+/* attention.c: scaled_dot_product_attention and its backward */
+cn_status cpu_sdpa(const cn_kernel_args *a);
+cn_status cpu_sdpa_backward(const cn_kernel_args *a);
+/* ctc.c: ctc_loss and its backward */
+cn_status cpu_ctc_loss(const cn_kernel_args *a);
+cn_status cpu_ctc_loss_backward(const cn_kernel_args *a);
 
 /* ---- threads (parallel.c) --------------------------------------------------------------------- *
  * Kernels run in parallel only through cpu_parallel, on the backend's pool (never OpenMP's

@@ -433,6 +433,13 @@ static void fill_table(cn_backend *b) {
      * index_add adds */
     dt[CN_OP_MASKED_FILL] = FI | DT(CN_U8) | DT(CN_BOOL);
     dt[CN_OP_INDEX_ADD] = FI;
+    /* attention and ctc_loss (issue 16): f32 and f64 */
+    k[CN_OP_SDPA] = cuda_sdpa;
+    k[CN_OP_SDPA_BACKWARD] = cuda_sdpa_backward;
+    dt[CN_OP_SDPA] = dt[CN_OP_SDPA_BACKWARD] = DT(CN_F32) | DT(CN_F64);
+    k[CN_OP_CTC_LOSS] = cuda_ctc_loss;
+    k[CN_OP_CTC_LOSS_BACKWARD] = cuda_ctc_loss_backward;
+    dt[CN_OP_CTC_LOSS] = dt[CN_OP_CTC_LOSS_BACKWARD] = DT(CN_F32) | DT(CN_F64);
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

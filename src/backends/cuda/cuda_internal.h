@@ -226,6 +226,12 @@ cn_status cuda_scan(const cn_kernel_args *a);
 cn_status cuda_cumprod_backward(const cn_kernel_args *a);
 /* optim.cu */
 cn_status cuda_sgd_step(const cn_kernel_args *a);
+/* attention.cu: scaled_dot_product_attention and its backward */
+cn_status cuda_sdpa(const cn_kernel_args *a);
+cn_status cuda_sdpa_backward(const cn_kernel_args *a);
+/* ctc.cu: ctc_loss and its backward */
+cn_status cuda_ctc_loss(const cn_kernel_args *a);
+cn_status cuda_ctc_loss_backward(const cn_kernel_args *a);
 
 #ifdef __cplusplus
 }

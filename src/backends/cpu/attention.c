@@ -1,0 +1,349 @@
+/* CPU fused attention (scaled_dot_product_attention) and its backward, FlashAttention style.
+ *
+ * Shapes (backend.h): q [B.., Lq, D], k [B.., Lk, D], v [B.., Lk, Dv], mask [B.., Lq, Lk] (a
+ * broadcast view, strides may be 0), o [B.., Lq, Dv], lse [B.., Lq]; B.. flattened to one batch
+ * index b. The scores of query block i and key block j are
+ *     S = scale * Q_i K_j^T + mask_ij   (key j > query i left out as -inf when causal)
+ * computed in tiles of BQ x BK by GEMM on packed, dense copies of the rows (the inputs may have
+ * any strides), so no [Lq, Lk] matrix exists.
+ *
+ * Forward, one item per (b, query block), on the pool: an online softmax over the key blocks,
+ * keeping per row the running max m, the running sum l of exp(s - m) and the unnormalised output
+ * acc, rescaled by exp(m_old - m_new) when the max grows; at the end o = acc / l and
+ * lse = m + log(l). A row with every key left out (m = -inf) gets o = 0, lse = -inf.
+ *
+ * Backward, from lse and Dr_i = sum_c g_ic o_ic (the standard FlashAttention-2 identities, with
+ * P = exp(S - lse) recomputed per tile):
+ *     dV = P^T G,   dP = G V^T,   dS = P * (dP - Dr),   dQ = scale dS K,   dK = scale dS^T Q
+ * in two passes so that no two threads write one row: pass 1 over (b, query block) gives dQ
+ * (and dS into the mask's gradient when it is asked for), pass 2 over (b, key block) gives dK
+ * and dV. Each pass recomputes P; the memory is the tiles' per chunk, and Dr ([B, Lq]). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_math.h"
+#include "core/alloc.h"
+#include "core/backend_common.h"
+
+#define BQ 64 /* query rows per tile */
+#define BK 64 /* key rows per tile */
+
+#define EXP_f32(x) exp_f32(x)
+#define EXP_f64(x) exp(x)
+
+/* The geometry every item reads. */
+typedef struct sdpa_geom {
+    const cn_kernel_args *a;
+    int nb;                      /* batch dims */
+    int64_t batch, lq, lk, d, dv;
+    int causal;
+    double scale;
+    const cn_view *q, *k, *v, *mask, *g, *o, *lse;
+    int64_t nqb, nkb;            /* query and key blocks */
+    size_t chunk_bytes;          /* scratch per chunk */
+    char *scratch;
+    void *dr;                    /* backward: Dr [batch, lq] */
+} sdpa_geom;
+
+/* Element offset of batch index b (row-major over the first nb dims) in v. */
+static int64_t batch_off(const cn_view *v, int nb, int64_t b) {
+    int64_t off = 0;
+    for (int d = nb - 1; d >= 0; d--) {
+        int64_t i = b % v->shape[d];
+        b /= v->shape[d];
+        off += i * v->strides[d];
+    }
+    return off;
+}
+
+/* a [m, k] (ta: stored [k, m]) @ b [k, n] (tb: stored [n, k]) + beta c, dense, on this thread.
+ * The sizes were checked against the GEMM's ints once, so it cannot fail. */
+static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *a,
+               const void *b, double beta, void *c) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        if (beta == 0) memset(c, 0, (size_t)(m * n) * (dt == CN_F32 ? 4 : 8));
+        return;
+    }
+    cn_cpu_gemm(dt, ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, beta, c, n);
+}
+
+#define DEF_SDPA(T, SUF)                                                                           \
+    /* rows [r0, r0 + nr) of a [.., L, C] matrix at base (rows rs, columns cs apart) into dst */  \
+    static void pack_##SUF(const T *base, int64_t rs, int64_t cs, int64_t r0, int64_t nr,        \
+                           int64_t C, T *dst) {                                                   \
+        for (int64_t r = 0; r < nr; r++) {                                                        \
+            const T *src = base + (r0 + r) * rs;                                                  \
+            if (cs == 1)                                                                          \
+                memcpy(dst + r * C, src, sizeof(T) * (size_t)C);                                  \
+            else                                                                                  \
+                for (int64_t c = 0; c < C; c++) dst[r * C + c] = src[c * cs];                     \
+        }                                                                                         \
+    }                                                                                             \
+    static void pack_view_##SUF(const sdpa_geom *G, const cn_view *v, int64_t b, int64_t r0,     \
+                                int64_t nr, T *dst) {                                             \
+        int nb = G->nb;                                                                           \
+        pack_##SUF((const T *)v->data + batch_off(v, nb, b), v->strides[nb], v->strides[nb + 1], \
+                   r0, nr, v->shape[nb + 1], dst);                                                \
+    }                                                                                             \
+    /* S [bq, bk] = scale * Q K^T + mask, causal keys left out as -inf */                         \
+    static void scores_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, int64_t j0,  \
+                             int64_t bk, const T *Q, const T *K, T *S) {                          \
+        cn_dtype dt = G->q->dtype;                                                                \
+        mm(dt, 0, 1, bq, bk, G->d, Q, K, 0.0, S);                                                 \
+        const T scale = (T)G->scale, ninf = (T)-INFINITY;                                         \
+        const cn_view *mv = G->mask;                                                              \
+        const T *mb = mv ? (const T *)mv->data + batch_off(mv, G->nb, b) : NULL;                  \
+        int64_t mrs = mv ? mv->strides[G->nb] : 0, mcs = mv ? mv->strides[G->nb + 1] : 0;         \
+        for (int64_t r = 0; r < bq; r++) {                                                        \
+            T *s = S + r * bk;                                                                    \
+            for (int64_t c = 0; c < bk; c++) s[c] *= scale;                                       \
+            if (mb) {                                                                             \
+                const T *mrow = mb + (i0 + r) * mrs + j0 * mcs;                                   \
+                for (int64_t c = 0; c < bk; c++) s[c] += mrow[c * mcs];                           \
+            }                                                                                     \
+            if (G->causal)                                                                        \
+                for (int64_t c = i0 + r + 1 - j0 > 0 ? i0 + r + 1 - j0 : 0; c < bk; c++)         \
+                    s[c] = ninf;                                                                  \
+        }                                                                                         \
+    }                                                                                             \
+    /* P = exp(S - lse) per row, in place (0 where lse is -inf: a row with no key) */             \
+    static void probs_##SUF(int64_t bq, int64_t bk, const T *lse, T *S) {                         \
+        for (int64_t r = 0; r < bq; r++) {                                                        \
+            T *s = S + r * bk, l = lse[r];                                                        \
+            if (l == (T)-INFINITY) {                                                              \
+                for (int64_t c = 0; c < bk; c++) s[c] = 0;                                        \
+                continue;                                                                         \
+            }                                                                                     \
+            for (int64_t c = 0; c < bk; c++) s[c] = EXP_##SUF(s[c] - l);                          \
+        }                                                                                         \
+    }                                                                                             \
+    /* keys [0, kend) of query block [i0, i0 + bq): all, or up to the last row when causal */     \
+    static int64_t key_end_##SUF(const sdpa_geom *G, int64_t i0, int64_t bq) {                    \
+        return G->causal && i0 + bq < G->lk ? i0 + bq : G->lk;                                    \
+    }                                                                                             \
+    static void fwd_items_##SUF(void *ctx, int64_t chunk, int64_t begin, int64_t end) {           \
+        const sdpa_geom *G = ctx;                                                                 \
+        cn_dtype dt = G->q->dtype;                                                                \
+        int64_t D = G->d, Dv = G->dv;                                                             \
+        T *Q = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
+        T *K = Q + BQ * D, *V = K + BK * D, *S = V + BK * Dv, *acc = S + BQ * BK;                 \
+        T *m = acc + BQ * Dv, *l = m + BQ;                                                        \
+        for (int64_t it = begin; it < end; it++) {                                                \
+            int64_t b = it / G->nqb, i0 = (it % G->nqb) * BQ;                                     \
+            int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ, kend = key_end_##SUF(G, i0, bq);      \
+            pack_view_##SUF(G, G->q, b, i0, bq, Q);                                               \
+            for (int64_t r = 0; r < bq; r++) m[r] = (T)-INFINITY, l[r] = 0;                       \
+            memset(acc, 0, sizeof(T) * (size_t)(bq * Dv));                                        \
+            for (int64_t j0 = 0; j0 < kend; j0 += BK) {                                           \
+                int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                     \
+                pack_view_##SUF(G, G->k, b, j0, bk, K);                                           \
+                pack_view_##SUF(G, G->v, b, j0, bk, V);                                           \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, K, S);                                      \
+                for (int64_t r = 0; r < bq; r++) {                                                \
+                    T *s = S + r * bk, mx = m[r];                                                 \
+                    for (int64_t c = 0; c < bk; c++) mx = s[c] > mx ? s[c] : mx;                  \
+                    if (mx == (T)-INFINITY) { /* no key yet in this row */                        \
+                        for (int64_t c = 0; c < bk; c++) s[c] = 0;                                \
+                        continue;                                                                 \
+                    }                                                                             \
+                    T alpha = EXP_##SUF(m[r] - mx), sum = 0;                                      \
+                    for (int64_t c = 0; c < bk; c++) {                                            \
+                        s[c] = EXP_##SUF(s[c] - mx);                                              \
+                        sum += s[c];                                                              \
+                    }                                                                             \
+                    l[r] = l[r] * alpha + sum;                                                    \
+                    if (alpha != 1)                                                               \
+                        for (int64_t c = 0; c < Dv; c++) acc[r * Dv + c] *= alpha;                \
+                    m[r] = mx;                                                                    \
+                }                                                                                 \
+                mm(dt, 0, 0, bq, Dv, bk, S, V, 1.0, acc);                                         \
+            }                                                                                     \
+            T *o = (T *)G->a->out[0].data + (b * G->lq + i0) * Dv;                                \
+            T *lse = (T *)G->a->out[1].data + b * G->lq + i0;                                     \
+            for (int64_t r = 0; r < bq; r++) {                                                    \
+                T inv = l[r] == 0 ? 0 : 1 / l[r];                                                 \
+                for (int64_t c = 0; c < Dv; c++) o[r * Dv + c] = acc[r * Dv + c] * inv;           \
+                lse[r] = l[r] == 0 ? (T)-INFINITY : m[r] + (T)log((double)l[r]);                  \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    /* lse of rows [i0, i0 + bq) of batch b, packed */                                            \
+    static void pack_lse_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, T *dst) {   \
+        const cn_view *lv = G->lse;                                                               \
+        const T *base = (const T *)lv->data + batch_off(lv, G->nb, b);                            \
+        for (int64_t r = 0; r < bq; r++) dst[r] = base[(i0 + r) * lv->strides[G->nb]];            \
+    }                                                                                             \
+    /* dS = P * (G V^T - Dr) in place of P; dP's tile in W */                                    \
+    static void dscores_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, int64_t bk,  \
+                              const T *Gt, const T *V, T *P, T *W) {                              \
+        mm(G->q->dtype, 0, 1, bq, bk, G->dv, Gt, V, 0.0, W);                                      \
+        const T *dr = (const T *)G->dr + b * G->lq + i0;                                          \
+        for (int64_t r = 0; r < bq; r++)                                                          \
+            for (int64_t c = 0; c < bk; c++)                                                      \
+                P[r * bk + c] = P[r * bk + c] * (W[r * bk + c] - dr[r]);                          \
+    }                                                                                             \
+    /* pass 1: Dr, dQ and the mask's gradient, per (b, query block) */                            \
+    static void bwd_q_items_##SUF(void *ctx, int64_t chunk, int64_t begin, int64_t end) {         \
+        const sdpa_geom *G = ctx;                                                                 \
+        const cn_kernel_args *a = G->a;                                                           \
+        cn_dtype dt = G->q->dtype;                                                                \
+        int64_t D = G->d, Dv = G->dv, lk = G->lk;                                                 \
+        T *Q = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
+        T *Gt = Q + BQ * D, *O = Gt + BQ * Dv, *K = O + BQ * Dv, *V = K + BK * D;                 \
+        T *P = V + BK * Dv, *W = P + BQ * BK, *dQ = W + BQ * BK, *lse = dQ + BQ * D;              \
+        T *dmask = a->n_out > 3 ? (T *)a->out[3].data : NULL;                                     \
+        for (int64_t it = begin; it < end; it++) {                                                \
+            int64_t b = it / G->nqb, i0 = (it % G->nqb) * BQ;                                     \
+            int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ, kend = key_end_##SUF(G, i0, bq);      \
+            pack_view_##SUF(G, G->q, b, i0, bq, Q);                                               \
+            pack_view_##SUF(G, G->g, b, i0, bq, Gt);                                              \
+            pack_view_##SUF(G, G->o, b, i0, bq, O);                                               \
+            pack_lse_##SUF(G, b, i0, bq, lse);                                                    \
+            T *dr = (T *)G->dr + b * G->lq + i0;                                                  \
+            for (int64_t r = 0; r < bq; r++) {                                                    \
+                T s = 0;                                                                          \
+                for (int64_t c = 0; c < Dv; c++) s += Gt[r * Dv + c] * O[r * Dv + c];             \
+                dr[r] = s;                                                                        \
+            }                                                                                     \
+            T *dm = dmask ? dmask + (b * G->lq + i0) * lk : NULL;                                 \
+            if (dm) memset(dm, 0, sizeof(T) * (size_t)(bq * lk));                                 \
+            memset(dQ, 0, sizeof(T) * (size_t)(bq * D));                                          \
+            for (int64_t j0 = 0; j0 < kend; j0 += BK) {                                           \
+                int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                     \
+                pack_view_##SUF(G, G->k, b, j0, bk, K);                                           \
+                pack_view_##SUF(G, G->v, b, j0, bk, V);                                           \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, K, P);                                      \
+                probs_##SUF(bq, bk, lse, P);                                                      \
+                dscores_##SUF(G, b, i0, bq, bk, Gt, V, P, W);                                     \
+                if (dm)                                                                           \
+                    for (int64_t r = 0; r < bq; r++)                                              \
+                        memcpy(dm + r * lk + j0, P + r * bk, sizeof(T) * (size_t)bk);             \
+                mm(dt, 0, 0, bq, D, bk, P, K, 1.0, dQ);                                           \
+            }                                                                                     \
+            T *dq = (T *)a->out[0].data + (b * G->lq + i0) * D;                                   \
+            for (int64_t e = 0; e < bq * D; e++) dq[e] = dQ[e] * (T)G->scale;                     \
+        }                                                                                         \
+    }                                                                                             \
+    /* pass 2: dK and dV, per (b, key block) */                                                   \
+    static void bwd_kv_items_##SUF(void *ctx, int64_t chunk, int64_t begin, int64_t end) {        \
+        const sdpa_geom *G = ctx;                                                                 \
+        const cn_kernel_args *a = G->a;                                                           \
+        cn_dtype dt = G->q->dtype;                                                                \
+        int64_t D = G->d, Dv = G->dv;                                                             \
+        T *Q = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
+        T *Gt = Q + BQ * D, *K = Gt + BQ * Dv, *V = K + BK * D, *P = V + BK * Dv;                 \
+        T *W = P + BQ * BK, *dK = W + BQ * BK, *dV = dK + BK * D, *lse = dV + BK * Dv;            \
+        for (int64_t it = begin; it < end; it++) {                                                \
+            int64_t b = it / G->nkb, j0 = (it % G->nkb) * BK;                                     \
+            int64_t bk = G->lk - j0 < BK ? G->lk - j0 : BK;                                       \
+            pack_view_##SUF(G, G->k, b, j0, bk, K);                                               \
+            pack_view_##SUF(G, G->v, b, j0, bk, V);                                               \
+            memset(dK, 0, sizeof(T) * (size_t)(bk * D));                                          \
+            memset(dV, 0, sizeof(T) * (size_t)(bk * Dv));                                         \
+            /* causal: only queries i >= j0 see these keys */                                     \
+            for (int64_t i0 = G->causal ? j0 / BQ * BQ : 0; i0 < G->lq; i0 += BQ) {               \
+                int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ;                                   \
+                pack_view_##SUF(G, G->q, b, i0, bq, Q);                                           \
+                pack_view_##SUF(G, G->g, b, i0, bq, Gt);                                          \
+                pack_lse_##SUF(G, b, i0, bq, lse);                                                \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, K, P);                                      \
+                probs_##SUF(bq, bk, lse, P);                                                      \
+                mm(dt, 1, 0, bk, Dv, bq, P, Gt, 1.0, dV);                                         \
+                dscores_##SUF(G, b, i0, bq, bk, Gt, V, P, W);                                     \
+                mm(dt, 1, 0, bk, D, bq, P, Q, 1.0, dK);                                           \
+            }                                                                                     \
+            T *dk = (T *)a->out[1].data + (b * G->lk + j0) * D;                                   \
+            T *dv = (T *)a->out[2].data + (b * G->lk + j0) * Dv;                                  \
+            for (int64_t e = 0; e < bk * D; e++) dk[e] = dK[e] * (T)G->scale;                     \
+            memcpy(dv, dV, sizeof(T) * (size_t)(bk * Dv));                                        \
+        }                                                                                         \
+    }
+
+DEF_SDPA(float, f32)
+DEF_SDPA(double, f64)
+
+/* Fills the geometry from q (in[qi]), k, v and the mask (in[mi], or none); checks that the
+ * tiles' sizes fit the GEMM's ints and size_t. */
+static cn_status geom_of(const cn_kernel_args *a, int qi, int mi, sdpa_geom *G) {
+    memset(G, 0, sizeof *G);
+    G->a = a;
+    G->q = &a->in[qi];
+    G->k = &a->in[qi + 1];
+    G->v = &a->in[qi + 2];
+    G->mask = mi < a->n_in ? &a->in[mi] : NULL;
+    G->nb = G->q->ndim - 2;
+    G->batch = 1;
+    for (int d = 0; d < G->nb; d++) G->batch *= G->q->shape[d];
+    G->lq = G->q->shape[G->nb];
+    G->lk = G->k->shape[G->nb];
+    G->d = G->q->shape[G->nb + 1];
+    G->dv = G->v->shape[G->nb + 1];
+    G->causal = a->ints[0] != 0;
+    G->scale = a->reals[0];
+    G->nqb = (G->lq + BQ - 1) / BQ;
+    G->nkb = (G->lk + BK - 1) / BK;
+    if (G->d > INT32_MAX / (2 * BQ) || G->dv > INT32_MAX / (2 * BQ))
+        return cn_set_error(CN_ERR_OVERFLOW, cn_op_name(a->op), "the feature sizes (D %lld, Dv "
+                            "%lld) exceed the GEMM's int sizes; split them",
+                            (long long)G->d, (long long)G->dv);
+    return CN_OK;
+}
+
+/* Runs fn over n items on the pool, each chunk with `elems` elements of scratch. */
+static cn_status run_items(sdpa_geom *G, int64_t n, int64_t work_per_item, int64_t elems,
+                           cpu_range_fn fn) {
+    size_t es = G->q->dtype == CN_F32 ? sizeof(float) : sizeof(double);
+    int64_t chunks = cpu_chunks(n * (work_per_item > 0 ? work_per_item : 1), CPU_PARALLEL_GRAIN);
+    if (chunks > n) chunks = n;
+    if (chunks < 1) chunks = 1;
+    G->chunk_bytes = ((size_t)elems * es + 63) / 64 * 64; /* no two chunks share a cache line */
+    G->scratch = cn__malloc(cn_op_name(G->a->op), G->chunk_bytes * (size_t)chunks);
+    if (!G->scratch) return CN_ERR_OUT_OF_MEMORY;
+    cpu_parallel(n, chunks, fn, G);
+    cn__free(G->scratch);
+    G->scratch = NULL;
+    return CN_OK;
+}
+
+cn_status cpu_sdpa(const cn_kernel_args *a) {
+    sdpa_geom G;
+    cn_status s = geom_of(a, 0, 3, &G);
+    if (s != CN_OK) return s;
+    int64_t D = G.d, Dv = G.dv;
+    /* Q, K, V, S, acc, m, l */
+    int64_t elems = BQ * D + BK * D + BK * Dv + BQ * BK + BQ * Dv + 2 * BQ;
+    int64_t work = BQ * G.lk * (D + Dv);
+    return run_items(&G, G.batch * G.nqb, work, elems,
+                     a->in[0].dtype == CN_F32 ? fwd_items_f32 : fwd_items_f64);
+}
+
+cn_status cpu_sdpa_backward(const cn_kernel_args *a) {
+    sdpa_geom G;
+    cn_status s = geom_of(a, 1, 6, &G);
+    if (s != CN_OK) return s;
+    G.g = &a->in[0];
+    G.o = &a->in[4];
+    G.lse = &a->in[5];
+    int f32 = a->in[0].dtype == CN_F32;
+    size_t es = f32 ? sizeof(float) : sizeof(double);
+    G.dr = cn__malloc(cn_op_name(a->op), (size_t)(G.batch * G.lq) * es + 1);
+    if (!G.dr) return CN_ERR_OUT_OF_MEMORY;
+    int64_t D = G.d, Dv = G.dv;
+    int64_t work = BQ * G.lk * (2 * D + 2 * Dv);
+    /* pass 1: Q, G, O, K, V, P, W, dQ, lse */
+    int64_t e1 = BQ * D + 2 * BQ * Dv + BK * D + BK * Dv + 2 * BQ * BK + BQ * D + BQ;
+    s = run_items(&G, G.batch * G.nqb, work, e1, f32 ? bwd_q_items_f32 : bwd_q_items_f64);
+    /* pass 2: Q, G, K, V, P, W, dK, dV, lse */
+    int64_t e2 = BQ * D + BQ * Dv + 2 * BK * D + 2 * BK * Dv + 2 * BQ * BK + BQ;
+    if (s == CN_OK && G.lk > 0)
+        s = run_items(&G, G.batch * G.nkb, work, e2, f32 ? bwd_kv_items_f32 : bwd_kv_items_f64);
+    cn__free(G.dr);
+    return s;
+}

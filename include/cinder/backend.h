@@ -162,6 +162,18 @@ typedef enum cn_op {
     CN_OP_MASKED_FILL, CN_OP_TRIL, CN_OP_TRIU, CN_OP_FLIP, CN_OP_REPEAT, CN_OP_SCATTER,
     CN_OP_SLICE_ASSIGN, CN_OP_INDEX_COPY, CN_OP_INDEX_ADD, CN_OP_UNFOLD, CN_OP_NONZERO,
     CN_OP_MASKED_SELECT, CN_OP_GATHER_ND, CN_OP_SCATTER_ND,
+    /* added with the convolutions of issue 16 (window ops: the router passes a
+     * cn_conv_geometry). conv_transpose2d: in = (x [N, C, H, W], w [C, O/groups, KH, KW],
+     * optional b [O]), ints = stride h, w, padding h, w, output_padding h, w, dilation h, w,
+     * groups; its geometry reads as that of the transposed convolution itself (c, h, w: x's;
+     * o, oh, ow: the output's, output_padding included), out[n, o, r, q] = b[o] + the sum of
+     * x[n, c, i, j] w[c, o', kh, kw] over r = i*sh - ph + kh*dh, q = j*sw - pw + kw*dw (its
+     * autodiff node keeps conv2d's 7 ints: no output_padding, which the shapes hold).
+     * conv1d (ints = stride, padding, dilation, groups) and conv_transpose1d (ints = stride,
+     * padding, output_padding, dilation, groups) take [N, C, L] tensors and [.., K] weights;
+     * their geometry is the 2-D one with h = kh = 1 (stride, dilation 1 and padding 0 along h),
+     * and a kernel may view every 3-D operand as 4-D with a size-1 dim 2 */
+    CN_OP_CONV_TRANSPOSE2D, CN_OP_CONV1D, CN_OP_CONV_TRANSPOSE1D,
     CN_OP_COUNT
 } cn_op;
 

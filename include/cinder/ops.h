@@ -489,6 +489,59 @@ typedef struct cn_pool2d_params {
 CN_API cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 CN_API cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 
+/* ---- more convolutions (issue 16): transposed and 1-D, PyTorch's semantics ------------------- *
+ * Like cn_conv2d: float only (f32, f64), inputs of one dtype and device, the result a new tensor
+ * the caller releases; a NULL p takes the defaults (stride 1, padding 0, output_padding 0,
+ * dilation 1, groups 1) and a 0 in stride, dilation or groups is taken as 1. Errors return NULL
+ * with the inputs untouched: a negative value or an output_padding not below the stride or the
+ * dilation (PyTorch's rule) is CN_ERR_INVALID_ARG; wrong ranks, channels that do not match the
+ * weight, groups that do not divide them, a bias that is not [O], or an empty output is
+ * CN_ERR_SHAPE; sizes past int64 are CN_ERR_OVERFLOW; each message names the call and the
+ * argument. Gradients flow to x, w and b (double backward too for x: its gradient is a
+ * convolution of the same family). Threads: as every op (ops run concurrently on distinct
+ * tensors). */
+typedef struct cn_conv_transpose2d_params {
+    int64_t stride[2];         /* (h, w); 0 is taken as 1 */
+    int64_t padding[2];        /* removed from each side of the full output (h, w) */
+    int64_t output_padding[2]; /* extra rows / columns at the end; < stride or < dilation */
+    int64_t dilation[2];       /* 0 is taken as 1 */
+    int64_t groups;            /* 0 is taken as 1 */
+} cn_conv_transpose2d_params;
+
+/* torch.nn.functional.conv_transpose2d: x [N, C, H, W], w [C, O/groups, KH, KW] (C divisible by
+ * groups), b [O] or NULL -> [N, O, OH, OW] with OH = (H - 1) sh - 2 ph + dh (KH - 1) + oph + 1
+ * (OW likewise): the adjoint of cn_conv2d with w, each input pixel spreading its weighted window
+ * over the output at stride s. */
+CN_API cn_tensor *cn_conv_transpose2d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
+                                      const cn_conv_transpose2d_params *p);
+
+typedef struct cn_conv1d_params {
+    int64_t stride;   /* 0 is taken as 1 */
+    int64_t padding;  /* zero padding on both ends */
+    int64_t dilation; /* 0 is taken as 1 */
+    int64_t groups;   /* 0 is taken as 1 */
+} cn_conv1d_params;
+
+/* torch.nn.functional.conv1d: x [N, C, L], w [O, C/groups, K], b [O] or NULL -> [N, O, OL] with
+ * OL = (L + 2 padding - dilation (K - 1) - 1) / stride + 1. Computed by conv2d's kernels on the
+ * tensors seen as [N, C, 1, L] (exactly conv2d with a height of 1); the errors name conv1d. */
+CN_API cn_tensor *cn_conv1d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv1d_params *p);
+
+typedef struct cn_conv_transpose1d_params {
+    int64_t stride;         /* 0 is taken as 1 */
+    int64_t padding;
+    int64_t output_padding; /* < stride or < dilation */
+    int64_t dilation;       /* 0 is taken as 1 */
+    int64_t groups;         /* 0 is taken as 1 */
+} cn_conv_transpose1d_params;
+
+/* torch.nn.functional.conv_transpose1d: x [N, C, L], w [C, O/groups, K], b [O] or NULL ->
+ * [N, O, OL] with OL = (L - 1) stride - 2 padding + dilation (K - 1) + output_padding + 1.
+ * Computed by conv_transpose2d's kernels on the tensors seen as [N, C, 1, L]; the errors name
+ * conv_transpose1d. */
+CN_API cn_tensor *cn_conv_transpose1d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
+                                      const cn_conv_transpose1d_params *p);
+
 /* ---- fused optimizer updates ---------------------------------------------------------------- *
  * One parameter's optimizer update, in place and in one pass of the backend's kernel
  * (CN_OP_SGD_STEP, backend.h), with no temporaries: what cn_optimizer_step (nn.h) runs for SGD.

@@ -49,4 +49,9 @@ cn_tensor *ad_grad_masked_select(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_gather_nd(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_scatter_nd(ad_node *n, cn_tensor *g, int i);
 
+/* ---- formulas_conv.c: the convolutions of issue 16 (one input's gradient each) -------------- */
+cn_tensor *ad_grad_conv_transpose2d(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_conv1d(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_conv_transpose1d(ad_node *n, cn_tensor *g, int i);
+
 #endif

@@ -542,6 +542,32 @@ typedef struct cn_conv_transpose1d_params {
 CN_API cn_tensor *cn_conv_transpose1d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
                                       const cn_conv_transpose1d_params *p);
 
+typedef struct cn_conv3d_params {
+    int64_t stride[3];   /* (d, h, w); 0 is taken as 1 */
+    int64_t padding[3];  /* zero padding (d, h, w) */
+    int64_t dilation[3]; /* 0 is taken as 1 */
+    int64_t groups;      /* 0 is taken as 1 */
+} cn_conv3d_params;
+
+/* torch.nn.functional.conv3d: x [N, C, D, H, W], w [O, C/groups, KD, KH, KW], b [O] or NULL ->
+ * [N, O, OD, OH, OW], each size as conv2d's. Each output element is computed by its definition
+ * (f64 sums; no im2col / GEMM lowering yet: fine for small volumes, slow for large ones). */
+CN_API cn_tensor *cn_conv3d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv3d_params *p);
+
+typedef struct cn_conv_transpose3d_params {
+    int64_t stride[3];         /* (d, h, w); 0 is taken as 1 */
+    int64_t padding[3];
+    int64_t output_padding[3]; /* < stride or < dilation */
+    int64_t dilation[3];       /* 0 is taken as 1 */
+    int64_t groups;            /* 0 is taken as 1 */
+} cn_conv_transpose3d_params;
+
+/* torch.nn.functional.conv_transpose3d: x [N, C, D, H, W], w [C, O/groups, KD, KH, KW], b [O] or
+ * NULL -> [N, O, OD, OH, OW], each size as conv_transpose2d's; computed by definition as
+ * cn_conv3d. */
+CN_API cn_tensor *cn_conv_transpose3d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
+                                      const cn_conv_transpose3d_params *p);
+
 /* ---- fused optimizer updates ---------------------------------------------------------------- *
  * One parameter's optimizer update, in place and in one pass of the backend's kernel
  * (CN_OP_SGD_STEP, backend.h), with no temporaries: what cn_optimizer_step (nn.h) runs for SGD.

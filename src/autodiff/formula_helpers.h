@@ -53,5 +53,7 @@ cn_tensor *ad_grad_scatter_nd(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_conv_transpose2d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_conv1d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_conv_transpose1d(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_conv3d(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_conv_transpose3d(ad_node *n, cn_tensor *g, int i);
 
 #endif

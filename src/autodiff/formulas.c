@@ -670,6 +670,8 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_CONV_TRANSPOSE2D] = {.input = ad_grad_conv_transpose2d},
     [CN_OP_CONV1D] = {.input = ad_grad_conv1d},
     [CN_OP_CONV_TRANSPOSE1D] = {.input = ad_grad_conv_transpose1d},
+    [CN_OP_CONV3D] = {.input = ad_grad_conv3d},
+    [CN_OP_CONV_TRANSPOSE3D] = {.input = ad_grad_conv_transpose3d},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

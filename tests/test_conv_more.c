@@ -1,5 +1,6 @@
-/* Issue 16's convolutions (cn_conv_transpose2d, cn_conv1d, cn_conv_transpose1d) beyond the op
- * table's PyTorch cases: a reference loop written here for conv_transpose2d on non-contiguous
+/* Issue 16's convolutions (cn_conv_transpose2d, cn_conv1d, cn_conv_transpose1d, cn_conv3d,
+ * cn_conv_transpose3d) beyond the op table's PyTorch cases: conv3d at a point by its definition and
+ * conv_transpose3d as its adjoint; a reference loop written here for conv_transpose2d on non-contiguous
  * operands; the adjoint identity <conv_transpose2d(x, w), y> = <x, conv2d(y, w)>; conv1d and
  * conv_transpose1d equal to the 2-D ops on a unit height (strided 1-D views included); gradients
  * through an output_padding past the stride; and every misuse: ranks, channels, groups, bias,
@@ -278,6 +279,71 @@ static void test_1d_errors(void) {
     th_release_owned();
 }
 
+/* conv3d by its definition at a few points, and conv_transpose3d as its adjoint */
+static void test_3d_against_definitions(void) {
+    cn_tensor *x = rand_tensor((int64_t[]){2, 4, 4, 5, 3}, 5, CN_F64);
+    cn_tensor *w = rand_tensor((int64_t[]){6, 2, 2, 3, 2}, 5, CN_F64);
+    cn_tensor *b = rand_tensor((int64_t[]){6}, 1, CN_F64);
+    cn_conv3d_params p = {{2, 1, 1}, {1, 0, 1}, {1, 2, 1}, 2};
+    cn_tensor *y = th_own(cn_conv3d(x, w, b, &p));
+    th_check_shape("conv3d", y, (int64_t[]){2, 6, 3, 1, 4}, 5);
+    double *xv = th_values(x), *wv = th_values(w), *bv = th_values(b), *yv = th_values(y);
+    if (xv && wv && bv && yv) {
+        /* y[1, 4, 2, 0, 3]: group 1 (channels 2, 3) */
+        double want = bv[4];
+        for (int c = 0; c < 2; c++)
+            for (int kd = 0; kd < 2; kd++)
+                for (int kh = 0; kh < 3; kh++)
+                    for (int kw = 0; kw < 2; kw++) {
+                        int64_t d = 2 * 2 - 1 + kd, h = 0 + 2 * kh, ww = 3 - 1 + kw;
+                        if (d < 0 || d >= 4 || h >= 5 || ww < 0 || ww >= 3) continue;
+                        want += xv[(((1 * 4 + 2 + c) * 4 + d) * 5 + h) * 3 + ww] *
+                                wv[(((4 * 2 + c) * 2 + kd) * 3 + kh) * 2 + kw];
+                    }
+        CHECK_NEAR(yv[(((1 * 6 + 4) * 3 + 2) * 1 + 0) * 4 + 3], want, 1e-12);
+    }
+    free(xv), free(wv), free(bv), free(yv);
+    /* <conv_transpose3d(r, w), x'> = <r, conv3d(x', w)> */
+    cn_tensor *r = rand_tensor((int64_t[]){2, 6, 3, 1, 4}, 5, CN_F64);
+    cn_conv_transpose3d_params pt = {{2, 1, 1}, {1, 0, 1}, {1, 0, 0}, {1, 2, 1}, 2};
+    cn_tensor *t = th_own(cn_conv_transpose3d(r, w, NULL, &pt));
+    th_check_shape("conv_transpose3d", t, (int64_t[]){2, 4, 5, 5, 3}, 5);
+    cn_tensor *x2 = rand_tensor((int64_t[]){2, 4, 5, 5, 3}, 5, CN_F64);
+    cn_tensor *c = th_own(cn_conv3d(x2, w, NULL, &p));
+    if (t && c) CHECK_NEAR(dot(t, x2), dot(r, c), 1e-9);
+    th_release_owned();
+}
+
+static void test_3d_errors(void) {
+    cn_device cpu = cn_cpu();
+    cn_tensor *x = th_own(cn_ones((int64_t[]){1, 4, 3, 3, 3}, 5, CN_F32, cpu));
+    cn_tensor *w = th_own(cn_ones((int64_t[]){2, 4, 2, 2, 2}, 5, CN_F32, cpu));
+    cn_tensor *x4 = th_own(cn_ones((int64_t[]){1, 4, 3, 3}, 4, CN_F32, cpu));
+    CHECK_FAILS(cn_conv3d(x4, w, NULL, NULL), CN_ERR_SHAPE, "[N, C, D, H, W]");
+    CHECK_FAILS(cn_conv_transpose3d(x, x4, NULL, NULL), CN_ERR_SHAPE,
+                "[C, O/groups, KD, KH, KW]");
+    cn_conv3d_params g3 = {.groups = 3};
+    CHECK_FAILS(cn_conv3d(x, w, NULL, &g3), CN_ERR_SHAPE, "conv3d");
+    cn_conv3d_params neg = {.dilation = {1, 1, -1}};
+    CHECK_FAILS(cn_conv3d(x, w, NULL, &neg), CN_ERR_INVALID_ARG, "dilation -1");
+    cn_conv3d_params dil = {.dilation = {1, 3, 1}};
+    CHECK_FAILS(cn_conv3d(x, w, NULL, &dil), CN_ERR_SHAPE, "smaller kernel");
+    cn_tensor *b = th_own(cn_ones((int64_t[]){4}, 1, CN_F32, cpu));
+    CHECK_FAILS(cn_conv3d(x, w, b, NULL), CN_ERR_SHAPE, "[O] = [2]");
+    cn_tensor *wt = th_own(cn_ones((int64_t[]){4, 2, 2, 2, 2}, 5, CN_F32, cpu));
+    cn_conv_transpose3d_params op = {.stride = {1, 2, 1}, .output_padding = {0, 2, 0}};
+    CHECK_FAILS(cn_conv_transpose3d(x, wt, NULL, &op), CN_ERR_INVALID_ARG,
+                "smaller than the stride (2) or the dilation (1)");
+    cn_conv_transpose3d_params pad = {.padding = {0, 0, 3}};
+    CHECK_FAILS(cn_conv_transpose3d(x, wt, NULL, &pad), CN_ERR_SHAPE, "less padding");
+    cn_conv_transpose3d_params huge = {.dilation = {1, INT64_MAX / 2, 1}};
+    CHECK_FAILS(cn_conv_transpose3d(x, wt, NULL, &huge), CN_ERR_OVERFLOW, "conv_transpose3d");
+    CHECK_FAILS(cn_conv_transpose3d(x, w, NULL, NULL), CN_ERR_SHAPE, "conv_transpose3d");
+    cn_tensor *xd = th_own(cn_ones((int64_t[]){1, 4, 3, 3, 3}, 5, CN_F64, cpu));
+    CHECK_FAILS(cn_conv3d(xd, w, NULL, NULL), CN_ERR_DTYPE, "conv3d");
+    th_release_owned();
+}
+
 int main(void) {
     RUN(test_transpose2d_non_contiguous);
     RUN(test_transpose2d_is_conv2d_adjoint);
@@ -285,5 +351,7 @@ int main(void) {
     RUN(test_transpose2d_gradient_past_the_stride);
     RUN(test_transpose2d_errors);
     RUN(test_1d_errors);
+    RUN(test_3d_against_definitions);
+    RUN(test_3d_errors);
     return th_finish();
 }

@@ -428,6 +428,20 @@ static cn_tensor *f_conv_transpose1d(cn_tensor *const *x, const void *a) {
     cn_conv_transpose1d_params p = {k[0], k[1], k[2], k[3], k[4]};
     return cn_conv_transpose1d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
 }
+static cn_tensor *f_conv3d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_conv3d_params p = {{k[0], k[1], k[2]}, {k[3], k[4], k[5]}, {k[6], k[7], k[8]}, k[9]};
+    return cn_conv3d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
+}
+static cn_tensor *f_conv_transpose3d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_conv_transpose3d_params p = {{k[0], k[1], k[2]},  {k[3], k[4], k[5]}, {k[6], k[7], k[8]},
+                                    {k[9], k[10], k[11]}, k[12]};
+    return cn_conv_transpose3d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
+}
+static cn_tensor *f_conv3d_bw_weight(cn_tensor *const *x, const void *a) {
+    return cn__conv3d_backward_weight(x[0], x[1], A(a)->shape, A(a)->ints);
+}
 static cn_tensor *f_max_pool_bw_index(cn_tensor *const *x, const void *a) {
     return cn__max_pool2d_backward_index(x[0], x[1], A(a)->shape, A(a)->i1);
 }
@@ -1669,6 +1683,40 @@ static void test_conv_more(void) {
                 }
     }
     if (!selftest) cn_cuda_set_cudnn_enabled(1);
+
+    /* 3-D (f32, f64): conv3d and its weight gradient, conv_transpose3d with an output_padding
+     * past the stride on one dim; transposed operands (the last two dims swapped in memory) */
+    const int64_t c3[10] = {2, 1, 1, 1, 0, 1, 1, 2, 1, 2};
+    const int64_t t3[13] = {1, 2, 1, 0, 1, 0, 2, 1, 0, 3, 1, 1, 2};
+    const int64_t xs[5] = {2, 4, 5, 6, 4}, ws[5] = {6, 2, 2, 3, 2}, bs[1] = {6};
+    const int64_t OD = conv_out(5, 2, 2, 1, 1), OH = conv_out(6, 3, 1, 0, 2);
+    const int64_t gs[5] = {2, 6, OD, OH, conv_out(4, 2, 1, 1, 1)};
+    const int64_t wt[5] = {4, 3, 2, 2, 2}, bt[1] = {6};
+    const cn_dtype dts[2] = {CN_F32, CN_F64};
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < 2; s++) {
+            cn_dtype dt = dts[d];
+            int lay = s ? TRANSPOSED : CONTIG;
+            const char *l = s ? "transposed" : "contiguous";
+            pair in[3] = {input(xs, 5, dt, -1, 1, lay), input(ws, 5, dt, -1, 1, lay),
+                          input(bs, 1, dt, -1, 1, CONTIG)};
+            args a = {.ints = c3, .i0 = 1, .shape = ws};
+            check_op(label("conv3d %s %s", cn_dtype_name(dt), l), CN_OP_CONV3D, f_conv3d, &a, in,
+                     3, 4);
+            pair g = input(gs, 5, dt, -1, 1, lay);
+            pair bw[2] = {g, in[0]};
+            check_op(label("conv3d_backward_weight %s %s", cn_dtype_name(dt), l),
+                     CN_OP_CONV3D_BACKWARD_WEIGHT, f_conv3d_bw_weight, &a, bw, 2, 8);
+            pair_free(g);
+            pair_free(in[1]);
+            pair_free(in[2]);
+            in[1] = input(wt, 5, dt, -1, 1, lay);
+            in[2] = input(bt, 1, dt, -1, 1, CONTIG);
+            args at = {.ints = t3, .i0 = 1};
+            check_op(label("conv_transpose3d %s %s", cn_dtype_name(dt), l),
+                     CN_OP_CONV_TRANSPOSE3D, f_conv_transpose3d, &at, in, 3, 4);
+            for (int i = 0; i < 3; i++) pair_free(in[i]);
+        }
 }
 
 static void test_pool(void) {

@@ -550,8 +550,9 @@ typedef struct cn_conv3d_params {
 } cn_conv3d_params;
 
 /* torch.nn.functional.conv3d: x [N, C, D, H, W], w [O, C/groups, KD, KH, KW], b [O] or NULL ->
- * [N, O, OD, OH, OW], each size as conv2d's. Each output element is computed by its definition
- * (f64 sums; no im2col / GEMM lowering yet: fine for small volumes, slow for large ones). */
+ * [N, O, OD, OH, OW], each size as conv2d's. The CPU lowers it to GEMM per (image, group)
+ * (vol2col); CUDA computes each output element by its definition (one thread each, f64 sums:
+ * fine for small volumes, slow for large ones; no cuDNN path yet). */
 CN_API cn_tensor *cn_conv3d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv3d_params *p);
 
 typedef struct cn_conv_transpose3d_params {
@@ -563,8 +564,8 @@ typedef struct cn_conv_transpose3d_params {
 } cn_conv_transpose3d_params;
 
 /* torch.nn.functional.conv_transpose3d: x [N, C, D, H, W], w [C, O/groups, KD, KH, KW], b [O] or
- * NULL -> [N, O, OD, OH, OW], each size as conv_transpose2d's; computed by definition as
- * cn_conv3d. */
+ * NULL -> [N, O, OD, OH, OW], each size as conv_transpose2d's; computed as cn_conv3d's adjoint
+ * (CPU: GEMM then col2vol; CUDA: by definition). */
 CN_API cn_tensor *cn_conv_transpose3d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
                                       const cn_conv_transpose3d_params *p);
 

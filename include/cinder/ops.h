@@ -497,9 +497,8 @@ CN_API cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p);
  * dilation (PyTorch's rule) is CN_ERR_INVALID_ARG; wrong ranks, channels that do not match the
  * weight, groups that do not divide them, a bias that is not [O], or an empty output is
  * CN_ERR_SHAPE; sizes past int64 are CN_ERR_OVERFLOW; each message names the call and the
- * argument. Gradients flow to x, w and b (double backward too for x: its gradient is a
- * convolution of the same family). Threads: as every op (ops run concurrently on distinct
- * tensors). */
+ * argument. Gradients flow to x (the adjoint convolution), w and b. Threads: as every op (ops
+ * run concurrently on distinct tensors). */
 typedef struct cn_conv_transpose2d_params {
     int64_t stride[2];         /* (h, w); 0 is taken as 1 */
     int64_t padding[2];        /* removed from each side of the full output (h, w) */

@@ -1,6 +1,11 @@
 /* CPU transposed convolution (conv_transpose2d, and conv_transpose1d through it), and conv1d
  * through conv2d's kernel.
  *
+ * conv_transpose2d is conv2d's adjoint: when the convolution of its output's size gives back x's
+ * size (output_padding below the stride, the usual case), conv2d's input-gradient kernel (GEMM +
+ * col2im, conv_backward.c) computes it, plus the bias. Otherwise (an output_padding of at least
+ * the stride, which PyTorch allows below the dilation) the gather below does:
+ *
  * conv_transpose2d, x: [N, C, H, W] (any strides), w: [C, O/g, KH, KW] (any strides), b: [O] or
  * absent -> out: [N, O, OH, OW] contiguous, in gather form: each output entry sums, over its
  * group's input channels and the taps (kh, kw) whose input row i = (r + ph - kh*dh) / sh and
@@ -87,6 +92,32 @@ cn_status cpu_conv_transpose2d(const cn_kernel_args *args) {
         return cn__kernel_dtype_error("cpu", args->op, dt);
     int64_t tasks = g->n * g->o;
     if (tasks == 0 || g->oh * g->ow == 0) return CN_OK;
+    /* The adjoint's geometry: the convolution of the output-shaped side (c = o, h = oh) with w
+     * [C, O/groups, ..] back to x's size. When that convolution makes exactly x's size (an
+     * output_padding below the stride), conv2d's input-gradient kernel (GEMM + col2im) computes
+     * the transposed convolution; the bias is added after. */
+    cn_conv_geometry adj = {.n = g->n, .c = g->o, .h = g->oh, .w = g->ow, .o = g->c, .oh = g->h,
+                            .ow = g->w, .kh = g->kh, .kw = g->kw, .sh = g->sh, .sw = g->sw,
+                            .ph = g->ph, .pw = g->pw, .dh = g->dh, .dw = g->dw,
+                            .groups = g->groups};
+    if ((g->oh + 2 * g->ph - g->dh * (g->kh - 1) - 1) / g->sh + 1 == g->h &&
+        (g->ow + 2 * g->pw - g->dw * (g->kw - 1) - 1) / g->sw + 1 == g->w) {
+        cn_kernel_args a = *args;
+        a.n_in = 2;
+        a.conv = &adj;
+        cn_status s = cpu_conv2d_backward_input(&a);
+        if (s != CN_OK || args->n_in < 3) return s;
+        const cn_view *bv = &args->in[2];
+        int64_t P = g->oh * g->ow;
+        for (int64_t t = 0; t < tasks; t++) {
+            double b = load(bv, (t % g->o) * bv->strides[0]);
+            if (dt == CN_F32)
+                for (int64_t i = 0; i < P; i++) ((float *)args->out[0].data)[t * P + i] += (float)b;
+            else
+                for (int64_t i = 0; i < P; i++) ((double *)args->out[0].data)[t * P + i] += b;
+        }
+        return CN_OK;
+    }
     ct_job j = {.g = g, .xv = &args->in[0], .wv = &args->in[1],
                 .bv = args->n_in > 2 ? &args->in[2] : NULL, .out = args->out[0].data, .dt = dt};
     double work = (double)(g->oh * g->ow) * (double)(g->c / g->groups) * (double)g->kh *

@@ -412,6 +412,36 @@ static cn_tensor *f_conv2d_max_pool2d(cn_tensor *const *x, const void *a) {
     cn_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6]};
     return cn_conv2d_max_pool2d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p, A(a)->i1);
 }
+/* issue 16's convolutions: ints as their op table rows (backend.h) */
+static cn_tensor *f_conv_transpose2d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_conv_transpose2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}, k[8]};
+    return cn_conv_transpose2d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
+}
+static cn_tensor *f_conv1d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_conv1d_params p = {k[0], k[1], k[2], k[3]};
+    return cn_conv1d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
+}
+static cn_tensor *f_conv_transpose1d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_conv_transpose1d_params p = {k[0], k[1], k[2], k[3], k[4]};
+    return cn_conv_transpose1d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
+}
+static cn_tensor *f_conv3d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_conv3d_params p = {{k[0], k[1], k[2]}, {k[3], k[4], k[5]}, {k[6], k[7], k[8]}, k[9]};
+    return cn_conv3d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
+}
+static cn_tensor *f_conv_transpose3d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_conv_transpose3d_params p = {{k[0], k[1], k[2]},  {k[3], k[4], k[5]}, {k[6], k[7], k[8]},
+                                    {k[9], k[10], k[11]}, k[12]};
+    return cn_conv_transpose3d(x[0], x[1], A(a)->i0 ? x[2] : NULL, &p);
+}
+static cn_tensor *f_conv3d_bw_weight(cn_tensor *const *x, const void *a) {
+    return cn__conv3d_backward_weight(x[0], x[1], A(a)->shape, A(a)->ints);
+}
 static cn_tensor *f_max_pool_bw_index(cn_tensor *const *x, const void *a) {
     return cn__max_pool2d_backward_index(x[0], x[1], A(a)->shape, A(a)->i1);
 }
@@ -1629,6 +1659,108 @@ static void test_conv(void) {
     if (!selftest) cn_cuda_set_cudnn_enabled(1);
 }
 
+/* conv_transpose2d (x [N, C, H, W], w [C, O/groups, KH, KW]), conv1d (w [O, C/groups, K]) and
+ * conv_transpose1d (w [C, O/groups, K]): groups, bias, output_padding below the stride and past
+ * it (below the dilation), channels-last / transposed / strided operands; conv1d with cuDNN on
+ * and off (it runs conv2d's kernel) */
+static void test_conv_more(void) {
+    static const struct {
+        const char *name;
+        int64_t N, C, H, W, Og, KH, KW;
+        int64_t ints[9]; /* stride h, w, padding h, w, output_padding h, w, dilation h, w, groups */
+        int bias;
+    } t2[] = {
+        {"3x3 stride 2 pad 1 outpad 1", 2, 4, 5, 6, 3, 3, 3, {2, 2, 1, 1, 1, 1, 1, 1, 1}, 1},
+        {"groups 2 outpad past the stride", 2, 4, 4, 5, 2, 2, 3, {1, 2, 0, 1, 2, 1, 3, 2, 2}, 0},
+    };
+    for (size_t c = 0; c < sizeof t2 / sizeof *t2; c++)
+        for (int d = 0; d < N_FLOAT; d++)
+            for (int s = 0; s < 2; s++) {
+                cn_dtype dt = float_dtypes[d];
+                const int64_t *p = t2[c].ints;
+                int64_t xs[4] = {t2[c].N, t2[c].C, t2[c].H, t2[c].W};
+                int64_t ws[4] = {t2[c].C, t2[c].Og, t2[c].KH, t2[c].KW}, bs[1] = {t2[c].Og * p[8]};
+                pair in[3] = {conv_input(xs, dt, s), input(ws, 4, dt, -1, 1, s ? TRANSPOSED : CONTIG),
+                              input(bs, 1, dt, -1, 1, s ? STRIDED : CONTIG)};
+                args a = {.ints = p, .i0 = t2[c].bias};
+                check_op(label("conv_transpose2d %s %s %s", t2[c].name, cn_dtype_name(dt),
+                               s ? "strided" : "contiguous"),
+                         CN_OP_CONV_TRANSPOSE2D, f_conv_transpose2d, &a, in, 3, 4);
+                for (int i = 0; i < 3; i++) pair_free(in[i]);
+            }
+    static const struct {
+        const char *name;
+        int64_t N, C, L, O, K; /* O: conv1d's output channels; conv_transpose1d's per group */
+        int64_t c1[4];         /* conv1d: stride, padding, dilation, groups */
+        int64_t t1[5];         /* conv_transpose1d: stride, padding, output_padding, dilation, groups */
+        int bias;
+    } k1[] = {
+        {"k3 stride 2 groups 2", 2, 4, 11, 6, 3, {2, 1, 2, 2}, {2, 1, 1, 1, 2}, 1},
+        {"k2 dilation 3", 3, 3, 9, 2, 2, {1, 0, 3, 1}, {1, 2, 2, 3, 1}, 0},
+    };
+    int with_cudnn = !selftest && cn_cuda_cudnn_compiled();
+    for (int use = with_cudnn; use >= 0; use--) {
+        if (!selftest) cn_cuda_set_cudnn_enabled(use);
+        for (size_t c = 0; c < sizeof k1 / sizeof *k1; c++)
+            for (int d = 0; d < N_FLOAT; d++)
+                for (int s = 0; s < 2; s++) {
+                    cn_dtype dt = float_dtypes[d];
+                    int lay = s ? TRANSPOSED : CONTIG;
+                    int64_t xs[3] = {k1[c].N, k1[c].C, k1[c].L};
+                    int64_t ws[3] = {k1[c].O, k1[c].C / k1[c].c1[3], k1[c].K}, bs[1] = {k1[c].O};
+                    pair in[3] = {input(xs, 3, dt, -1, 1, lay), input(ws, 3, dt, -1, 1, lay),
+                                  input(bs, 1, dt, -1, 1, CONTIG)};
+                    args a = {.ints = k1[c].c1, .i0 = k1[c].bias};
+                    const char *l = s ? "transposed" : "contiguous";
+                    check_op(label("conv1d %s %s %s", k1[c].name, cn_dtype_name(dt), l),
+                             CN_OP_CONV1D, f_conv1d, &a, in, 3, 4);
+                    for (int i = 1; i < 3; i++) pair_free(in[i]);
+                    int64_t wt[3] = {k1[c].C, k1[c].O, k1[c].K}, bt[1] = {k1[c].O * k1[c].t1[4]};
+                    in[1] = input(wt, 3, dt, -1, 1, lay);
+                    in[2] = input(bt, 1, dt, -1, 1, CONTIG);
+                    args at = {.ints = k1[c].t1, .i0 = k1[c].bias};
+                    check_op(label("conv_transpose1d %s %s %s", k1[c].name, cn_dtype_name(dt), l),
+                             CN_OP_CONV_TRANSPOSE1D, f_conv_transpose1d, &at, in, 3, 4);
+                    for (int i = 0; i < 3; i++) pair_free(in[i]);
+                }
+    }
+    if (!selftest) cn_cuda_set_cudnn_enabled(1);
+
+    /* 3-D (f32, f64): conv3d and its weight gradient, conv_transpose3d with an output_padding
+     * past the stride on one dim; transposed operands (the last two dims swapped in memory) */
+    const int64_t c3[10] = {2, 1, 1, 1, 0, 1, 1, 2, 1, 2};
+    const int64_t t3[13] = {1, 2, 1, 0, 1, 0, 2, 1, 0, 3, 1, 1, 2};
+    const int64_t xs[5] = {2, 4, 5, 6, 4}, ws[5] = {6, 2, 2, 3, 2}, bs[1] = {6};
+    const int64_t OD = conv_out(5, 2, 2, 1, 1), OH = conv_out(6, 3, 1, 0, 2);
+    const int64_t gs[5] = {2, 6, OD, OH, conv_out(4, 2, 1, 1, 1)};
+    const int64_t wt[5] = {4, 3, 2, 2, 2}, bt[1] = {6};
+    const cn_dtype dts[2] = {CN_F32, CN_F64};
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < 2; s++) {
+            cn_dtype dt = dts[d];
+            int lay = s ? TRANSPOSED : CONTIG;
+            const char *l = s ? "transposed" : "contiguous";
+            pair in[3] = {input(xs, 5, dt, -1, 1, lay), input(ws, 5, dt, -1, 1, lay),
+                          input(bs, 1, dt, -1, 1, CONTIG)};
+            args a = {.ints = c3, .i0 = 1, .shape = ws};
+            check_op(label("conv3d %s %s", cn_dtype_name(dt), l), CN_OP_CONV3D, f_conv3d, &a, in,
+                     3, 4);
+            pair g = input(gs, 5, dt, -1, 1, lay);
+            pair bw[2] = {g, in[0]};
+            check_op(label("conv3d_backward_weight %s %s", cn_dtype_name(dt), l),
+                     CN_OP_CONV3D_BACKWARD_WEIGHT, f_conv3d_bw_weight, &a, bw, 2, 8);
+            pair_free(g);
+            pair_free(in[1]);
+            pair_free(in[2]);
+            in[1] = input(wt, 5, dt, -1, 1, lay);
+            in[2] = input(bt, 1, dt, -1, 1, CONTIG);
+            args at = {.ints = t3, .i0 = 1};
+            check_op(label("conv_transpose3d %s %s", cn_dtype_name(dt), l),
+                     CN_OP_CONV_TRANSPOSE3D, f_conv_transpose3d, &at, in, 3, 4);
+            for (int i = 0; i < 3; i++) pair_free(in[i]);
+        }
+}
+
 static void test_pool(void) {
     static const int64_t cfgs[][6] = {
         {3, 3, 2, 2, 1, 1}, {2, 2, 2, 2, 0, 0}, {3, 2, 1, 2, 1, 0}, {2, 3, 1, 1, 1, 1}};
@@ -2138,6 +2270,7 @@ int main(void) {
     RUN(test_indexing);
     RUN(test_index_ops);
     RUN(test_conv);
+    RUN(test_conv_more);
     RUN(test_pool);
     RUN(test_sgd_step);
     RUN(test_attention);

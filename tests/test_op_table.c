@@ -45,7 +45,7 @@
 /* ---- the reference data ------------------------------------------------------------------ */
 
 #define OC_MAX_IN   5
-#define OC_MAX_INTS 12
+#define OC_MAX_INTS 16
 
 typedef struct oc_tensor {
     char kind; /* 'f' float, 'i' i64, 'b' bool */
@@ -235,6 +235,48 @@ static cn_tensor *run_conv2d_relu(const oc_call *c) {
     const int64_t *i = c->d->ints;
     cn_conv2d_params p = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}, i[6]};
     return cn_conv2d_relu(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p);
+}
+
+/* ints: stride h, w, padding h, w, output_padding h, w, dilation h, w, groups; a bias when there
+ * is a third input */
+static cn_tensor *run_conv_transpose2d(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    cn_conv_transpose2d_params p = {{i[0], i[1]}, {i[2], i[3]}, {i[4], i[5]}, {i[6], i[7]}, i[8]};
+    return cn_conv_transpose2d(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p);
+}
+
+/* ints: stride, padding, dilation, groups */
+static cn_tensor *run_conv1d(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    cn_conv1d_params p = {i[0], i[1], i[2], i[3]};
+    return cn_conv1d(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p);
+}
+
+/* ints: stride, padding, output_padding, dilation, groups */
+static cn_tensor *run_conv_transpose1d(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    cn_conv_transpose1d_params p = {i[0], i[1], i[2], i[3], i[4]};
+    return cn_conv_transpose1d(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p);
+}
+
+/* ints: stride d, h, w, padding d, h, w, dilation d, h, w, groups */
+static cn_tensor *run_conv3d(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    cn_conv3d_params p = {{i[0], i[1], i[2]}, {i[3], i[4], i[5]}, {i[6], i[7], i[8]}, i[9]};
+    return cn_conv3d(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p);
+}
+
+/* ints: stride (3), padding (3), output_padding (3), dilation (3), groups */
+static cn_tensor *run_conv_transpose3d(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    cn_conv_transpose3d_params p = {{i[0], i[1], i[2]},  {i[3], i[4], i[5]}, {i[6], i[7], i[8]},
+                                    {i[9], i[10], i[11]}, i[12]};
+    return cn_conv_transpose3d(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL, &p);
+}
+
+/* ints: w's shape, then conv3d's 10 */
+static cn_tensor *run_conv3d_bwd_weight(const oc_call *c) {
+    return cn__conv3d_backward_weight(c->x[0], c->x[1], c->d->ints, c->d->ints + 5);
 }
 
 /* ints: conv2d's 7, then the pool's k */
@@ -532,6 +574,14 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_CONV2D] = {run_conv2d},
     [CN_OP_CONV2D_RELU] = {run_conv2d_relu},
     [CN_OP_CONV2D_MAX_POOL2D] = {run_conv2d_max_pool2d},
+    /* issue 16's convolutions: groups, bias, unequal strides and dilations, and an
+     * output_padding past the stride (below the dilation) */
+    [CN_OP_CONV_TRANSPOSE2D] = {run_conv_transpose2d},
+    [CN_OP_CONV1D] = {run_conv1d},
+    [CN_OP_CONV_TRANSPOSE1D] = {run_conv_transpose1d},
+    [CN_OP_CONV3D] = {run_conv3d},
+    [CN_OP_CONV_TRANSPOSE3D] = {run_conv_transpose3d},
+    [CN_OP_CONV3D_BACKWARD_WEIGHT] = {run_conv3d_bwd_weight},
     [CN_OP_MAX_POOL2D] = {run_pool, .pool = cn_max_pool2d},
     [CN_OP_AVG_POOL2D] = {run_pool, .pool = cn_avg_pool2d},
     /* the backward kernels through their router entries, against torch.nn.grad and autograd */

@@ -194,6 +194,25 @@ typedef enum cn_op {
      * negative log-likelihood; ints = blank, concatenated, zero_infinity) and its backward (in =
      * g, then ctc_loss's inputs; out = the log_probs' gradient) */
     CN_OP_SDPA, CN_OP_SDPA_BACKWARD, CN_OP_CTC_LOSS, CN_OP_CTC_LOSS_BACKWARD,
+    /* added with the convolutions of issue 16 (window ops: the router passes a
+     * cn_conv_geometry). conv_transpose2d: in = (x [N, C, H, W], w [C, O/groups, KH, KW],
+     * optional b [O]), ints = stride h, w, padding h, w, output_padding h, w, dilation h, w,
+     * groups; its geometry reads as that of the transposed convolution itself (c, h, w: x's;
+     * o, oh, ow: the output's, output_padding included), out[n, o, r, q] = b[o] + the sum of
+     * x[n, c, i, j] w[c, o', kh, kw] over r = i*sh - ph + kh*dh, q = j*sw - pw + kw*dw (its
+     * autodiff node keeps conv2d's 7 ints: no output_padding, which the shapes hold).
+     * conv1d (ints = stride, padding, dilation, groups) and conv_transpose1d (ints = stride,
+     * padding, output_padding, dilation, groups) take [N, C, L] tensors and [.., K] weights;
+     * their geometry is the 2-D one with h = kh = 1 (stride, dilation 1 and padding 0 along h),
+     * and a kernel may view every 3-D operand as 4-D with a size-1 dim 2. conv3d (in = x
+     * [N, C, D, H, W], w [O, C/groups, KD, KH, KW], optional b; ints = stride d, h, w, padding
+     * d, h, w, dilation d, h, w, groups), conv_transpose3d (in = x, w [C, O/groups, KD, KH, KW],
+     * optional b; ints = stride (3), padding (3), output_padding (3), dilation (3), groups) and
+     * conv3d_backward_weight (in = (gy, x); conv3d's ints; out = gw, whose shape gives the
+     * kernel's size) come with no cn_conv_geometry: their kernels read the views and ints
+     * (core/conv3d_common.h) */
+    CN_OP_CONV_TRANSPOSE2D, CN_OP_CONV1D, CN_OP_CONV_TRANSPOSE1D, CN_OP_CONV3D,
+    CN_OP_CONV_TRANSPOSE3D, CN_OP_CONV3D_BACKWARD_WEIGHT,
     CN_OP_COUNT
 } cn_op;
 

@@ -551,6 +551,84 @@ typedef enum cn_reduction {
 CN_API cn_tensor *cn_ctc_loss(cn_tensor *log_probs, cn_tensor *targets, cn_tensor *input_lengths,
                               cn_tensor *target_lengths, int64_t blank, cn_reduction reduction,
                               int zero_infinity);
+/* ---- more convolutions (issue 16): transposed and 1-D, PyTorch's semantics ------------------- *
+ * Like cn_conv2d: float only (f32, f64), inputs of one dtype and device, the result a new tensor
+ * the caller releases; a NULL p takes the defaults (stride 1, padding 0, output_padding 0,
+ * dilation 1, groups 1) and a 0 in stride, dilation or groups is taken as 1. Errors return NULL
+ * with the inputs untouched: a negative value or an output_padding not below the stride or the
+ * dilation (PyTorch's rule) is CN_ERR_INVALID_ARG; wrong ranks, channels that do not match the
+ * weight, groups that do not divide them, a bias that is not [O], or an empty output is
+ * CN_ERR_SHAPE; sizes past int64 are CN_ERR_OVERFLOW; each message names the call and the
+ * argument. Gradients flow to x (the adjoint convolution), w and b. Threads: as every op (ops
+ * run concurrently on distinct tensors). */
+typedef struct cn_conv_transpose2d_params {
+    int64_t stride[2];         /* (h, w); 0 is taken as 1 */
+    int64_t padding[2];        /* removed from each side of the full output (h, w) */
+    int64_t output_padding[2]; /* extra rows / columns at the end; < stride or < dilation */
+    int64_t dilation[2];       /* 0 is taken as 1 */
+    int64_t groups;            /* 0 is taken as 1 */
+} cn_conv_transpose2d_params;
+
+/* torch.nn.functional.conv_transpose2d: x [N, C, H, W], w [C, O/groups, KH, KW] (C divisible by
+ * groups), b [O] or NULL -> [N, O, OH, OW] with OH = (H - 1) sh - 2 ph + dh (KH - 1) + oph + 1
+ * (OW likewise): the adjoint of cn_conv2d with w, each input pixel spreading its weighted window
+ * over the output at stride s. */
+CN_API cn_tensor *cn_conv_transpose2d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
+                                      const cn_conv_transpose2d_params *p);
+
+typedef struct cn_conv1d_params {
+    int64_t stride;   /* 0 is taken as 1 */
+    int64_t padding;  /* zero padding on both ends */
+    int64_t dilation; /* 0 is taken as 1 */
+    int64_t groups;   /* 0 is taken as 1 */
+} cn_conv1d_params;
+
+/* torch.nn.functional.conv1d: x [N, C, L], w [O, C/groups, K], b [O] or NULL -> [N, O, OL] with
+ * OL = (L + 2 padding - dilation (K - 1) - 1) / stride + 1. Computed by conv2d's kernels on the
+ * tensors seen as [N, C, 1, L] (exactly conv2d with a height of 1); the errors name conv1d. */
+CN_API cn_tensor *cn_conv1d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv1d_params *p);
+
+typedef struct cn_conv_transpose1d_params {
+    int64_t stride;         /* 0 is taken as 1 */
+    int64_t padding;
+    int64_t output_padding; /* < stride or < dilation */
+    int64_t dilation;       /* 0 is taken as 1 */
+    int64_t groups;         /* 0 is taken as 1 */
+} cn_conv_transpose1d_params;
+
+/* torch.nn.functional.conv_transpose1d: x [N, C, L], w [C, O/groups, K], b [O] or NULL ->
+ * [N, O, OL] with OL = (L - 1) stride - 2 padding + dilation (K - 1) + output_padding + 1.
+ * Computed by conv_transpose2d's kernels on the tensors seen as [N, C, 1, L]; the errors name
+ * conv_transpose1d. */
+CN_API cn_tensor *cn_conv_transpose1d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
+                                      const cn_conv_transpose1d_params *p);
+
+typedef struct cn_conv3d_params {
+    int64_t stride[3];   /* (d, h, w); 0 is taken as 1 */
+    int64_t padding[3];  /* zero padding (d, h, w) */
+    int64_t dilation[3]; /* 0 is taken as 1 */
+    int64_t groups;      /* 0 is taken as 1 */
+} cn_conv3d_params;
+
+/* torch.nn.functional.conv3d: x [N, C, D, H, W], w [O, C/groups, KD, KH, KW], b [O] or NULL ->
+ * [N, O, OD, OH, OW], each size as conv2d's. The CPU lowers it to GEMM per (image, group)
+ * (vol2col); CUDA computes each output element by its definition (one thread each, f64 sums:
+ * fine for small volumes, slow for large ones; no cuDNN path yet). */
+CN_API cn_tensor *cn_conv3d(cn_tensor *x, cn_tensor *w, cn_tensor *b, const cn_conv3d_params *p);
+
+typedef struct cn_conv_transpose3d_params {
+    int64_t stride[3];         /* (d, h, w); 0 is taken as 1 */
+    int64_t padding[3];
+    int64_t output_padding[3]; /* < stride or < dilation */
+    int64_t dilation[3];       /* 0 is taken as 1 */
+    int64_t groups;            /* 0 is taken as 1 */
+} cn_conv_transpose3d_params;
+
+/* torch.nn.functional.conv_transpose3d: x [N, C, D, H, W], w [C, O/groups, KD, KH, KW], b [O] or
+ * NULL -> [N, O, OD, OH, OW], each size as conv_transpose2d's; computed as cn_conv3d's adjoint
+ * (CPU: GEMM then col2vol; CUDA: by definition). */
+CN_API cn_tensor *cn_conv_transpose3d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
+                                      const cn_conv_transpose3d_params *p);
 
 /* ---- fused optimizer updates ---------------------------------------------------------------- *
  * One parameter's optimizer update, in place and in one pass of the backend's kernel

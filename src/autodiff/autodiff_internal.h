@@ -59,6 +59,9 @@ typedef struct ad_input {
     int64_t shape[CN_MAX_DIMS];
 } ad_input;
 
+/* The most ints a node keeps (conv3d's 10 and a few to spare; permute's CN_MAX_DIMS). */
+#define AD_MAX_INTS 16
+
 struct ad_node {
     _Atomic int64_t refcount; /* nodes are shared by graphs on any thread (cn__ref_drop) */
     int op;               /* a row of the op table, or AD_OP_* */
@@ -72,7 +75,7 @@ struct ad_node {
     int64_t shape[CN_MAX_DIMS];
     cn_tensor *saved_out; /* concrete view of the output (leaf: of the leaf's value) */
     uint64_t saved_out_version;
-    int64_t ints[CN_MAX_DIMS];
+    int64_t ints[AD_MAX_INTS];
     int n_ints;
     double reals[2];
     int n_reals;

@@ -146,6 +146,13 @@ cn_tensor *ad_record(int op, cn_tensor *out, cn_tensor *const *in, int n_in, con
     for (int i = 0; i < n_in; i++) tracked |= in[i] && in[i]->autograd;
     if (!tracked) return out;
 
+    if (n_ints > AD_MAX_INTS) { /* a bug of the op's front-end, never the user's */
+        cn_set_error(CN_ERR_BACKEND, ad_op_name(op), "the op records %d ints, more than a node "
+                     "keeps (%d); this is a bug in cinder: please report it", n_ints,
+                     AD_MAX_INTS);
+        cn_release(out);
+        return NULL;
+    }
     ad_node *n = ad_node_new(op, n_in, out);
     if (!n) goto fail;
     n->n_ints = n_ints;

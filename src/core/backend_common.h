@@ -133,6 +133,31 @@ static inline const cn_conv_geometry *cn__kernel_geometry(const char *backend,
     return NULL;
 }
 
+/* ---- 1-D convolutions as 2-D ones (conv1d, conv_transpose1d) ----------------------------------
+ * A 1-D convolution's geometry is the 2-D one with h = kh = 1 (backend.h), so a backend runs it
+ * with its 2-D kernel once every 3-D operand [a, b, L] is seen as [a, b, 1, L]: the size-1 dim
+ * gets the stride a dense tensor would have there (b's stride is left as it is). */
+static inline void cn__view_unit_height(const cn_view *v, cn_view *r) {
+    *r = *v;
+    if (v->ndim != 3) return;
+    r->ndim = 4;
+    r->shape[3] = v->shape[2];
+    r->strides[3] = v->strides[2];
+    r->shape[2] = 1;
+    r->strides[2] = v->shape[2] * v->strides[2];
+}
+
+/* *b: a's call with its inputs and outputs (at most 4 of each) seen through
+ * cn__view_unit_height, into in[] and out[]. */
+static inline void cn__args_unit_height(const cn_kernel_args *a, cn_kernel_args *b, cn_view *in,
+                                        cn_view *out) {
+    *b = *a;
+    for (int i = 0; i < a->n_in && i < 4; i++) cn__view_unit_height(&a->in[i], &in[i]);
+    for (int i = 0; i < a->n_out && i < 4; i++) cn__view_unit_height(&a->out[i], &out[i]);
+    b->in = in;
+    b->out = out;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,11 @@ cn_tensor *cn__conv2d_backward_input(cn_tensor *g, cn_tensor *w, const int64_t *
 /* g: [N,O,OH,OW], x: [N,C,H,W] -> gradient of conv2d's weight, w_shape [O,C/g,KH,KW]. */
 cn_tensor *cn__conv2d_backward_weight(cn_tensor *g, cn_tensor *x, const int64_t *w_shape,
                                       const int64_t *ints);
+/* g: [N,O,OD,OH,OW], x: [N,C,D,H,W] -> gradient of conv3d's weight, w_shape [O,C/g,KD,KH,KW];
+ * ints: conv3d's 10 (stride, padding, dilation: d, h, w each; groups). Sums over g's positions
+ * only, so g may be shorter than the convolution of x makes (a transposed convolution's input). */
+cn_tensor *cn__conv3d_backward_weight(cn_tensor *g, cn_tensor *x, const int64_t *w_shape,
+                                      const int64_t *ints);
 /* g: [N,C,OH,OW], x: [N,C,H,W] -> gradient of max_pool2d's input. ints: the pool's 6. */
 cn_tensor *cn__max_pool2d_backward(cn_tensor *g, cn_tensor *x, const int64_t *ints);
 /* g: [N,C,OH,OW] -> gradient of avg_pool2d's input of shape x_shape. */

@@ -513,6 +513,82 @@ case("conv2d_relu", "conv2d_relu_groups_bias", [Fl([2, 2, 5, 6]), Fl([4, 1, 3, 3
 CONV_P = [1, 1, 1, 1, 1, 1, 2]
 case("conv2d_max_pool2d", "conv2d_max_pool2d", [Fl([2, 2, 5, 6]), Fl([4, 1, 3, 3]), Fl([4])],
      lambda x, w, b: F.max_pool2d(conv(x, w, b, CONV_P), 2, 2), ints=CONV_P + [2])
+# issue 16's convolutions. conv_transpose2d ints: stride h, w, padding h, w, output_padding h, w,
+# dilation h, w, groups; conv1d: stride, padding, dilation, groups; conv_transpose1d: stride,
+# padding, output_padding, dilation, groups. Each with groups, bias, unequal strides and
+# dilations; the second of each transposed pair has an output_padding at least the stride (PyTorch
+# allows it below the dilation), whose extra rows only the bias reaches.
+CT_A = [2, 1, 1, 0, 1, 0, 1, 2, 2]
+CT_B = [1, 2, 0, 1, 2, 1, 3, 2, 1]
+
+
+def conv_t2(p):
+    return lambda x, w, b=None: F.conv_transpose2d(
+        x, w, b, stride=p[0:2], padding=p[2:4], output_padding=p[4:6], groups=p[8],
+        dilation=p[6:8])
+
+
+case("conv_transpose2d", "conv_transpose2d_groups_bias",
+     [Fl([2, 4, 3, 4]), Fl([4, 3, 3, 2]), Fl([6])], conv_t2(CT_A), ints=CT_A)
+case("conv_transpose2d", "conv_transpose2d_outpad_dilation",
+     [Fl([1, 2, 3, 3]), Fl([2, 2, 2, 2]), Fl([2])], conv_t2(CT_B), ints=CT_B)
+case("conv_transpose2d", "conv_transpose2d_plain", [Fl([1, 2, 2, 3]), Fl([2, 3, 2, 2])],
+     conv_t2([1, 1, 0, 0, 0, 0, 1, 1, 1]), ints=[1, 1, 0, 0, 0, 0, 1, 1, 1])
+C1_A = [2, 1, 2, 2]
+
+
+def conv_1(p):
+    return lambda x, w, b=None: F.conv1d(x, w, b, stride=p[0], padding=p[1], dilation=p[2],
+                                         groups=p[3])
+
+
+case("conv1d", "conv1d_groups_bias", [Fl([2, 4, 9]), Fl([6, 2, 3]), Fl([6])], conv_1(C1_A),
+     ints=C1_A)
+case("conv1d", "conv1d_plain", [Fl([1, 2, 5]), Fl([3, 2, 2])], conv_1([1, 0, 1, 1]),
+     ints=[1, 0, 1, 1])
+CT1_A = [2, 1, 1, 1, 2]
+CT1_B = [1, 0, 2, 3, 1]
+
+
+def conv_t1(p):
+    return lambda x, w, b=None: F.conv_transpose1d(x, w, b, stride=p[0], padding=p[1],
+                                                   output_padding=p[2], dilation=p[3],
+                                                   groups=p[4])
+
+
+case("conv_transpose1d", "conv_transpose1d_groups_bias", [Fl([2, 4, 5]), Fl([4, 3, 3]), Fl([6])],
+     conv_t1(CT1_A), ints=CT1_A)
+case("conv_transpose1d", "conv_transpose1d_outpad_dilation", [Fl([1, 2, 4]), Fl([2, 3, 2])],
+     conv_t1(CT1_B), ints=CT1_B)
+# conv3d ints: stride d, h, w, padding d, h, w, dilation d, h, w, groups; conv_transpose3d: stride
+# (3), padding (3), output_padding (3), dilation (3), groups
+C3_A = [2, 1, 1, 1, 0, 1, 1, 2, 1, 2]
+C3_B = [1, 1, 1, 0, 0, 0, 1, 1, 1, 1]
+
+
+def conv_3(p):
+    return lambda x, w, b=None: F.conv3d(x, w, b, stride=p[0:3], padding=p[3:6],
+                                         dilation=p[6:9], groups=p[9])
+
+
+case("conv3d", "conv3d_groups_bias", [Fl([2, 4, 4, 6, 4]), Fl([6, 2, 2, 3, 2]), Fl([6])],
+     conv_3(C3_A), ints=C3_A)
+case("conv3d", "conv3d_plain", [Fl([1, 2, 3, 3, 3]), Fl([2, 2, 2, 2, 2])], conv_3(C3_B),
+     ints=C3_B)
+CT3_A = [2, 1, 2, 1, 0, 0, 1, 0, 1, 1, 2, 1, 2]
+CT3_B = [1, 1, 1, 0, 0, 0, 2, 0, 0, 3, 1, 1, 1]
+
+
+def conv_t3(p):
+    return lambda x, w, b=None: F.conv_transpose3d(
+        x, w, b, stride=p[0:3], padding=p[3:6], output_padding=p[6:9], dilation=p[9:12],
+        groups=p[12])
+
+
+case("conv_transpose3d", "conv_transpose3d_groups_bias",
+     [Fl([2, 4, 2, 3, 2]), Fl([4, 3, 2, 2, 2]), Fl([6])], conv_t3(CT3_A), ints=CT3_A)
+case("conv_transpose3d", "conv_transpose3d_outpad_dilation",
+     [Fl([1, 2, 2, 2, 2]), Fl([2, 2, 2, 2, 2]), Fl([2])], conv_t3(CT3_B), ints=CT3_B)
 POOL_A = [3, 2, 2, 1, 1, 1]  # kernel (3, 2), stride (2, 1), padding (1, 1): windows overlap
 
 
@@ -551,6 +627,13 @@ case("max_pool2d_backward", "max_pool2d_backward", [Fl(P_G), Fl(P_X, "d")],
 case("avg_pool2d_backward", "avg_pool2d_backward", [Fl(P_G)],
      lambda g: pool_backward(F.avg_pool2d, g, torch.zeros(P_X)), ints=P_X + POOL_A)
 
+# conv3d_backward_weight: ints = the weight's shape, then conv3d's 10
+X3_A, W3_A = [2, 4, 4, 6, 4], [6, 2, 2, 3, 2]
+G3_A = list(conv_3(C3_A)(torch.zeros(X3_A), torch.zeros(W3_A)).shape)
+case("conv3d_backward_weight", "conv3d_backward_weight", [Fl(G3_A), Fl(X3_A)],
+     lambda g, x: torch.nn.grad.conv3d_weight(x, W3_A, g, stride=C3_A[0:3], padding=C3_A[3:6],
+                                              dilation=C3_A[6:9], groups=C3_A[9]),
+     ints=W3_A + C3_A)
 # max_pool2d_backward_index: g and each window's choice i * k + j (as conv2d_max_pool2d keeps
 # them) -> the pool input's gradient, against max_unpool2d with the choices as plane indices.
 # ints: the input's shape, then k; 5 x 7 with k 2 leaves a row and a column out of every window.

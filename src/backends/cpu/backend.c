@@ -246,6 +246,12 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_MAX_POOL2D] = dt[CN_OP_AVG_POOL2D] = dt[CN_OP_MAX_POOL2D_BACKWARD_INDEX] = F;
     dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
     dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
+    /* convolutions of issue 16 */
+    k[CN_OP_CONV_TRANSPOSE2D] = k[CN_OP_CONV_TRANSPOSE1D] = cpu_conv_transpose2d;
+    k[CN_OP_CONV1D] = cpu_conv1d;
+    dt[CN_OP_CONV_TRANSPOSE2D] = dt[CN_OP_CONV_TRANSPOSE1D] = dt[CN_OP_CONV1D] = F;
+    k[CN_OP_CONV3D] = k[CN_OP_CONV_TRANSPOSE3D] = k[CN_OP_CONV3D_BACKWARD_WEIGHT] = cpu_conv3d;
+    dt[CN_OP_CONV3D] = dt[CN_OP_CONV_TRANSPOSE3D] = dt[CN_OP_CONV3D_BACKWARD_WEIGHT] = F;
     k[CN_OP_SGD_STEP] = cpu_sgd_step;
     dt[CN_OP_SGD_STEP] = F;
     k[CN_OP_ACTIVATION_BACKWARD] = cpu_activation_backward;

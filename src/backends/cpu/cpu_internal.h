@@ -52,6 +52,12 @@ cn_status cpu_masked_select(const cn_kernel_args *a);
 cn_status cpu_conv2d(const cn_kernel_args *a);
 /* pool.c */
 cn_status cpu_pool2d(const cn_kernel_args *a);   /* max and avg */
+/* conv_transpose.c: conv_transpose2d / conv_transpose1d (one kernel), and conv1d (conv2d's
+ * kernel on its operands seen as 4-D) */
+cn_status cpu_conv_transpose2d(const cn_kernel_args *a);
+cn_status cpu_conv1d(const cn_kernel_args *a);
+/* conv3d.c: conv3d, conv_transpose3d, conv3d_backward_weight (one kernel) */
+cn_status cpu_conv3d(const cn_kernel_args *a);
 /* conv_backward.c */
 cn_status cpu_conv2d_backward_input(const cn_kernel_args *a);
 cn_status cpu_conv2d_backward_weight(const cn_kernel_args *a);

@@ -345,6 +345,9 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_MAX_POOL2D] = k[CN_OP_AVG_POOL2D] = cuda_pool2d;
     k[CN_OP_CONV2D_BACKWARD_INPUT] = cuda_conv2d_backward_input;
     k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cuda_conv2d_backward_weight;
+    k[CN_OP_CONV_TRANSPOSE2D] = k[CN_OP_CONV_TRANSPOSE1D] = cuda_conv_transpose2d;
+    k[CN_OP_CONV1D] = cuda_conv1d;
+    k[CN_OP_CONV3D] = k[CN_OP_CONV_TRANSPOSE3D] = k[CN_OP_CONV3D_BACKWARD_WEIGHT] = cuda_conv3d;
     k[CN_OP_MAX_POOL2D_BACKWARD] = k[CN_OP_AVG_POOL2D_BACKWARD] = cuda_pool2d_backward;
     k[CN_OP_SGD_STEP] = cuda_sgd_step;
     k[CN_OP_ACTIVATION_BACKWARD] = cuda_activation_backward;
@@ -389,6 +392,9 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_CONV2D] = dt[CN_OP_CONV2D_RELU] = dt[CN_OP_CONV2D_MAX_POOL2D] = F;
     dt[CN_OP_MAX_POOL2D] = dt[CN_OP_AVG_POOL2D] = dt[CN_OP_MAX_POOL2D_BACKWARD_INDEX] = F;
     dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
+    dt[CN_OP_CONV_TRANSPOSE2D] = dt[CN_OP_CONV_TRANSPOSE1D] = dt[CN_OP_CONV1D] = F;
+    dt[CN_OP_CONV3D] = dt[CN_OP_CONV_TRANSPOSE3D] = dt[CN_OP_CONV3D_BACKWARD_WEIGHT] =
+        DT(CN_F32) | DT(CN_F64);
     dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
     dt[CN_OP_SGD_STEP] = DT(CN_F32) | DT(CN_F64);
     /* scans and sorts: float and int; any / all: every dtype */

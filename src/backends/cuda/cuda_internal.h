@@ -211,6 +211,12 @@ cn_status cuda_masked_select(const cn_kernel_args *a);
 cn_status cuda_conv2d(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_weight(const cn_kernel_args *a);
+/* conv_transpose.cu: conv_transpose2d / conv_transpose1d (one kernel), and conv1d (conv2d's
+ * kernel on its operands seen as 4-D) */
+cn_status cuda_conv_transpose2d(const cn_kernel_args *a);
+cn_status cuda_conv1d(const cn_kernel_args *a);
+/* conv3d.cu: conv3d, conv_transpose3d, conv3d_backward_weight (one kernel; f32, f64) */
+cn_status cuda_conv3d(const cn_kernel_args *a);
 /* pool.cu */
 cn_status cuda_pool2d(const cn_kernel_args *a);          /* max and avg */
 cn_status cuda_pool2d_backward(const cn_kernel_args *a); /* max and avg */

@@ -280,6 +280,21 @@ static cn_tensor *run_avg_pool_bwd(const oc_call *c) {
     return cn__avg_pool2d_backward(c->x[0], c->d->ints, c->d->ints + 4);
 }
 
+/* resampling of issue 16. interpolate: ints = mode, align_corners, then the output sizes (when
+ * the case has no reals); reals = the scale factors. interpolate_backward: ints = x's shape
+ * (4-D), mode, align_corners; reals = the scale factors, or none. */
+static cn_tensor *run_interpolate(const oc_call *c) {
+    const oc_data *d = c->d;
+    int n = cn_ndim(c->x[0]) - 2;
+    return cn_interpolate(c->x[0], n, d->n_reals ? NULL : d->ints + 2,
+                          d->n_reals ? d->reals : NULL, (cn_interp_mode)INT_AT(0), INT_AT(1));
+}
+static cn_tensor *run_interpolate_bwd(const oc_call *c) {
+    const double none[2] = {0, 0};
+    return cn__interpolate_backward(c->x[0], c->d->ints, 4, c->d->ints + 4,
+                                    c->d->n_reals ? c->d->reals : none);
+}
+
 /* Two optimizer steps on a copy of p (x[0]) with gradients x[1] then x[2] (the gradient of
  * sum(p * g) is g exactly); returns p after them. reals: lr, momentum, dampening,
  * weight_decay; ints[0]: nesterov. */
@@ -541,6 +556,10 @@ static const oc_op ops[CN__OP_ALL] = {
      * mul with a zero factor, min and max on distinct values) */
     [CN_OP_GATHER_ND] = {run_gather_nd},
     [CN_OP_SCATTER_ND] = {run_scatter_nd},
+    /* resampling of issue 16: every mode, sizes and scale factors, align_corners on and off,
+     * 1-D and 2-D; the backward kernel against PyTorch's autograd */
+    [CN_OP_INTERPOLATE] = {run_interpolate},
+    [CN_OP_INTERPOLATE_BACKWARD] = {run_interpolate_bwd},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

@@ -162,6 +162,12 @@ typedef enum cn_op {
     CN_OP_MASKED_FILL, CN_OP_TRIL, CN_OP_TRIU, CN_OP_FLIP, CN_OP_REPEAT, CN_OP_SCATTER,
     CN_OP_SLICE_ASSIGN, CN_OP_INDEX_COPY, CN_OP_INDEX_ADD, CN_OP_UNFOLD, CN_OP_NONZERO,
     CN_OP_MASKED_SELECT, CN_OP_GATHER_ND, CN_OP_SCATTER_ND,
+    /* added with resampling (issue 16): interpolate (in[0] x [N, C, L] or [N, C, H, W]; out
+     * [N, C, OL] or [N, C, OH, OW]; ints = mode (cn_interp_mode), align_corners; reals = the
+     * user's scale factor per spatial dim, 0 where the size was given: core/resample_math.h
+     * turns them into source positions) and its backward (in[0] g, out[0] x's shape; the same
+     * attributes: the adjoint, each g entry added back at the source taps it was read from) */
+    CN_OP_INTERPOLATE, CN_OP_INTERPOLATE_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 

@@ -448,6 +448,35 @@ typedef enum cn_scatter_reduce {
 CN_API cn_tensor *cn_scatter_nd(cn_tensor *x, cn_tensor *index, cn_tensor *updates,
                                 cn_scatter_reduce reduce);
 
+/* ---- resampling (issue 16) ----------------------------------------------------------------- *
+ * Returns a new contiguous tensor (one reference for the caller; x is never modified) or NULL with
+ * the error set and nothing leaked. Any thread may call it on tensors it may read. */
+
+/* interpolate's modes (torch.nn.functional.interpolate's mode strings). */
+typedef enum cn_interp_mode {
+    CN_INTERP_NEAREST = 0, /* "nearest": entry floor(o * in / out), not "nearest-exact" */
+    CN_INTERP_LINEAR = 1,  /* "linear" for [N, C, L], "bilinear" for [N, C, H, W] */
+    CN_INTERP_BICUBIC = 2  /* "bicubic" ([N, C, H, W] only): Keys' cubic with A = -0.75 */
+} cn_interp_mode;
+
+/* torch.nn.functional.interpolate(x, size or scale_factor, mode, align_corners) (antialias off,
+ * recompute_scale_factor None): x [N, C, L] (n = 1) or [N, C, H, W] (n = 2), f32 or f64 (other
+ * dtypes: CN_ERR_KIND or the kernel's CN_ERR_DTYPE), resampled along its last n dims. Pass
+ * exactly one of size (n output sizes, each >= 1) and scale (n factors, positive and finite:
+ * each output size is floor(in * scale), which must be >= 1; the source positions then use 1 /
+ * scale, not in / out, as PyTorch's do). Source positions follow PyTorch: half-pixel centres
+ * (src = (o + 0.5) / scale - 0.5), or with align_corners = 1 the corners aligned
+ * (src = o * (in - 1) / (out - 1)), nearest taking floor(o / scale) in float arithmetic; border
+ * taps are clamped to the edge. Values match PyTorch's up to float rounding (f64: ~1e-15).
+ * Errors: x NULL (CN_ERR_NULL_ARG), n not 1 or 2 or x's ndim not n + 2 or an empty spatial dim
+ * (CN_ERR_INVALID_ARG / CN_ERR_SHAPE), size and scale both NULL (CN_ERR_NULL_ARG) or both given,
+ * a size < 1, a bad or too small scale, an unknown mode, bicubic with n = 1, align_corners not 0
+ * or 1 or set with nearest (CN_ERR_INVALID_ARG), an output size past int64 (CN_ERR_OVERFLOW).
+ * Gradient to x: the adjoint, each g entry added back at the entries it was read from with the
+ * weights it was read with. */
+CN_API cn_tensor *cn_interpolate(cn_tensor *x, int n, const int64_t *size, const double *scale,
+                                 cn_interp_mode mode, int align_corners);
+
 /* ---- convolution and pooling (NCHW) --------------------------------------------------------- */
 typedef struct cn_conv2d_params {
     int64_t stride[2];   /* (h, w); 0 is taken as 1 */

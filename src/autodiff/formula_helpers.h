@@ -49,4 +49,7 @@ cn_tensor *ad_grad_masked_select(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_gather_nd(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_scatter_nd(ad_node *n, cn_tensor *g, int i);
 
+/* ---- formulas_resample.c: the resampling ops of issue 16 ------------------------------------ */
+cn_tensor *ad_grad_interpolate(ad_node *n, cn_tensor *g, int i);
+
 #endif

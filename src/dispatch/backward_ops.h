@@ -40,6 +40,12 @@ cn_tensor *cn__cumsum_reverse(cn_tensor *g, int dim);
  * exact where x has zeros (no division by x). */
 cn_tensor *cn__cumprod_backward(cn_tensor *g, cn_tensor *x, int dim);
 
+/* g: interpolate's output gradient ([N, C, OL] or [N, C, OH, OW]) -> the gradient of its input,
+ * of shape x_shape (x_ndim 3 or 4): each g entry added back at the taps it was read from. ints:
+ * interpolate's 2 (mode, align_corners); reals: its 2 scale factors (0: none). */
+cn_tensor *cn__interpolate_backward(cn_tensor *g, const int64_t *x_shape, int x_ndim,
+                                    const int64_t *ints, const double *reals);
+
 /* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel
  * where there is one, and compose public ops on a backend written before it (a program's). */
 int cn__has_kernel(cn_op op, const cn_tensor *t);

@@ -273,4 +273,7 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_MASKED_SELECT] = cpu_masked_select;
     k[CN_OP_GATHER_ND] = cpu_gather_nd;
     k[CN_OP_SCATTER_ND] = cpu_scatter_nd; /* reductions other than assign: f32 f64 i32 i64 */
+    /* resampling (issue 16): f32 and f64 */
+    k[CN_OP_INTERPOLATE] = k[CN_OP_INTERPOLATE_BACKWARD] = cpu_interpolate;
+    dt[CN_OP_INTERPOLATE] = dt[CN_OP_INTERPOLATE_BACKWARD] = F;
 }

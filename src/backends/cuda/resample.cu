@@ -1,0 +1,101 @@
+/* CUDA kernels of the resampling ops (issue 16): interpolate and its backward, on [N, C, L] or
+ * [N, C, H, W] in f32 and f64. One thread per output entry, computing what the CPU does
+ * (cpu/resample.c) from the same taps (core/resample_math.h): the forward sums its taps, the
+ * backward gathers, for each entry of x's gradient, the g entries that read it (no atomics: the
+ * sums are deterministic). Accumulation in double. */
+#include <string.h>
+
+#include "backends/cuda/common.cuh"
+#include "core/resample_math.h"
+
+typedef struct rs_geom {
+    cu_nd src;          /* forward: x; backward: g; as [N, C, H, W] (H of size 1 for 1-D) */
+    cn_rs_axis ah, aw;
+    int64_t c, dh, dw;  /* the output's C, H, W (contiguous) */
+    int64_t n;          /* output entries */
+    int dt;             /* f32 or f64 */
+    int backward;
+} rs_geom;
+
+__device__ __forceinline__ double rs_load(const rs_geom &g, const char *src, int64_t n,
+                                          int64_t c, int64_t h, int64_t w) {
+    int64_t off = n * g.src.stride[0] + c * g.src.stride[1] + h * g.src.stride[2] +
+                  w * g.src.stride[3];
+    return g.dt == CN_F64 ? ((const double *)src)[off] : (double)((const float *)src)[off];
+}
+
+__global__ void interpolate_kernel(const __grid_constant__ rs_geom g, char *out,
+                                   const char *src) {
+    CU_GRID_LOOP(p, g.n) {
+        int64_t w = p % g.dw, r = p / g.dw;
+        int64_t h = r % g.dh;
+        r /= g.dh;
+        int64_t c = r % g.c, n = r / g.c;
+        double acc = 0;
+        if (!g.backward) {
+            int64_t ih[CN_RS_MAX_TAPS], iw[CN_RS_MAX_TAPS];
+            double wh[CN_RS_MAX_TAPS], ww[CN_RS_MAX_TAPS];
+            int nh = cn_rs_taps(&g.ah, h, ih, wh), nw = cn_rs_taps(&g.aw, w, iw, ww);
+            for (int a = 0; a < nh; a++) {
+                double row = 0;
+                for (int b = 0; b < nw; b++) row += ww[b] * rs_load(g, src, n, c, ih[a], iw[b]);
+                acc += wh[a] * row;
+            }
+        } else {
+            int64_t h0, h1, w0, w1;
+            cn_rs_range(&g.ah, h, &h0, &h1);
+            cn_rs_range(&g.aw, w, &w0, &w1);
+            for (int64_t oh = h0; oh <= h1; oh++) {
+                double wh = cn_rs_weight(&g.ah, oh, h), row = 0;
+                if (wh == 0) continue;
+                for (int64_t ow = w0; ow <= w1; ow++) {
+                    double ww = cn_rs_weight(&g.aw, ow, w);
+                    if (ww != 0) row += ww * rs_load(g, src, n, c, oh, ow);
+                }
+                acc += wh * row;
+            }
+        }
+        if (g.dt == CN_F64)
+            ((double *)out)[p] = acc;
+        else
+            ((float *)out)[p] = (float)acc;
+    }
+}
+
+/* forward: in = (x), out = (y); backward: in = (g), out = (x's gradient). ints = mode,
+ * align_corners; reals = the scale factors per spatial dim (0: none). The router checked the
+ * shapes, sizes and mode. */
+extern "C" cn_status cuda_interpolate(const cn_kernel_args *a) {
+    int fwd = a->op == CN_OP_INTERPOLATE;
+    const char *op = fwd ? "interpolate" : "interpolate_backward";
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    const cn_view *src = &a->in[0], *dst = &a->out[0];
+    const cn_view *x = fwd ? src : dst, *y = fwd ? dst : src;
+    int mode = (int)a->ints[0], align = (int)a->ints[1];
+    rs_geom g;
+    memset(&g, 0, sizeof g);
+    g.backward = !fwd;
+    g.dt = (int)src->dtype;
+    g.src.nd = 4;
+    g.src.stride[0] = src->strides[0];
+    g.src.stride[1] = src->strides[1];
+    if (x->ndim == 3) {
+        g.ah = cn_rs_axis{1, 1, CN_RS_NEAREST, 0, 0.0};
+        g.aw = cn_rs_axis{x->shape[2], y->shape[2], mode, align, a->reals[0]};
+        g.src.stride[2] = 0;
+        g.src.stride[3] = src->strides[2];
+    } else {
+        g.ah = cn_rs_axis{x->shape[2], y->shape[2], mode, align, a->reals[0]};
+        g.aw = cn_rs_axis{x->shape[3], y->shape[3], mode, align, a->reals[1]};
+        g.src.stride[2] = src->strides[2];
+        g.src.stride[3] = src->strides[3];
+    }
+    g.c = dst->shape[1];
+    g.dh = dst->ndim == 3 ? 1 : dst->shape[2];
+    g.dw = dst->shape[dst->ndim - 1];
+    g.n = dst->shape[0] * g.c * g.dh * g.dw;
+    interpolate_kernel<<<cu_blocks(g.n), CU_THREADS, 0, d->stream>>>(g, (char *)dst->data,
+                                                                     (const char *)src->data);
+    return cu_check_launch(op, "interpolate_kernel");
+}

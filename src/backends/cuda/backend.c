@@ -431,7 +431,7 @@ static void fill_table(cn_backend *b) {
      * index_add adds */
     dt[CN_OP_MASKED_FILL] = FI | DT(CN_U8) | DT(CN_BOOL);
     dt[CN_OP_INDEX_ADD] = FI;
-    /* resampling (issue 16): f32 and f64 */
+    /* resampling (issue 16): every float dtype */
     dt[CN_OP_INTERPOLATE] = dt[CN_OP_INTERPOLATE_BACKWARD] = F;
 }
 

@@ -2,10 +2,11 @@
  * [N, C, H, W] in f32 and f64. One thread per output entry, computing what the CPU does
  * (cpu/resample.c) from the same taps (core/resample_math.h): the forward sums its taps, the
  * backward gathers, for each entry of x's gradient, the g entries that read it (no atomics: the
- * sums are deterministic). Accumulation in double. */
+ * sums are deterministic). Accumulation in double; f16 and bf16 are rounded once, at the store. */
 #include <string.h>
 
 #include "backends/cuda/common.cuh"
+#include "core/backend_common.h"
 #include "core/resample_math.h"
 
 typedef struct rs_geom {
@@ -13,7 +14,7 @@ typedef struct rs_geom {
     cn_rs_axis ah, aw;
     int64_t c, dh, dw;  /* the output's C, H, W (contiguous) */
     int64_t n;          /* output entries */
-    int dt;             /* f32 or f64 */
+    int dt, es;         /* any float dtype (f16 and bf16 rounded once, from the sum) */
     int backward;
 } rs_geom;
 
@@ -21,7 +22,7 @@ __device__ __forceinline__ double rs_load(const rs_geom &g, const char *src, int
                                           int64_t c, int64_t h, int64_t w) {
     int64_t off = n * g.src.stride[0] + c * g.src.stride[1] + h * g.src.stride[2] +
                   w * g.src.stride[3];
-    return g.dt == CN_F64 ? ((const double *)src)[off] : (double)((const float *)src)[off];
+    return cu_load_f(src + off * g.es, g.dt);
 }
 
 __global__ void interpolate_kernel(const __grid_constant__ rs_geom g, char *out,
@@ -58,7 +59,7 @@ __global__ void interpolate_kernel(const __grid_constant__ rs_geom g, char *out,
         if (g.dt == CN_F64)
             ((double *)out)[p] = acc;
         else
-            ((float *)out)[p] = (float)acc;
+            cu_store_f32(out + p * g.es, g.dt, (float)acc);
     }
 }
 
@@ -77,6 +78,7 @@ extern "C" cn_status cuda_interpolate(const cn_kernel_args *a) {
     memset(&g, 0, sizeof g);
     g.backward = !fwd;
     g.dt = (int)src->dtype;
+    g.es = (int)cn_dtype_size(src->dtype);
     g.src.nd = 4;
     g.src.stride[0] = src->strides[0];
     g.src.stride[1] = src->strides[1];

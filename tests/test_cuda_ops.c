@@ -1706,6 +1706,16 @@ static cn_tensor *f_interpolate_bw(cn_tensor *const *x, const void *a) {
     return cn__interpolate_backward(x[0], A(a)->shape, cn_ndim(x[0]), ints, sc);
 }
 
+/* grid_sample_2d: i0 = mode, i1 = padding, s0 = align_corners; backward: s1 = which */
+static cn_tensor *f_grid_sample(cn_tensor *const *x, const void *a) {
+    return cn_grid_sample_2d(x[0], x[1], (cn_grid_mode)A(a)->i0, (cn_grid_padding)A(a)->i1,
+                             (int)A(a)->s0);
+}
+static cn_tensor *f_grid_sample_bw(cn_tensor *const *x, const void *a) {
+    const int64_t ints[3] = {A(a)->i0, A(a)->i1, (int64_t)A(a)->s0};
+    return cn__grid_sample_2d_backward(x[0], x[1], x[2], ints, (int)A(a)->s1);
+}
+
 /* Every mode on [N, C, H, W] (up in one dim, down in the other; 2x; a scale factor) and on
  * [N, C, L], in every float dtype and layout, with align_corners on and off; the backward on
  * the forward's output shape. */
@@ -1745,6 +1755,31 @@ static void test_resample(void) {
                 cn_release(y);
                 pair_free(x);
             }
+    /* grid_sample_2d: every mode, padding and align_corners, grid points inside and outside x
+     * ([-1.3, 1.3]); the backward (both gradients) in f32 and f64 */
+    const int64_t xs[4] = {2, 3, 5, 7}, gs[4] = {2, 4, 6, 2}, ys[4] = {2, 3, 4, 6};
+    for (int mode = 0; mode < 2; mode++)
+        for (int pad = 0; pad < 3; pad++)
+            for (int align = 0; align < 2; align++)
+                for (int d = 0; d < N_FLOAT; d++)
+                    for (int l = CONTIG; l <= STRIDED; l++) {
+                        cn_dtype dt = float_dtypes[d];
+                        pair in[3] = {input(ys, 4, dt, -1, 1, l), input(xs, 4, dt, -2, 2, l),
+                                      input(gs, 4, dt, -1.3, 1.3, l)};
+                        args a = {.i0 = mode, .i1 = pad, .s0 = align};
+                        check_op(label("grid_sample_2d %d %d %d %s %s", mode, pad, align,
+                                       cn_dtype_name(dt), layout_names[l]),
+                                 CN_OP_GRID_SAMPLE_2D, f_grid_sample, &a, in + 1, 2, 2);
+                        for (int which = 0; which < 2 && !is_half(dt); which++) {
+                            a.s1 = which;
+                            check_op(label("grid_sample_2d_backward %d %d %d %d %s %s", mode,
+                                           pad, align, which, cn_dtype_name(dt),
+                                           layout_names[l]),
+                                     CN_OP_GRID_SAMPLE_2D_BACKWARD, f_grid_sample_bw, &a, in, 3,
+                                     4);
+                        }
+                        for (int i = 0; i < 3; i++) pair_free(in[i]);
+                    }
 }
 
 static void test_sgd_step(void) {

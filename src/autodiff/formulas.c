@@ -668,6 +668,7 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_GATHER_ND] = {.input = ad_grad_gather_nd},
     [CN_OP_SCATTER_ND] = {.input = ad_grad_scatter_nd},
     [CN_OP_INTERPOLATE] = {.input = ad_grad_interpolate},
+    [CN_OP_GRID_SAMPLE_2D] = {.input = ad_grad_grid_sample_2d},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

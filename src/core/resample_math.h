@@ -1,13 +1,14 @@
 /* interpolate's source positions and weights along one axis, by PyTorch's rules
- * (aten/src/ATen/native/UpSample.h and UpSampleKernel.cpp), shared by the CPU and CUDA kernels so
- * that both read the same taps.
+ * (aten/src/ATen/native/UpSample.h and UpSampleKernel.cpp), and grid_sample_2d's (GridSampler.h,
+ * at the end), shared by the CPU and CUDA kernels so that both read the same taps.
  *
  * An output position o along an axis of input size `in` and output size `out` reads up to four
  * input positions (the taps), each with a weight:
  * - nearest (mode 0): one tap, floor(o * s) with s = 1 / scale (the user's scale factor) or
  *   in / out, computed in float as PyTorch does (so the same o picks the same entry), at most
- *   in - 1; out == in is the identity and out == 2 * in is o / 2 (PyTorch's CPU shortcuts, which
- *   can differ from the formula by one position when a scale was given).
+ *   in - 1. For 2-D resampling, out == in is the identity and out == 2 * in is o / 2 (PyTorch's
+ *   CPU shortcuts, which differ from the formula when a scale factor was given: 3 entries with
+ *   scale 1.2 stay [0, 1, 2] in 2-D but read [0, 0, 1] in 1-D, as PyTorch's 1-D kernel does).
  * - linear (mode 1): src = s * (o + 0.5) - 0.5 (or s * o with align_corners, where
  *   s = (in - 1) / (out - 1), 0 for out == 1, and the scale factor is not used), clamped at 0;
  *   taps i0 = floor(src) (at most in - 1) and i0 + 1 (i0 itself at the last entry), weights
@@ -30,9 +31,9 @@
 #endif
 #endif
 
-#define CN_RS_NEAREST 0 /* the values of cn_interp_mode (cinder/ops.h) */
-#define CN_RS_LINEAR 1
-#define CN_RS_CUBIC 2
+#define CN_RS_NEAREST  0 /* the values of cn_interp_mode (cinder/ops.h) */
+#define CN_RS_LINEAR   1
+#define CN_RS_CUBIC    2
 #define CN_RS_MAX_TAPS 4
 
 typedef struct cn_rs_axis {
@@ -40,6 +41,7 @@ typedef struct cn_rs_axis {
     int mode;        /* CN_RS_* */
     int align;       /* align_corners */
     double scale;    /* the user's scale factor, or 0 when the output size was given */
+    int shortcuts;   /* nearest: PyTorch's 2-D shortcuts for out == in and out == 2 * in */
 } cn_rs_axis;
 
 /* The taps of output position o (0 <= o < out): writes their input positions (in [0, in),
@@ -48,9 +50,9 @@ CN_HOST_DEVICE static inline int cn_rs_taps(const cn_rs_axis *a, int64_t o, int6
                                             double *w) {
     if (a->mode == CN_RS_NEAREST) {
         int64_t s;
-        if (a->out == a->in) {
+        if (a->shortcuts && a->out == a->in) {
             s = o;
-        } else if (a->out == 2 * a->in) {
+        } else if (a->shortcuts && a->out == 2 * a->in) {
             s = o >> 1;
         } else {
             float sc = a->scale > 0 ? (float)(1.0 / a->scale) : (float)a->in / (float)a->out;
@@ -117,18 +119,128 @@ CN_HOST_DEVICE static inline void cn_rs_range(const cn_rs_axis *a, int64_t i, in
     while (l < r) {
         int64_t m = l + (r - l) / 2;
         int n = cn_rs_taps(a, m, idx, w);
-        if (idx[n - 1] >= i) r = m;
-        else l = m + 1;
+        if (idx[n - 1] >= i)
+            r = m;
+        else
+            l = m + 1;
     }
     *lo = l;
     l = 0, r = a->out; /* first o with first tap > i; hi is the one before */
     while (l < r) {
         int64_t m = l + (r - l) / 2;
         cn_rs_taps(a, m, idx, w);
-        if (idx[0] > i) r = m;
-        else l = m + 1;
+        if (idx[0] > i)
+            r = m;
+        else
+            l = m + 1;
     }
     *hi = l - 1;
+}
+
+/* ---- grid_sample_2d (PyTorch's GridSampler.h) ------------------------------------------------
+ * A grid coordinate c in [-1, 1] (x along W, y along H; outside is allowed) maps to the source
+ * position p = (c + 1) / 2 * (size - 1) with align_corners, else ((c + 1) * size - 1) / 2; then
+ * padding 1 (border) clips p to [0, size - 1], padding 2 (reflection) reflects it off the
+ * borders (at -0.5 and size - 0.5, or 0 and size - 1 with align_corners) and clips it. */
+#define CN_GS_BILINEAR   0 /* the values of cn_grid_mode and cn_grid_padding (cinder/ops.h) */
+#define CN_GS_NEAREST    1
+#define CN_GS_ZEROS      0
+#define CN_GS_BORDER     1
+#define CN_GS_REFLECTION 2
+
+/* p clipped to [0, size - 1]; *d times 0 where clipped (PyTorch's clip_coordinates_set_grad). */
+CN_HOST_DEVICE static inline double cn_gs_clip(double p, int64_t size, double *d) {
+    if (p <= 0) {
+        *d = 0;
+        return 0;
+    }
+    if (p >= (double)(size - 1)) {
+        *d = 0;
+        return (double)(size - 1);
+    }
+    return p;
+}
+
+/* The source position of grid coordinate c along a dim of `size`, and in *d its derivative
+ * with respect to c. */
+CN_HOST_DEVICE static inline double cn_gs_coord(double c, int64_t size, int padding, int align,
+                                                double *d) {
+    double p;
+    if (align) {
+        p = (c + 1) / 2 * (double)(size - 1);
+        *d = (double)(size - 1) / 2;
+    } else {
+        p = ((c + 1) * (double)size - 1) / 2;
+        *d = (double)size / 2;
+    }
+    if (padding == CN_GS_BORDER) return cn_gs_clip(p, size, d);
+    if (padding == CN_GS_REFLECTION) {
+        int64_t lo2 = align ? 0 : -1, hi2 = align ? 2 * (size - 1) : 2 * size - 1;
+        if (lo2 == hi2) {
+            *d = 0;
+            return 0;
+        }
+        double min = (double)lo2 / 2, span = (double)(hi2 - lo2) / 2, in = p - min, sign = 1;
+        if (in < 0) {
+            sign = -1;
+            in = -in;
+        }
+        double extra = fmod(in, span);
+        int64_t flips = (int64_t)floor(in / span);
+        if (flips % 2 == 0) {
+            p = extra + min;
+            *d *= sign;
+        } else {
+            p = span - extra + min;
+            *d *= -sign;
+        }
+        return cn_gs_clip(p, size, d);
+    }
+    return p;
+}
+
+/* The taps of one grid point: the in-bounds input positions it reads (zeros padding: the others
+ * read 0), their weights, the weights' derivatives with respect to the source positions ix, iy
+ * (bilinear; 0 for nearest), and d ix / d gx, d iy / d gy. */
+typedef struct cn_gs_taps {
+    int n;
+    int64_t y[4], x[4];
+    double w[4], wx[4], wy[4];
+    double dx, dy;
+} cn_gs_taps;
+
+/* Bilinear reads the four neighbours of (ix, iy) with weights (1 - tx or tx) * (1 - ty or ty);
+ * nearest reads the entry at (ix, iy) rounded half to even (nearbyint, as PyTorch). A NaN
+ * coordinate reads nothing. */
+CN_HOST_DEVICE static inline void cn_gs_taps_of(int mode, int padding, int align, int64_t h,
+                                                int64_t w, double gx, double gy, cn_gs_taps *t) {
+    double ix = cn_gs_coord(gx, w, padding, align, &t->dx);
+    double iy = cn_gs_coord(gy, h, padding, align, &t->dy);
+    t->n = 0;
+    if (mode == CN_GS_NEAREST) {
+        double rx = nearbyint(ix), ry = nearbyint(iy);
+        if (rx >= 0 && rx <= (double)(w - 1) && ry >= 0 && ry <= (double)(h - 1)) {
+            t->x[0] = (int64_t)rx;
+            t->y[0] = (int64_t)ry;
+            t->w[0] = 1;
+            t->wx[0] = t->wy[0] = 0;
+            t->n = 1;
+        }
+        return;
+    }
+    double fx = floor(ix), fy = floor(iy), tx = ix - fx, ty = iy - fy;
+    for (int k = 0; k < 4; k++) {
+        int ox = k & 1, oy = k >> 1;
+        double px = fx + ox, py = fy + oy;
+        if (!(px >= 0 && px <= (double)(w - 1) && py >= 0 && py <= (double)(h - 1))) continue;
+        double ax = ox ? tx : 1 - tx, ay = oy ? ty : 1 - ty;
+        t->x[t->n] = (int64_t)px;
+        t->y[t->n] = (int64_t)py;
+        t->w[t->n] = ax * ay;
+        t->wx[t->n] = ox ? ay : -ay;
+        t->wy[t->n] = oy ? ax : -ax;
+        t->n++;
+    }
 }
 
 #endif

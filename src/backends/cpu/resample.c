@@ -1,5 +1,5 @@
 /* CPU kernels of the resampling ops (issue 16): interpolate and its backward, on [N, C, L] or
- * [N, C, H, W] in f32 and f64.
+ * [N, C, H, W], and grid_sample_2d and its backward, in f32 and f64.
  *
  * Each output entry is the weighted sum of its taps along H and W (core/resample_math.h, shared
  * with CUDA so both read the same entries), accumulated in double. The backward is written as a
@@ -8,6 +8,7 @@
  * fixed order: no scratch, no atomics, and the same sums on any number of threads. Inputs may be
  * strided; the output is contiguous. Work is split over output entries on the backend's pool. */
 #include <stdint.h>
+#include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 #include "core/resample_math.h"
@@ -85,16 +86,134 @@ cn_status cpu_interpolate(const cn_kernel_args *a) {
     int mode = (int)a->ints[0], align = (int)a->ints[1];
     rs_job j = {.src = src, .dst = dst, .backward = a->op == CN_OP_INTERPOLATE_BACKWARD};
     if (x->ndim == 3) {
-        j.ah = (cn_rs_axis){1, 1, CN_RS_NEAREST, 0, 0};
-        j.aw = (cn_rs_axis){x->shape[2], y->shape[2], mode, align, a->reals[0]};
+        j.ah = (cn_rs_axis){1, 1, CN_RS_NEAREST, 0, 0, 0};
+        j.aw = (cn_rs_axis){x->shape[2], y->shape[2], mode, align, a->reals[0], 0};
     } else {
-        j.ah = (cn_rs_axis){x->shape[2], y->shape[2], mode, align, a->reals[0]};
-        j.aw = (cn_rs_axis){x->shape[3], y->shape[3], mode, align, a->reals[1]};
+        j.ah = (cn_rs_axis){x->shape[2], y->shape[2], mode, align, a->reals[0], 1};
+        j.aw = (cn_rs_axis){x->shape[3], y->shape[3], mode, align, a->reals[1], 1};
     }
     j.c = dst->shape[1];
     j.dh = dst->ndim == 3 ? 1 : dst->shape[2];
     j.dw = dst->shape[dst->ndim - 1];
     int64_t n = dst->shape[0] * j.c * j.dh * j.dw;
     cpu_parallel(n, cpu_chunks(n * 16, CPU_PARALLEL_GRAIN), rs_chunk, &j);
+    return CN_OK;
+}
+
+/* ---- grid_sample_2d ------------------------------------------------------------------------
+ * Each output entry sums its grid point's taps (core/resample_math.h). The input's gradient
+ * scatters g back along the same taps, one (n, c) plane per task, the grid points in order (so
+ * the sums do not depend on the threads); the grid's sums over the channels g * x * the
+ * weights' derivatives, times the coordinates' derivatives. */
+
+typedef struct gs_job {
+    const cn_view *x, *grid, *g, *out;
+    int mode, padding, align;
+    int64_t c, h, w, oh, ow;
+} gs_job;
+
+static inline void gs_point(const gs_job *j, int64_t n, int64_t y, int64_t x, cn_gs_taps *t) {
+    const cn_view *gr = j->grid;
+    int64_t off = n * gr->strides[0] + y * gr->strides[1] + x * gr->strides[2];
+    cn_gs_taps_of(j->mode, j->padding, j->align, j->h, j->w, load(gr, off),
+                  load(gr, off + gr->strides[3]), t);
+}
+
+static inline double gs_x(const gs_job *j, int64_t n, int64_t c, int64_t y, int64_t x) {
+    return load(j->x, offset4(j->x, n, c, y, x));
+}
+
+/* out [N, C, OH, OW]: entry p. */
+static void gs_forward_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const gs_job *j = ctx;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t x = p % j->ow, r = p / j->ow, y = r % j->oh;
+        r /= j->oh;
+        int64_t c = r % j->c, n = r / j->c;
+        cn_gs_taps t;
+        gs_point(j, n, y, x, &t);
+        double acc = 0;
+        for (int k = 0; k < t.n; k++)
+            acc += t.w[k] * gs_x(j, n, c, t.y[k], t.x[k]);
+        store(j->out, p, acc);
+    }
+}
+
+/* x's gradient [N, C, H, W]: plane p = (n, c), zeroed, then every grid point's g added along
+ * its taps. */
+static void gs_input_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const gs_job *j = ctx;
+    int64_t plane = j->h * j->w;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t n = p / j->c, c = p % j->c;
+        for (int64_t i = 0; i < plane; i++)
+            store(j->out, p * plane + i, 0);
+        for (int64_t y = 0; y < j->oh; y++)
+            for (int64_t x = 0; x < j->ow; x++) {
+                cn_gs_taps t;
+                gs_point(j, n, y, x, &t);
+                double gv = load(j->g, offset4(j->g, n, c, y, x));
+                for (int k = 0; k < t.n; k++) {
+                    int64_t o = p * plane + t.y[k] * j->w + t.x[k];
+                    store(j->out, o, load(j->out, o) + t.w[k] * gv);
+                }
+            }
+    }
+}
+
+/* the grid's gradient [N, OH, OW, 2]: grid point p. */
+static void gs_grid_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const gs_job *j = ctx;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t x = p % j->ow, r = p / j->ow, y = r % j->oh, n = r / j->oh;
+        cn_gs_taps t;
+        gs_point(j, n, y, x, &t);
+        double sx = 0, sy = 0;
+        if (j->mode == CN_GS_BILINEAR)
+            for (int64_t c = 0; c < j->c; c++) {
+                double gv = load(j->g, offset4(j->g, n, c, y, x));
+                for (int k = 0; k < t.n; k++) {
+                    double v = gv * gs_x(j, n, c, t.y[k], t.x[k]);
+                    sx += v * t.wx[k];
+                    sy += v * t.wy[k];
+                }
+            }
+        store(j->out, 2 * p, sx * t.dx);
+        store(j->out, 2 * p + 1, sy * t.dy);
+    }
+}
+
+/* forward: in = (x [N, C, H, W], grid [N, OH, OW, 2]), out [N, C, OH, OW]; backward: in = (g,
+ * x, grid), ints[3] = 0: out x's gradient, 1: the grid's. ints = mode, padding, align_corners.
+ * The router checked the shapes and attributes. */
+cn_status cpu_grid_sample_2d(const cn_kernel_args *a) {
+    int fwd = a->op == CN_OP_GRID_SAMPLE_2D;
+    gs_job j = {.x = &a->in[fwd ? 0 : 1],
+                .grid = &a->in[fwd ? 1 : 2],
+                .g = fwd ? NULL : &a->in[0],
+                .out = &a->out[0],
+                .mode = (int)a->ints[0],
+                .padding = (int)a->ints[1],
+                .align = (int)a->ints[2]};
+    j.c = j.x->shape[1];
+    j.h = j.x->shape[2];
+    j.w = j.x->shape[3];
+    j.oh = j.grid->shape[1];
+    j.ow = j.grid->shape[2];
+    int64_t n = j.x->shape[0];
+    if (fwd) {
+        int64_t total = n * j.c * j.oh * j.ow;
+        cpu_parallel(total, cpu_chunks(total * 8, CPU_PARALLEL_GRAIN), gs_forward_chunk, &j);
+    } else if (a->ints[3] == 0) {
+        int64_t planes = n * j.c,
+                chunks = cpu_chunks(planes * (j.oh * j.ow * 8 + j.h * j.w), CPU_PARALLEL_GRAIN);
+        cpu_parallel(planes, chunks < planes ? chunks : planes, gs_input_chunk, &j);
+    } else {
+        int64_t total = n * j.oh * j.ow;
+        cpu_parallel(total, cpu_chunks(total * j.c * 8, CPU_PARALLEL_GRAIN), gs_grid_chunk, &j);
+    }
     return CN_OK;
 }

@@ -1,6 +1,6 @@
-/* The resampling ops of issue 16 through the public API, beyond the op table's PyTorch cases
- * (tests/test_op_table.c): small results worked out by hand (the comments show how), strided
- * inputs, the gradient's conservation of mass, and every misuse: a clear status and message
+/* The resampling ops and signal windows of issue 16 through the public API, beyond the op table's
+ * PyTorch cases (tests/test_op_table.c): small results worked out by hand (the comments show how),
+ * strided inputs, the gradient's conservation of mass, and every misuse: a clear status and message
  * naming the call and the argument, the inputs untouched and nothing leaked. */
 #include "harness.h"
 
@@ -137,6 +137,47 @@ static void test_grid_sample_by_hand(void) {
     cn_scope_end();
 }
 
+/* ---- windows -------------------------------------------------------------------------------- */
+
+/* Six entries of each window, periodic and symmetric, as torch.*_window(6, periodic,
+ * dtype=torch.float64) prints them (PyTorch 2.15, %.17g); by hand, the periodic hann is
+ * 0.5 - 0.5 cos(pi k / 3) = 0, 1/4, 3/4, 1, 3/4, 1/4. n = 1 is [1], n = 0 empty. */
+static void test_windows(void) {
+    cn_scope_begin();
+    static const double want[3][2][6] = {
+        {{0, 0.24999999999999994, 0.74999999999999989, 1, 0.75000000000000022, 0.25000000000000033},
+         {0, 0.34549150281252627, 0.90450849718747373, 0.90450849718747373, 0.34549150281252639,
+          0}},
+        {{0.080000000000000016, 0.30999999999999994, 0.76999999999999991, 1, 0.77000000000000024,
+          0.31000000000000033},
+         {0.080000000000000016, 0.39785218258752419, 0.91214781741247575, 0.91214781741247597,
+          0.39785218258752431, 0.080000000000000016}},
+        {{0, 0.12999999999999995, 0.62999999999999989, 1, 0.63000000000000034, 0.13000000000000023},
+         {0, 0.20077014326253045, 0.84922985673746942, 0.84922985673746965, 0.20077014326253056,
+          0}}};
+    cn_tensor *(*const fns[3])(int64_t, int, cn_dtype,
+                               cn_device) = {cn_hann_window, cn_hamming_window, cn_blackman_window};
+    for (int f = 0; f < 3; f++)
+        for (int p = 0; p < 2; p++) {
+            th_check_values("window f64", fns[f](6, !p, CN_F64, cn_cpu()), want[f][p], 6, 1e-15);
+            cn_tensor *w32 = fns[f](6, !p, CN_F32, cn_cpu());
+            CHECK(w32 && cn_dtype_of(w32) == CN_F32);
+            th_check_values("window f32", w32, want[f][p], 6, 1e-7);
+            const double one[1] = {1};
+            th_check_values("window of 1", fns[f](1, !p, CN_F64, cn_cpu()), one, 1, 0);
+            cn_tensor *e = fns[f](0, !p, CN_F64, cn_cpu());
+            CHECK(e && cn_numel(e) == 0 && cn_ndim(e) == 1);
+        }
+    /* misuse: a negative n, a non-float dtype, periodic not 0 or 1 */
+    int64_t live = cn_live_tensors();
+    CHECK_FAILS(cn_hann_window(-1, 1, CN_F32, cn_cpu()), CN_ERR_INVALID_ARG, "'n' is -1");
+    CHECK_FAILS(cn_hamming_window(4, 1, CN_I32, cn_cpu()), CN_ERR_DTYPE, "not a float dtype");
+    CHECK_FAILS(cn_blackman_window(4, 2, CN_F64, cn_cpu()), CN_ERR_INVALID_ARG, "'periodic'");
+    CHECK_FAILS(cn_hann_window(INT64_MAX, 1, CN_F64, cn_cpu()), CN_ERR_OVERFLOW, "too large");
+    CHECK(cn_live_tensors() == live);
+    cn_scope_end();
+}
+
 /* ---- misuse: the status, the call and argument named, nothing leaked --------------------- */
 
 static void test_misuse(void) {
@@ -200,8 +241,8 @@ static void test_misuse(void) {
     live = cn_live_tensors();
     CHECK_FAILS(cn_grid_sample_2d(NULL, grid, CN_GRID_BILINEAR, CN_GRID_PAD_ZEROS, 0),
                 CN_ERR_NULL_ARG, "x");
-    CHECK_FAILS(cn_grid_sample_2d(x, NULL, CN_GRID_BILINEAR, CN_GRID_PAD_ZEROS, 0),
-                CN_ERR_NULL_ARG, "grid");
+    CHECK_FAILS(cn_grid_sample_2d(x, NULL, CN_GRID_BILINEAR, CN_GRID_PAD_ZEROS, 0), CN_ERR_NULL_ARG,
+                "grid");
     CHECK_FAILS(cn_grid_sample_2d(xi, grid, CN_GRID_BILINEAR, CN_GRID_PAD_ZEROS, 0), CN_ERR_KIND,
                 "'x'");
     CHECK_FAILS(cn_grid_sample_2d(x, g32, CN_GRID_BILINEAR, CN_GRID_PAD_ZEROS, 0), CN_ERR_DTYPE,
@@ -232,6 +273,7 @@ int main(void) {
     RUN(test_strided_input);
     RUN(test_gradient_conserves_mass);
     RUN(test_grid_sample_by_hand);
+    RUN(test_windows);
     RUN(test_misuse);
     return th_finish();
 }

@@ -501,6 +501,18 @@ typedef enum cn_grid_padding {
 CN_API cn_tensor *cn_grid_sample_2d(cn_tensor *x, cn_tensor *grid, cn_grid_mode mode,
                                     cn_grid_padding padding, int align_corners);
 
+/* torch.hann_window / hamming_window / blackman_window(n, periodic, dtype, device): a 1-D tensor
+ * of n entries (n = 1: [1]; n = 0: empty), w[k] = a0 - a1 cos(2 pi k / d) + a2 cos(4 pi k / d)
+ * with d = n when periodic (the window of n + 1 entries without its last, for spectral analysis)
+ * or n - 1 when symmetric (periodic = 0, for filter design): hann a = (0.5, 0.5), hamming (0.54,
+ * 0.46), blackman (0.42, 0.5, 0.08). Computed on the host in f64, then converted to dtype (any
+ * float dtype) on `device`: the same values on every backend; no gradient (a constant). Errors:
+ * n < 0 or periodic not 0 or 1 (CN_ERR_INVALID_ARG), n past 2^53 (CN_ERR_OVERFLOW), a dtype
+ * that is not a float one (CN_ERR_DTYPE), the device's errors. */
+CN_API cn_tensor *cn_hann_window(int64_t n, int periodic, cn_dtype dtype, cn_device device);
+CN_API cn_tensor *cn_hamming_window(int64_t n, int periodic, cn_dtype dtype, cn_device device);
+CN_API cn_tensor *cn_blackman_window(int64_t n, int periodic, cn_dtype dtype, cn_device device);
+
 /* ---- convolution and pooling (NCHW) --------------------------------------------------------- */
 typedef struct cn_conv2d_params {
     int64_t stride[2];   /* (h, w); 0 is taken as 1 */

@@ -1,13 +1,16 @@
 /* Resampling front-ends of issue 16: interpolate (torch.nn.functional.interpolate's nearest,
  * linear / bilinear and bicubic modes on [N, C, L] and [N, C, H, W]), grid_sample_2d
- * (torch.nn.functional.grid_sample on [N, C, H, W]) and their backward kernels' entries. Each
- * checks its arguments (rank, sizes or scale factors, mode, align_corners), computes
- * the output's shape by PyTorch's rules, and runs its kernel through the router. */
+ * (torch.nn.functional.grid_sample on [N, C, H, W]) and their backward kernels' entries, and the
+ * signal windows (hann, hamming, blackman). Each checks its arguments (rank, sizes or scale
+ * factors, mode, align_corners), computes the output's shape by PyTorch's rules, and runs its
+ * kernel through the router. */
 #include <math.h>
 #include <string.h>
 
 #include "cinder/memory.h"
 #include "cinder/ops.h"
+#include "core/alloc.h"
+#include "core/dtype.h"
 #include "core/error_internal.h"
 #include "dispatch/backward_ops.h"
 #include "dispatch/router.h"
@@ -263,4 +266,70 @@ cn_tensor *cn__grid_sample_2d_backward(cn_tensor *g, cn_tensor *x, cn_tensor *gr
         return NULL;
     }
     return out;
+}
+
+/* ---- windows ------------------------------------------------------------------------------
+ * Computed on the host in f64 by PyTorch's formulas, w[k] = sum_j (-1)^j a[j] cos(2 pi j k / d)
+ * with d = n (periodic) or n - 1 (symmetric), then placed on the device and converted to dtype
+ * (as cn_arange does): the same values on every backend. */
+
+static cn_tensor *cosine_window(const char *op, int64_t n, int periodic, cn_dtype dtype,
+                                cn_device device, const double *a, int terms) {
+    if (n < 0) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "'n' is %lld; a window has n >= 0 entries",
+                     (long long)n);
+        return NULL;
+    }
+    if (n > ((int64_t)1 << 53)) {
+        cn_set_error(CN_ERR_OVERFLOW, op,
+                     "'n' %lld is too large a window; check it for a "
+                     "mistake",
+                     (long long)n);
+        return NULL;
+    }
+    if (cn_dtype_size(dtype) == 0 || cn__dtype_kind(dtype) != CN_KIND_FLOAT) {
+        cn_set_error(CN_ERR_DTYPE, op,
+                     "'dtype' %d is not a float dtype; windows are f32, f64, "
+                     "f16 or bf16",
+                     (int)dtype);
+        return NULL;
+    }
+    if (periodic != 0 && periodic != 1) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "'periodic' is %d; pass 0 or 1", periodic);
+        return NULL;
+    }
+    double *host = cn__malloc(op, sizeof(double) * (size_t)(n ? n : 1));
+    if (!host) return NULL;
+    double d = (double)(periodic ? n : n - 1);
+    for (int64_t k = 0; k < n; k++) {
+        if (n == 1) { /* PyTorch: a single entry of 1 */
+            host[k] = 1;
+            break;
+        }
+        double w = a[0], step = 2 * 3.14159265358979323846 / d;
+        for (int j = 1; j < terms; j++)
+            w += (j & 1 ? -a[j] : a[j]) * cos((double)k * step * (double)j);
+        host[k] = w;
+    }
+    cn_tensor *f64 = cn_from_data(host, &n, 1, CN_F64, device);
+    cn__free(host);
+    if (!f64 || dtype == CN_F64) return f64;
+    cn_tensor *t = cn_cast(f64, dtype);
+    cn_release(f64);
+    return t;
+}
+
+cn_tensor *cn_hann_window(int64_t n, int periodic, cn_dtype dtype, cn_device device) {
+    const double a[2] = {0.5, 0.5};
+    return cosine_window("hann_window", n, periodic, dtype, device, a, 2);
+}
+
+cn_tensor *cn_hamming_window(int64_t n, int periodic, cn_dtype dtype, cn_device device) {
+    const double a[2] = {0.54, 0.46};
+    return cosine_window("hamming_window", n, periodic, dtype, device, a, 2);
+}
+
+cn_tensor *cn_blackman_window(int64_t n, int periodic, cn_dtype dtype, cn_device device) {
+    const double a[3] = {0.42, 0.5, 0.08};
+    return cosine_window("blackman_window", n, periodic, dtype, device, a, 3);
 }

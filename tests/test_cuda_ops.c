@@ -1865,6 +1865,97 @@ static pair writable_input(const int64_t *shape, int nd, cn_dtype dt, int layout
 
 /* Every case of SGD (momentum's first and later steps, dampening, Nesterov, weight decay) with p
  * and buf contiguous, transposed or strided, and g in every layout, broadcast included. */
+/* ---- resampling of issue 16 ------------------------------------------------------------------ */
+
+/* interpolate: i0 = mode, i1 = align_corners, ints = the output sizes (or NULL), shape = x's
+ * shape (the backward's), s0, s1 = the scale factors (when ints is NULL). */
+static cn_tensor *f_interpolate(cn_tensor *const *x, const void *a) {
+    const double sc[2] = {A(a)->s0, A(a)->s1};
+    return cn_interpolate(x[0], cn_ndim(x[0]) - 2, A(a)->ints, A(a)->ints ? NULL : sc,
+                          (cn_interp_mode)A(a)->i0, (int)A(a)->i1);
+}
+static cn_tensor *f_interpolate_bw(cn_tensor *const *x, const void *a) {
+    const int64_t ints[2] = {A(a)->i0, A(a)->i1};
+    const double sc[2] = {A(a)->ints ? 0 : A(a)->s0, A(a)->ints ? 0 : A(a)->s1};
+    return cn__interpolate_backward(x[0], A(a)->shape, cn_ndim(x[0]), ints, sc);
+}
+
+/* grid_sample_2d: i0 = mode, i1 = padding, s0 = align_corners; backward: s1 = which */
+static cn_tensor *f_grid_sample(cn_tensor *const *x, const void *a) {
+    return cn_grid_sample_2d(x[0], x[1], (cn_grid_mode)A(a)->i0, (cn_grid_padding)A(a)->i1,
+                             (int)A(a)->s0);
+}
+static cn_tensor *f_grid_sample_bw(cn_tensor *const *x, const void *a) {
+    const int64_t ints[3] = {A(a)->i0, A(a)->i1, (int64_t)A(a)->s0};
+    return cn__grid_sample_2d_backward(x[0], x[1], x[2], ints, (int)A(a)->s1);
+}
+
+/* Every mode on [N, C, H, W] (up in one dim, down in the other; 2x; a scale factor) and on
+ * [N, C, L], in every float dtype and layout, with align_corners on and off; the backward on
+ * the forward's output shape. */
+static void test_resample(void) {
+    static const struct {
+        int mode, align, nd;
+        int64_t size[2];
+        double scale[2];
+    } cfgs[] = {{0, 0, 2, {13, 4}, {0}}, {0, 0, 2, {14, 12}, {0}}, {0, 0, 2, {0}, {1.7, 0.45}},
+                {1, 0, 2, {13, 4}, {0}}, {1, 1, 2, {13, 4}, {0}}, {1, 0, 2, {0}, {2.5, 0.8}},
+                {2, 0, 2, {13, 4}, {0}}, {2, 1, 2, {5, 19}, {0}}, {2, 0, 2, {0}, {1.3, 3.0}},
+                {0, 0, 1, {11}, {0}},    {1, 1, 1, {23}, {0}},    {1, 0, 1, {0}, {0.6}}};
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++)
+        for (int d = 0; d < N_FLOAT; d++)
+            for (int l = CONTIG; l <= STRIDED; l++) {
+                cn_dtype dt = float_dtypes[d];
+                int nd = cfgs[c].nd + 2;
+                const int64_t xs[4] = {2, 3, 7, 6}, xs1[3] = {2, 3, 9};
+                const int64_t *shape = nd == 4 ? xs : xs1;
+                const int64_t *size = cfgs[c].size[0] ? cfgs[c].size : NULL;
+                args a = {.i0 = cfgs[c].mode, .i1 = cfgs[c].align, .ints = size, .shape = shape,
+                          .s0 = cfgs[c].scale[0], .s1 = cfgs[c].scale[1]};
+                pair x = input(shape, nd, dt, -2, 2, l);
+                check_op(label("interpolate cfg %zu %s %s", c, cn_dtype_name(dt), layout_names[l]),
+                         CN_OP_INTERPOLATE, f_interpolate, &a, &x, 1, 2);
+                cn_tensor *x64 = cn_cast(x.c, CN_F64), *y = f_interpolate(&x64, &a);
+                cn_release(x64);
+                if (!y) {
+                    FAIL("interpolate cfg %zu: %s", c, cn_last_error());
+                } else {
+                    pair g = input(cn_shape(y), nd, dt, -2, 2, l);
+                    check_op(label("interpolate_backward cfg %zu %s %s", c, cn_dtype_name(dt),
+                                   layout_names[l]),
+                             CN_OP_INTERPOLATE_BACKWARD, f_interpolate_bw, &a, &g, 1, 4);
+                    pair_free(g);
+                }
+                cn_release(y);
+                pair_free(x);
+            }
+    /* grid_sample_2d: every mode, padding and align_corners, grid points inside and outside x
+     * ([-1.3, 1.3]); the backward (both gradients) in f32 and f64 */
+    const int64_t xs[4] = {2, 3, 5, 7}, gs[4] = {2, 4, 6, 2}, ys[4] = {2, 3, 4, 6};
+    for (int mode = 0; mode < 2; mode++)
+        for (int pad = 0; pad < 3; pad++)
+            for (int align = 0; align < 2; align++)
+                for (int d = 0; d < N_FLOAT; d++)
+                    for (int l = CONTIG; l <= STRIDED; l++) {
+                        cn_dtype dt = float_dtypes[d];
+                        pair in[3] = {input(ys, 4, dt, -1, 1, l), input(xs, 4, dt, -2, 2, l),
+                                      input(gs, 4, dt, -1.3, 1.3, l)};
+                        args a = {.i0 = mode, .i1 = pad, .s0 = align};
+                        check_op(label("grid_sample_2d %d %d %d %s %s", mode, pad, align,
+                                       cn_dtype_name(dt), layout_names[l]),
+                                 CN_OP_GRID_SAMPLE_2D, f_grid_sample, &a, in + 1, 2, 2);
+                        for (int which = 0; which < 2 && !is_half(dt); which++) {
+                            a.s1 = which;
+                            check_op(label("grid_sample_2d_backward %d %d %d %d %s %s", mode,
+                                           pad, align, which, cn_dtype_name(dt),
+                                           layout_names[l]),
+                                     CN_OP_GRID_SAMPLE_2D_BACKWARD, f_grid_sample_bw, &a, in, 3,
+                                     4);
+                        }
+                        for (int i = 0; i < 3; i++) pair_free(in[i]);
+                    }
+}
+
 static void test_sgd_step(void) {
     const cn_sgd_hyper cases[] = {
         {0.1, 0, 0, 0, 0},    {0.05, 0.9, 0, 0, 0}, {0.05, 0.9, 0.3, 0, 0},
@@ -2272,6 +2363,7 @@ int main(void) {
     RUN(test_conv);
     RUN(test_conv_more);
     RUN(test_pool);
+    RUN(test_resample);
     RUN(test_sgd_step);
     RUN(test_attention);
     RUN(test_ctc);

@@ -322,6 +322,31 @@ static cn_tensor *run_avg_pool_bwd(const oc_call *c) {
     return cn__avg_pool2d_backward(c->x[0], c->d->ints, c->d->ints + 4);
 }
 
+/* resampling of issue 16. interpolate: ints = mode, align_corners, then the output sizes (when
+ * the case has no reals); reals = the scale factors. interpolate_backward: ints = x's shape
+ * (4-D), mode, align_corners; reals = the scale factors, or none. */
+static cn_tensor *run_interpolate(const oc_call *c) {
+    const oc_data *d = c->d;
+    int n = cn_ndim(c->x[0]) - 2;
+    return cn_interpolate(c->x[0], n, d->n_reals ? NULL : d->ints + 2,
+                          d->n_reals ? d->reals : NULL, (cn_interp_mode)INT_AT(0), INT_AT(1));
+}
+static cn_tensor *run_interpolate_bwd(const oc_call *c) {
+    const double none[2] = {0, 0};
+    return cn__interpolate_backward(c->x[0], c->d->ints, 4, c->d->ints + 4,
+                                    c->d->n_reals ? c->d->reals : none);
+}
+
+/* grid_sample_2d: ints = mode, padding, align_corners; its backward: in = (g, x, grid), ints =
+ * the same and which gradient */
+static cn_tensor *run_grid_sample(const oc_call *c) {
+    return cn_grid_sample_2d(c->x[0], c->x[1], (cn_grid_mode)INT_AT(0), (cn_grid_padding)INT_AT(1),
+                             INT_AT(2));
+}
+static cn_tensor *run_grid_sample_bwd(const oc_call *c) {
+    return cn__grid_sample_2d_backward(c->x[0], c->x[1], c->x[2], c->d->ints, INT_AT(3));
+}
+
 /* Two optimizer steps on a copy of p (x[0]) with gradients x[1] then x[2] (the gradient of
  * sum(p * g) is g exactly); returns p after them. reals: lr, momentum, dampening,
  * weight_decay; ints[0]: nesterov. */
@@ -642,6 +667,13 @@ static const oc_op ops[CN__OP_ALL] = {
      * exp(log_probs) term (see cn_ctc_loss), which the finite differences here also confirm */
     [CN_OP_CTC_LOSS] = {run_ctc},
     [CN_OP_CTC_LOSS_BACKWARD] = {run_ctc_bwd},
+    /* resampling of issue 16: interpolate's every mode, sizes and scale factors, align_corners
+     * on and off, 1-D and 2-D; grid_sample_2d's modes and paddings with grid points outside x;
+     * the backward kernels against PyTorch's autograd */
+    [CN_OP_INTERPOLATE] = {run_interpolate},
+    [CN_OP_INTERPOLATE_BACKWARD] = {run_interpolate_bwd},
+    [CN_OP_GRID_SAMPLE_2D] = {run_grid_sample},
+    [CN_OP_GRID_SAMPLE_2D_BACKWARD] = {run_grid_sample_bwd},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

@@ -213,6 +213,17 @@ typedef enum cn_op {
      * (core/conv3d_common.h) */
     CN_OP_CONV_TRANSPOSE2D, CN_OP_CONV1D, CN_OP_CONV_TRANSPOSE1D, CN_OP_CONV3D,
     CN_OP_CONV_TRANSPOSE3D, CN_OP_CONV3D_BACKWARD_WEIGHT,
+    /* added with resampling (issue 16): interpolate (in[0] x [N, C, L] or [N, C, H, W]; out
+     * [N, C, OL] or [N, C, OH, OW]; ints = mode (cn_interp_mode), align_corners; reals = the
+     * user's scale factor per spatial dim, 0 where the size was given: core/resample_math.h
+     * turns them into source positions) and its backward (in[0] g, out[0] x's shape; the same
+     * attributes: the adjoint, each g entry added back at the source taps it was read from) */
+    CN_OP_INTERPOLATE, CN_OP_INTERPOLATE_BACKWARD,
+    /* grid_sample_2d: in = (x [N, C, H, W], grid [N, OH, OW, 2]), out [N, C, OH, OW]; ints =
+     * mode (cn_grid_mode), padding (cn_grid_padding), align_corners. Its backward: in = (g, x,
+     * grid), ints = the same 3 and which gradient (0: x's, out x's shape; 1: grid's, out grid's
+     * shape) */
+    CN_OP_GRID_SAMPLE_2D, CN_OP_GRID_SAMPLE_2D_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 

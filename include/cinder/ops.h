@@ -449,6 +449,71 @@ typedef enum cn_scatter_reduce {
 CN_API cn_tensor *cn_scatter_nd(cn_tensor *x, cn_tensor *index, cn_tensor *updates,
                                 cn_scatter_reduce reduce);
 
+/* ---- resampling (issue 16) ----------------------------------------------------------------- *
+ * Each returns a new contiguous tensor (one reference for the caller; the inputs are never
+ * modified) or NULL with the error set and nothing leaked. Any thread may call them on tensors it
+ * may read. */
+
+/* interpolate's modes (torch.nn.functional.interpolate's mode strings). */
+typedef enum cn_interp_mode {
+    CN_INTERP_NEAREST = 0, /* "nearest": entry floor(o * in / out), not "nearest-exact" */
+    CN_INTERP_LINEAR = 1,  /* "linear" for [N, C, L], "bilinear" for [N, C, H, W] */
+    CN_INTERP_BICUBIC = 2  /* "bicubic" ([N, C, H, W] only): Keys' cubic with A = -0.75 */
+} cn_interp_mode;
+
+/* torch.nn.functional.interpolate(x, size or scale_factor, mode, align_corners) (antialias off,
+ * recompute_scale_factor None): x [N, C, L] (n = 1) or [N, C, H, W] (n = 2), f32 or f64 (other
+ * dtypes: CN_ERR_KIND or the kernel's CN_ERR_DTYPE), resampled along its last n dims. Pass
+ * exactly one of size (n output sizes, each >= 1) and scale (n factors, positive and finite:
+ * each output size is floor(in * scale), which must be >= 1; the source positions then use 1 /
+ * scale, not in / out, as PyTorch's do). Source positions follow PyTorch: half-pixel centres
+ * (src = (o + 0.5) / scale - 0.5), or with align_corners = 1 the corners aligned
+ * (src = o * (in - 1) / (out - 1)), nearest taking floor(o / scale) in float arithmetic; border
+ * taps are clamped to the edge. Values match PyTorch's up to float rounding (f64: ~1e-15),
+ * including its CPU quirk for nearest with a scale factor: in 2-D an output size equal to the
+ * input's (or twice it) reads entry o (o / 2), in 1-D the formula's floor(o / scale).
+ * Errors: x NULL (CN_ERR_NULL_ARG), n not 1 or 2 or x's ndim not n + 2 or an empty spatial dim
+ * (CN_ERR_INVALID_ARG / CN_ERR_SHAPE), size and scale both NULL (CN_ERR_NULL_ARG) or both given,
+ * a size < 1, a bad or too small scale, an unknown mode, bicubic with n = 1, align_corners not 0
+ * or 1 or set with nearest (CN_ERR_INVALID_ARG), an output size past int64 (CN_ERR_OVERFLOW).
+ * Gradient to x: the adjoint, each g entry added back at the entries it was read from with the
+ * weights it was read with. */
+CN_API cn_tensor *cn_interpolate(cn_tensor *x, int n, const int64_t *size, const double *scale,
+                                 cn_interp_mode mode, int align_corners);
+
+/* grid_sample_2d's modes and paddings (torch.nn.functional.grid_sample's strings). */
+typedef enum cn_grid_mode { CN_GRID_BILINEAR = 0, CN_GRID_NEAREST = 1 } cn_grid_mode;
+typedef enum cn_grid_padding {
+    CN_GRID_PAD_ZEROS = 0,     /* "zeros": positions outside x read 0 */
+    CN_GRID_PAD_BORDER = 1,    /* "border": positions clipped to x's edges */
+    CN_GRID_PAD_REFLECTION = 2 /* "reflection": positions reflected off x's borders, then clipped */
+} cn_grid_padding;
+
+/* torch.nn.functional.grid_sample(x, grid, mode, padding_mode, align_corners) for 4-D x:
+ * out[n, c, i, j] samples x[n, c] at grid[n, i, j] = (gx, gy), gx along W and gy along H,
+ * normalized so that -1 and 1 are x's corner pixels' centres (align_corners = 1) or outer edges
+ * (0). x [N, C, H, W] (H, W >= 1) and grid [N, OH, OW, 2] are f32 or f64 of one dtype; the result
+ * is [N, C, OH, OW]. Nearest rounds half to even (nearbyint, as PyTorch). Errors: NULL inputs
+ * (CN_ERR_NULL_ARG), a non-float x (CN_ERR_KIND), dtypes that differ (CN_ERR_DTYPE), shapes not
+ * as above or grid's N not x's (CN_ERR_SHAPE), an unknown mode or padding, align_corners not 0
+ * or 1 (CN_ERR_INVALID_ARG). Gradients: to x, g scattered back along the taps; to grid (bilinear),
+ * the derivative of the sampled value in gx and gy (0 where clipped, sign-flipped where
+ * reflected, as PyTorch); nearest's grid gradient is 0. */
+CN_API cn_tensor *cn_grid_sample_2d(cn_tensor *x, cn_tensor *grid, cn_grid_mode mode,
+                                    cn_grid_padding padding, int align_corners);
+
+/* torch.hann_window / hamming_window / blackman_window(n, periodic, dtype, device): a 1-D tensor
+ * of n entries (n = 1: [1]; n = 0: empty), w[k] = a0 - a1 cos(2 pi k / d) + a2 cos(4 pi k / d)
+ * with d = n when periodic (the window of n + 1 entries without its last, for spectral analysis)
+ * or n - 1 when symmetric (periodic = 0, for filter design): hann a = (0.5, 0.5), hamming (0.54,
+ * 0.46), blackman (0.42, 0.5, 0.08). Computed on the host in f64, then converted to dtype (any
+ * float dtype) on `device`: the same values on every backend; no gradient (a constant). Errors:
+ * n < 0 or periodic not 0 or 1 (CN_ERR_INVALID_ARG), n past 2^53 (CN_ERR_OVERFLOW), a dtype
+ * that is not a float one (CN_ERR_DTYPE), the device's errors. */
+CN_API cn_tensor *cn_hann_window(int64_t n, int periodic, cn_dtype dtype, cn_device device);
+CN_API cn_tensor *cn_hamming_window(int64_t n, int periodic, cn_dtype dtype, cn_device device);
+CN_API cn_tensor *cn_blackman_window(int64_t n, int periodic, cn_dtype dtype, cn_device device);
+
 /* ---- convolution and pooling (NCHW) --------------------------------------------------------- */
 typedef struct cn_conv2d_params {
     int64_t stride[2];   /* (h, w); 0 is taken as 1 */

@@ -59,5 +59,8 @@ cn_tensor *ad_grad_conv1d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_conv_transpose1d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_conv3d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_conv_transpose3d(ad_node *n, cn_tensor *g, int i);
+/* ---- formulas_resample.c: the resampling ops of issue 16 ------------------------------------ */
+cn_tensor *ad_grad_interpolate(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_grid_sample_2d(ad_node *n, cn_tensor *g, int i);
 
 #endif

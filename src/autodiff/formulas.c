@@ -680,6 +680,8 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_CONV_TRANSPOSE1D] = {.input = ad_grad_conv_transpose1d},
     [CN_OP_CONV3D] = {.input = ad_grad_conv3d},
     [CN_OP_CONV_TRANSPOSE3D] = {.input = ad_grad_conv_transpose3d},
+    [CN_OP_INTERPOLATE] = {.input = ad_grad_interpolate},
+    [CN_OP_GRID_SAMPLE_2D] = {.input = ad_grad_grid_sample_2d},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

@@ -336,6 +336,20 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_CTC_LOSS_BACKWARD] = {.name = "ctc_loss_backward", .family = CN__FAMILY_GRAD,
                                  .n_in = 5, .kinds = {F, F, I}, .out = CN__OUT_INPUT,
                                  .n_ints = 3},
+    /* resampling (issue 16): interpolate, grid_sample_2d and their backward kernels (for the
+     * formulas) */
+    [CN_OP_INTERPOLATE] = {.name = "interpolate", .family = CN__FAMILY_INDEX, .n_in = 1,
+                           .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 2, .n_reals = 2,
+                           .differentiable = 1},
+    [CN_OP_INTERPOLATE_BACKWARD] = {.name = "interpolate_backward", .family = CN__FAMILY_GRAD,
+                                    .n_in = 1, .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 2,
+                                    .n_reals = 2},
+    [CN_OP_GRID_SAMPLE_2D] = {.name = "grid_sample_2d", .family = CN__FAMILY_INDEX, .n_in = 2,
+                              .kinds = {F, F}, .out = CN__OUT_INPUT, .n_ints = 3,
+                              .saves = IN0 | IN1, .differentiable = 1},
+    [CN_OP_GRID_SAMPLE_2D_BACKWARD] = {.name = "grid_sample_2d_backward",
+                                       .family = CN__FAMILY_GRAD, .n_in = 3, .kinds = {F, F, F},
+                                       .out = CN__OUT_INPUT, .n_ints = 4},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

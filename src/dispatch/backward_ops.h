@@ -67,6 +67,15 @@ cn_status cn__sdpa_backward(cn_tensor *g, cn_tensor *q, cn_tensor *k, cn_tensor 
 cn_tensor *cn__ctc_loss_backward(cn_tensor *g, cn_tensor *log_probs, cn_tensor *targets,
                                  cn_tensor *input_lengths, cn_tensor *target_lengths,
                                  const int64_t *ints);
+/* g: interpolate's output gradient ([N, C, OL] or [N, C, OH, OW]) -> the gradient of its input,
+ * of shape x_shape (x_ndim 3 or 4): each g entry added back at the taps it was read from. ints:
+ * interpolate's 2 (mode, align_corners); reals: its 2 scale factors (0: none). */
+cn_tensor *cn__interpolate_backward(cn_tensor *g, const int64_t *x_shape, int x_ndim,
+                                    const int64_t *ints, const double *reals);
+/* g: grid_sample_2d's output gradient [N, C, OH, OW], x and grid its inputs, ints its 3 (mode,
+ * padding, align_corners) -> the gradient of x (which = 0) or of grid (which = 1). */
+cn_tensor *cn__grid_sample_2d_backward(cn_tensor *g, cn_tensor *x, cn_tensor *grid,
+                                       const int64_t *ints, int which);
 
 /* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel
  * where there is one, and compose public ops on a backend written before it (a program's). */

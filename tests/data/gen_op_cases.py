@@ -842,6 +842,107 @@ case("cat", "cat", [Fl([2, 1]), Fl([2, 3]), Fl([2, 2])], lambda *t: torch.cat(t,
 case("cat", "cat_dim0", [Fl([1, 3]), Fl([2, 3])], lambda *t: torch.cat(t, 0), ints=[0])
 
 
+# ---- resampling (issue 16) ---------------------------------------------------------------------
+# interpolate: ints = mode (0 nearest, 1 linear / bilinear, 2 bicubic), align_corners, then the
+# output sizes (when the case gives sizes); reals = the scale factors (when it gives those).
+# Sizes up and down, odd ratios, 2x (PyTorch's CPU shortcut for nearest), a scale factor whose
+# floor(in * scale) output differs from in / out positions, scales giving out == in and
+# out == 2 * in (nearest's 2-D shortcuts, which PyTorch's 1-D kernel does not take), align_corners
+# on and off, [N, C, L] and [N, C, H, W].
+INTERP_MODES = {0: "nearest", 1: "linear", 2: "bicubic"}
+
+
+def interp(mode, align, size=None, scale=None):
+    def fn(x):
+        name = INTERP_MODES[mode]
+        if name == "linear" and x.dim() == 4:
+            name = "bilinear"
+        kw = {} if mode == 0 else {"align_corners": bool(align)}
+        if size is not None:
+            return F.interpolate(x, size=size, mode=name, **kw)
+        return F.interpolate(x, scale_factor=scale, mode=name, **kw)
+    return fn
+
+
+INTERP_CASES = [  # variant, x shape, mode, align, size, scale
+    ("nearest_size", [2, 2, 4, 5], 0, 0, [7, 3], None),
+    ("nearest_2x", [1, 2, 3, 2], 0, 0, [6, 4], None),
+    ("nearest_scale", [1, 2, 4, 5], 0, 0, None, [1.5, 0.7]),
+    ("nearest_scale_same", [1, 1, 3, 4], 0, 0, None, [1.2, 2.6]),
+    ("bilinear_size", [2, 2, 4, 5], 1, 0, [7, 3], None),
+    ("bilinear_align", [1, 2, 4, 5], 1, 1, [7, 3], None),
+    ("bilinear_scale", [1, 2, 4, 5], 1, 0, None, [1.7, 0.6]),
+    ("bilinear_to_1", [1, 2, 3, 4], 1, 1, [1, 6], None),
+    ("bicubic_size", [2, 2, 4, 5], 2, 0, [7, 3], None),
+    ("bicubic_align", [1, 2, 4, 5], 2, 1, [7, 9], None),
+    ("bicubic_scale", [1, 2, 4, 5], 2, 0, None, [2.0, 1.3]),
+    ("nearest_1d", [2, 3, 5], 0, 0, [8], None),
+    ("nearest_1d_scale_same", [1, 2, 3], 0, 0, None, [1.2]),
+    ("nearest_1d_scale_2x", [1, 2, 3], 0, 0, None, [2.1]),
+    ("linear_1d", [2, 3, 5], 1, 0, [8], None),
+    ("linear_1d_align", [2, 3, 5], 1, 1, [3], None),
+    ("linear_1d_scale", [1, 2, 6], 1, 0, None, [0.75]),
+]
+for v, shape, mode, align, size, scale in INTERP_CASES:
+    case("interpolate", "interpolate_" + v, [Fl(shape)], interp(mode, align, size, scale),
+         ints=[mode, align] + (size or []), reals=scale or [])
+
+
+# interpolate_backward: ints = x's shape (4-D), mode, align_corners; reals = the scale factors
+def interp_backward(x_shape, fn):
+    def run(g):
+        x = torch.zeros(x_shape, requires_grad=True)
+        fn(x).backward(g)
+        return x.grad
+    return run
+
+
+for v, shape, mode, align, size, scale in (
+        ("nearest", [1, 2, 4, 5], 0, 0, [7, 3], None),
+        ("bilinear", [1, 2, 4, 5], 1, 0, None, [1.7, 0.6]),
+        ("bicubic", [1, 2, 4, 5], 2, 1, [7, 9], None),
+        ("bicubic_down", [1, 1, 6, 5], 2, 0, [4, 2], None)):
+    fn = interp(mode, align, size, scale)
+    g_shape = list(fn(torch.zeros(shape)).shape)
+    case("interpolate_backward", "interpolate_backward_" + v, [Fl(g_shape)],
+         interp_backward(shape, fn), ints=shape + [mode, align], reals=scale or [])
+
+
+# grid_sample_2d: ints = mode (0 bilinear, 1 nearest), padding (0 zeros, 1 border, 2 reflection),
+# align_corners; grid values in [-1.5, 1.5], so some fall outside x (padded, clipped, reflected)
+GS_MODES, GS_PADS = ("bilinear", "nearest"), ("zeros", "border", "reflection")
+
+
+def grid_sample(mode, pad, align):
+    return lambda x, g: F.grid_sample(x, g, mode=GS_MODES[mode], padding_mode=GS_PADS[pad],
+                                      align_corners=bool(align))
+
+
+for mode, pad, align in ((0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1), (0, 2, 0), (0, 2, 1),
+                         (1, 0, 0), (1, 2, 1)):
+    case("grid_sample_2d", "grid_sample_2d_%s_%s_%d" % (GS_MODES[mode], GS_PADS[pad], align),
+         [Fl([2, 2, 4, 5]), Fl([2, 3, 4, 2])], grid_sample(mode, pad, align),
+         ints=[mode, pad, align])
+
+
+# grid_sample_2d_backward: in = (g, x, grid); ints = mode, padding, align_corners, which (0: x's
+# gradient, 1: the grid's), against PyTorch's autograd
+def grid_sample_backward(mode, pad, align, which):
+    def run(g, x, grid):
+        x, grid = x.clone().requires_grad_(True), grid.clone().requires_grad_(True)
+        grid_sample(mode, pad, align)(x, grid).backward(g)
+        return grid.grad if which else x.grad
+    return run
+
+
+for mode, pad, align, which in ((0, 2, 0, 0), (0, 2, 0, 1), (0, 0, 1, 1), (0, 1, 0, 1),
+                                (1, 0, 0, 0)):
+    case("grid_sample_2d_backward", "grid_sample_2d_backward_%s_%s_%d_%d"
+         % (GS_MODES[mode], GS_PADS[pad], align, which),
+         [Fl([2, 2, 3, 4]), Fl([2, 2, 4, 5]), Fl([2, 3, 4, 2])],
+         grid_sample_backward(mode, pad, align, which), ints=[mode, pad, align, which])
+
+
 # ---- output ------------------------------------------------------------------------------------
 def kind_of(t):
     if t.dtype == torch.bool:

@@ -289,4 +289,9 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_CTC_LOSS] = cpu_ctc_loss;
     k[CN_OP_CTC_LOSS_BACKWARD] = cpu_ctc_loss_backward;
     dt[CN_OP_CTC_LOSS] = dt[CN_OP_CTC_LOSS_BACKWARD] = F;
+    /* resampling (issue 16): f32 and f64 */
+    k[CN_OP_INTERPOLATE] = k[CN_OP_INTERPOLATE_BACKWARD] = cpu_interpolate;
+    dt[CN_OP_INTERPOLATE] = dt[CN_OP_INTERPOLATE_BACKWARD] = F;
+    k[CN_OP_GRID_SAMPLE_2D] = k[CN_OP_GRID_SAMPLE_2D_BACKWARD] = cpu_grid_sample_2d;
+    dt[CN_OP_GRID_SAMPLE_2D] = dt[CN_OP_GRID_SAMPLE_2D_BACKWARD] = F;
 }

@@ -74,6 +74,9 @@ void cpu_pool_index_plane_f64(const double *z, int64_t W, int64_t k, int64_t PH,
 /* scan.c: cumsum, cumprod, cummax, cummin, sort, any, all; cumprod's backward */
 cn_status cpu_scan(const cn_kernel_args *a);
 cn_status cpu_cumprod_backward(const cn_kernel_args *a);
+/* resample.c: interpolate, grid_sample_2d and their backward kernels (f32, f64) */
+cn_status cpu_interpolate(const cn_kernel_args *a);
+cn_status cpu_grid_sample_2d(const cn_kernel_args *a);
 /* optim.c */
 cn_status cpu_sgd_step(const cn_kernel_args *a);
 /* attention.c: scaled_dot_product_attention and its backward */

@@ -364,6 +364,8 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_MASKED_SELECT] = cuda_masked_select;
     k[CN_OP_GATHER_ND] = cuda_gather_nd;
     k[CN_OP_SCATTER_ND] = cuda_scatter_nd; /* reductions other than assign: f32 f64 i32 i64 */
+    k[CN_OP_INTERPOLATE] = k[CN_OP_INTERPOLATE_BACKWARD] = cuda_interpolate;
+    k[CN_OP_GRID_SAMPLE_2D] = k[CN_OP_GRID_SAMPLE_2D_BACKWARD] = cuda_grid_sample_2d;
 
     /* The dtypes each kernel computes (0: every dtype the op accepts): the router refuses the
      * rest before launching, so the kernels do not check them. f16 and bf16 compute in float. */
@@ -446,6 +448,10 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_CTC_LOSS] = cuda_ctc_loss;
     k[CN_OP_CTC_LOSS_BACKWARD] = cuda_ctc_loss_backward;
     dt[CN_OP_CTC_LOSS] = dt[CN_OP_CTC_LOSS_BACKWARD] = DT(CN_F32) | DT(CN_F64);
+    /* resampling (issue 16): every float dtype; grid_sample_2d's backward f32 and f64 */
+    dt[CN_OP_INTERPOLATE] = dt[CN_OP_INTERPOLATE_BACKWARD] = F;
+    dt[CN_OP_GRID_SAMPLE_2D] = F;
+    dt[CN_OP_GRID_SAMPLE_2D_BACKWARD] = DT(CN_F32) | DT(CN_F64); /* accumulates in the output */
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

@@ -207,6 +207,10 @@ cn_status cuda_slice_assign(const cn_kernel_args *a);
 cn_status cuda_unfold(const cn_kernel_args *a);
 cn_status cuda_nonzero(const cn_kernel_args *a);
 cn_status cuda_masked_select(const cn_kernel_args *a);
+/* resample.cu: interpolate and interpolate_backward (f32, f64, f16, bf16), grid_sample_2d
+ * (the same) and its backward (f32, f64) */
+cn_status cuda_interpolate(const cn_kernel_args *a);
+cn_status cuda_grid_sample_2d(const cn_kernel_args *a);
 /* conv.cu */
 cn_status cuda_conv2d(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);

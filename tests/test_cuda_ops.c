@@ -433,6 +433,28 @@ static cn_tensor *f_avg_pool_bw(cn_tensor *const *x, const void *a) {
     return cn__avg_pool2d_backward(x[0], A(a)->shape, A(a)->ints);
 }
 
+/* padding and pooling of issue 16: pad (ints = the tuple, i1 entries; i0 = the mode; s0 = the
+ * constant), its backward (ints = dim, left, right, x's size; i0 = the mode), the adaptive pools
+ * (i0 = k, ints = the output sizes) and their backward (shape = x's, i1 = its ndim) */
+static cn_tensor *f_pad(cn_tensor *const *x, const void *a) {
+    return cn_pad(x[0], A(a)->ints, (int)A(a)->i1, (cn_pad_mode)A(a)->i0, A(a)->s0);
+}
+static cn_tensor *f_pad_bw(cn_tensor *const *x, const void *a) {
+    const int64_t *i = A(a)->ints;
+    return cn__pad_backward(x[0], (int)i[0], i[1], i[2], (int)A(a)->i0, i[3]);
+}
+static cn_tensor *f_adaptive(cn_tensor *const *x, const void *a) {
+    const int64_t *o = A(a)->ints;
+    switch (A(a)->i0) {
+    case 1: return cn_adaptive_avg_pool1d(x[0], o[0]);
+    case 2: return cn_adaptive_avg_pool2d(x[0], o[0], o[1]);
+    default: return cn_adaptive_avg_pool3d(x[0], o[0], o[1], o[2]);
+    }
+}
+static cn_tensor *f_adaptive_bw(cn_tensor *const *x, const void *a) {
+    return cn__adaptive_avg_pool_backward(x[0], A(a)->shape, (int)A(a)->i1, (int)A(a)->i0);
+}
+
 static const cn_dtype float_dtypes[] = {CN_F32, CN_F64, CN_F16, CN_BF16};
 #define N_FLOAT 4
 
@@ -1960,6 +1982,70 @@ static void test_memory_stats(void) {
     cn_clear_error();
 }
 
+/* ---- padding and pooling of issue 16 ------------------------------------------------------- */
+
+static void test_pad_pool(void) {
+    const cn_dtype dts[5] = {CN_F32, CN_F16, CN_I64, CN_U8, CN_BOOL};
+    const int64_t xs[3] = {3, 5, 6};
+    /* every mode on two dims; crops of 3 dims (constant) and of one (circular) */
+    static const int64_t grow[4] = {2, 1, 1, 3}, crop3[6] = {-1, 2, 0, 1, 1, -1},
+                         crop1[2] = {-2, 1};
+    for (int d = 0; d < 5; d++)
+        for (int l = 0; l < 3; l++) {
+            const char *dn = cn_dtype_name(dts[d]), *ln = layout_names[l];
+            pair x = input(xs, 3, dts[d], -9, 9, l);
+            for (int m = 0; m < 4; m++) {
+                args a = {.ints = grow, .i1 = 4, .i0 = m, .s0 = 1};
+                check_op(label("pad mode %d %s %s", m, dn, ln), CN_OP_PAD, f_pad, &a, &x, 1, 0);
+            }
+            args c3 = {.ints = crop3, .i1 = 6, .i0 = CN_PAD_CONSTANT, .s0 = 1};
+            check_op(label("pad crop %s %s", dn, ln), CN_OP_PAD, f_pad, &c3, &x, 1, 0);
+            args c1 = {.ints = crop1, .i1 = 2, .i0 = CN_PAD_CIRCULAR};
+            check_op(label("pad circular crop %s %s", dn, ln), CN_OP_PAD, f_pad, &c1, &x, 1, 0);
+            pair_free(x);
+        }
+    /* the backward along one dim: grown in every mode, cropped in constant and circular */
+    static const int64_t bws[][5] = {{0, 2, 2, 3, 6}, {1, 2, 2, 3, 6}, {2, 2, 2, 3, 6},
+                                     {3, 2, 2, 3, 6}, {0, 1, -1, 2, 5}, {3, 1, 1, -2, 5}};
+    const int64_t as[4] = {2, 3, 9, 10};
+    for (int d = 0; d < N_FLOAT; d++)
+        for (int l = 0; l < 3; l++) {
+            cn_dtype dt = float_dtypes[d];
+            const char *dn = cn_dtype_name(dt), *ln = layout_names[l];
+            for (size_t b = 0; b < sizeof bws / sizeof *bws; b++) {
+                int64_t gs[3] = {3, 5, 6};
+                int dim = (int)bws[b][1];
+                gs[dim] = bws[b][4] + bws[b][2] + bws[b][3];
+                pair g = input(gs, 3, dt, -1, 1, l);
+                args a = {.ints = bws[b] + 1, .i0 = bws[b][0]};
+                check_op(label("pad_backward %zu %s %s", b, dn, ln), CN_OP_PAD_BACKWARD,
+                         f_pad_bw, &a, &g, 1, 2);
+                pair_free(g);
+            }
+            /* adaptive pools of 1 to 3 dims, shrinking (overlapping windows) and growing */
+            pair x = input(as, 4, dt, -1, 1, l);
+            static const int64_t outs[3][3] = {{4}, {4, 7}, {2, 4, 13}};
+            for (int k = 1; k <= 3; k++) {
+                args a = {.ints = outs[k - 1], .i0 = k, .shape = as, .i1 = 4};
+                check_op(label("adaptive_avg_pool%dd %s %s", k, dn, ln),
+                         CN_OP_ADAPTIVE_AVG_POOL, f_adaptive, &a, &x, 1, 2);
+                int64_t gs[4] = {2, 3, 9, 10};
+                for (int i = 0; i < k; i++) gs[4 - k + i] = outs[k - 1][i];
+                pair g = input(gs, 4, dt, -1, 1, l);
+                check_op(label("adaptive_avg_pool%dd backward %s %s", k, dn, ln),
+                         CN_OP_ADAPTIVE_AVG_POOL_BACKWARD, f_adaptive_bw, &a, &g, 1, 2);
+                pair_free(g);
+            }
+            pair_free(x);
+        }
+    /* the same errors on both devices */
+    pair x = input(xs, 3, CN_F32, -1, 1, CONTIG);
+    static const int64_t far[2] = {6, 0};
+    args bad = {.ints = far, .i1 = 2, .i0 = CN_PAD_REFLECT};
+    check_same_error("reflect padding past the size", f_pad, &bad, &x, 1);
+    pair_free(x);
+}
+
 static void test_every_op_has_a_kernel_and_a_check(void) {
     const cn_backend *b = cn_backend_get(gpu.backend);
     CHECK(b != NULL);
@@ -1999,6 +2085,7 @@ int main(void) {
     RUN(test_index_ops);
     RUN(test_conv);
     RUN(test_pool);
+    RUN(test_pad_pool);
     RUN(test_sgd_step);
     RUN(test_autodiff_oracle);
     RUN(test_network_gradients);

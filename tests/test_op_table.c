@@ -280,6 +280,29 @@ static cn_tensor *run_avg_pool_bwd(const oc_call *c) {
     return cn__avg_pool2d_backward(c->x[0], c->d->ints, c->d->ints + 4);
 }
 
+/* padding and pooling of issue 16. pad: ints = mode, then the pad tuple; reals[0] = the
+ * constant. pad_backward: ints = mode, dim, left, right, x's size at dim. adaptive_avg_pool:
+ * ints = k, then the output sizes; its backward: ints = k, then x's shape */
+static cn_tensor *run_pad(const oc_call *c) {
+    return cn_pad(c->x[0], c->d->ints + 1, c->d->n_ints - 1, (cn_pad_mode)INT_AT(0),
+                  c->d->reals[0]);
+}
+static cn_tensor *run_pad_bwd(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    return cn__pad_backward(c->x[0], (int)i[1], i[2], i[3], (int)i[0], i[4]);
+}
+static cn_tensor *run_adaptive_avg_pool(const oc_call *c) {
+    const int64_t *o = c->d->ints + 1;
+    switch (INT_AT(0)) {
+    case 1: return cn_adaptive_avg_pool1d(c->x[0], o[0]);
+    case 2: return cn_adaptive_avg_pool2d(c->x[0], o[0], o[1]);
+    default: return cn_adaptive_avg_pool3d(c->x[0], o[0], o[1], o[2]);
+    }
+}
+static cn_tensor *run_adaptive_avg_pool_bwd(const oc_call *c) {
+    return cn__adaptive_avg_pool_backward(c->x[0], c->d->ints + 1, c->d->n_ints - 1, INT_AT(0));
+}
+
 /* Two optimizer steps on a copy of p (x[0]) with gradients x[1] then x[2] (the gradient of
  * sum(p * g) is g exactly); returns p after them. reals: lr, momentum, dampening,
  * weight_decay; ints[0]: nesterov. */
@@ -541,6 +564,13 @@ static const oc_op ops[CN__OP_ALL] = {
      * mul with a zero factor, min and max on distinct values) */
     [CN_OP_GATHER_ND] = {run_gather_nd},
     [CN_OP_SCATTER_ND] = {run_scatter_nd},
+    /* padding and pooling of issue 16: pad in every mode (crops, a tuple of 4 dims, int and
+     * bool constants), its backward kernel per dim against autograd; adaptive average pools
+     * with overlapping and growing windows, 1-D to 3-D, and their backward kernel */
+    [CN_OP_PAD] = {run_pad},
+    [CN_OP_PAD_BACKWARD] = {run_pad_bwd},
+    [CN_OP_ADAPTIVE_AVG_POOL] = {run_adaptive_avg_pool},
+    [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {run_adaptive_avg_pool_bwd},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

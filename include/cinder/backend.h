@@ -162,6 +162,15 @@ typedef enum cn_op {
     CN_OP_MASKED_FILL, CN_OP_TRIL, CN_OP_TRIU, CN_OP_FLIP, CN_OP_REPEAT, CN_OP_SCATTER,
     CN_OP_SLICE_ASSIGN, CN_OP_INDEX_COPY, CN_OP_INDEX_ADD, CN_OP_UNFOLD, CN_OP_NONZERO,
     CN_OP_MASKED_SELECT, CN_OP_GATHER_ND, CN_OP_SCATTER_ND,
+    /* added with padding and pooling (issue 16): pad (in = x; ints[0] = cn_pad_mode, ints[1] =
+     * skip, then (left, right) pairs for at most 3 dims: the first for dim ndim - 1 - skip, the
+     * next for the dim before, ...; reals[0] = the constant; out = x's shape with each padded
+     * dim grown by left + right, negative entries cropping first (circular wraps what is left)), pad_backward (in = g; ints = mode, dim, left, right: g summed
+     * back along that one dim to out's size, the adjoint of pad along it; float),
+     * adaptive_avg_pool (in = x; ints[0] = k: x's last k dims are pooled to out's sizes with
+     * PyTorch's windows [floor(i * in / out), ceil((i + 1) * in / out)); float) and its
+     * backward (in = g; ints[0] = k; out = the input's shape) */
+    CN_OP_PAD, CN_OP_PAD_BACKWARD, CN_OP_ADAPTIVE_AVG_POOL, CN_OP_ADAPTIVE_AVG_POOL_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 

@@ -489,6 +489,51 @@ typedef struct cn_pool2d_params {
 CN_API cn_tensor *cn_max_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 CN_API cn_tensor *cn_avg_pool2d(cn_tensor *x, const cn_pool2d_params *p);
 
+/* ---- padding and pooling (issue 16) ----------------------------------------------------------- *
+ * Each returns a new tensor the caller releases, or NULL with the error set (inputs untouched).
+ * Threads: as every op (cinder/tensor.h): reading the inputs from several threads is safe. */
+
+typedef enum cn_pad_mode {
+    CN_PAD_CONSTANT = 0, /* the value */
+    CN_PAD_REFLECT = 1,  /* mirrored without repeating the edge: [a b c] -> b [a b c] b */
+    CN_PAD_REPLICATE = 2,/* the edge repeated: a [a b c] c */
+    CN_PAD_CIRCULAR = 3  /* wrapped around: c [a b c] a */
+} cn_pad_mode;
+
+/* torch.nn.functional.pad(x, pad, mode, value): pad[0..n) is PyTorch's pad tuple (left, right)
+ * of x's last dim, then of the one before, ...; n is even and n / 2 <= x's ndim. Each padded dim
+ * grows by left + right. Negative entries crop (as PyTorch) in constant and circular modes (a
+ * resulting size below 0 is CN_ERR_SHAPE); circular wraps what the crops leave. reflect needs
+ * each entry < the dim's size, replicate a dim of size >= 1, circular each entry <= the size left
+ * after the crops (PyTorch's rules; CN_ERR_INVALID_ARG otherwise); reflect and replicate take no
+ * negative entries (CN_ERR_INVALID_ARG: crop with cn_slice first). Unlike PyTorch, every mode
+ * pads any number of trailing dims of any tensor (PyTorch's reflect, replicate and circular take
+ * the last 1 to 3 dims of a 2-D to 5-D tensor). value (constant mode only; ignored otherwise)
+ * must be representable in x's dtype (CN_ERR_INVALID_ARG otherwise: an int tensor takes values
+ * in its range, truncated toward zero; a bool any value, nonzero being true). Every dtype (the
+ * CPU's kernel: all but f16/bf16); gradient (float): g cropped back, with the mirrored,
+ * replicated or wrapped entries added to the entries they copy. pad may be NULL when n is 0 (a
+ * copy, as cn_clone). An unknown mode is CN_ERR_INVALID_ARG. */
+CN_API cn_tensor *cn_pad(cn_tensor *x, const int64_t *pad, int n, cn_pad_mode mode, double value);
+
+/* torch.nn.functional.adaptive_avg_pool1d/2d/3d: x's last 1, 2 or 3 dims averaged over the
+ * windows [floor(i * in / out), ceil((i + 1) * in / out)) of each output index i, so that the
+ * result has the given sizes there. x: [..., L] / [..., H, W] / [..., D, H, W] with at least one
+ * leading dim (PyTorch's [C, ...] or [N, C, ...]; more leading dims are batched too); every
+ * output size >= 1 and every pooled input size >= 1 (CN_ERR_INVALID_ARG / CN_ERR_SHAPE
+ * otherwise). Float; gradient: each g entry shared equally by its window's inputs. */
+CN_API cn_tensor *cn_adaptive_avg_pool1d(cn_tensor *x, int64_t out_l);
+CN_API cn_tensor *cn_adaptive_avg_pool2d(cn_tensor *x, int64_t out_h, int64_t out_w);
+CN_API cn_tensor *cn_adaptive_avg_pool3d(cn_tensor *x, int64_t out_d, int64_t out_h,
+                                         int64_t out_w);
+
+/* torch.nn.functional.avg_pool1d(x, kernel, stride, padding) with PyTorch's defaults
+ * (ceil_mode false, count_include_pad true: padded zeros count in the mean): x [N, C, L] ->
+ * [N, C, (L + 2 padding - kernel) / stride + 1]. stride 0 is taken as kernel; padding at most
+ * half the kernel (PyTorch's rule). cn_avg_pool2d over [N, C, 1, L] (its errors name
+ * avg_pool2d's 'p' fields: kernel[1], stride[1], padding[1]). Float; gradient as avg_pool2d's. */
+CN_API cn_tensor *cn_avg_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t padding);
+
 /* ---- fused optimizer updates ---------------------------------------------------------------- *
  * One parameter's optimizer update, in place and in one pass of the backend's kernel
  * (CN_OP_SGD_STEP, backend.h), with no temporaries: what cn_optimizer_step (nn.h) runs for SGD.

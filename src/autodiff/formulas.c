@@ -667,6 +667,8 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_MASKED_SELECT] = {.input = ad_grad_masked_select},
     [CN_OP_GATHER_ND] = {.input = ad_grad_gather_nd},
     [CN_OP_SCATTER_ND] = {.input = ad_grad_scatter_nd},
+    [CN_OP_PAD] = {.input = ad_grad_pad},
+    [CN_OP_ADAPTIVE_AVG_POOL] = {.input = ad_grad_adaptive_avg_pool},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

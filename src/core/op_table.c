@@ -294,6 +294,18 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_SCATTER_ND] = {.name = "scatter_nd", .family = CN__FAMILY_INDEX, .n_in = 3,
                           .kinds = {A, I, A}, .out = CN__OUT_INPUT, .n_ints = 1,
                           .saves = IN0 | IN1 | CN__SAVE_IN(2) | OUT, .differentiable = 1},
+    /* padding and pooling (issue 16): pad moves elements by size (every dtype; a constant
+     * fits the dtype); its backward and the adaptive pools are float */
+    [CN_OP_PAD] = {.name = "pad", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {A},
+                   .out = CN__OUT_INPUT, .n_ints = 8, .n_reals = 1, .differentiable = 1},
+    [CN_OP_PAD_BACKWARD] = {.name = "pad_backward", .family = CN__FAMILY_GRAD, .n_in = 1,
+                            .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 4},
+    [CN_OP_ADAPTIVE_AVG_POOL] = {.name = "adaptive_avg_pool", .family = CN__FAMILY_INDEX,
+                                 .n_in = 1, .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 1,
+                                 .differentiable = 1},
+    [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {.name = "adaptive_avg_pool_backward",
+                                          .family = CN__FAMILY_GRAD, .n_in = 1, .kinds = {F},
+                                          .out = CN__OUT_INPUT, .n_ints = 1},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

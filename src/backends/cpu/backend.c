@@ -273,4 +273,11 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_MASKED_SELECT] = cpu_masked_select;
     k[CN_OP_GATHER_ND] = cpu_gather_nd;
     k[CN_OP_SCATTER_ND] = cpu_scatter_nd; /* reductions other than assign: f32 f64 i32 i64 */
+    /* padding and pooling (issue 16): pad converts its constant (no f16/bf16), the rest adds */
+    k[CN_OP_PAD] = cpu_pad;
+    dt[CN_OP_PAD] = FI | DT(CN_U8) | DT(CN_BOOL);
+    k[CN_OP_PAD_BACKWARD] = cpu_pad_backward;
+    k[CN_OP_ADAPTIVE_AVG_POOL] = k[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = cpu_adaptive_avg_pool;
+    dt[CN_OP_PAD_BACKWARD] = dt[CN_OP_ADAPTIVE_AVG_POOL] = F;
+    dt[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = F;
 }

@@ -430,6 +430,13 @@ static void fill_table(cn_backend *b) {
      * index_add adds */
     dt[CN_OP_MASKED_FILL] = FI | DT(CN_U8) | DT(CN_BOOL);
     dt[CN_OP_INDEX_ADD] = FI;
+    /* padding and pooling (issue 16): pad moves elements by size and stores its constant by
+     * cn_cast's rules (every dtype); its backward and the adaptive pools compute in double */
+    k[CN_OP_PAD] = cuda_pad;
+    k[CN_OP_PAD_BACKWARD] = cuda_pad_backward;
+    k[CN_OP_ADAPTIVE_AVG_POOL] = k[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = cuda_adaptive_avg_pool;
+    dt[CN_OP_PAD_BACKWARD] = dt[CN_OP_ADAPTIVE_AVG_POOL] = F;
+    dt[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = F;
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

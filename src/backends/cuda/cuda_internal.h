@@ -206,6 +206,10 @@ cn_status cuda_slice_assign(const cn_kernel_args *a);
 cn_status cuda_unfold(const cn_kernel_args *a);
 cn_status cuda_nonzero(const cn_kernel_args *a);
 cn_status cuda_masked_select(const cn_kernel_args *a);
+/* pad.cu and pool_more.cu: padding and pooling (issue 16) */
+cn_status cuda_pad(const cn_kernel_args *a);
+cn_status cuda_pad_backward(const cn_kernel_args *a);
+cn_status cuda_adaptive_avg_pool(const cn_kernel_args *a); /* and its backward */
 /* conv.cu */
 cn_status cuda_conv2d(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);

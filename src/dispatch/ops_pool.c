@@ -1,0 +1,248 @@
+/* Front-ends of issue 16's padding and pooling: pad (constant, reflect, replicate, circular), the
+ * adaptive average pools (1-D to 3-D) and avg_pool1d, and the router entries of their backward
+ * kernels. Each checks its arguments, computes the output's shape (sizes overflow-checked) and
+ * runs its kernel through the router. */
+#include <string.h>
+
+#include "cinder/memory.h"
+#include "cinder/ops.h"
+#include "core/error_internal.h"
+#include "dispatch/backward_ops.h"
+#include "dispatch/router.h"
+
+/* Routes x, allocates [shape] in dtype on its device, runs op on x's view with the attributes
+ * and records it. NULL with the error set on failure (nothing leaked). */
+static cn_tensor *run_one(cn_op op, cn_tensor *x, const int64_t *shape, int ndim,
+                          const int64_t *ints, int n_ints, const double *reals, int n_reals) {
+    const char *name = cn_op_name(op);
+    cn_device dev;
+    const cn_backend *b = cn__route(name, &x, (const char *const[]){"x"}, 1, &dev);
+    if (!b) return NULL;
+    cn_tensor *out = cn__tensor_alloc(name, shape, ndim, x->dtype, dev);
+    if (!out) return NULL;
+    cn_view v;
+    cn__tensor_as_view(x, &v);
+    if (cn__launch(b, dev, op, &v, 1, &out, 1, ints, n_ints, reals, n_reals) != CN_OK) {
+        cn_release(out);
+        return NULL;
+    }
+    return cn__record(op, out, &x, 1, ints, n_ints, reals, n_reals);
+}
+
+/* ---- pad ----------------------------------------------------------------------------------- */
+
+/* The kernel takes the pairs of at most 3 dims (a graph node keeps at most 8 ints: the mode, the
+ * trailing dims skipped and 6 entries); cn_pad runs longer tuples as several pads of 3 dims. */
+#define PAD_DIMS_PER_RUN 3
+
+static const char *const PAD_MODES[] = {"constant", "reflect", "replicate", "circular"};
+
+/* Checks the (left, right) entries of dim d (size `size`) under mode; writes its padded size. */
+static cn_status check_pad_dim(const char *op, const cn_tensor *x, int d, int64_t left,
+                               int64_t right, cn_pad_mode mode, int64_t *padded) {
+    int64_t size = x->shape[d];
+    char a[128];
+    int64_t lr;
+    if (__builtin_add_overflow(left, right, &lr) || __builtin_add_overflow(size, lr, padded))
+        return cn_set_error(CN_ERR_OVERFLOW, op, "padding (%lld, %lld) of dim %d makes a size "
+                            "beyond int64; check the pad tuple for a mistake", (long long)left,
+                            (long long)right, d);
+    if ((mode == CN_PAD_REFLECT || mode == CN_PAD_REPLICATE) && (left < 0 || right < 0))
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "padding (%lld, %lld) of dim %d is negative; "
+                            "%s mode only grows a dim (crop with cn_slice first, or pad in "
+                            "constant mode)", (long long)left, (long long)right, d,
+                            PAD_MODES[mode]);
+    if (mode == CN_PAD_REFLECT && (left >= size || right >= size))
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "reflect padding (%lld, %lld) of dim %d of "
+                            "'x' %s: each side must be smaller than the dim's size (%lld), as in "
+                            "PyTorch; pad less, or use replicate or constant mode",
+                            (long long)left, (long long)right, d, cn_tensor_str(x, a, sizeof a),
+                            (long long)size);
+    if (mode == CN_PAD_REPLICATE && size == 0 && (left > 0 || right > 0))
+        return cn_set_error(CN_ERR_SHAPE, op, "dim %d of 'x' %s is empty: replicate padding "
+                            "has no edge to repeat; use constant mode", d,
+                            cn_tensor_str(x, a, sizeof a));
+    if (*padded < 0)
+        return cn_set_error(CN_ERR_SHAPE, op, "padding (%lld, %lld) crops dim %d of 'x' %s to "
+                            "size %lld; crop at most the whole dim", (long long)left,
+                            (long long)right, d, cn_tensor_str(x, a, sizeof a),
+                            (long long)*padded);
+    /* circular wraps what the crops leave (as PyTorch): each side at most that much */
+    int64_t kept = size - (left < 0 ? -left : 0) - (right < 0 ? -right : 0);
+    if (mode == CN_PAD_CIRCULAR && (left > kept || right > kept))
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "circular padding (%lld, %lld) of dim %d of "
+                            "'x' %s wraps around more than once: each side must be at most the "
+                            "dim's size after the crops (%lld), as in PyTorch; pad in several "
+                            "steps", (long long)left, (long long)right, d,
+                            cn_tensor_str(x, a, sizeof a), (long long)kept);
+    return CN_OK;
+}
+
+cn_tensor *cn_pad(cn_tensor *x, const int64_t *pad, int n, cn_pad_mode mode, double value) {
+    const char *op = "pad";
+    if (!x) {
+        cn__null_arg(op, "x");
+        return NULL;
+    }
+    if ((unsigned)mode > CN_PAD_CIRCULAR) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "mode %d is not a cn_pad_mode; use CN_PAD_CONSTANT, "
+                     "CN_PAD_REFLECT, CN_PAD_REPLICATE or CN_PAD_CIRCULAR", (int)mode);
+        return NULL;
+    }
+    if (n < 0 || n % 2 != 0 || n / 2 > x->ndim) {
+        char a[128];
+        cn_set_error(CN_ERR_INVALID_ARG, op, "n = %d pad entries for 'x' %s: give (left, right) "
+                     "pairs, last dim first, for at most its %d dims", n,
+                     cn_tensor_str(x, a, sizeof a), x->ndim);
+        return NULL;
+    }
+    if (n > 0 && !pad) {
+        cn__null_arg(op, "pad");
+        return NULL;
+    }
+    if (mode == CN_PAD_CONSTANT && cn__check_int_scalar(op, "value", value, x->dtype) != CN_OK)
+        return NULL;
+    /* every entry is checked before anything runs */
+    int64_t shape[CN_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    for (int j = 0; j < n / 2; j++) {
+        int d = x->ndim - 1 - j;
+        if (check_pad_dim(op, x, d, pad[2 * j], pad[2 * j + 1], mode, &shape[d]) != CN_OK)
+            return NULL;
+    }
+    if (n == 0) return cn_clone(x);
+    double reals[1] = {mode == CN_PAD_CONSTANT ? value : 0.0};
+    cn_tensor *cur = x;
+    for (int first = 0; first < n / 2; first += PAD_DIMS_PER_RUN) {
+        int dims = n / 2 - first < PAD_DIMS_PER_RUN ? n / 2 - first : PAD_DIMS_PER_RUN;
+        int64_t ints[2 + 2 * PAD_DIMS_PER_RUN] = {mode, first};
+        int64_t run_shape[CN_MAX_DIMS];
+        memcpy(run_shape, cur->shape, sizeof(int64_t) * (size_t)cur->ndim);
+        for (int j = 0; j < dims; j++) {
+            int d = x->ndim - 1 - (first + j);
+            ints[2 + 2 * j] = pad[2 * (first + j)];
+            ints[3 + 2 * j] = pad[2 * (first + j) + 1];
+            run_shape[d] = shape[d];
+        }
+        cn_tensor *next = run_one(CN_OP_PAD, cur, run_shape, x->ndim, ints, 2 + 2 * dims, reals,
+                                  1);
+        if (cur != x) cn_release(cur);
+        if (!next) return NULL;
+        cur = next;
+    }
+    return cur;
+}
+
+/* g: pad's output gradient; out_size: x's size along dim. */
+cn_tensor *cn__pad_backward(cn_tensor *g, int dim, int64_t left, int64_t right, int mode,
+                            int64_t out_size) {
+    const char *op = "pad_backward";
+    if (!g) {
+        cn__null_arg(op, "g");
+        return NULL;
+    }
+    if (dim < 0 || dim >= g->ndim || out_size < 0 || g->shape[dim] != out_size + left + right) {
+        cn_set_error(CN_ERR_SHAPE, op, "g's dim %d does not match a padding (%lld, %lld) of size "
+                     "%lld", dim, (long long)left, (long long)right, (long long)out_size);
+        return NULL;
+    }
+    int64_t shape[CN_MAX_DIMS];
+    memcpy(shape, g->shape, sizeof(int64_t) * (size_t)g->ndim);
+    shape[dim] = out_size;
+    int64_t ints[4] = {mode, dim, left, right};
+    return run_one(CN_OP_PAD_BACKWARD, g, shape, g->ndim, ints, 4, NULL, 0);
+}
+
+/* ---- adaptive average pooling --------------------------------------------------------------- */
+
+static cn_tensor *adaptive_avg_pool(const char *op, cn_tensor *x, int k, const int64_t *out) {
+    if (!x) {
+        cn__null_arg(op, "x");
+        return NULL;
+    }
+    char a[128];
+    if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK) return NULL;
+    if (x->ndim < k + 1) {
+        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it needs a leading (channel) dim and %d "
+                     "pooled dims (add one with cn_unsqueeze(x, 0))",
+                     cn_tensor_str(x, a, sizeof a), k);
+        return NULL;
+    }
+    int64_t shape[CN_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    for (int i = 0; i < k; i++) {
+        int d = x->ndim - k + i;
+        if (out[i] < 1) {
+            cn_set_error(CN_ERR_INVALID_ARG, op, "output size %lld for dim %d: each output size "
+                         "must be >= 1", (long long)out[i], d);
+            return NULL;
+        }
+        if (x->shape[d] < 1) {
+            cn_set_error(CN_ERR_SHAPE, op, "dim %d of 'x' %s is empty; there is nothing to "
+                         "average", d, cn_tensor_str(x, a, sizeof a));
+            return NULL;
+        }
+        /* the windows' bounds compute (i + 1) * in: keep it within int64 */
+        int64_t prod;
+        if (__builtin_mul_overflow(out[i], x->shape[d], &prod)) {
+            cn_set_error(CN_ERR_OVERFLOW, op, "output size %lld times input size %lld of dim %d "
+                         "passes int64; use a smaller output size", (long long)out[i],
+                         (long long)x->shape[d], d);
+            return NULL;
+        }
+        shape[d] = out[i];
+    }
+    int64_t ints[1] = {k};
+    return run_one(CN_OP_ADAPTIVE_AVG_POOL, x, shape, x->ndim, ints, 1, NULL, 0);
+}
+
+cn_tensor *cn_adaptive_avg_pool1d(cn_tensor *x, int64_t out_l) {
+    return adaptive_avg_pool("adaptive_avg_pool1d", x, 1, (const int64_t[]){out_l});
+}
+cn_tensor *cn_adaptive_avg_pool2d(cn_tensor *x, int64_t out_h, int64_t out_w) {
+    return adaptive_avg_pool("adaptive_avg_pool2d", x, 2, (const int64_t[]){out_h, out_w});
+}
+cn_tensor *cn_adaptive_avg_pool3d(cn_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w) {
+    return adaptive_avg_pool("adaptive_avg_pool3d", x, 3,
+                             (const int64_t[]){out_d, out_h, out_w});
+}
+
+cn_tensor *cn__adaptive_avg_pool_backward(cn_tensor *g, const int64_t *x_shape, int ndim, int k) {
+    const char *op = "adaptive_avg_pool_backward";
+    if (!g) {
+        cn__null_arg(op, "g");
+        return NULL;
+    }
+    if (ndim != g->ndim || k < 1 || k > ndim ||
+        memcmp(g->shape, x_shape, sizeof(int64_t) * (size_t)(ndim - k)) != 0) {
+        cn_set_error(CN_ERR_SHAPE, op, "g does not match the pooled input's leading dims");
+        return NULL;
+    }
+    int64_t ints[1] = {k};
+    return run_one(CN_OP_ADAPTIVE_AVG_POOL_BACKWARD, g, x_shape, ndim, ints, 1, NULL, 0);
+}
+
+/* ---- avg_pool1d ----------------------------------------------------------------------------- */
+
+cn_tensor *cn_avg_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t padding) {
+    const char *op = "avg_pool1d";
+    if (!x) {
+        cn__null_arg(op, "x");
+        return NULL;
+    }
+    if (x->ndim != 3) {
+        char a[128];
+        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it must be 3-D [N, C, L] (add a batch dim "
+                     "with cn_unsqueeze(x, 0))", cn_tensor_str(x, a, sizeof a));
+        return NULL;
+    }
+    const cn_pool2d_params p = {{1, kernel}, {1, stride}, {0, padding}};
+    cn_tensor *x4 = cn_unsqueeze(x, 2);
+    if (!x4) return NULL;
+    cn_tensor *y4 = cn_avg_pool2d(x4, &p);
+    cn_release(x4);
+    if (!y4) return NULL;
+    cn_tensor *y = cn_squeeze(y4, 2);
+    cn_release(y4);
+    return y;
+}

@@ -451,6 +451,17 @@ static cn_tensor *f_adaptive(cn_tensor *const *x, const void *a) {
     default: return cn_adaptive_avg_pool3d(x[0], o[0], o[1], o[2]);
     }
 }
+/* ints: max_pool2d_ex's kernel h, w, stride h, w, padding h, w, dilation h, w, ceil_mode; i0:
+ * 1 for the indices */
+static cn_tensor *f_max_pool_ex(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_max_pool2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}, (int)k[8]};
+    cn_tensor *idx = NULL, *v = cn_max_pool2d_ex(x[0], &p, &idx);
+    if (!v) return NULL;
+    cn_tensor *keep = A(a)->i0 ? idx : v;
+    cn_release(A(a)->i0 ? v : idx);
+    return keep;
+}
 static cn_tensor *f_adaptive_bw(cn_tensor *const *x, const void *a) {
     return cn__adaptive_avg_pool_backward(x[0], A(a)->shape, (int)A(a)->i1, (int)A(a)->i0);
 }
@@ -2038,6 +2049,32 @@ static void test_pad_pool(void) {
             }
             pair_free(x);
         }
+    /* max pooling with indices: dilation, padding, ceil mode; integer-valued inputs (ties: the
+     * first maximum's index on both) and random ones */
+    static const int64_t mp[3][9] = {{3, 2, 2, 1, 1, 1, 1, 2, 0}, {2, 3, 2, 2, 0, 1, 2, 1, 1},
+                                     {2, 2, 2, 2, 1, 1, 1, 1, 1}};
+    for (int d = 0; d < N_FLOAT; d++)
+        for (int l = 0; l < 3; l++)
+            for (int s = 0; s < 2; s++) {
+                cn_dtype dt = float_dtypes[d];
+                pair x;
+                if (s) {
+                    x = input(as, 4, dt, -1, 1, l);
+                } else {
+                    cn_tensor *r = cpu_rand(as, 4, CN_I32, -3, 4);
+                    x = pair_of(cn_cast(r, dt));
+                    cn_release(r);
+                }
+                for (int c = 0; c < 3; c++)
+                    for (int which = 0; which < 2; which++) {
+                        args a = {.ints = mp[c], .i0 = which};
+                        check_op(label("max_pool2d_with_indices %d %s %s %s %s", c,
+                                       cn_dtype_name(dt), layout_names[l],
+                                       s ? "random" : "ties", which ? "indices" : "values"),
+                                 CN_OP_MAX_POOL2D_WITH_INDICES, f_max_pool_ex, &a, &x, 1, 0);
+                    }
+                pair_free(x);
+            }
     /* the same errors on both devices */
     pair x = input(xs, 3, CN_F32, -1, 1, CONTIG);
     static const int64_t far[2] = {6, 0};

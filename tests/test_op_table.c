@@ -303,6 +303,16 @@ static cn_tensor *run_adaptive_avg_pool_bwd(const oc_call *c) {
     return cn__adaptive_avg_pool_backward(c->x[0], c->d->ints + 1, c->d->n_ints - 1, INT_AT(0));
 }
 
+/* ints: kernel h, w, stride h, w, padding h, w, dilation h, w, ceil_mode, which output */
+static cn_tensor *run_max_pool_ex(const oc_call *c) {
+    const int64_t *k = c->d->ints;
+    cn_max_pool2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}, (int)k[8]};
+    cn_tensor *idx = NULL;
+    cn_tensor *values = cn_max_pool2d_ex(c->x[0], &p, &idx);
+    if (!values || !idx) return NULL;
+    return k[9] ? idx : values; /* both are the scope's */
+}
+
 /* Two optimizer steps on a copy of p (x[0]) with gradients x[1] then x[2] (the gradient of
  * sum(p * g) is g exactly); returns p after them. reals: lr, momentum, dampening,
  * weight_decay; ints[0]: nesterov. */
@@ -571,6 +581,8 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_PAD_BACKWARD] = {run_pad_bwd},
     [CN_OP_ADAPTIVE_AVG_POOL] = {run_adaptive_avg_pool},
     [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {run_adaptive_avg_pool_bwd},
+    /* max pooling with dilation, padding and ceil mode: values (gradient) and indices */
+    [CN_OP_MAX_POOL2D_WITH_INDICES] = {run_max_pool_ex},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

@@ -5,6 +5,8 @@
  * leaked. Expected values are worked out by hand in the comments beside them. */
 #include "harness.h"
 
+#include <math.h>
+
 static cn_tensor *f64(const double *v, const int64_t *shape, int nd) {
     return th_tensor(v, shape, nd, CN_F64);
 }
@@ -46,6 +48,78 @@ static void test_adaptive_windows(void) {
     const int64_t s[2] = {1, 5};
     const double xv[5] = {1, 2, 3, 4, 5}, want[3] = {1.5, 3, 4.5};
     th_check_values("adaptive windows", cn_adaptive_avg_pool1d(f64(xv, s, 2), 3), want, 3, 0);
+    cn_scope_end();
+}
+
+/* ---- max pooling with indices ----------------------------------------------------------------- */
+
+/* x = [1, 5, 2, 5, 3, 0], kernel 3, stride 1: every window holds a 5; the one holding both 5s
+ * (1..3) keeps the first: values [5, 5, 5, 5], indices [1, 1, 3, 3]. With L = sum(y * [1, 2, 4,
+ * 8]): dL/dx = [0, 1 + 2, 0, 4 + 8, 0, 0]. Kernel 2, stride 2, padding 1: windows (-1, 0), (1, 2),
+ * (3, 4), (5, 6) -> [1, 5, 5, 0] at [0, 1, 3, 5] (padding never wins). */
+static void test_max_pool1d(void) {
+    cn_scope_begin();
+    const int64_t s6[3] = {1, 1, 6}, s4[3] = {1, 1, 4};
+    const double xv[6] = {1, 5, 2, 5, 3, 0}, rv[4] = {1, 2, 4, 8};
+    const double want[4] = {5, 5, 5, 5}, want_i[4] = {1, 1, 3, 3};
+    const double want_dx[6] = {0, 3, 0, 12, 0, 0};
+    cn_tensor *idx = NULL;
+    th_check_values("max_pool1d ties", cn_max_pool1d(f64(xv, s6, 3), 3, 1, 0, 1, 0, &idx), want,
+                    4, 0);
+    th_check_values("max_pool1d ties indices", cn_keep(idx), want_i, 4, 0);
+    cn_release(idx);
+    const double want_p[4] = {1, 5, 5, 0}, want_pi[4] = {0, 1, 3, 5};
+    th_check_values("max_pool1d padded", cn_max_pool1d(f64(xv, s6, 3), 2, 2, 1, 1, 0, &idx),
+                    want_p, 4, 0);
+    th_check_values("max_pool1d padded indices", cn_keep(idx), want_pi, 4, 0);
+    cn_release(idx);
+    cn_tensor *x = leaf(xv, s6, 3);
+    cn_tensor *r = cn_from_inner(f64(rv, s4, 3), cn_autodiff(cn_cpu()));
+    cn_grads *g = cn_backward(cn_sum(cn_mul(cn_max_pool1d(x, 3, 1, 0, 1, 0, NULL), r)));
+    CHECK(g != NULL);
+    if (g) th_check_values("max_pool1d dL/dx", cn_grad(g, x), want_dx, 6, 0);
+    cn_grads_free(g);
+    cn_scope_end();
+}
+
+/* x = [4, 1, 3, 2, 0, 7], kernel 2, dilation 2 (span 3), stride 2: floor mode has windows
+ * (0, 2), (2, 4) -> [4, 3] at [0, 2]; ceil mode adds (4, 6), which starts inside the input:
+ * [4, 3, 0] at [0, 2, 4]. With L = 5 ceil mode would add (4, 6) too, but no more: 3 windows.
+ * A NaN wins, the last one of its window: [1, NaN, 3, NaN] with kernel 4 -> index 3. */
+static void test_max_pool_dilation_ceil_nan(void) {
+    cn_scope_begin();
+    const int64_t s6[3] = {1, 1, 6}, s2[3] = {1, 1, 2}, s3[3] = {1, 1, 3}, s4[3] = {1, 1, 4};
+    const double xv[6] = {4, 1, 3, 2, 0, 7}, want_f[2] = {4, 3}, want_fi[2] = {0, 2};
+    const double want_c[3] = {4, 3, 0}, want_ci[3] = {0, 2, 4};
+    cn_tensor *idx = NULL;
+    cn_tensor *y = cn_max_pool1d(f64(xv, s6, 3), 2, 2, 0, 2, 0, &idx);
+    th_check_shape("dilated floor", y, s2, 3);
+    th_check_values("dilated floor", y, want_f, 2, 0);
+    th_check_values("dilated floor indices", cn_keep(idx), want_fi, 2, 0);
+    cn_release(idx);
+    y = cn_max_pool1d(f64(xv, s6, 3), 2, 2, 0, 2, 1, &idx);
+    th_check_shape("dilated ceil", y, s3, 3);
+    th_check_values("dilated ceil", y, want_c, 3, 0);
+    th_check_values("dilated ceil indices", cn_keep(idx), want_ci, 3, 0);
+    cn_release(idx);
+    const double nv[4] = {1, NAN, 3, NAN}, want_n[1] = {3};
+    y = cn_max_pool1d(f64(nv, s4, 3), 4, 0, 0, 0, 0, &idx);
+    double got = 0;
+    CHECK(y != NULL && th_read(y, &got) == 1 && isnan(got));
+    th_check_values("NaN's index", cn_keep(idx), want_n, 1, 0);
+    cn_release(idx);
+    /* [0..5], kernel 2, padding 1, dilation 7: the one window holds positions -1 and 6, padding
+     * only: -inf at PyTorch's index 6 (outside the plane), and no gradient */
+    const double av[6] = {0, 1, 2, 3, 4, 5}, want_a[1] = {6}, zeros[6] = {0};
+    y = cn_max_pool1d(f64(av, s6, 3), 2, 1, 1, 7, 0, &idx);
+    CHECK(y != NULL && th_read(y, &got) == 1 && isinf(got) && got < 0);
+    th_check_values("padding-only window's index", cn_keep(idx), want_a, 1, 0);
+    cn_release(idx);
+    cn_tensor *x = leaf(av, s6, 3);
+    cn_grads *g = cn_backward(cn_sum(cn_max_pool1d(x, 2, 1, 1, 7, 0, NULL)));
+    CHECK(g != NULL);
+    if (g) th_check_values("padding-only window's gradient", cn_grad(g, x), zeros, 6, 0);
+    cn_grads_free(g);
     cn_scope_end();
 }
 
@@ -139,6 +213,32 @@ static void test_misuse(void) {
     CHECK_FAILS(cn_avg_pool1d(x3, 2, 1, 2), CN_ERR_INVALID_ARG, "at most half the kernel");
     CHECK_FAILS(cn_avg_pool1d(x3, 5, 1, 0), CN_ERR_SHAPE, "larger than the padded input");
 
+    /* max pooling: the params, x's dims and kind, the window, sizes past int64 */
+    cn_tensor *x4 = cn_unsqueeze(x3, 0), *idx = x;
+    live = cn_live_tensors();
+    const cn_max_pool2d_params ok = {{2, 2}, {0, 0}, {0, 0}, {0, 0}, 0};
+    cn_max_pool2d_params bad = ok;
+    CHECK_FAILS(cn_max_pool2d_ex(x4, NULL, &idx), CN_ERR_NULL_ARG, "p");
+    CHECK(idx == NULL);
+    CHECK_FAILS(cn_max_pool2d_ex(x3, &ok, NULL), CN_ERR_SHAPE, "4-D [N, C, H, W]");
+    cn_tensor *x4i = cn_cast(x4, CN_I32);
+    live = cn_live_tensors();
+    CHECK_FAILS(cn_max_pool2d_ex(x4i, &ok, NULL), CN_ERR_KIND, "'x'");
+    bad.kernel[1] = 0;
+    CHECK_FAILS(cn_max_pool2d_ex(x4, &bad, NULL), CN_ERR_INVALID_ARG, "kernel[1] = 0");
+    bad = ok, bad.stride[0] = -1;
+    CHECK_FAILS(cn_max_pool2d_ex(x4, &bad, NULL), CN_ERR_INVALID_ARG, "stride[0] = -1");
+    bad = ok, bad.padding[1] = 2;
+    CHECK_FAILS(cn_max_pool2d_ex(x4, &bad, NULL), CN_ERR_INVALID_ARG, "more than half");
+    bad = ok, bad.kernel[1] = 4;
+    CHECK_FAILS(cn_max_pool2d_ex(x4, &bad, NULL), CN_ERR_SHAPE, "larger than the padded input");
+    bad = ok, bad.dilation[0] = INT64_MAX;
+    CHECK_FAILS(cn_max_pool2d_ex(x4, &bad, NULL), CN_ERR_SHAPE, "larger than the padded input");
+    bad = ok, bad.dilation[0] = INT64_MAX / 2 + 1, bad.kernel[0] = 3;
+    CHECK_FAILS(cn_max_pool2d_ex(x4, &bad, NULL), CN_ERR_OVERFLOW, "beyond int64");
+    CHECK_FAILS(cn_max_pool1d(x, 2, 1, 0, 1, 0, NULL), CN_ERR_SHAPE, "3-D [N, C, L]");
+    CHECK(cn_live_tensors() == live);
+
     /* nothing leaked, x untouched */
     CHECK(cn_live_tensors() == live);
     th_check_values("x after the misuse", x, xv, 6, 0);
@@ -148,6 +248,8 @@ static void test_misuse(void) {
 int main(void) {
     RUN(test_avg_pool1d);
     RUN(test_adaptive_windows);
+    RUN(test_max_pool1d);
+    RUN(test_max_pool_dilation_ceil_nan);
     RUN(test_pad_edges);
     RUN(test_misuse);
     return th_finish();

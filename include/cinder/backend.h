@@ -169,8 +169,12 @@ typedef enum cn_op {
      * back along that one dim to out's size, the adjoint of pad along it; float),
      * adaptive_avg_pool (in = x; ints[0] = k: x's last k dims are pooled to out's sizes with
      * PyTorch's windows [floor(i * in / out), ceil((i + 1) * in / out)); float) and its
-     * backward (in = g; ints[0] = k; out = the input's shape) */
+     * backward (in = g; ints[0] = k; out = the input's shape); max_pool2d_with_indices (in = x
+     * [N, C, H, W]; ints = kernel h, w, stride h, w, padding h, w, dilation h, w; out = values
+     * [N, C, OH, OW] (the sizes chosen by the router, ceil_mode included) and i64 indices
+     * h * W + w of each maximum within its plane; float) */
     CN_OP_PAD, CN_OP_PAD_BACKWARD, CN_OP_ADAPTIVE_AVG_POOL, CN_OP_ADAPTIVE_AVG_POOL_BACKWARD,
+    CN_OP_MAX_POOL2D_WITH_INDICES,
     CN_OP_COUNT
 } cn_op;
 

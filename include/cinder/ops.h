@@ -534,6 +534,37 @@ CN_API cn_tensor *cn_adaptive_avg_pool3d(cn_tensor *x, int64_t out_d, int64_t ou
  * avg_pool2d's 'p' fields: kernel[1], stride[1], padding[1]). Float; gradient as avg_pool2d's. */
 CN_API cn_tensor *cn_avg_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t padding);
 
+/* Max pooling with PyTorch's full set of options (cn_max_pool2d keeps its own, simpler ones). */
+typedef struct cn_max_pool2d_params {
+    int64_t kernel[2];   /* >= 1 */
+    int64_t stride[2];   /* 0 is taken as the kernel size */
+    int64_t padding[2];  /* at most half the kernel (PyTorch's rule) */
+    int64_t dilation[2]; /* 0 is taken as 1 */
+    int ceil_mode;       /* nonzero: output sizes round up, but the last window must start inside
+                          * the input or its left padding (PyTorch's rule) */
+} cn_max_pool2d_params;
+
+/* torch.nn.functional.max_pool2d(x, ..., return_indices=True): x [N, C, H, W] -> the maxima
+ * [N, C, OH, OW], OH = floor-or-ceil((H + 2 padding - dilation (kernel - 1) - 1) / stride) + 1
+ * (likewise OW). Padding never wins (it is -inf); ties go to the first position in the window
+ * (row-major), a NaN wins over any number (the last NaN of a window, as PyTorch's CPU kernel);
+ * a window of padding only (possible with dilation) gives -inf, PyTorch's index for it (which
+ * lies outside the plane) and no gradient.
+ * When indices is non-NULL, *indices receives a new i64 tensor [N, C, OH, OW] (the caller
+ * releases it) of each maximum's flat position h * W + w within its [H, W] plane (PyTorch's
+ * indices, usable by max_unpool); *indices is NULL on failure. Float; gradient: g added at each
+ * window's maximum (overlapping windows add up). Errors: p NULL, a non-4-D or non-float x,
+ * kernel / stride / dilation < 0 or padding too large (CN_ERR_INVALID_ARG), a window larger
+ * than the padded input (CN_ERR_SHAPE), sizes past int64 (CN_ERR_OVERFLOW). */
+CN_API cn_tensor *cn_max_pool2d_ex(cn_tensor *x, const cn_max_pool2d_params *p,
+                                   cn_tensor **indices);
+
+/* torch.nn.functional.max_pool1d(x, kernel, stride, padding, dilation, ceil_mode,
+ * return_indices): x [N, C, L] -> [N, C, OL], cn_max_pool2d_ex over [N, C, 1, L] (its errors
+ * name max_pool2d_with_indices); indices (when non-NULL) are positions along L. */
+CN_API cn_tensor *cn_max_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t padding,
+                                int64_t dilation, int ceil_mode, cn_tensor **indices);
+
 /* ---- fused optimizer updates ---------------------------------------------------------------- *
  * One parameter's optimizer update, in place and in one pass of the backend's kernel
  * (CN_OP_SGD_STEP, backend.h), with no temporaries: what cn_optimizer_step (nn.h) runs for SGD.

@@ -52,5 +52,6 @@ cn_tensor *ad_grad_scatter_nd(ad_node *n, cn_tensor *g, int i);
 /* ---- formulas_pool.c: padding and pooling of issue 16 ---------------------------------------- */
 cn_tensor *ad_grad_pad(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_adaptive_avg_pool(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_max_pool2d_with_indices(ad_node *n, cn_tensor *g, int i);
 
 #endif

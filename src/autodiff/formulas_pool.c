@@ -21,3 +21,35 @@ cn_tensor *ad_grad_adaptive_avg_pool(ad_node *n, cn_tensor *g, int i) {
     const ad_input *a = &n->in[i];
     return cn__adaptive_avg_pool_backward(g, a->shape, a->ndim, (int)n->ints[0]);
 }
+
+/* max_pool2d_with_indices: the indices recomputed from the saved input (ceil mode is whatever
+ * gives the node's output sizes), then g added at them within each [H, W] plane:
+ * scatter_add over [N, C, H * W] of g seen as [N, C, OH * OW]. A window of padding only (its
+ * maximum -inf, its index PyTorch's, outside the plane) passes nothing back. */
+cn_tensor *ad_grad_max_pool2d_with_indices(ad_node *n, cn_tensor *g, int i) {
+    const ad_input *a = &n->in[i];
+    cn_tensor *x = ad_input_value(n, i);
+    if (!x) return NULL;
+    const int64_t *k = n->ints;
+    cn_max_pool2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}, 0};
+    for (int d = 0; d < 2; d++) {
+        int64_t span = k[6 + d] * (k[d] - 1) + 1;
+        int64_t floor_size = (a->shape[2 + d] + 2 * k[4 + d] - span) / k[2 + d] + 1;
+        if (n->shape[2 + d] != floor_size) p.ceil_mode = 1;
+    }
+    cn_tensor *idx = NULL, *v = cn_max_pool2d_ex(x, &p, &idx);
+    cn_release(v);
+    if (!idx) return NULL;
+    const int64_t *s = a->shape;
+    int64_t planes[3] = {s[0], s[1], s[2] * s[3]}, outs[3] = {s[0], s[1], -1};
+    cn_tensor *flat_idx = cn_reshape(idx, outs, 3);
+    cn_release(idx);
+    cn_tensor *inside = cn_logical_and(cn_ge_scalar(flat_idx, 0),
+                                       cn_lt_scalar(flat_idx, (double)planes[2]));
+    cn_tensor *safe_idx = cn_where(inside, flat_idx, cn_zeros(NULL, 0, CN_I64, cn_device_of(g)));
+    cn_tensor *safe_g = cn_where(inside, cn_reshape(g, outs, 3), scalar_like(g, 0));
+    cn_tensor *sum = cn_scatter_add(cn_zeros(planes, 3, a->dtype, cn_device_of(g)), 2, safe_idx,
+                                    safe_g);
+    cn_release(flat_idx);
+    return cn_reshape(sum, s, 4);
+}

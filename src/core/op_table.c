@@ -303,6 +303,11 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_ADAPTIVE_AVG_POOL] = {.name = "adaptive_avg_pool", .family = CN__FAMILY_INDEX,
                                  .n_in = 1, .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 1,
                                  .differentiable = 1},
+    /* values and i64 indices; the formula recomputes the indices from the saved input */
+    [CN_OP_MAX_POOL2D_WITH_INDICES] = {.name = "max_pool2d_with_indices",
+                                       .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {F},
+                                       .out = CN__OUT_INPUT, .n_ints = 8, .saves = IN0,
+                                       .differentiable = 1},
     [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {.name = "adaptive_avg_pool_backward",
                                           .family = CN__FAMILY_GRAD, .n_in = 1, .kinds = {F},
                                           .out = CN__OUT_INPUT, .n_ints = 1},

@@ -246,3 +246,124 @@ cn_tensor *cn_avg_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t p
     cn_release(y4);
     return y;
 }
+
+/* ---- max pooling with indices ---------------------------------------------------------------- */
+
+/* PyTorch's pooling_output_shape: (in + 2 pad - dil (k - 1) - 1 [+ stride - 1 in ceil mode]) /
+ * stride + 1, rounded down; in ceil mode one less when the last window would start past the input
+ * and its left padding. -1: no window fits; -2: past int64. k, stride, dil >= 1; pad >= 0. */
+static int64_t max_pool_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil,
+                                 int ceil_mode) {
+    int64_t span, num;
+    if (__builtin_mul_overflow(dil, k - 1, &span) || __builtin_mul_overflow(pad, 2, &num) ||
+        __builtin_add_overflow(num, in, &num) || __builtin_sub_overflow(num, span, &num) ||
+        __builtin_sub_overflow(num, 1, &num) ||
+        (ceil_mode && __builtin_add_overflow(num, stride - 1, &num)))
+        return -2;
+    if (num < 0) return -1;
+    int64_t out = num / stride + 1;
+    if (ceil_mode && (out - 1) * stride >= in + pad) out--;
+    return out;
+}
+
+cn_tensor *cn_max_pool2d_ex(cn_tensor *x, const cn_max_pool2d_params *p, cn_tensor **indices) {
+    const cn_op kind = CN_OP_MAX_POOL2D_WITH_INDICES;
+    const char *op = cn_op_name(kind);
+    if (indices) *indices = NULL;
+    if (!x || !p) {
+        cn__null_arg(op, !x ? "x" : "p");
+        return NULL;
+    }
+    char a[128];
+    if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK) return NULL;
+    if (x->ndim != 4) {
+        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it must be 4-D [N, C, H, W] (add a batch dim "
+                     "with cn_unsqueeze(x, 0))", cn_tensor_str(x, a, sizeof a));
+        return NULL;
+    }
+    int64_t ints[8], o[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t k = p->kernel[i], s = p->stride[i] ? p->stride[i] : k;
+        int64_t pad = p->padding[i], dil = p->dilation[i] ? p->dilation[i] : 1;
+        if (k < 1 || s < 1 || dil < 1 || pad < 0) {
+            cn_set_error(CN_ERR_INVALID_ARG, op, "kernel[%d] = %lld, stride[%d] = %lld, "
+                         "padding[%d] = %lld, dilation[%d] = %lld: the kernel must be >= 1, "
+                         "stride and dilation >= 1 (0: the default), padding >= 0", i,
+                         (long long)k, i, (long long)p->stride[i], i, (long long)pad, i,
+                         (long long)p->dilation[i]);
+            return NULL;
+        }
+        /* PyTorch's rule: padding at most half the kernel (not the dilated window) */
+        if (pad > k / 2) {
+            cn_set_error(CN_ERR_INVALID_ARG, op, "padding[%d] = %lld is more than half the "
+                         "kernel (%lld); pad less", i, (long long)pad, (long long)k);
+            return NULL;
+        }
+        o[i] = max_pool_out_size(x->shape[2 + i], k, s, pad, dil, p->ceil_mode);
+        if (o[i] == -2) {
+            cn_set_error(CN_ERR_OVERFLOW, op, "the kernel, dilation or padding makes sizes "
+                         "beyond int64; check them for a mistake");
+            return NULL;
+        }
+        if (o[i] < 1) {
+            cn_set_error(CN_ERR_SHAPE, op, "the dilated window of dim %d is larger than the "
+                         "padded input 'x' %s; use a smaller kernel or dilation, or more "
+                         "padding", 2 + i, cn_tensor_str(x, a, sizeof a));
+            return NULL;
+        }
+        ints[i] = k, ints[2 + i] = s, ints[4 + i] = pad, ints[6 + i] = dil;
+    }
+    cn_device dev;
+    const cn_backend *b = cn__route(op, &x, (const char *const[]){"x"}, 1, &dev);
+    if (!b) return NULL;
+    int64_t shape[4] = {x->shape[0], x->shape[1], o[0], o[1]};
+    cn_tensor *out[2] = {cn__tensor_alloc(op, shape, 4, x->dtype, dev), NULL};
+    if (out[0]) out[1] = cn__tensor_alloc(op, shape, 4, CN_I64, dev);
+    cn_view v;
+    cn__tensor_as_view(x, &v);
+    if (!out[1] || cn__launch(b, dev, kind, &v, 1, out, 2, ints, 8, NULL, 0) != CN_OK) {
+        cn_release(out[0]);
+        cn_release(out[1]);
+        return NULL;
+    }
+    cn_tensor *values = cn__record(kind, out[0], &x, 1, ints, 8, NULL, 0);
+    if (values && indices)
+        *indices = out[1];
+    else
+        cn_release(out[1]);
+    return values;
+}
+
+cn_tensor *cn_max_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t padding,
+                         int64_t dilation, int ceil_mode, cn_tensor **indices) {
+    const char *op = "max_pool1d";
+    if (indices) *indices = NULL;
+    if (!x) {
+        cn__null_arg(op, "x");
+        return NULL;
+    }
+    if (x->ndim != 3) {
+        char a[128];
+        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it must be 3-D [N, C, L] (add a batch dim "
+                     "with cn_unsqueeze(x, 0))", cn_tensor_str(x, a, sizeof a));
+        return NULL;
+    }
+    const cn_max_pool2d_params p = {{1, kernel}, {1, stride}, {0, padding}, {1, dilation},
+                                    ceil_mode};
+    cn_tensor *x4 = cn_unsqueeze(x, 2), *idx4 = NULL;
+    if (!x4) return NULL;
+    cn_tensor *y4 = cn_max_pool2d_ex(x4, &p, indices ? &idx4 : NULL);
+    cn_release(x4);
+    if (!y4) return NULL;
+    cn_tensor *y = cn_squeeze(y4, 2);
+    cn_release(y4);
+    if (y && indices) {
+        *indices = cn_squeeze(idx4, 2);
+        if (!*indices) {
+            cn_release(y);
+            y = NULL;
+        }
+    }
+    cn_release(idx4);
+    return y;
+}

@@ -658,6 +658,24 @@ case("adaptive_avg_pool_backward", "adaptive_avg_pool_backward_2d", [Fl([1, 2, 3
 case("adaptive_avg_pool_backward", "adaptive_avg_pool_backward_3d", [Fl([1, 1, 2, 3, 3])],
      adaptive_backward(3, [1, 1, 3, 5, 4]), ints=[3, 1, 1, 3, 5, 4])
 
+# max_pool2d_with_indices: ints = kernel h, w, stride h, w, padding h, w, dilation h, w,
+# ceil_mode, then the output picked (0 values, 1 indices); distinct values, dilation, padding and
+# ceil mode (whose last window must start inside the input or its left padding)
+def max_pool_ex(p, which):
+    def fn(x):
+        v, i = F.max_pool2d(x, p[0:2], p[2:4], p[4:6], p[6:8], ceil_mode=bool(p[8]),
+                            return_indices=True)
+        return (v, i)[which]
+    return fn
+
+
+for variant, shape, p in (("max_pool2d_ex_dilated", [1, 2, 5, 6], [3, 2, 2, 1, 1, 1, 1, 2, 0]),
+                          ("max_pool2d_ex_ceil", [1, 1, 6, 7], [2, 3, 2, 2, 0, 1, 2, 1, 1]),
+                          ("max_pool2d_ex_ceil_cut", [2, 1, 5, 5], [2, 2, 2, 2, 1, 1, 1, 1, 1])):
+    for which in (0, 1):
+        case("max_pool2d_with_indices", variant + ("_indices" if which else ""),
+             [Fl(shape, "d")], max_pool_ex(p, which), ints=p + [which])
+
 # ---- activation_backward: g * f'(s), against PyTorch's own backward kernels ------------------
 # ints = the forward op's number in cn_op, cn_gelu_approx. The numbers are read from the enum in
 # include/cinder/backend.h, so that the cases follow it wherever ops were appended.

@@ -280,4 +280,6 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_ADAPTIVE_AVG_POOL] = k[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = cpu_adaptive_avg_pool;
     dt[CN_OP_PAD_BACKWARD] = dt[CN_OP_ADAPTIVE_AVG_POOL] = F;
     dt[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = F;
+    k[CN_OP_MAX_POOL2D_WITH_INDICES] = cpu_max_pool2d_with_indices;
+    dt[CN_OP_MAX_POOL2D_WITH_INDICES] = F;
 }

@@ -71,10 +71,12 @@ cn_status cpu_cumprod_backward(const cn_kernel_args *a);
 cn_status cpu_sgd_step(const cn_kernel_args *a);
 
 /* padding and pooling (issue 16). pad.c: pad (every dtype but f16/bf16) and its backward along
- * one dim; pool_more.c: the adaptive average pools and their backward (f32, f64) */
+ * one dim; pool_more.c: the adaptive average pools and their backward, max pooling with indices
+ * (f32, f64) */
 cn_status cpu_pad(const cn_kernel_args *a);
 cn_status cpu_pad_backward(const cn_kernel_args *a);
 cn_status cpu_adaptive_avg_pool(const cn_kernel_args *a);
+cn_status cpu_max_pool2d_with_indices(const cn_kernel_args *a);
 
 /* ---- threads (parallel.c) --------------------------------------------------------------------- *
  * Kernels run in parallel only through cpu_parallel, on the backend's pool (never OpenMP's

@@ -1,4 +1,5 @@
-/* CPU kernels of the adaptive average pools (1-D to 3-D: x's last k dims) and their backward.
+/* CPU kernels of the adaptive average pools (1-D to 3-D: x's last k dims) and their backward,
+ * and of max pooling with indices, dilation and ceil mode (at the end).
  *
  * Output index o of a pooled dim (input size n, output size m) averages the inputs
  * [floor(o * n / m), ceil((o + 1) * n / m)) (PyTorch's windows, which may overlap by one when m
@@ -6,6 +7,7 @@
  * outputs whose windows hold it: along one dim those are o in
  * [floor(i * m / n), floor(((i + 1) * m - 1) / n)]. Both sum in double, in a fixed order, one
  * output entry per step, split over the backend's pool. f32 and f64. */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -109,5 +111,72 @@ cn_status cpu_adaptive_avg_pool(const cn_kernel_args *a) {
                       .backward = a->op == CN_OP_ADAPTIVE_AVG_POOL_BACKWARD};
     int64_t n = cn__view_numel(out);
     cpu_parallel(n, cpu_chunks(n, CPU_PARALLEL_GRAIN / 8), adaptive_chunk, &j);
+    return CN_OK;
+}
+
+/* ---- max pooling with indices ---------------------------------------------------------------- *
+ * Window (oh, ow) holds rows oh * sh - ph + i * dh (i < kh) and columns likewise, those inside
+ * the input; the first maximum in row-major order wins, a NaN wins over numbers (the last NaN, as
+ * PyTorch's CPU kernel: `val > max || isnan(val)`). An all -inf window keeps its first position
+ * inside the input. */
+
+typedef struct max_pool_job {
+    const cn_view *x, *out, *idx;
+    const int64_t *k; /* kh, kw, sh, sw, ph, pw, dh, dw */
+} max_pool_job;
+
+static void max_pool_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const max_pool_job *j = ctx;
+    const cn_view *x = j->x, *out = j->out, *idx = j->idx;
+    const int64_t *k = j->k;
+    const cn_dtype dt = x->dtype;
+    const int64_t es = (int64_t)cn_dtype_size(dt);
+    const int64_t C = out->shape[1], OH = out->shape[2], OW = out->shape[3];
+    const int64_t H = x->shape[2], W = x->shape[3];
+    for (int64_t p = begin; p < end; p++) {
+        int64_t ow = p % OW, oh = p / OW % OH, c = p / (OW * OH) % C, n = p / (OW * OH * C);
+        const char *plane = (const char *)x->data + (n * x->strides[0] + c * x->strides[1]) * es;
+        int64_t h0 = oh * k[2] - k[4], w0 = ow * k[3] - k[5];
+        int64_t hf = h0, wf = w0;
+        while (hf < 0) hf += k[6];
+        while (wf < 0) wf += k[7];
+        double best = -INFINITY;
+        /* PyTorch's start, which may lie outside the plane when the window holds only padding
+         * (then the maximum is -inf); unsigned so that absurd sizes wrap instead of overflowing */
+        int64_t at = (int64_t)((uint64_t)hf * (uint64_t)W + (uint64_t)wf);
+        for (int64_t i = 0; i < k[0]; i++) {
+            int64_t h = h0 + i * k[6];
+            if (h < 0 || h >= H) continue;
+            for (int64_t jw = 0; jw < k[1]; jw++) {
+                int64_t w = w0 + jw * k[7];
+                if (w < 0 || w >= W) continue;
+                double v = load_f(plane + (h * x->strides[2] + w * x->strides[3]) * es, dt);
+                if (v > best || v != v) {
+                    best = v;
+                    at = h * W + w;
+                }
+            }
+        }
+        int64_t oo = n * out->strides[0] + c * out->strides[1] + oh * out->strides[2] +
+                     ow * out->strides[3];
+        int64_t io = n * idx->strides[0] + c * idx->strides[1] + oh * idx->strides[2] +
+                     ow * idx->strides[3];
+        store_f((char *)out->data + oo * es, dt, best);
+        memcpy((char *)idx->data + io * (int64_t)sizeof(int64_t), &at, sizeof at);
+    }
+}
+
+/* in = (x [N, C, H, W]), ints = kernel h, w, stride h, w, padding h, w, dilation h, w; out =
+ * (values [N, C, OH, OW], i64 indices of the same shape). */
+cn_status cpu_max_pool2d_with_indices(const cn_kernel_args *a) {
+    const cn_view *x = &a->in[0], *out = &a->out[0], *idx = &a->out[1];
+    if (a->n_out != 2 || a->n_ints != 8 || x->ndim != 4 || out->ndim != 4 || idx->ndim != 4 ||
+        idx->dtype != CN_I64)
+        return cn_set_error(CN_ERR_SHAPE, "max_pool2d_with_indices", "need 4-D x, values and "
+                            "i64 indices, and 8 ints");
+    max_pool_job j = {.x = x, .out = out, .idx = idx, .k = a->ints};
+    int64_t n = cn__view_numel(out);
+    cpu_parallel(n, cpu_chunks(n, CPU_PARALLEL_GRAIN / 8), max_pool_chunk, &j);
     return CN_OK;
 }

@@ -437,6 +437,8 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_ADAPTIVE_AVG_POOL] = k[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = cuda_adaptive_avg_pool;
     dt[CN_OP_PAD_BACKWARD] = dt[CN_OP_ADAPTIVE_AVG_POOL] = F;
     dt[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = F;
+    k[CN_OP_MAX_POOL2D_WITH_INDICES] = cuda_max_pool2d_with_indices;
+    dt[CN_OP_MAX_POOL2D_WITH_INDICES] = F;
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

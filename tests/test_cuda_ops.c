@@ -462,6 +462,17 @@ static cn_tensor *f_max_pool_ex(cn_tensor *const *x, const void *a) {
     cn_release(A(a)->i0 ? v : idx);
     return keep;
 }
+/* ints: kernel h, w, dilation h, w, padding h, w, stride h, w; fold4d's output size: shape */
+static cn_tensor *f_unfold4d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_fold_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}};
+    return cn_unfold4d(x[0], &p);
+}
+static cn_tensor *f_fold4d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_fold_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}};
+    return cn_fold4d(x[0], A(a)->shape[2], A(a)->shape[3], &p);
+}
 static cn_tensor *f_adaptive_bw(cn_tensor *const *x, const void *a) {
     return cn__adaptive_avg_pool_backward(x[0], A(a)->shape, (int)A(a)->i1, (int)A(a)->i0);
 }
@@ -2074,6 +2085,26 @@ static void test_pad_pool(void) {
                                  CN_OP_MAX_POOL2D_WITH_INDICES, f_max_pool_ex, &a, &x, 1, 0);
                     }
                 pair_free(x);
+            }
+    /* unfold4d and fold4d: plain, and dilated, padded, strided with overlapping blocks */
+    static const int64_t fk[2][8] = {{3, 2, 1, 1, 0, 0, 1, 1}, {3, 2, 2, 1, 1, 1, 2, 1}};
+    for (int d = 0; d < N_FLOAT; d++)
+        for (int l = 0; l < 3; l++)
+            for (int c = 0; c < 2; c++) {
+                cn_dtype dt = float_dtypes[d];
+                const char *dn = cn_dtype_name(dt), *ln = layout_names[l];
+                const int64_t *k = fk[c];
+                int64_t oh = (as[2] + 2 * k[4] - k[2] * (k[0] - 1) - 1) / k[6] + 1;
+                int64_t ow = (as[3] + 2 * k[5] - k[3] * (k[1] - 1) - 1) / k[7] + 1;
+                const int64_t cs[3] = {as[0], as[1] * k[0] * k[1], oh * ow};
+                args a = {.ints = k, .shape = as};
+                pair x = input(as, 4, dt, -1, 1, l), cols = input(cs, 3, dt, -1, 1, l);
+                check_op(label("unfold4d %d %s %s", c, dn, ln), CN_OP_UNFOLD4D, f_unfold4d, &a,
+                         &x, 1, 0);
+                check_op(label("fold4d %d %s %s", c, dn, ln), CN_OP_FOLD4D, f_fold4d, &a, &cols,
+                         1, 2);
+                pair_free(x);
+                pair_free(cols);
             }
     /* the same errors on both devices */
     pair x = input(xs, 3, CN_F32, -1, 1, CONTIG);

@@ -313,6 +313,19 @@ static cn_tensor *run_max_pool_ex(const oc_call *c) {
     return k[9] ? idx : values; /* both are the scope's */
 }
 
+/* unfold4d: ints = kernel h, w, dilation h, w, padding h, w, stride h, w; fold4d: out_h,
+ * out_w, then those */
+static cn_tensor *run_unfold4d(const oc_call *c) {
+    const int64_t *k = c->d->ints;
+    cn_fold_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}};
+    return cn_unfold4d(c->x[0], &p);
+}
+static cn_tensor *run_fold4d(const oc_call *c) {
+    const int64_t *k = c->d->ints + 2;
+    cn_fold_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}};
+    return cn_fold4d(c->x[0], c->d->ints[0], c->d->ints[1], &p);
+}
+
 /* Two optimizer steps on a copy of p (x[0]) with gradients x[1] then x[2] (the gradient of
  * sum(p * g) is g exactly); returns p after them. reals: lr, momentum, dampening,
  * weight_decay; ints[0]: nesterov. */
@@ -583,6 +596,9 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {run_adaptive_avg_pool_bwd},
     /* max pooling with dilation, padding and ceil mode: values (gradient) and indices */
     [CN_OP_MAX_POOL2D_WITH_INDICES] = {run_max_pool_ex},
+    /* im2col / col2im with dilation, padding, strides and overlapping blocks (fold adds) */
+    [CN_OP_UNFOLD4D] = {run_unfold4d},
+    [CN_OP_FOLD4D] = {run_fold4d},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

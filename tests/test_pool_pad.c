@@ -1,8 +1,10 @@
 /* Padding and pooling of issue 16 through the public API, beyond the op table's PyTorch cases
- * (tests/test_op_table.c): avg_pool1d (a front-end over avg_pool2d, so not a row of its own),
- * edge shapes of pad (no entries, empty inputs and results, circular crops), and every misuse:
- * a clear status and message naming the call and the argument, the inputs untouched and nothing
- * leaked. Expected values are worked out by hand in the comments beside them. */
+ * (tests/test_op_table.c): avg_pool1d and max_pool1d (front-ends over the 2-D ops, so not rows of
+ * their own), max pooling's ties, NaNs, dilation with ceil mode and windows of padding only, edge
+ * shapes of pad (no entries, empty inputs and results, circular crops), and every misuse of pad,
+ * the adaptive pools, the max pools and unfold4d / fold4d: a clear status and message naming the
+ * call and the argument, the inputs untouched and nothing leaked. Expected values are worked out
+ * by hand in the comments beside them. */
 #include "harness.h"
 
 #include <math.h>
@@ -237,6 +239,25 @@ static void test_misuse(void) {
     bad = ok, bad.dilation[0] = INT64_MAX / 2 + 1, bad.kernel[0] = 3;
     CHECK_FAILS(cn_max_pool2d_ex(x4, &bad, NULL), CN_ERR_OVERFLOW, "beyond int64");
     CHECK_FAILS(cn_max_pool1d(x, 2, 1, 0, 1, 0, NULL), CN_ERR_SHAPE, "3-D [N, C, L]");
+
+    /* unfold4d / fold4d: the params, the shapes, the block geometry */
+    const cn_fold_params fp = {{2, 2}, {0, 0}, {0, 0}, {0, 0}};
+    cn_fold_params fbad = fp;
+    CHECK_FAILS(cn_unfold4d(x4, NULL), CN_ERR_NULL_ARG, "p");
+    CHECK_FAILS(cn_unfold4d(x3, &fp), CN_ERR_SHAPE, "4-D [N, C, H, W]");
+    CHECK_FAILS(cn_unfold4d(x4i, &fp), CN_ERR_KIND, "'x'");
+    fbad.kernel[0] = 0;
+    CHECK_FAILS(cn_unfold4d(x4, &fbad), CN_ERR_INVALID_ARG, "kernel[0] = 0");
+    fbad = fp, fbad.padding[1] = -1;
+    CHECK_FAILS(cn_unfold4d(x4, &fbad), CN_ERR_INVALID_ARG, "padding[1] = -1");
+    fbad = fp, fbad.kernel[1] = 4;
+    CHECK_FAILS(cn_unfold4d(x4, &fbad), CN_ERR_SHAPE, "larger than the padded input");
+    fbad = fp, fbad.dilation[0] = INT64_MAX;
+    CHECK_FAILS(cn_unfold4d(x4, &fbad), CN_ERR_OVERFLOW, "beyond int64");
+    /* x4 [1, 1, 2, 3] unfolds with 2 x 2 blocks to [1, 4, 2]; fold back needs that shape */
+    CHECK_FAILS(cn_fold4d(x3, 2, 3, &fp), CN_ERR_SHAPE, "[N, C x 4, 2]");
+    CHECK_FAILS(cn_fold4d(x3, 0, 3, &fp), CN_ERR_INVALID_ARG, "output size (0, 3)");
+    CHECK_FAILS(cn_fold4d(NULL, 2, 3, &fp), CN_ERR_NULL_ARG, "cols");
     CHECK(cn_live_tensors() == live);
 
     /* nothing leaked, x untouched */

@@ -172,9 +172,12 @@ typedef enum cn_op {
      * backward (in = g; ints[0] = k; out = the input's shape); max_pool2d_with_indices (in = x
      * [N, C, H, W]; ints = kernel h, w, stride h, w, padding h, w, dilation h, w; out = values
      * [N, C, OH, OW] (the sizes chosen by the router, ceil_mode included) and i64 indices
-     * h * W + w of each maximum within its plane; float) */
+     * h * W + w of each maximum within its plane; float); unfold4d (im2col: in = x
+     * [N, C, H, W]; ints = kernel h, w, dilation h, w, padding h, w, stride h, w; out =
+     * [N, C * KH * KW, OH * OW], row (c * KH + i) * KW + j, column oh * OW + ow; float) and
+     * fold4d (col2im, its adjoint: in = the columns, out = [N, C, H, W], overlaps summed) */
     CN_OP_PAD, CN_OP_PAD_BACKWARD, CN_OP_ADAPTIVE_AVG_POOL, CN_OP_ADAPTIVE_AVG_POOL_BACKWARD,
-    CN_OP_MAX_POOL2D_WITH_INDICES,
+    CN_OP_MAX_POOL2D_WITH_INDICES, CN_OP_UNFOLD4D, CN_OP_FOLD4D,
     CN_OP_COUNT
 } cn_op;
 

@@ -565,6 +565,31 @@ CN_API cn_tensor *cn_max_pool2d_ex(cn_tensor *x, const cn_max_pool2d_params *p,
 CN_API cn_tensor *cn_max_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t padding,
                                 int64_t dilation, int ceil_mode, cn_tensor **indices);
 
+/* The sliding blocks of torch.nn.functional.unfold / fold. */
+typedef struct cn_fold_params {
+    int64_t kernel[2];   /* >= 1 */
+    int64_t dilation[2]; /* 0 is taken as 1 */
+    int64_t padding[2];  /* zeros, >= 0 */
+    int64_t stride[2];   /* 0 is taken as 1 */
+} cn_fold_params;
+
+/* torch.nn.functional.unfold (im2col): x [N, C, H, W] -> [N, C * KH * KW, L], L = OH * OW the
+ * block positions (OH = (H + 2 padding - dilation (KH - 1) - 1) / stride + 1, likewise OW);
+ * entry [n, (c * KH + i) * KW + j, oh * OW + ow] = x[n, c, oh * sh - ph + i * dh,
+ * ow * sw - pw + j * dw], 0 in the padding. Float; gradient: fold of g. Errors: p NULL, x not
+ * 4-D float, kernel < 1 or negative dilation / padding / stride (CN_ERR_INVALID_ARG), blocks
+ * larger than the padded input (CN_ERR_SHAPE), sizes past int64 (CN_ERR_OVERFLOW). Unlike
+ * PyTorch, x must have its batch dim (unsqueeze a [C, H, W] x). */
+CN_API cn_tensor *cn_unfold4d(cn_tensor *x, const cn_fold_params *p);
+
+/* torch.nn.functional.fold (col2im), unfold's adjoint: cols [N, C * KH * KW, L] -> [N, C, out_h,
+ * out_w], each column's entries added at the positions unfold reads them from (overlapping blocks
+ * add up; padding dropped). L must be the block count of an out_h x out_w input and cols' dim 1
+ * a multiple of KH * KW (CN_ERR_SHAPE otherwise). Float; gradient: unfold of g. Other errors as
+ * cn_unfold4d. */
+CN_API cn_tensor *cn_fold4d(cn_tensor *cols, int64_t out_h, int64_t out_w,
+                            const cn_fold_params *p);
+
 /* ---- fused optimizer updates ---------------------------------------------------------------- *
  * One parameter's optimizer update, in place and in one pass of the backend's kernel
  * (CN_OP_SGD_STEP, backend.h), with no temporaries: what cn_optimizer_step (nn.h) runs for SGD.

@@ -53,5 +53,7 @@ cn_tensor *ad_grad_scatter_nd(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_pad(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_adaptive_avg_pool(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_max_pool2d_with_indices(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_unfold4d(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_fold4d(ad_node *n, cn_tensor *g, int i);
 
 #endif

@@ -1,6 +1,7 @@
-/* Backward formulas of issue 16's padding and pooling ops (pad, the adaptive average pools),
- * through the router entries of their backward kernels (dispatch/backward_ops.h); formulas.c's
- * table points here. Each returns input i's gradient. */
+/* Backward formulas of issue 16's padding and pooling ops (pad, the adaptive average pools, max
+ * pooling with indices, unfold4d / fold4d), through public ops and the router entries of their
+ * backward kernels (dispatch/backward_ops.h); formulas.c's table points here. Each returns input
+ * i's gradient. */
 #include "autodiff/formula_helpers.h"
 #include "dispatch/backward_ops.h"
 
@@ -52,4 +53,20 @@ cn_tensor *ad_grad_max_pool2d_with_indices(ad_node *n, cn_tensor *g, int i) {
                                     safe_g);
     cn_release(flat_idx);
     return cn_reshape(sum, s, 4);
+}
+
+/* unfold4d and fold4d are each other's adjoint: the gradient of one is the other applied to g,
+ * with the same kernel, dilation, padding and stride (ints), fold back to x's own sizes. */
+static cn_fold_params fold_params_of(const int64_t *k) {
+    return (cn_fold_params){{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}};
+}
+cn_tensor *ad_grad_unfold4d(ad_node *n, cn_tensor *g, int i) {
+    const ad_input *a = &n->in[i];
+    cn_fold_params p = fold_params_of(n->ints);
+    return cn_fold4d(g, a->shape[2], a->shape[3], &p);
+}
+cn_tensor *ad_grad_fold4d(ad_node *n, cn_tensor *g, int i) {
+    (void)i;
+    cn_fold_params p = fold_params_of(n->ints);
+    return cn_unfold4d(g, &p);
 }

@@ -308,6 +308,11 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
                                        .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {F},
                                        .out = CN__OUT_INPUT, .n_ints = 8, .saves = IN0,
                                        .differentiable = 1},
+    /* im2col and col2im, each the other's adjoint (so each one's formula is the other) */
+    [CN_OP_UNFOLD4D] = {.name = "unfold4d", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {F},
+                        .out = CN__OUT_INPUT, .n_ints = 8, .differentiable = 1},
+    [CN_OP_FOLD4D] = {.name = "fold4d", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {F},
+                      .out = CN__OUT_INPUT, .n_ints = 8, .differentiable = 1},
     [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {.name = "adaptive_avg_pool_backward",
                                           .family = CN__FAMILY_GRAD, .n_in = 1, .kinds = {F},
                                           .out = CN__OUT_INPUT, .n_ints = 1},

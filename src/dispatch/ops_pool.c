@@ -367,3 +367,91 @@ cn_tensor *cn_max_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t p
     cn_release(idx4);
     return y;
 }
+
+/* ---- unfold4d / fold4d (im2col / col2im) ----------------------------------------------------- */
+
+/* Checks p and the sizes (h, w) it slides over; writes the kernel's ints (kernel h, w, dilation
+ * h, w, padding h, w, stride h, w) and the block counts oh, ow. */
+static cn_status fold_geometry(const char *op, const cn_fold_params *p, int64_t h, int64_t w,
+                               int64_t *ints, int64_t *oh, int64_t *ow) {
+    const int64_t size[2] = {h, w};
+    int64_t o[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t k = p->kernel[i], dil = p->dilation[i] ? p->dilation[i] : 1;
+        int64_t pad = p->padding[i], s = p->stride[i] ? p->stride[i] : 1;
+        if (k < 1 || dil < 1 || pad < 0 || s < 1)
+            return cn_set_error(CN_ERR_INVALID_ARG, op, "kernel[%d] = %lld, dilation[%d] = %lld, "
+                                "padding[%d] = %lld, stride[%d] = %lld: the kernel must be >= 1, "
+                                "the others >= 0 (0 dilation or stride: 1)", i, (long long)k, i,
+                                (long long)p->dilation[i], i, (long long)pad, i,
+                                (long long)p->stride[i]);
+        o[i] = cn__conv_out_size(size[i], k, s, pad, dil);
+        if (o[i] == -2)
+            return cn_set_error(CN_ERR_OVERFLOW, op, "the kernel, dilation or padding makes sizes "
+                                "beyond int64; check them for a mistake");
+        if (o[i] < 1)
+            return cn_set_error(CN_ERR_SHAPE, op, "the dilated block (%lld along dim %d) is larger "
+                                "than the padded input (%lld + 2 x %lld); use a smaller kernel or "
+                                "more padding", (long long)((k - 1) * dil + 1), 2 + i,
+                                (long long)size[i], (long long)pad);
+        ints[i] = k, ints[2 + i] = dil, ints[4 + i] = pad, ints[6 + i] = s;
+    }
+    *oh = o[0], *ow = o[1];
+    return CN_OK;
+}
+
+cn_tensor *cn_unfold4d(cn_tensor *x, const cn_fold_params *p) {
+    const char *op = "unfold4d";
+    if (!x || !p) {
+        cn__null_arg(op, !x ? "x" : "p");
+        return NULL;
+    }
+    char a[128];
+    if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK) return NULL;
+    if (x->ndim != 4) {
+        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it must be 4-D [N, C, H, W] (add a batch dim "
+                     "with cn_unsqueeze(x, 0))", cn_tensor_str(x, a, sizeof a));
+        return NULL;
+    }
+    int64_t ints[8], oh, ow, kk, rows, cols;
+    if (fold_geometry(op, p, x->shape[2], x->shape[3], ints, &oh, &ow) != CN_OK) return NULL;
+    if (__builtin_mul_overflow(ints[0], ints[1], &kk) ||
+        __builtin_mul_overflow(x->shape[1], kk, &rows) ||
+        __builtin_mul_overflow(oh, ow, &cols)) {
+        cn_set_error(CN_ERR_OVERFLOW, op, "the columns' sizes pass int64; use a smaller kernel");
+        return NULL;
+    }
+    int64_t shape[3] = {x->shape[0], rows, cols};
+    return run_one(CN_OP_UNFOLD4D, x, shape, 3, ints, 8, NULL, 0);
+}
+
+cn_tensor *cn_fold4d(cn_tensor *cols, int64_t out_h, int64_t out_w, const cn_fold_params *p) {
+    const char *op = "fold4d";
+    if (!cols || !p) {
+        cn__null_arg(op, !cols ? "cols" : "p");
+        return NULL;
+    }
+    char a[128];
+    if (cn__check_kind(op, "cols", cols, CN_KINDS_FLOAT) != CN_OK) return NULL;
+    if (out_h < 1 || out_w < 1) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "output size (%lld, %lld): both must be >= 1",
+                     (long long)out_h, (long long)out_w);
+        return NULL;
+    }
+    int64_t ints[8], oh, ow, kk, blocks;
+    if (fold_geometry(op, p, out_h, out_w, ints, &oh, &ow) != CN_OK) return NULL;
+    if (__builtin_mul_overflow(ints[0], ints[1], &kk) || __builtin_mul_overflow(oh, ow, &blocks)) {
+        cn_set_error(CN_ERR_OVERFLOW, op, "the columns' sizes pass int64; use a smaller kernel");
+        return NULL;
+    }
+    if (cols->ndim != 3 || cols->shape[1] % kk != 0 || cols->shape[2] != blocks) {
+        cn_set_error(CN_ERR_SHAPE, op, "'cols' is %s; it must be [N, C x %lld, %lld]: C times "
+                     "the kernel's %lld x %lld entries, and the %lld x %lld blocks of a %lld x "
+                     "%lld output", cn_tensor_str(cols, a, sizeof a), (long long)kk,
+                     (long long)blocks, (long long)ints[0], (long long)ints[1], (long long)oh,
+                     (long long)ow, (long long)out_h, (long long)out_w);
+        return NULL;
+    }
+    int64_t shape[4] = {cols->shape[0], cols->shape[1] / kk, out_h, out_w};
+    return run_one(CN_OP_FOLD4D, cols, shape, 4, ints, 8, NULL, 0);
+}

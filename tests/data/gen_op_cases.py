@@ -676,6 +676,20 @@ for variant, shape, p in (("max_pool2d_ex_dilated", [1, 2, 5, 6], [3, 2, 2, 1, 1
         case("max_pool2d_with_indices", variant + ("_indices" if which else ""),
              [Fl(shape, "d")], max_pool_ex(p, which), ints=p + [which])
 
+# unfold4d / fold4d (F.unfold / F.fold): ints = kernel h, w, dilation h, w, padding h, w,
+# stride h, w; fold's output size is the unfold case's input size (the first two ints of the
+# case's own list are prepended: out_h, out_w)
+FOLD_CASES = (("4d_plain", [2, 2, 4, 5], [2, 3, 1, 1, 0, 0, 1, 1]),
+              ("4d_dilated_padded_strided", [1, 2, 5, 6], [2, 2, 2, 1, 1, 2, 2, 3]),
+              ("4d_overlap", [1, 1, 4, 4], [3, 2, 1, 1, 1, 0, 1, 2]))
+for name, shape, k in FOLD_CASES:
+    kw = dict(kernel_size=k[0:2], dilation=k[2:4], padding=k[4:6], stride=k[6:8])
+    case("unfold4d", "unfold" + name, [Fl(shape)],
+         (lambda kw: lambda x: F.unfold(x, **kw))(kw), ints=k)
+    cols = list(F.unfold(torch.zeros(shape), **kw).shape)
+    case("fold4d", "fold" + name, [Fl(cols)],
+         (lambda kw, hw: lambda c: F.fold(c, hw, **kw))(kw, shape[2:]), ints=shape[2:] + k)
+
 # ---- activation_backward: g * f'(s), against PyTorch's own backward kernels ------------------
 # ints = the forward op's number in cn_op, cn_gelu_approx. The numbers are read from the enum in
 # include/cinder/backend.h, so that the cases follow it wherever ops were appended.

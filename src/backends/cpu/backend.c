@@ -282,4 +282,6 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = F;
     k[CN_OP_MAX_POOL2D_WITH_INDICES] = cpu_max_pool2d_with_indices;
     dt[CN_OP_MAX_POOL2D_WITH_INDICES] = F;
+    k[CN_OP_UNFOLD4D] = k[CN_OP_FOLD4D] = cpu_fold4d;
+    dt[CN_OP_UNFOLD4D] = dt[CN_OP_FOLD4D] = F;
 }

@@ -53,7 +53,8 @@ static void test_adaptive_windows(void) {
     cn_scope_end();
 }
 
-/* ---- max pooling with indices ----------------------------------------------------------------- */
+/* ---- max pooling with indices -----------------------------------------------------------------
+ */
 
 /* x = [1, 5, 2, 5, 3, 0], kernel 3, stride 1: every window holds a 5; the one holding both 5s
  * (1..3) keeps the first: values [5, 5, 5, 5], indices [1, 1, 3, 3]. With L = sum(y * [1, 2, 4,
@@ -66,13 +67,13 @@ static void test_max_pool1d(void) {
     const double want[4] = {5, 5, 5, 5}, want_i[4] = {1, 1, 3, 3};
     const double want_dx[6] = {0, 3, 0, 12, 0, 0};
     cn_tensor *idx = NULL;
-    th_check_values("max_pool1d ties", cn_max_pool1d(f64(xv, s6, 3), 3, 1, 0, 1, 0, &idx), want,
-                    4, 0);
+    th_check_values("max_pool1d ties", cn_max_pool1d(f64(xv, s6, 3), 3, 1, 0, 1, 0, &idx), want, 4,
+                    0);
     th_check_values("max_pool1d ties indices", cn_keep(idx), want_i, 4, 0);
     cn_release(idx);
     const double want_p[4] = {1, 5, 5, 0}, want_pi[4] = {0, 1, 3, 5};
-    th_check_values("max_pool1d padded", cn_max_pool1d(f64(xv, s6, 3), 2, 2, 1, 1, 0, &idx),
-                    want_p, 4, 0);
+    th_check_values("max_pool1d padded", cn_max_pool1d(f64(xv, s6, 3), 2, 2, 1, 1, 0, &idx), want_p,
+                    4, 0);
     th_check_values("max_pool1d padded indices", cn_keep(idx), want_pi, 4, 0);
     cn_release(idx);
     cn_tensor *x = leaf(xv, s6, 3);

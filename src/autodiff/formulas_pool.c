@@ -45,12 +45,12 @@ cn_tensor *ad_grad_max_pool2d_with_indices(ad_node *n, cn_tensor *g, int i) {
     int64_t planes[3] = {s[0], s[1], s[2] * s[3]}, outs[3] = {s[0], s[1], -1};
     cn_tensor *flat_idx = cn_reshape(idx, outs, 3);
     cn_release(idx);
-    cn_tensor *inside = cn_logical_and(cn_ge_scalar(flat_idx, 0),
-                                       cn_lt_scalar(flat_idx, (double)planes[2]));
+    cn_tensor *inside =
+        cn_logical_and(cn_ge_scalar(flat_idx, 0), cn_lt_scalar(flat_idx, (double)planes[2]));
     cn_tensor *safe_idx = cn_where(inside, flat_idx, cn_zeros(NULL, 0, CN_I64, cn_device_of(g)));
     cn_tensor *safe_g = cn_where(inside, cn_reshape(g, outs, 3), scalar_like(g, 0));
-    cn_tensor *sum = cn_scatter_add(cn_zeros(planes, 3, a->dtype, cn_device_of(g)), 2, safe_idx,
-                                    safe_g);
+    cn_tensor *sum =
+        cn_scatter_add(cn_zeros(planes, 3, a->dtype, cn_device_of(g)), 2, safe_idx, safe_g);
     cn_release(flat_idx);
     return cn_reshape(sum, s, 4);
 }

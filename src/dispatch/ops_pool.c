@@ -44,37 +44,44 @@ static cn_status check_pad_dim(const char *op, const cn_tensor *x, int d, int64_
     char a[128];
     int64_t lr;
     if (__builtin_add_overflow(left, right, &lr) || __builtin_add_overflow(size, lr, padded))
-        return cn_set_error(CN_ERR_OVERFLOW, op, "padding (%lld, %lld) of dim %d makes a size "
-                            "beyond int64; check the pad tuple for a mistake", (long long)left,
-                            (long long)right, d);
+        return cn_set_error(CN_ERR_OVERFLOW, op,
+                            "padding (%lld, %lld) of dim %d makes a size "
+                            "beyond int64; check the pad tuple for a mistake",
+                            (long long)left, (long long)right, d);
     if ((mode == CN_PAD_REFLECT || mode == CN_PAD_REPLICATE) && (left < 0 || right < 0))
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "padding (%lld, %lld) of dim %d is negative; "
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "padding (%lld, %lld) of dim %d is negative; "
                             "%s mode only grows a dim (crop with cn_slice first, or pad in "
-                            "constant mode)", (long long)left, (long long)right, d,
-                            PAD_MODES[mode]);
+                            "constant mode)",
+                            (long long)left, (long long)right, d, PAD_MODES[mode]);
     if (mode == CN_PAD_REFLECT && (left >= size || right >= size))
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "reflect padding (%lld, %lld) of dim %d of "
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "reflect padding (%lld, %lld) of dim %d of "
                             "'x' %s: each side must be smaller than the dim's size (%lld), as in "
                             "PyTorch; pad less, or use replicate or constant mode",
                             (long long)left, (long long)right, d, cn_tensor_str(x, a, sizeof a),
                             (long long)size);
     if (mode == CN_PAD_REPLICATE && size == 0 && (left > 0 || right > 0))
-        return cn_set_error(CN_ERR_SHAPE, op, "dim %d of 'x' %s is empty: replicate padding "
-                            "has no edge to repeat; use constant mode", d,
-                            cn_tensor_str(x, a, sizeof a));
+        return cn_set_error(CN_ERR_SHAPE, op,
+                            "dim %d of 'x' %s is empty: replicate padding "
+                            "has no edge to repeat; use constant mode",
+                            d, cn_tensor_str(x, a, sizeof a));
     if (*padded < 0)
-        return cn_set_error(CN_ERR_SHAPE, op, "padding (%lld, %lld) crops dim %d of 'x' %s to "
-                            "size %lld; crop at most the whole dim", (long long)left,
-                            (long long)right, d, cn_tensor_str(x, a, sizeof a),
+        return cn_set_error(CN_ERR_SHAPE, op,
+                            "padding (%lld, %lld) crops dim %d of 'x' %s to "
+                            "size %lld; crop at most the whole dim",
+                            (long long)left, (long long)right, d, cn_tensor_str(x, a, sizeof a),
                             (long long)*padded);
     /* circular wraps what the crops leave (as PyTorch): each side at most that much */
     int64_t kept = size - (left < 0 ? -left : 0) - (right < 0 ? -right : 0);
     if (mode == CN_PAD_CIRCULAR && (left > kept || right > kept))
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "circular padding (%lld, %lld) of dim %d of "
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "circular padding (%lld, %lld) of dim %d of "
                             "'x' %s wraps around more than once: each side must be at most the "
                             "dim's size after the crops (%lld), as in PyTorch; pad in several "
-                            "steps", (long long)left, (long long)right, d,
-                            cn_tensor_str(x, a, sizeof a), (long long)kept);
+                            "steps",
+                            (long long)left, (long long)right, d, cn_tensor_str(x, a, sizeof a),
+                            (long long)kept);
     return CN_OK;
 }
 
@@ -85,15 +92,18 @@ cn_tensor *cn_pad(cn_tensor *x, const int64_t *pad, int n, cn_pad_mode mode, dou
         return NULL;
     }
     if ((unsigned)mode > CN_PAD_CIRCULAR) {
-        cn_set_error(CN_ERR_INVALID_ARG, op, "mode %d is not a cn_pad_mode; use CN_PAD_CONSTANT, "
-                     "CN_PAD_REFLECT, CN_PAD_REPLICATE or CN_PAD_CIRCULAR", (int)mode);
+        cn_set_error(CN_ERR_INVALID_ARG, op,
+                     "mode %d is not a cn_pad_mode; use CN_PAD_CONSTANT, "
+                     "CN_PAD_REFLECT, CN_PAD_REPLICATE or CN_PAD_CIRCULAR",
+                     (int)mode);
         return NULL;
     }
     if (n < 0 || n % 2 != 0 || n / 2 > x->ndim) {
         char a[128];
-        cn_set_error(CN_ERR_INVALID_ARG, op, "n = %d pad entries for 'x' %s: give (left, right) "
-                     "pairs, last dim first, for at most its %d dims", n,
-                     cn_tensor_str(x, a, sizeof a), x->ndim);
+        cn_set_error(CN_ERR_INVALID_ARG, op,
+                     "n = %d pad entries for 'x' %s: give (left, right) "
+                     "pairs, last dim first, for at most its %d dims",
+                     n, cn_tensor_str(x, a, sizeof a), x->ndim);
         return NULL;
     }
     if (n > 0 && !pad) {
@@ -124,8 +134,7 @@ cn_tensor *cn_pad(cn_tensor *x, const int64_t *pad, int n, cn_pad_mode mode, dou
             ints[3 + 2 * j] = pad[2 * (first + j) + 1];
             run_shape[d] = shape[d];
         }
-        cn_tensor *next = run_one(CN_OP_PAD, cur, run_shape, x->ndim, ints, 2 + 2 * dims, reals,
-                                  1);
+        cn_tensor *next = run_one(CN_OP_PAD, cur, run_shape, x->ndim, ints, 2 + 2 * dims, reals, 1);
         if (cur != x) cn_release(cur);
         if (!next) return NULL;
         cur = next;
@@ -142,8 +151,10 @@ cn_tensor *cn__pad_backward(cn_tensor *g, int dim, int64_t left, int64_t right, 
         return NULL;
     }
     if (dim < 0 || dim >= g->ndim || out_size < 0 || g->shape[dim] != out_size + left + right) {
-        cn_set_error(CN_ERR_SHAPE, op, "g's dim %d does not match a padding (%lld, %lld) of size "
-                     "%lld", dim, (long long)left, (long long)right, (long long)out_size);
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "g's dim %d does not match a padding (%lld, %lld) of size "
+                     "%lld",
+                     dim, (long long)left, (long long)right, (long long)out_size);
         return NULL;
     }
     int64_t shape[CN_MAX_DIMS];
@@ -163,7 +174,8 @@ static cn_tensor *adaptive_avg_pool(const char *op, cn_tensor *x, int k, const i
     char a[128];
     if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK) return NULL;
     if (x->ndim < k + 1) {
-        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it needs a leading (channel) dim and %d "
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'x' is %s; it needs a leading (channel) dim and %d "
                      "pooled dims (add one with cn_unsqueeze(x, 0))",
                      cn_tensor_str(x, a, sizeof a), k);
         return NULL;
@@ -173,21 +185,26 @@ static cn_tensor *adaptive_avg_pool(const char *op, cn_tensor *x, int k, const i
     for (int i = 0; i < k; i++) {
         int d = x->ndim - k + i;
         if (out[i] < 1) {
-            cn_set_error(CN_ERR_INVALID_ARG, op, "output size %lld for dim %d: each output size "
-                         "must be >= 1", (long long)out[i], d);
+            cn_set_error(CN_ERR_INVALID_ARG, op,
+                         "output size %lld for dim %d: each output size "
+                         "must be >= 1",
+                         (long long)out[i], d);
             return NULL;
         }
         if (x->shape[d] < 1) {
-            cn_set_error(CN_ERR_SHAPE, op, "dim %d of 'x' %s is empty; there is nothing to "
-                         "average", d, cn_tensor_str(x, a, sizeof a));
+            cn_set_error(CN_ERR_SHAPE, op,
+                         "dim %d of 'x' %s is empty; there is nothing to "
+                         "average",
+                         d, cn_tensor_str(x, a, sizeof a));
             return NULL;
         }
         /* the windows' bounds compute (i + 1) * in: keep it within int64 */
         int64_t prod;
         if (__builtin_mul_overflow(out[i], x->shape[d], &prod)) {
-            cn_set_error(CN_ERR_OVERFLOW, op, "output size %lld times input size %lld of dim %d "
-                         "passes int64; use a smaller output size", (long long)out[i],
-                         (long long)x->shape[d], d);
+            cn_set_error(CN_ERR_OVERFLOW, op,
+                         "output size %lld times input size %lld of dim %d "
+                         "passes int64; use a smaller output size",
+                         (long long)out[i], (long long)x->shape[d], d);
             return NULL;
         }
         shape[d] = out[i];
@@ -203,8 +220,7 @@ cn_tensor *cn_adaptive_avg_pool2d(cn_tensor *x, int64_t out_h, int64_t out_w) {
     return adaptive_avg_pool("adaptive_avg_pool2d", x, 2, (const int64_t[]){out_h, out_w});
 }
 cn_tensor *cn_adaptive_avg_pool3d(cn_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w) {
-    return adaptive_avg_pool("adaptive_avg_pool3d", x, 3,
-                             (const int64_t[]){out_d, out_h, out_w});
+    return adaptive_avg_pool("adaptive_avg_pool3d", x, 3, (const int64_t[]){out_d, out_h, out_w});
 }
 
 cn_tensor *cn__adaptive_avg_pool_backward(cn_tensor *g, const int64_t *x_shape, int ndim, int k) {
@@ -232,8 +248,10 @@ cn_tensor *cn_avg_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t p
     }
     if (x->ndim != 3) {
         char a[128];
-        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it must be 3-D [N, C, L] (add a batch dim "
-                     "with cn_unsqueeze(x, 0))", cn_tensor_str(x, a, sizeof a));
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'x' is %s; it must be 3-D [N, C, L] (add a batch dim "
+                     "with cn_unsqueeze(x, 0))",
+                     cn_tensor_str(x, a, sizeof a));
         return NULL;
     }
     const cn_pool2d_params p = {{1, kernel}, {1, stride}, {0, padding}};
@@ -277,8 +295,10 @@ cn_tensor *cn_max_pool2d_ex(cn_tensor *x, const cn_max_pool2d_params *p, cn_tens
     char a[128];
     if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK) return NULL;
     if (x->ndim != 4) {
-        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it must be 4-D [N, C, H, W] (add a batch dim "
-                     "with cn_unsqueeze(x, 0))", cn_tensor_str(x, a, sizeof a));
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'x' is %s; it must be 4-D [N, C, H, W] (add a batch dim "
+                     "with cn_unsqueeze(x, 0))",
+                     cn_tensor_str(x, a, sizeof a));
         return NULL;
     }
     int64_t ints[8], o[2];
@@ -286,29 +306,35 @@ cn_tensor *cn_max_pool2d_ex(cn_tensor *x, const cn_max_pool2d_params *p, cn_tens
         int64_t k = p->kernel[i], s = p->stride[i] ? p->stride[i] : k;
         int64_t pad = p->padding[i], dil = p->dilation[i] ? p->dilation[i] : 1;
         if (k < 1 || s < 1 || dil < 1 || pad < 0) {
-            cn_set_error(CN_ERR_INVALID_ARG, op, "kernel[%d] = %lld, stride[%d] = %lld, "
+            cn_set_error(CN_ERR_INVALID_ARG, op,
+                         "kernel[%d] = %lld, stride[%d] = %lld, "
                          "padding[%d] = %lld, dilation[%d] = %lld: the kernel must be >= 1, "
-                         "stride and dilation >= 1 (0: the default), padding >= 0", i,
-                         (long long)k, i, (long long)p->stride[i], i, (long long)pad, i,
+                         "stride and dilation >= 1 (0: the default), padding >= 0",
+                         i, (long long)k, i, (long long)p->stride[i], i, (long long)pad, i,
                          (long long)p->dilation[i]);
             return NULL;
         }
         /* PyTorch's rule: padding at most half the kernel (not the dilated window) */
         if (pad > k / 2) {
-            cn_set_error(CN_ERR_INVALID_ARG, op, "padding[%d] = %lld is more than half the "
-                         "kernel (%lld); pad less", i, (long long)pad, (long long)k);
+            cn_set_error(CN_ERR_INVALID_ARG, op,
+                         "padding[%d] = %lld is more than half the "
+                         "kernel (%lld); pad less",
+                         i, (long long)pad, (long long)k);
             return NULL;
         }
         o[i] = max_pool_out_size(x->shape[2 + i], k, s, pad, dil, p->ceil_mode);
         if (o[i] == -2) {
-            cn_set_error(CN_ERR_OVERFLOW, op, "the kernel, dilation or padding makes sizes "
+            cn_set_error(CN_ERR_OVERFLOW, op,
+                         "the kernel, dilation or padding makes sizes "
                          "beyond int64; check them for a mistake");
             return NULL;
         }
         if (o[i] < 1) {
-            cn_set_error(CN_ERR_SHAPE, op, "the dilated window of dim %d is larger than the "
+            cn_set_error(CN_ERR_SHAPE, op,
+                         "the dilated window of dim %d is larger than the "
                          "padded input 'x' %s; use a smaller kernel or dilation, or more "
-                         "padding", 2 + i, cn_tensor_str(x, a, sizeof a));
+                         "padding",
+                         2 + i, cn_tensor_str(x, a, sizeof a));
             return NULL;
         }
         ints[i] = k, ints[2 + i] = s, ints[4 + i] = pad, ints[6 + i] = dil;
@@ -344,12 +370,14 @@ cn_tensor *cn_max_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t p
     }
     if (x->ndim != 3) {
         char a[128];
-        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it must be 3-D [N, C, L] (add a batch dim "
-                     "with cn_unsqueeze(x, 0))", cn_tensor_str(x, a, sizeof a));
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'x' is %s; it must be 3-D [N, C, L] (add a batch dim "
+                     "with cn_unsqueeze(x, 0))",
+                     cn_tensor_str(x, a, sizeof a));
         return NULL;
     }
-    const cn_max_pool2d_params p = {{1, kernel}, {1, stride}, {0, padding}, {1, dilation},
-                                    ceil_mode};
+    const cn_max_pool2d_params p = {
+        {1, kernel}, {1, stride}, {0, padding}, {1, dilation}, ceil_mode};
     cn_tensor *x4 = cn_unsqueeze(x, 2), *idx4 = NULL;
     if (!x4) return NULL;
     cn_tensor *y4 = cn_max_pool2d_ex(x4, &p, indices ? &idx4 : NULL);
@@ -380,20 +408,24 @@ static cn_status fold_geometry(const char *op, const cn_fold_params *p, int64_t 
         int64_t k = p->kernel[i], dil = p->dilation[i] ? p->dilation[i] : 1;
         int64_t pad = p->padding[i], s = p->stride[i] ? p->stride[i] : 1;
         if (k < 1 || dil < 1 || pad < 0 || s < 1)
-            return cn_set_error(CN_ERR_INVALID_ARG, op, "kernel[%d] = %lld, dilation[%d] = %lld, "
+            return cn_set_error(CN_ERR_INVALID_ARG, op,
+                                "kernel[%d] = %lld, dilation[%d] = %lld, "
                                 "padding[%d] = %lld, stride[%d] = %lld: the kernel must be >= 1, "
-                                "the others >= 0 (0 dilation or stride: 1)", i, (long long)k, i,
-                                (long long)p->dilation[i], i, (long long)pad, i,
+                                "the others >= 0 (0 dilation or stride: 1)",
+                                i, (long long)k, i, (long long)p->dilation[i], i, (long long)pad, i,
                                 (long long)p->stride[i]);
         o[i] = cn__conv_out_size(size[i], k, s, pad, dil);
         if (o[i] == -2)
-            return cn_set_error(CN_ERR_OVERFLOW, op, "the kernel, dilation or padding makes sizes "
+            return cn_set_error(CN_ERR_OVERFLOW, op,
+                                "the kernel, dilation or padding makes sizes "
                                 "beyond int64; check them for a mistake");
         if (o[i] < 1)
-            return cn_set_error(CN_ERR_SHAPE, op, "the dilated block (%lld along dim %d) is larger "
+            return cn_set_error(CN_ERR_SHAPE, op,
+                                "the dilated block (%lld along dim %d) is larger "
                                 "than the padded input (%lld + 2 x %lld); use a smaller kernel or "
-                                "more padding", (long long)((k - 1) * dil + 1), 2 + i,
-                                (long long)size[i], (long long)pad);
+                                "more padding",
+                                (long long)((k - 1) * dil + 1), 2 + i, (long long)size[i],
+                                (long long)pad);
         ints[i] = k, ints[2 + i] = dil, ints[4 + i] = pad, ints[6 + i] = s;
     }
     *oh = o[0], *ow = o[1];
@@ -409,15 +441,16 @@ cn_tensor *cn_unfold4d(cn_tensor *x, const cn_fold_params *p) {
     char a[128];
     if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK) return NULL;
     if (x->ndim != 4) {
-        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it must be 4-D [N, C, H, W] (add a batch dim "
-                     "with cn_unsqueeze(x, 0))", cn_tensor_str(x, a, sizeof a));
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'x' is %s; it must be 4-D [N, C, H, W] (add a batch dim "
+                     "with cn_unsqueeze(x, 0))",
+                     cn_tensor_str(x, a, sizeof a));
         return NULL;
     }
     int64_t ints[8], oh, ow, kk, rows, cols;
     if (fold_geometry(op, p, x->shape[2], x->shape[3], ints, &oh, &ow) != CN_OK) return NULL;
     if (__builtin_mul_overflow(ints[0], ints[1], &kk) ||
-        __builtin_mul_overflow(x->shape[1], kk, &rows) ||
-        __builtin_mul_overflow(oh, ow, &cols)) {
+        __builtin_mul_overflow(x->shape[1], kk, &rows) || __builtin_mul_overflow(oh, ow, &cols)) {
         cn_set_error(CN_ERR_OVERFLOW, op, "the columns' sizes pass int64; use a smaller kernel");
         return NULL;
     }
@@ -445,11 +478,13 @@ cn_tensor *cn_fold4d(cn_tensor *cols, int64_t out_h, int64_t out_w, const cn_fol
         return NULL;
     }
     if (cols->ndim != 3 || cols->shape[1] % kk != 0 || cols->shape[2] != blocks) {
-        cn_set_error(CN_ERR_SHAPE, op, "'cols' is %s; it must be [N, C x %lld, %lld]: C times "
+        cn_set_error(CN_ERR_SHAPE, op,
+                     "'cols' is %s; it must be [N, C x %lld, %lld]: C times "
                      "the kernel's %lld x %lld entries, and the %lld x %lld blocks of a %lld x "
-                     "%lld output", cn_tensor_str(cols, a, sizeof a), (long long)kk,
-                     (long long)blocks, (long long)ints[0], (long long)ints[1], (long long)oh,
-                     (long long)ow, (long long)out_h, (long long)out_w);
+                     "%lld output",
+                     cn_tensor_str(cols, a, sizeof a), (long long)kk, (long long)blocks,
+                     (long long)ints[0], (long long)ints[1], (long long)oh, (long long)ow,
+                     (long long)out_h, (long long)out_w);
         return NULL;
     }
     int64_t shape[4] = {cols->shape[0], cols->shape[1] / kk, out_h, out_w};

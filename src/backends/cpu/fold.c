@@ -50,7 +50,8 @@ static void unfold_chunk(const fold_job *j, int64_t begin, int64_t end) {
         double v = 0;
         if (h >= 0 && h < x->shape[2] && w >= 0 && w < x->shape[3])
             v = load_f((const char *)x->data + (n * x->strides[0] + c * x->strides[1] +
-                                                h * x->strides[2] + w * x->strides[3]) * es,
+                                                h * x->strides[2] + w * x->strides[3]) *
+                                                   es,
                        dt);
         store_f((char *)cols->data +
                     (n * cols->strides[0] + r * cols->strides[1] + l * cols->strides[2]) * es,
@@ -74,14 +75,15 @@ static void fold_chunk_x(const fold_job *j, int64_t begin, int64_t end) {
                 int64_t tw = w + k[5] - jw * k[3];
                 if (tw < 0 || tw % k[7] != 0 || tw / k[7] >= j->ow) continue;
                 int64_t r = (c * k[0] + i) * k[1] + jw, l = th / k[6] * j->ow + tw / k[7];
-                s += load_f((const char *)cols->data + (n * cols->strides[0] +
-                                                        r * cols->strides[1] +
-                                                        l * cols->strides[2]) * es,
-                            dt);
+                s += load_f(
+                    (const char *)cols->data +
+                        (n * cols->strides[0] + r * cols->strides[1] + l * cols->strides[2]) * es,
+                    dt);
             }
         }
         store_f((char *)x->data + (n * x->strides[0] + c * x->strides[1] + h * x->strides[2] +
-                                   w * x->strides[3]) * es,
+                                   w * x->strides[3]) *
+                                      es,
                 dt, s);
     }
 }
@@ -103,7 +105,10 @@ cn_status cpu_fold4d(const cn_kernel_args *a) {
     if (a->n_ints != 8 || x->ndim != 4 || cols->ndim != 3)
         return cn_set_error(CN_ERR_SHAPE, cn_op_name(a->op), "need 4-D x, 3-D columns, 8 ints");
     const int64_t *k = a->ints;
-    fold_job j = {.x = x, .cols = cols, .k = k, .fold = fold,
+    fold_job j = {.x = x,
+                  .cols = cols,
+                  .k = k,
+                  .fold = fold,
                   .oh = (x->shape[2] + 2 * k[4] - k[2] * (k[0] - 1) - 1) / k[6] + 1,
                   .ow = (x->shape[3] + 2 * k[5] - k[3] * (k[1] - 1) - 1) / k[7] + 1};
     int64_t n = cn__view_numel(fold ? x : cols);

@@ -27,9 +27,12 @@ static inline int64_t pad_source(int mode, int64_t c, int64_t l, int64_t n, int6
     int64_t t = c - l;
     if (t >= 0 && t < n) return t;
     switch (mode) {
-    case CN_PAD_REFLECT: return t < 0 ? -t : 2 * (n - 1) - t;
-    case CN_PAD_REPLICATE: return t < 0 ? 0 : n - 1;
-    default: return -1;
+    case CN_PAD_REFLECT:
+        return t < 0 ? -t : 2 * (n - 1) - t;
+    case CN_PAD_REPLICATE:
+        return t < 0 ? 0 : n - 1;
+    default:
+        return -1;
     }
 }
 
@@ -55,10 +58,18 @@ typedef struct pad_job {
 /* Moves one element of es bytes (1, 2, 4 or 8). */
 static inline void move_elem(char *dst, const char *src, size_t es) {
     switch (es) {
-    case 1: memcpy(dst, src, 1); break;
-    case 2: memcpy(dst, src, 2); break;
-    case 4: memcpy(dst, src, 4); break;
-    default: memcpy(dst, src, 8); break;
+    case 1:
+        memcpy(dst, src, 1);
+        break;
+    case 2:
+        memcpy(dst, src, 2);
+        break;
+    case 4:
+        memcpy(dst, src, 4);
+        break;
+    default:
+        memcpy(dst, src, 8);
+        break;
     }
 }
 
@@ -72,7 +83,9 @@ static void value_bytes(cn_dtype dt, double v, unsigned char *b) {
         memcpy(b, &f, sizeof f);
         break;
     }
-    case CN_F64: memcpy(b, &v, sizeof v); break;
+    case CN_F64:
+        memcpy(b, &v, sizeof v);
+        break;
     case CN_I32: {
         int32_t i = (int32_t)v;
         memcpy(b, &i, sizeof i);
@@ -83,8 +96,12 @@ static void value_bytes(cn_dtype dt, double v, unsigned char *b) {
         memcpy(b, &i, sizeof i);
         break;
     }
-    case CN_U8: b[0] = (unsigned char)(uint8_t)v; break;
-    default: b[0] = v != 0; break;
+    case CN_U8:
+        b[0] = (unsigned char)(uint8_t)v;
+        break;
+    default:
+        b[0] = v != 0;
+        break;
     }
 }
 
@@ -103,18 +120,22 @@ static void pad_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
             q /= out->shape[d];
             oo += c * out->strides[d];
             int64_t s = pad_source(j->mode, c, j->left[d], x->shape[d], out->shape[d]);
-            if (s < 0) outside = 1;
-            else xo += s * x->strides[d];
+            if (s < 0)
+                outside = 1;
+            else
+                xo += s * x->strides[d];
         }
         char *orow = (char *)out->data + oo * es;
         const char *xrow = (const char *)x->data + xo * es;
         for (int64_t c = 0; c < out->shape[last]; c++) {
             char *dst = orow + c * out->strides[last] * es;
-            int64_t s = outside ? -1
-                                : pad_source(j->mode, c, j->left[last], x->shape[last],
-                                             out->shape[last]);
-            if (s < 0) move_elem(dst, (const char *)j->value, j->es);
-            else move_elem(dst, xrow + s * x->strides[last] * es, j->es);
+            int64_t s =
+                outside ? -1
+                        : pad_source(j->mode, c, j->left[last], x->shape[last], out->shape[last]);
+            if (s < 0)
+                move_elem(dst, (const char *)j->value, j->es);
+            else
+                move_elem(dst, xrow + s * x->strides[last] * es, j->es);
         }
     }
 }
@@ -126,10 +147,12 @@ cn_status cpu_pad(const cn_kernel_args *a) {
     int dims = (a->n_ints - 2) / 2, skip = a->n_ints >= 2 ? (int)a->ints[1] : 0;
     if (x.ndim != out.ndim || skip < 0 || skip + dims > x.ndim || a->n_ints != 2 + 2 * dims ||
         a->n_reals < 1)
-        return cn_set_error(CN_ERR_SHAPE, "pad", "the kernel needs the mode, skip and a pad tuple "
+        return cn_set_error(CN_ERR_SHAPE, "pad",
+                            "the kernel needs the mode, skip and a pad tuple "
                             "of at most x's dims");
     pad_job j = {.out = &out, .x = &x, .mode = (int)a->ints[0], .es = cn_dtype_size(x.dtype)};
-    for (int k = 0; k < dims; k++) j.left[x.ndim - 1 - skip - k] = a->ints[2 + 2 * k];
+    for (int k = 0; k < dims; k++)
+        j.left[x.ndim - 1 - skip - k] = a->ints[2 + 2 * k];
     value_bytes(x.dtype, a->reals[0], j.value);
     int64_t n = cn__view_numel(&out);
     cpu_parallel(n / out.shape[out.ndim - 1], cpu_chunks(n, CPU_PARALLEL_GRAIN), pad_chunk, &j);
@@ -157,15 +180,16 @@ static inline double load_f(const char *p, cn_dtype dt) {
 
 /* The sum of g's entries along the dim (g's size m, stride gs, from gp) that pad copied from
  * input index i (input size n). */
-static double pad_back_sum(const pad_back_job *j, const char *gp, int64_t gs, int64_t m,
-                           int64_t i, int64_t n) {
+static double pad_back_sum(const pad_back_job *j, const char *gp, int64_t gs, int64_t m, int64_t i,
+                           int64_t n) {
     const cn_dtype dt = j->g->dtype;
     const int64_t es = (int64_t)cn_dtype_size(dt), l = j->left;
-#define G(o) load_f(gp + (o) * gs * es, dt)
+#define G(o) load_f(gp + (o)*gs * es, dt)
     double s = 0;
     if (j->mode == CN_PAD_CIRCULAR) {
         int64_t step, o = circular_first(i, l, n, m, &step);
-        for (; o >= 0 && o < m; o += step) s += G(o);
+        for (; o >= 0 && o < m; o += step)
+            s += G(o);
         return s;
     }
     if (i + l >= 0 && i + l < m) s += G(i + l);
@@ -174,9 +198,11 @@ static double pad_back_sum(const pad_back_job *j, const char *gp, int64_t gs, in
         if (i <= n - 2 && l + 2 * (n - 1) - i < m) s += G(l + 2 * (n - 1) - i);
     } else if (j->mode == CN_PAD_REPLICATE) {
         if (i == 0)
-            for (int64_t o = 0; o < l; o++) s += G(o);
+            for (int64_t o = 0; o < l; o++)
+                s += G(o);
         if (i == n - 1)
-            for (int64_t o = l + n; o < m; o++) s += G(o);
+            for (int64_t o = l + n; o < m; o++)
+                s += G(o);
     }
 #undef G
     return s;
@@ -195,12 +221,15 @@ static void pad_back_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end)
             int64_t c = q % out->shape[d];
             q /= out->shape[d];
             oo += c * out->strides[d];
-            if (d == dim) ci = c;
-            else go += c * g->strides[d];
+            if (d == dim)
+                ci = c;
+            else
+                go += c * g->strides[d];
         }
         for (int64_t c = 0; c < out->shape[last]; c++) {
             int64_t i = dim == last ? c : ci;
-            const char *gp = (const char *)g->data + (go + (dim == last ? 0 : c * g->strides[last])) * es;
+            const char *gp =
+                (const char *)g->data + (go + (dim == last ? 0 : c * g->strides[last])) * es;
             double s = pad_back_sum(j, gp, g->strides[dim], m, i, n);
             char *dst = (char *)out->data + (oo + c * out->strides[last]) * es;
             if (out->dtype == CN_F32) {
@@ -220,10 +249,9 @@ cn_status cpu_pad_backward(const cn_kernel_args *a) {
     int dim = (int)a->ints[1];
     if (a->n_ints != 4 || dim < 0 || dim >= out->ndim || g->ndim != out->ndim)
         return cn_set_error(CN_ERR_SHAPE, "pad_backward", "need mode, dim, left, right");
-    pad_back_job j = {.out = out, .g = g, .mode = (int)a->ints[0], .dim = dim,
-                      .left = a->ints[2]};
+    pad_back_job j = {.out = out, .g = g, .mode = (int)a->ints[0], .dim = dim, .left = a->ints[2]};
     int64_t n = cn__view_numel(out);
-    cpu_parallel(n / out->shape[out->ndim - 1], cpu_chunks(n, CPU_PARALLEL_GRAIN),
-                 pad_back_chunk, &j);
+    cpu_parallel(n / out->shape[out->ndim - 1], cpu_chunks(n, CPU_PARALLEL_GRAIN), pad_back_chunk,
+                 &j);
     return CN_OK;
 }

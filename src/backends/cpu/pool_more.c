@@ -79,9 +79,8 @@ static void adaptive_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end)
         for (int64_t a = lo[0]; a < hi[0]; a++)
             for (int64_t b = lo[1]; b < hi[1]; b++)
                 for (int64_t e = lo[2]; e < hi[2]; e++) {
-                    double v = load_f((const char *)in->data +
-                                          (io + a * st[0] + b * st[1] + e * st[2]) * es,
-                                      dt);
+                    double v = load_f(
+                        (const char *)in->data + (io + a * st[0] + b * st[1] + e * st[2]) * es, dt);
                     if (j->backward) { /* divided by the size of the window of (a, b, e) */
                         const int64_t o[3] = {a, b, e};
                         int64_t count = 1;
@@ -107,8 +106,8 @@ cn_status cpu_adaptive_avg_pool(const cn_kernel_args *a) {
     int k = (int)a->ints[0];
     if (k < 1 || k > 3 || out->ndim != in->ndim || k > out->ndim)
         return cn_set_error(CN_ERR_SHAPE, cn_op_name(a->op), "need k in [1, 3] pooled dims");
-    adaptive_job j = {.out = out, .in = in, .k = k,
-                      .backward = a->op == CN_OP_ADAPTIVE_AVG_POOL_BACKWARD};
+    adaptive_job j = {
+        .out = out, .in = in, .k = k, .backward = a->op == CN_OP_ADAPTIVE_AVG_POOL_BACKWARD};
     int64_t n = cn__view_numel(out);
     cpu_parallel(n, cpu_chunks(n, CPU_PARALLEL_GRAIN / 8), adaptive_chunk, &j);
     return CN_OK;
@@ -139,8 +138,10 @@ static void max_pool_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end)
         const char *plane = (const char *)x->data + (n * x->strides[0] + c * x->strides[1]) * es;
         int64_t h0 = oh * k[2] - k[4], w0 = ow * k[3] - k[5];
         int64_t hf = h0, wf = w0;
-        while (hf < 0) hf += k[6];
-        while (wf < 0) wf += k[7];
+        while (hf < 0)
+            hf += k[6];
+        while (wf < 0)
+            wf += k[7];
         double best = -INFINITY;
         /* PyTorch's start, which may lie outside the plane when the window holds only padding
          * (then the maximum is -inf); unsigned so that absurd sizes wrap instead of overflowing */
@@ -158,10 +159,10 @@ static void max_pool_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end)
                 }
             }
         }
-        int64_t oo = n * out->strides[0] + c * out->strides[1] + oh * out->strides[2] +
-                     ow * out->strides[3];
-        int64_t io = n * idx->strides[0] + c * idx->strides[1] + oh * idx->strides[2] +
-                     ow * idx->strides[3];
+        int64_t oo =
+            n * out->strides[0] + c * out->strides[1] + oh * out->strides[2] + ow * out->strides[3];
+        int64_t io =
+            n * idx->strides[0] + c * idx->strides[1] + oh * idx->strides[2] + ow * idx->strides[3];
         store_f((char *)out->data + oo * es, dt, best);
         memcpy((char *)idx->data + io * (int64_t)sizeof(int64_t), &at, sizeof at);
     }
@@ -173,7 +174,8 @@ cn_status cpu_max_pool2d_with_indices(const cn_kernel_args *a) {
     const cn_view *x = &a->in[0], *out = &a->out[0], *idx = &a->out[1];
     if (a->n_out != 2 || a->n_ints != 8 || x->ndim != 4 || out->ndim != 4 || idx->ndim != 4 ||
         idx->dtype != CN_I64)
-        return cn_set_error(CN_ERR_SHAPE, "max_pool2d_with_indices", "need 4-D x, values and "
+        return cn_set_error(CN_ERR_SHAPE, "max_pool2d_with_indices",
+                            "need 4-D x, values and "
                             "i64 indices, and 8 ints");
     max_pool_job j = {.x = x, .out = out, .idx = idx, .k = a->ints};
     int64_t n = cn__view_numel(out);

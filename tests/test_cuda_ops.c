@@ -463,6 +463,50 @@ static cn_tensor *f_avg_pool_bw(cn_tensor *const *x, const void *a) {
     return cn__avg_pool2d_backward(x[0], A(a)->shape, A(a)->ints);
 }
 
+/* padding and pooling of issue 16: pad (ints = the tuple, i1 entries; i0 = the mode; s0 = the
+ * constant), its backward (ints = dim, left, right, x's size; i0 = the mode), the adaptive pools
+ * (i0 = k, ints = the output sizes) and their backward (shape = x's, i1 = its ndim) */
+static cn_tensor *f_pad(cn_tensor *const *x, const void *a) {
+    return cn_pad(x[0], A(a)->ints, (int)A(a)->i1, (cn_pad_mode)A(a)->i0, A(a)->s0);
+}
+static cn_tensor *f_pad_bw(cn_tensor *const *x, const void *a) {
+    const int64_t *i = A(a)->ints;
+    return cn__pad_backward(x[0], (int)i[0], i[1], i[2], (int)A(a)->i0, i[3]);
+}
+static cn_tensor *f_adaptive(cn_tensor *const *x, const void *a) {
+    const int64_t *o = A(a)->ints;
+    switch (A(a)->i0) {
+    case 1: return cn_adaptive_avg_pool1d(x[0], o[0]);
+    case 2: return cn_adaptive_avg_pool2d(x[0], o[0], o[1]);
+    default: return cn_adaptive_avg_pool3d(x[0], o[0], o[1], o[2]);
+    }
+}
+/* ints: max_pool2d_ex's kernel h, w, stride h, w, padding h, w, dilation h, w, ceil_mode; i0:
+ * 1 for the indices */
+static cn_tensor *f_max_pool_ex(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_max_pool2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}, (int)k[8]};
+    cn_tensor *idx = NULL, *v = cn_max_pool2d_ex(x[0], &p, &idx);
+    if (!v) return NULL;
+    cn_tensor *keep = A(a)->i0 ? idx : v;
+    cn_release(A(a)->i0 ? v : idx);
+    return keep;
+}
+/* ints: kernel h, w, dilation h, w, padding h, w, stride h, w; fold4d's output size: shape */
+static cn_tensor *f_unfold4d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_fold_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}};
+    return cn_unfold4d(x[0], &p);
+}
+static cn_tensor *f_fold4d(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_fold_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}};
+    return cn_fold4d(x[0], A(a)->shape[2], A(a)->shape[3], &p);
+}
+static cn_tensor *f_adaptive_bw(cn_tensor *const *x, const void *a) {
+    return cn__adaptive_avg_pool_backward(x[0], A(a)->shape, (int)A(a)->i1, (int)A(a)->i0);
+}
+
 static const cn_dtype float_dtypes[] = {CN_F32, CN_F64, CN_F16, CN_BF16};
 #define N_FLOAT 4
 
@@ -2322,6 +2366,116 @@ static void test_memory_stats(void) {
     cn_clear_error();
 }
 
+/* ---- padding and pooling of issue 16 ------------------------------------------------------- */
+
+static void test_pad_pool(void) {
+    const cn_dtype dts[5] = {CN_F32, CN_F16, CN_I64, CN_U8, CN_BOOL};
+    const int64_t xs[3] = {3, 5, 6};
+    /* every mode on two dims; crops of 3 dims (constant) and of one (circular) */
+    static const int64_t grow[4] = {2, 1, 1, 3}, crop3[6] = {-1, 2, 0, 1, 1, -1},
+                         crop1[2] = {-2, 1};
+    for (int d = 0; d < 5; d++)
+        for (int l = 0; l < 3; l++) {
+            const char *dn = cn_dtype_name(dts[d]), *ln = layout_names[l];
+            pair x = input(xs, 3, dts[d], -9, 9, l);
+            for (int m = 0; m < 4; m++) {
+                args a = {.ints = grow, .i1 = 4, .i0 = m, .s0 = 1};
+                check_op(label("pad mode %d %s %s", m, dn, ln), CN_OP_PAD, f_pad, &a, &x, 1, 0);
+            }
+            args c3 = {.ints = crop3, .i1 = 6, .i0 = CN_PAD_CONSTANT, .s0 = 1};
+            check_op(label("pad crop %s %s", dn, ln), CN_OP_PAD, f_pad, &c3, &x, 1, 0);
+            args c1 = {.ints = crop1, .i1 = 2, .i0 = CN_PAD_CIRCULAR};
+            check_op(label("pad circular crop %s %s", dn, ln), CN_OP_PAD, f_pad, &c1, &x, 1, 0);
+            pair_free(x);
+        }
+    /* the backward along one dim: grown in every mode, cropped in constant and circular */
+    static const int64_t bws[][5] = {{0, 2, 2, 3, 6}, {1, 2, 2, 3, 6}, {2, 2, 2, 3, 6},
+                                     {3, 2, 2, 3, 6}, {0, 1, -1, 2, 5}, {3, 1, 1, -2, 5}};
+    const int64_t as[4] = {2, 3, 9, 10};
+    for (int d = 0; d < N_FLOAT; d++)
+        for (int l = 0; l < 3; l++) {
+            cn_dtype dt = float_dtypes[d];
+            const char *dn = cn_dtype_name(dt), *ln = layout_names[l];
+            for (size_t b = 0; b < sizeof bws / sizeof *bws; b++) {
+                int64_t gs[3] = {3, 5, 6};
+                int dim = (int)bws[b][1];
+                gs[dim] = bws[b][4] + bws[b][2] + bws[b][3];
+                pair g = input(gs, 3, dt, -1, 1, l);
+                args a = {.ints = bws[b] + 1, .i0 = bws[b][0]};
+                check_op(label("pad_backward %zu %s %s", b, dn, ln), CN_OP_PAD_BACKWARD,
+                         f_pad_bw, &a, &g, 1, 2);
+                pair_free(g);
+            }
+            /* adaptive pools of 1 to 3 dims, shrinking (overlapping windows) and growing */
+            pair x = input(as, 4, dt, -1, 1, l);
+            static const int64_t outs[3][3] = {{4}, {4, 7}, {2, 4, 13}};
+            for (int k = 1; k <= 3; k++) {
+                args a = {.ints = outs[k - 1], .i0 = k, .shape = as, .i1 = 4};
+                check_op(label("adaptive_avg_pool%dd %s %s", k, dn, ln),
+                         CN_OP_ADAPTIVE_AVG_POOL, f_adaptive, &a, &x, 1, 2);
+                int64_t gs[4] = {2, 3, 9, 10};
+                for (int i = 0; i < k; i++) gs[4 - k + i] = outs[k - 1][i];
+                pair g = input(gs, 4, dt, -1, 1, l);
+                check_op(label("adaptive_avg_pool%dd backward %s %s", k, dn, ln),
+                         CN_OP_ADAPTIVE_AVG_POOL_BACKWARD, f_adaptive_bw, &a, &g, 1, 2);
+                pair_free(g);
+            }
+            pair_free(x);
+        }
+    /* max pooling with indices: dilation, padding, ceil mode; integer-valued inputs (ties: the
+     * first maximum's index on both) and random ones */
+    static const int64_t mp[3][9] = {{3, 2, 2, 1, 1, 1, 1, 2, 0}, {2, 3, 2, 2, 0, 1, 2, 1, 1},
+                                     {2, 2, 2, 2, 1, 1, 1, 1, 1}};
+    for (int d = 0; d < N_FLOAT; d++)
+        for (int l = 0; l < 3; l++)
+            for (int s = 0; s < 2; s++) {
+                cn_dtype dt = float_dtypes[d];
+                pair x;
+                if (s) {
+                    x = input(as, 4, dt, -1, 1, l);
+                } else {
+                    cn_tensor *r = cpu_rand(as, 4, CN_I32, -3, 4);
+                    x = pair_of(cn_cast(r, dt));
+                    cn_release(r);
+                }
+                for (int c = 0; c < 3; c++)
+                    for (int which = 0; which < 2; which++) {
+                        args a = {.ints = mp[c], .i0 = which};
+                        check_op(label("max_pool2d_with_indices %d %s %s %s %s", c,
+                                       cn_dtype_name(dt), layout_names[l],
+                                       s ? "random" : "ties", which ? "indices" : "values"),
+                                 CN_OP_MAX_POOL2D_WITH_INDICES, f_max_pool_ex, &a, &x, 1, 0);
+                    }
+                pair_free(x);
+            }
+    /* unfold4d and fold4d: plain, and dilated, padded, strided with overlapping blocks */
+    static const int64_t fk[2][8] = {{3, 2, 1, 1, 0, 0, 1, 1}, {3, 2, 2, 1, 1, 1, 2, 1}};
+    for (int d = 0; d < N_FLOAT; d++)
+        for (int l = 0; l < 3; l++)
+            for (int c = 0; c < 2; c++) {
+                cn_dtype dt = float_dtypes[d];
+                const char *dn = cn_dtype_name(dt), *ln = layout_names[l];
+                const int64_t *k = fk[c];
+                int64_t oh = (as[2] + 2 * k[4] - k[2] * (k[0] - 1) - 1) / k[6] + 1;
+                int64_t ow = (as[3] + 2 * k[5] - k[3] * (k[1] - 1) - 1) / k[7] + 1;
+                const int64_t cs[3] = {as[0], as[1] * k[0] * k[1], oh * ow};
+                args a = {.ints = k, .shape = as};
+                pair x = input(as, 4, dt, -1, 1, l), cols = input(cs, 3, dt, -1, 1, l);
+                check_op(label("unfold4d %d %s %s", c, dn, ln), CN_OP_UNFOLD4D, f_unfold4d, &a,
+                         &x, 1, 0);
+                check_op(label("fold4d %d %s %s", c, dn, ln), CN_OP_FOLD4D, f_fold4d, &a, &cols,
+                         1, 2);
+                pair_free(x);
+                pair_free(cols);
+            }
+    /* the same errors on both devices */
+    pair x = input(xs, 3, CN_F32, -1, 1, CONTIG);
+    static const int64_t far[2] = {6, 0};
+    args bad = {.ints = far, .i1 = 2, .i0 = CN_PAD_REFLECT};
+    check_same_error("reflect padding past the size", f_pad, &bad, &x, 1);
+    pair_free(x);
+}
+
 static void test_every_op_has_a_kernel_and_a_check(void) {
     const cn_backend *b = cn_backend_get(gpu.backend);
     CHECK(b != NULL);
@@ -2364,6 +2518,7 @@ int main(void) {
     RUN(test_conv_more);
     RUN(test_pool);
     RUN(test_resample);
+    RUN(test_pad_pool);
     RUN(test_sgd_step);
     RUN(test_attention);
     RUN(test_ctc);

@@ -347,6 +347,52 @@ static cn_tensor *run_grid_sample_bwd(const oc_call *c) {
     return cn__grid_sample_2d_backward(c->x[0], c->x[1], c->x[2], c->d->ints, INT_AT(3));
 }
 
+/* padding and pooling of issue 16. pad: ints = mode, then the pad tuple; reals[0] = the
+ * constant. pad_backward: ints = mode, dim, left, right, x's size at dim. adaptive_avg_pool:
+ * ints = k, then the output sizes; its backward: ints = k, then x's shape */
+static cn_tensor *run_pad(const oc_call *c) {
+    return cn_pad(c->x[0], c->d->ints + 1, c->d->n_ints - 1, (cn_pad_mode)INT_AT(0),
+                  c->d->reals[0]);
+}
+static cn_tensor *run_pad_bwd(const oc_call *c) {
+    const int64_t *i = c->d->ints;
+    return cn__pad_backward(c->x[0], (int)i[1], i[2], i[3], (int)i[0], i[4]);
+}
+static cn_tensor *run_adaptive_avg_pool(const oc_call *c) {
+    const int64_t *o = c->d->ints + 1;
+    switch (INT_AT(0)) {
+    case 1: return cn_adaptive_avg_pool1d(c->x[0], o[0]);
+    case 2: return cn_adaptive_avg_pool2d(c->x[0], o[0], o[1]);
+    default: return cn_adaptive_avg_pool3d(c->x[0], o[0], o[1], o[2]);
+    }
+}
+static cn_tensor *run_adaptive_avg_pool_bwd(const oc_call *c) {
+    return cn__adaptive_avg_pool_backward(c->x[0], c->d->ints + 1, c->d->n_ints - 1, INT_AT(0));
+}
+
+/* ints: kernel h, w, stride h, w, padding h, w, dilation h, w, ceil_mode, which output */
+static cn_tensor *run_max_pool_ex(const oc_call *c) {
+    const int64_t *k = c->d->ints;
+    cn_max_pool2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}, (int)k[8]};
+    cn_tensor *idx = NULL;
+    cn_tensor *values = cn_max_pool2d_ex(c->x[0], &p, &idx);
+    if (!values || !idx) return NULL;
+    return k[9] ? idx : values; /* both are the scope's */
+}
+
+/* unfold4d: ints = kernel h, w, dilation h, w, padding h, w, stride h, w; fold4d: out_h,
+ * out_w, then those */
+static cn_tensor *run_unfold4d(const oc_call *c) {
+    const int64_t *k = c->d->ints;
+    cn_fold_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}};
+    return cn_unfold4d(c->x[0], &p);
+}
+static cn_tensor *run_fold4d(const oc_call *c) {
+    const int64_t *k = c->d->ints + 2;
+    cn_fold_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, {k[6], k[7]}};
+    return cn_fold4d(c->x[0], c->d->ints[0], c->d->ints[1], &p);
+}
+
 /* Two optimizer steps on a copy of p (x[0]) with gradients x[1] then x[2] (the gradient of
  * sum(p * g) is g exactly); returns p after them. reals: lr, momentum, dampening,
  * weight_decay; ints[0]: nesterov. */
@@ -674,6 +720,18 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_INTERPOLATE_BACKWARD] = {run_interpolate_bwd},
     [CN_OP_GRID_SAMPLE_2D] = {run_grid_sample},
     [CN_OP_GRID_SAMPLE_2D_BACKWARD] = {run_grid_sample_bwd},
+    /* padding and pooling of issue 16: pad in every mode (crops, a tuple of 4 dims, int and
+     * bool constants), its backward kernel per dim against autograd; adaptive average pools
+     * with overlapping and growing windows, 1-D to 3-D, and their backward kernel */
+    [CN_OP_PAD] = {run_pad},
+    [CN_OP_PAD_BACKWARD] = {run_pad_bwd},
+    [CN_OP_ADAPTIVE_AVG_POOL] = {run_adaptive_avg_pool},
+    [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {run_adaptive_avg_pool_bwd},
+    /* max pooling with dilation, padding and ceil mode: values (gradient) and indices */
+    [CN_OP_MAX_POOL2D_WITH_INDICES] = {run_max_pool_ex},
+    /* im2col / col2im with dilation, padding, strides and overlapping blocks (fold adds) */
+    [CN_OP_UNFOLD4D] = {run_unfold4d},
+    [CN_OP_FOLD4D] = {run_fold4d},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

@@ -224,6 +224,22 @@ typedef enum cn_op {
      * grid), ints = the same 3 and which gradient (0: x's, out x's shape; 1: grid's, out grid's
      * shape) */
     CN_OP_GRID_SAMPLE_2D, CN_OP_GRID_SAMPLE_2D_BACKWARD,
+    /* added with padding and pooling (issue 16): pad (in = x; ints[0] = cn_pad_mode, ints[1] =
+     * skip, then (left, right) pairs for at most 3 dims: the first for dim ndim - 1 - skip, the
+     * next for the dim before, ...; reals[0] = the constant; out = x's shape with each padded
+     * dim grown by left + right, negative entries cropping first (circular wraps what is left)), pad_backward (in = g; ints = mode, dim, left, right: g summed
+     * back along that one dim to out's size, the adjoint of pad along it; float),
+     * adaptive_avg_pool (in = x; ints[0] = k: x's last k dims are pooled to out's sizes with
+     * PyTorch's windows [floor(i * in / out), ceil((i + 1) * in / out)); float) and its
+     * backward (in = g; ints[0] = k; out = the input's shape); max_pool2d_with_indices (in = x
+     * [N, C, H, W]; ints = kernel h, w, stride h, w, padding h, w, dilation h, w; out = values
+     * [N, C, OH, OW] (the sizes chosen by the router, ceil_mode included) and i64 indices
+     * h * W + w of each maximum within its plane; float); unfold4d (im2col: in = x
+     * [N, C, H, W]; ints = kernel h, w, dilation h, w, padding h, w, stride h, w; out =
+     * [N, C * KH * KW, OH * OW], row (c * KH + i) * KW + j, column oh * OW + ow; float) and
+     * fold4d (col2im, its adjoint: in = the columns, out = [N, C, H, W], overlaps summed) */
+    CN_OP_PAD, CN_OP_PAD_BACKWARD, CN_OP_ADAPTIVE_AVG_POOL, CN_OP_ADAPTIVE_AVG_POOL_BACKWARD,
+    CN_OP_MAX_POOL2D_WITH_INDICES, CN_OP_UNFOLD4D, CN_OP_FOLD4D,
     CN_OP_COUNT
 } cn_op;
 

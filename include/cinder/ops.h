@@ -694,6 +694,106 @@ typedef struct cn_conv_transpose3d_params {
  * (CPU: GEMM then col2vol; CUDA: by definition). */
 CN_API cn_tensor *cn_conv_transpose3d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
                                       const cn_conv_transpose3d_params *p);
+/* ---- padding and pooling (issue 16) ----------------------------------------------------------- *
+ * Each returns a new tensor the caller releases, or NULL with the error set (inputs untouched).
+ * Threads: as every op (cinder/tensor.h): reading the inputs from several threads is safe. */
+
+typedef enum cn_pad_mode {
+    CN_PAD_CONSTANT = 0, /* the value */
+    CN_PAD_REFLECT = 1,  /* mirrored without repeating the edge: [a b c] -> b [a b c] b */
+    CN_PAD_REPLICATE = 2,/* the edge repeated: a [a b c] c */
+    CN_PAD_CIRCULAR = 3  /* wrapped around: c [a b c] a */
+} cn_pad_mode;
+
+/* torch.nn.functional.pad(x, pad, mode, value): pad[0..n) is PyTorch's pad tuple (left, right)
+ * of x's last dim, then of the one before, ...; n is even and n / 2 <= x's ndim. Each padded dim
+ * grows by left + right. Negative entries crop (as PyTorch) in constant and circular modes (a
+ * resulting size below 0 is CN_ERR_SHAPE); circular wraps what the crops leave. reflect needs
+ * each entry < the dim's size, replicate a dim of size >= 1, circular each entry <= the size left
+ * after the crops (PyTorch's rules; CN_ERR_INVALID_ARG otherwise); reflect and replicate take no
+ * negative entries (CN_ERR_INVALID_ARG: crop with cn_slice first). Unlike PyTorch, every mode
+ * pads any number of trailing dims of any tensor (PyTorch's reflect, replicate and circular take
+ * the last 1 to 3 dims of a 2-D to 5-D tensor). value (constant mode only; ignored otherwise)
+ * must be representable in x's dtype (CN_ERR_INVALID_ARG otherwise: an int tensor takes values
+ * in its range, truncated toward zero; a bool any value, nonzero being true). Every dtype (the
+ * CPU's kernel: all but f16/bf16); gradient (float): g cropped back, with the mirrored,
+ * replicated or wrapped entries added to the entries they copy. pad may be NULL when n is 0 (a
+ * copy, as cn_clone). An unknown mode is CN_ERR_INVALID_ARG. */
+CN_API cn_tensor *cn_pad(cn_tensor *x, const int64_t *pad, int n, cn_pad_mode mode, double value);
+
+/* torch.nn.functional.adaptive_avg_pool1d/2d/3d: x's last 1, 2 or 3 dims averaged over the
+ * windows [floor(i * in / out), ceil((i + 1) * in / out)) of each output index i, so that the
+ * result has the given sizes there. x: [..., L] / [..., H, W] / [..., D, H, W] with at least one
+ * leading dim (PyTorch's [C, ...] or [N, C, ...]; more leading dims are batched too); every
+ * output size >= 1 and every pooled input size >= 1 (CN_ERR_INVALID_ARG / CN_ERR_SHAPE
+ * otherwise). Float; gradient: each g entry shared equally by its window's inputs. */
+CN_API cn_tensor *cn_adaptive_avg_pool1d(cn_tensor *x, int64_t out_l);
+CN_API cn_tensor *cn_adaptive_avg_pool2d(cn_tensor *x, int64_t out_h, int64_t out_w);
+CN_API cn_tensor *cn_adaptive_avg_pool3d(cn_tensor *x, int64_t out_d, int64_t out_h,
+                                         int64_t out_w);
+
+/* torch.nn.functional.avg_pool1d(x, kernel, stride, padding) with PyTorch's defaults
+ * (ceil_mode false, count_include_pad true: padded zeros count in the mean): x [N, C, L] ->
+ * [N, C, (L + 2 padding - kernel) / stride + 1]. stride 0 is taken as kernel; padding at most
+ * half the kernel (PyTorch's rule). cn_avg_pool2d over [N, C, 1, L] (its errors name
+ * avg_pool2d's 'p' fields: kernel[1], stride[1], padding[1]). Float; gradient as avg_pool2d's. */
+CN_API cn_tensor *cn_avg_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t padding);
+
+/* Max pooling with PyTorch's full set of options (cn_max_pool2d keeps its own, simpler ones). */
+typedef struct cn_max_pool2d_params {
+    int64_t kernel[2];   /* >= 1 */
+    int64_t stride[2];   /* 0 is taken as the kernel size */
+    int64_t padding[2];  /* at most half the kernel (PyTorch's rule) */
+    int64_t dilation[2]; /* 0 is taken as 1 */
+    int ceil_mode;       /* nonzero: output sizes round up, but the last window must start inside
+                          * the input or its left padding (PyTorch's rule) */
+} cn_max_pool2d_params;
+
+/* torch.nn.functional.max_pool2d(x, ..., return_indices=True): x [N, C, H, W] -> the maxima
+ * [N, C, OH, OW], OH = floor-or-ceil((H + 2 padding - dilation (kernel - 1) - 1) / stride) + 1
+ * (likewise OW). Padding never wins (it is -inf); ties go to the first position in the window
+ * (row-major), a NaN wins over any number (the last NaN of a window, as PyTorch's CPU kernel);
+ * a window of padding only (possible with dilation) gives -inf, PyTorch's index for it (which
+ * lies outside the plane) and no gradient.
+ * When indices is non-NULL, *indices receives a new i64 tensor [N, C, OH, OW] (the caller
+ * releases it) of each maximum's flat position h * W + w within its [H, W] plane (PyTorch's
+ * indices, usable by max_unpool); *indices is NULL on failure. Float; gradient: g added at each
+ * window's maximum (overlapping windows add up). Errors: p NULL, a non-4-D or non-float x,
+ * kernel / stride / dilation < 0 or padding too large (CN_ERR_INVALID_ARG), a window larger
+ * than the padded input (CN_ERR_SHAPE), sizes past int64 (CN_ERR_OVERFLOW). */
+CN_API cn_tensor *cn_max_pool2d_ex(cn_tensor *x, const cn_max_pool2d_params *p,
+                                   cn_tensor **indices);
+
+/* torch.nn.functional.max_pool1d(x, kernel, stride, padding, dilation, ceil_mode,
+ * return_indices): x [N, C, L] -> [N, C, OL], cn_max_pool2d_ex over [N, C, 1, L] (its errors
+ * name max_pool2d_with_indices); indices (when non-NULL) are positions along L. */
+CN_API cn_tensor *cn_max_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t padding,
+                                int64_t dilation, int ceil_mode, cn_tensor **indices);
+
+/* The sliding blocks of torch.nn.functional.unfold / fold. */
+typedef struct cn_fold_params {
+    int64_t kernel[2];   /* >= 1 */
+    int64_t dilation[2]; /* 0 is taken as 1 */
+    int64_t padding[2];  /* zeros, >= 0 */
+    int64_t stride[2];   /* 0 is taken as 1 */
+} cn_fold_params;
+
+/* torch.nn.functional.unfold (im2col): x [N, C, H, W] -> [N, C * KH * KW, L], L = OH * OW the
+ * block positions (OH = (H + 2 padding - dilation (KH - 1) - 1) / stride + 1, likewise OW);
+ * entry [n, (c * KH + i) * KW + j, oh * OW + ow] = x[n, c, oh * sh - ph + i * dh,
+ * ow * sw - pw + j * dw], 0 in the padding. Float; gradient: fold of g. Errors: p NULL, x not
+ * 4-D float, kernel < 1 or negative dilation / padding / stride (CN_ERR_INVALID_ARG), blocks
+ * larger than the padded input (CN_ERR_SHAPE), sizes past int64 (CN_ERR_OVERFLOW). Unlike
+ * PyTorch, x must have its batch dim (unsqueeze a [C, H, W] x). */
+CN_API cn_tensor *cn_unfold4d(cn_tensor *x, const cn_fold_params *p);
+
+/* torch.nn.functional.fold (col2im), unfold's adjoint: cols [N, C * KH * KW, L] -> [N, C, out_h,
+ * out_w], each column's entries added at the positions unfold reads them from (overlapping blocks
+ * add up; padding dropped). L must be the block count of an out_h x out_w input and cols' dim 1
+ * a multiple of KH * KW (CN_ERR_SHAPE otherwise). Float; gradient: unfold of g. Other errors as
+ * cn_unfold4d. */
+CN_API cn_tensor *cn_fold4d(cn_tensor *cols, int64_t out_h, int64_t out_w,
+                            const cn_fold_params *p);
 
 /* ---- fused optimizer updates ---------------------------------------------------------------- *
  * One parameter's optimizer update, in place and in one pass of the backend's kernel

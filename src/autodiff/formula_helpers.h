@@ -62,5 +62,11 @@ cn_tensor *ad_grad_conv_transpose3d(ad_node *n, cn_tensor *g, int i);
 /* ---- formulas_resample.c: the resampling ops of issue 16 ------------------------------------ */
 cn_tensor *ad_grad_interpolate(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_grid_sample_2d(ad_node *n, cn_tensor *g, int i);
+/* ---- formulas_pool.c: padding and pooling of issue 16 ---------------------------------------- */
+cn_tensor *ad_grad_pad(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_adaptive_avg_pool(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_max_pool2d_with_indices(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_unfold4d(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_fold4d(ad_node *n, cn_tensor *g, int i);
 
 #endif

@@ -350,6 +350,28 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_GRID_SAMPLE_2D_BACKWARD] = {.name = "grid_sample_2d_backward",
                                        .family = CN__FAMILY_GRAD, .n_in = 3, .kinds = {F, F, F},
                                        .out = CN__OUT_INPUT, .n_ints = 4},
+    /* padding and pooling (issue 16): pad moves elements by size (every dtype; a constant
+     * fits the dtype); its backward and the adaptive pools are float */
+    [CN_OP_PAD] = {.name = "pad", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {A},
+                   .out = CN__OUT_INPUT, .n_ints = 8, .n_reals = 1, .differentiable = 1},
+    [CN_OP_PAD_BACKWARD] = {.name = "pad_backward", .family = CN__FAMILY_GRAD, .n_in = 1,
+                            .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 4},
+    [CN_OP_ADAPTIVE_AVG_POOL] = {.name = "adaptive_avg_pool", .family = CN__FAMILY_INDEX,
+                                 .n_in = 1, .kinds = {F}, .out = CN__OUT_INPUT, .n_ints = 1,
+                                 .differentiable = 1},
+    /* values and i64 indices; the formula recomputes the indices from the saved input */
+    [CN_OP_MAX_POOL2D_WITH_INDICES] = {.name = "max_pool2d_with_indices",
+                                       .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {F},
+                                       .out = CN__OUT_INPUT, .n_ints = 8, .saves = IN0,
+                                       .differentiable = 1},
+    /* im2col and col2im, each the other's adjoint (so each one's formula is the other) */
+    [CN_OP_UNFOLD4D] = {.name = "unfold4d", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {F},
+                        .out = CN__OUT_INPUT, .n_ints = 8, .differentiable = 1},
+    [CN_OP_FOLD4D] = {.name = "fold4d", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {F},
+                      .out = CN__OUT_INPUT, .n_ints = 8, .differentiable = 1},
+    [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {.name = "adaptive_avg_pool_backward",
+                                          .family = CN__FAMILY_GRAD, .n_in = 1, .kinds = {F},
+                                          .out = CN__OUT_INPUT, .n_ints = 1},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

@@ -76,6 +76,14 @@ cn_tensor *cn__interpolate_backward(cn_tensor *g, const int64_t *x_shape, int x_
  * padding, align_corners) -> the gradient of x (which = 0) or of grid (which = 1). */
 cn_tensor *cn__grid_sample_2d_backward(cn_tensor *g, cn_tensor *x, cn_tensor *grid,
                                        const int64_t *ints, int which);
+/* pad's gradient along one dim (ops_pool.c): g summed back to x's size out_size along dim, the
+ * entries that mode (a cn_pad_mode) copied added to the ones they copy; left/right: that dim's
+ * padding. */
+cn_tensor *cn__pad_backward(cn_tensor *g, int dim, int64_t left, int64_t right, int mode,
+                            int64_t out_size);
+/* The adaptive average pools' gradient: g (the pool's output) -> the input's gradient of
+ * x_shape (ndim dims, the last k pooled). */
+cn_tensor *cn__adaptive_avg_pool_backward(cn_tensor *g, const int64_t *x_shape, int ndim, int k);
 
 /* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel
  * where there is one, and compose public ops on a backend written before it (a program's). */

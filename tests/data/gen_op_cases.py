@@ -658,6 +658,129 @@ case("softmax_backward", "softmax_backward_dim1", [Fl([3, 4, 5]), Fl([3, 4, 5], 
      lambda g, y: torch.ops.aten._softmax_backward_data(g, y, 1, torch.float64), ints=[1, 0])
 case("softmax_backward", "log_softmax_backward_dim2", [Fl([3, 4, 5]), Fl([3, 4, 5], f32(torch.log_softmax(SB_X, 2)).flatten().tolist())],
      lambda g, y: torch.ops.aten._log_softmax_backward_data(g, y, 2, torch.float64), ints=[2, 1])
+# ---- padding and pooling of issue 16 ----------------------------------------------------------
+# pad: ints = cn_pad_mode (0 constant, 1 reflect, 2 replicate, 3 circular), then PyTorch's pad
+# tuple; reals[0] = the constant. Crops (negative entries) in constant and circular modes, a
+# tuple of 4 dims (cinder runs it as two pads), int and bool constants.
+PAD_MODES = ["constant", "reflect", "replicate", "circular"]
+
+
+def pad_case(variant, x, tup, mode, value=0.0):
+    m = PAD_MODES.index(mode)
+    if mode == "constant":
+        fn = lambda t: F.pad(t, tup, mode="constant", value=value)
+    else:
+        fn = lambda t: F.pad(t, tup, mode=mode)
+    case("pad", variant, [x], fn, ints=[m] + list(tup), reals=[value])
+
+
+pad_case("pad_constant", Fl([2, 3, 4]), (1, 2, 0, 1), "constant", 0.5)
+pad_case("pad_constant_crop", Fl([2, 5]), (-1, 2, 1, -1), "constant", -1.25)
+pad_case("pad_constant_4dims", Fl([2, 2, 2, 3]), (1, 0, 0, 1, 1, 1, 1, 0), "constant", 2.0)
+pad_case("pad_constant_i64", In([2, 3], INT_VALUES), (1, 1), "constant", 7.0)
+pad_case("pad_constant_bool", Bo([2, 3]), (0, 2, 1, 0), "constant", 1.0)
+pad_case("pad_reflect", Fl([1, 2, 4, 5]), (2, 3, 1, 3), "reflect")
+pad_case("pad_reflect_1d", Fl([2, 3, 4]), (3, 1), "reflect")
+pad_case("pad_reflect_i64", In([1, 2, 3], INT_VALUES), (2, 1), "reflect")
+pad_case("pad_replicate", Fl([1, 2, 3, 4]), (2, 1, 3, 0), "replicate")
+pad_case("pad_replicate_3d", Fl([1, 1, 2, 3, 2]), (1, 1, 0, 2, 1, 0), "replicate")
+pad_case("pad_circular", Fl([1, 2, 3, 4]), (2, 1, 3, 1), "circular")
+pad_case("pad_circular_crop", Fl([1, 2, 5]), (-1, 2), "circular")
+
+
+# pad_backward: g -> x's gradient for a pad of one dim; ints = mode, dim, left, right, x's size
+# at dim; against autograd through F.pad.
+def pad_backward_case(variant, x_shape, dim, left, right, mode):
+    nd = len(x_shape)
+    g_shape = list(x_shape)
+    g_shape[dim] += left + right
+    before = 1
+    for s_ in x_shape[:dim]:
+        before *= s_
+    after = 1
+    for s_ in x_shape[dim + 1:]:
+        after *= s_
+
+    def fn(g):
+        # PyTorch's non-constant modes pad the last 1 to 3 dims only: x seen as [before, size]
+        # or [before, size, after]
+        x = torch.zeros(x_shape, requires_grad=True)
+        if dim == nd - 1:
+            y = F.pad(x.reshape(before, x_shape[dim]), (left, right), mode=mode)
+        else:
+            y = F.pad(x.reshape(before, x_shape[dim], after), (0, 0, left, right), mode=mode)
+        y.backward(g.reshape(y.shape))
+        return x.grad
+
+    case("pad_backward", variant, [Fl(g_shape)], fn,
+         ints=[PAD_MODES.index(mode), dim, left, right, x_shape[dim]])
+
+
+pad_backward_case("pad_backward_constant", [2, 5], 1, -1, 2, "constant")
+pad_backward_case("pad_backward_reflect", [1, 2, 4, 5], 3, 2, 3, "reflect")
+pad_backward_case("pad_backward_reflect_h", [1, 2, 4, 5], 2, 3, 1, "reflect")
+pad_backward_case("pad_backward_replicate", [1, 2, 4, 5], 2, 2, 1, "replicate")
+pad_backward_case("pad_backward_circular", [1, 2, 3, 4], 3, 2, 4, "circular")
+
+# adaptive_avg_pool: ints = k, then the output sizes; overlapping windows (7 -> 3), growing
+# (4 -> 6), 3-D input without a batch dim, 3-D pooling
+ADAPTIVE = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}
+for variant, shape, outs in (("adaptive_avg_pool1d", [2, 3, 7], [3]),
+                             ("adaptive_avg_pool2d", [1, 2, 5, 7], [3, 4]),
+                             ("adaptive_avg_pool2d_grow", [2, 3, 4], [5, 6]),
+                             ("adaptive_avg_pool3d", [1, 1, 3, 5, 4], [2, 3, 3])):
+    k = len(outs)
+    case("adaptive_avg_pool", variant, [Fl(shape)],
+         (lambda f, o: lambda x: f(x, o))(ADAPTIVE[k], outs if k > 1 else outs[0]),
+         ints=[k] + outs)
+
+
+# adaptive_avg_pool_backward: g -> x's gradient; ints = k, then x's shape
+def adaptive_backward(k, x_shape):
+    def fn(g):
+        x = torch.zeros(x_shape, requires_grad=True)
+        outs = list(g.shape[-k:])
+        ADAPTIVE[k](x, outs if k > 1 else outs[0]).backward(g)
+        return x.grad
+    return fn
+
+
+case("adaptive_avg_pool_backward", "adaptive_avg_pool_backward_2d", [Fl([1, 2, 3, 4])],
+     adaptive_backward(2, [1, 2, 5, 7]), ints=[2, 1, 2, 5, 7])
+case("adaptive_avg_pool_backward", "adaptive_avg_pool_backward_3d", [Fl([1, 1, 2, 3, 3])],
+     adaptive_backward(3, [1, 1, 3, 5, 4]), ints=[3, 1, 1, 3, 5, 4])
+
+# max_pool2d_with_indices: ints = kernel h, w, stride h, w, padding h, w, dilation h, w,
+# ceil_mode, then the output picked (0 values, 1 indices); distinct values, dilation, padding and
+# ceil mode (whose last window must start inside the input or its left padding)
+def max_pool_ex(p, which):
+    def fn(x):
+        v, i = F.max_pool2d(x, p[0:2], p[2:4], p[4:6], p[6:8], ceil_mode=bool(p[8]),
+                            return_indices=True)
+        return (v, i)[which]
+    return fn
+
+
+for variant, shape, p in (("max_pool2d_ex_dilated", [1, 2, 5, 6], [3, 2, 2, 1, 1, 1, 1, 2, 0]),
+                          ("max_pool2d_ex_ceil", [1, 1, 6, 7], [2, 3, 2, 2, 0, 1, 2, 1, 1]),
+                          ("max_pool2d_ex_ceil_cut", [2, 1, 5, 5], [2, 2, 2, 2, 1, 1, 1, 1, 1])):
+    for which in (0, 1):
+        case("max_pool2d_with_indices", variant + ("_indices" if which else ""),
+             [Fl(shape, "d")], max_pool_ex(p, which), ints=p + [which])
+
+# unfold4d / fold4d (F.unfold / F.fold): ints = kernel h, w, dilation h, w, padding h, w,
+# stride h, w; fold's output size is the unfold case's input size (the first two ints of the
+# case's own list are prepended: out_h, out_w)
+FOLD_CASES = (("4d_plain", [2, 2, 4, 5], [2, 3, 1, 1, 0, 0, 1, 1]),
+              ("4d_dilated_padded_strided", [1, 2, 5, 6], [2, 2, 2, 1, 1, 2, 2, 3]),
+              ("4d_overlap", [1, 1, 4, 4], [3, 2, 1, 1, 1, 0, 1, 2]))
+for name, shape, k in FOLD_CASES:
+    kw = dict(kernel_size=k[0:2], dilation=k[2:4], padding=k[4:6], stride=k[6:8])
+    case("unfold4d", "unfold" + name, [Fl(shape)],
+         (lambda kw: lambda x: F.unfold(x, **kw))(kw), ints=k)
+    cols = list(F.unfold(torch.zeros(shape), **kw).shape)
+    case("fold4d", "fold" + name, [Fl(cols)],
+         (lambda kw, hw: lambda c: F.fold(c, hw, **kw))(kw, shape[2:]), ints=shape[2:] + k)
 
 # ---- activation_backward: g * f'(s), against PyTorch's own backward kernels ------------------
 # ints = the forward op's number in cn_op, cn_gelu_approx. The numbers are read from the enum in

@@ -294,4 +294,15 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_INTERPOLATE] = dt[CN_OP_INTERPOLATE_BACKWARD] = F;
     k[CN_OP_GRID_SAMPLE_2D] = k[CN_OP_GRID_SAMPLE_2D_BACKWARD] = cpu_grid_sample_2d;
     dt[CN_OP_GRID_SAMPLE_2D] = dt[CN_OP_GRID_SAMPLE_2D_BACKWARD] = F;
+    /* padding and pooling (issue 16): pad converts its constant (no f16/bf16), the rest adds */
+    k[CN_OP_PAD] = cpu_pad;
+    dt[CN_OP_PAD] = FI | DT(CN_U8) | DT(CN_BOOL);
+    k[CN_OP_PAD_BACKWARD] = cpu_pad_backward;
+    k[CN_OP_ADAPTIVE_AVG_POOL] = k[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = cpu_adaptive_avg_pool;
+    dt[CN_OP_PAD_BACKWARD] = dt[CN_OP_ADAPTIVE_AVG_POOL] = F;
+    dt[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = F;
+    k[CN_OP_MAX_POOL2D_WITH_INDICES] = cpu_max_pool2d_with_indices;
+    dt[CN_OP_MAX_POOL2D_WITH_INDICES] = F;
+    k[CN_OP_UNFOLD4D] = k[CN_OP_FOLD4D] = cpu_fold4d;
+    dt[CN_OP_UNFOLD4D] = dt[CN_OP_FOLD4D] = F;
 }

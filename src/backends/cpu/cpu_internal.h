@@ -86,6 +86,16 @@ cn_status cpu_sdpa_backward(const cn_kernel_args *a);
 cn_status cpu_ctc_loss(const cn_kernel_args *a);
 cn_status cpu_ctc_loss_backward(const cn_kernel_args *a);
 
+/* padding and pooling (issue 16). pad.c: pad (every dtype but f16/bf16) and its backward along
+ * one dim; pool_more.c: the adaptive average pools and their backward, max pooling with indices
+ * (f32, f64) */
+cn_status cpu_pad(const cn_kernel_args *a);
+cn_status cpu_pad_backward(const cn_kernel_args *a);
+cn_status cpu_adaptive_avg_pool(const cn_kernel_args *a);
+cn_status cpu_max_pool2d_with_indices(const cn_kernel_args *a);
+/* fold.c: unfold4d (im2col) and fold4d (col2im), f32 and f64 */
+cn_status cpu_fold4d(const cn_kernel_args *a);
+
 /* ---- threads (parallel.c) --------------------------------------------------------------------- *
  * Kernels run in parallel only through cpu_parallel, on the backend's pool (never OpenMP's
  * parallel regions: see parallel.c for why). */

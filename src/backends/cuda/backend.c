@@ -452,6 +452,17 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_INTERPOLATE] = dt[CN_OP_INTERPOLATE_BACKWARD] = F;
     dt[CN_OP_GRID_SAMPLE_2D] = F;
     dt[CN_OP_GRID_SAMPLE_2D_BACKWARD] = DT(CN_F32) | DT(CN_F64); /* accumulates in the output */
+    /* padding and pooling (issue 16): pad moves elements by size and stores its constant by
+     * cn_cast's rules (every dtype); its backward and the adaptive pools compute in double */
+    k[CN_OP_PAD] = cuda_pad;
+    k[CN_OP_PAD_BACKWARD] = cuda_pad_backward;
+    k[CN_OP_ADAPTIVE_AVG_POOL] = k[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = cuda_adaptive_avg_pool;
+    dt[CN_OP_PAD_BACKWARD] = dt[CN_OP_ADAPTIVE_AVG_POOL] = F;
+    dt[CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = F;
+    k[CN_OP_MAX_POOL2D_WITH_INDICES] = cuda_max_pool2d_with_indices;
+    dt[CN_OP_MAX_POOL2D_WITH_INDICES] = F;
+    k[CN_OP_UNFOLD4D] = k[CN_OP_FOLD4D] = cuda_fold4d;
+    dt[CN_OP_UNFOLD4D] = dt[CN_OP_FOLD4D] = F;
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

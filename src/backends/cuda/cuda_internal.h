@@ -211,6 +211,12 @@ cn_status cuda_masked_select(const cn_kernel_args *a);
  * (the same) and its backward (f32, f64) */
 cn_status cuda_interpolate(const cn_kernel_args *a);
 cn_status cuda_grid_sample_2d(const cn_kernel_args *a);
+/* pad.cu and pool_more.cu: padding and pooling (issue 16) */
+cn_status cuda_pad(const cn_kernel_args *a);
+cn_status cuda_pad_backward(const cn_kernel_args *a);
+cn_status cuda_adaptive_avg_pool(const cn_kernel_args *a); /* and its backward */
+cn_status cuda_max_pool2d_with_indices(const cn_kernel_args *a);
+cn_status cuda_fold4d(const cn_kernel_args *a); /* fold.cu: unfold4d and fold4d */
 /* conv.cu */
 cn_status cuda_conv2d(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);

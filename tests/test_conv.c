@@ -274,6 +274,11 @@ static void test_conv2d_errors(void) {
     CHECK_FAILS(cn_conv2d(xi, w3, NULL, NULL), CN_ERR_KIND, "conv2d");
     cn_tensor *x3 = th_own(cn_ones((int64_t[]){3, 5, 5}, 3, CN_F32, cn_cpu()));
     CHECK_FAILS(cn_conv2d(x3, w3, NULL, NULL), CN_ERR_SHAPE, "conv2d");
+    /* an empty kernel with a dilation near INT64_MAX: the output size's arithmetic passes int64
+     * (found by fuzz_ops; fuzz/corpus/ops/empty-kernel-huge-dilation) */
+    cn_tensor *w0 = th_own(cn_ones((int64_t[]){2, 3, 0, 0}, 4, CN_F32, cn_cpu()));
+    cn_conv2d_params huge = {{1, 1}, {4, 4}, {INT64_MAX - 3, INT64_MAX - 3}, 1};
+    CHECK_FAILS(cn_conv2d(x, w0, NULL, &huge), CN_ERR_OVERFLOW, "conv2d");
     th_release_owned();
 }
 

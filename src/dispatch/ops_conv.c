@@ -12,12 +12,14 @@
  * padded input or the window's span passes int64 (in, k >= 0; stride >= 1; pad, dil >= 0, as
  * the callers check). */
 static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
-    int64_t span, padded;
+    int64_t span, padded, room;
     if (__builtin_mul_overflow(dil, k - 1, &span) || __builtin_add_overflow(span, 1, &span) ||
         __builtin_mul_overflow(pad, 2, &padded) || __builtin_add_overflow(padded, in, &padded))
         return -2;
     if (padded < span) return -1;
-    return (padded - span) / stride + 1;
+    /* an empty kernel (k = 0) makes span 1 - dil: the difference can pass int64 */
+    if (__builtin_sub_overflow(padded, span, &room)) return -2;
+    return room / stride + 1;
 }
 
 /* The error for an out_size of -2. */

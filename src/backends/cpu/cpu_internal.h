@@ -4,6 +4,7 @@
 #define CINDER_CPU_INTERNAL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "cinder/backend.h"
 
@@ -95,6 +96,33 @@ cn_status cpu_adaptive_avg_pool(const cn_kernel_args *a);
 cn_status cpu_max_pool2d_with_indices(const cn_kernel_args *a);
 /* fold.c: unfold4d (im2col) and fold4d (col2im), f32 and f64 */
 cn_status cpu_fold4d(const cn_kernel_args *a);
+
+/* ---- values of any dtype ------------------------------------------------------------------------ */
+
+/* The bytes of v in dt, in b[0..8): f32, f64, the ints (truncated toward zero: the router checked
+ * the range), u8, bool (nonzero is true); the rest of b zeroed (index_ops.c). */
+void cpu_value_bytes(cn_dtype dt, double v, unsigned char *b);
+
+/* An f32 or f64 element at p, as a double; and the other way (kernels that work in double). */
+static inline double cpu_load_f(const char *p, cn_dtype dt) {
+    if (dt == CN_F32) {
+        float f;
+        memcpy(&f, p, sizeof f);
+        return f;
+    }
+    double v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void cpu_store_f(char *p, cn_dtype dt, double v) {
+    if (dt == CN_F32) {
+        float f = (float)v;
+        memcpy(p, &f, sizeof f);
+    } else {
+        memcpy(p, &v, sizeof v);
+    }
+}
 
 /* ---- threads (parallel.c) --------------------------------------------------------------------- *
  * Kernels run in parallel only through cpu_parallel, on the backend's pool (never OpenMP's

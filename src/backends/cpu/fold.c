@@ -11,25 +11,7 @@
 #include "backends/cpu/cpu_internal.h"
 #include "core/backend_common.h"
 
-static inline double load_f(const char *p, cn_dtype dt) {
-    if (dt == CN_F32) {
-        float f;
-        memcpy(&f, p, sizeof f);
-        return f;
-    }
-    double v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
-static inline void store_f(char *p, cn_dtype dt, double v) {
-    if (dt == CN_F32) {
-        float f = (float)v;
-        memcpy(p, &f, sizeof f);
-    } else {
-        memcpy(p, &v, sizeof v);
-    }
-}
 
 typedef struct fold_job {
     const cn_view *x, *cols; /* x: [N, C, H, W]; cols: [N, C * KH * KW, OH * OW] */
@@ -49,11 +31,11 @@ static void unfold_chunk(const fold_job *j, int64_t begin, int64_t end) {
         int64_t h = l / j->ow * k[6] - k[4] + i * k[2], w = l % j->ow * k[7] - k[5] + jw * k[3];
         double v = 0;
         if (h >= 0 && h < x->shape[2] && w >= 0 && w < x->shape[3])
-            v = load_f((const char *)x->data + (n * x->strides[0] + c * x->strides[1] +
+            v = cpu_load_f((const char *)x->data + (n * x->strides[0] + c * x->strides[1] +
                                                 h * x->strides[2] + w * x->strides[3]) *
                                                    es,
                        dt);
-        store_f((char *)cols->data +
+        cpu_store_f((char *)cols->data +
                     (n * cols->strides[0] + r * cols->strides[1] + l * cols->strides[2]) * es,
                 dt, v);
     }
@@ -75,13 +57,13 @@ static void fold_chunk_x(const fold_job *j, int64_t begin, int64_t end) {
                 int64_t tw = w + k[5] - jw * k[3];
                 if (tw < 0 || tw % k[7] != 0 || tw / k[7] >= j->ow) continue;
                 int64_t r = (c * k[0] + i) * k[1] + jw, l = th / k[6] * j->ow + tw / k[7];
-                s += load_f(
+                s += cpu_load_f(
                     (const char *)cols->data +
                         (n * cols->strides[0] + r * cols->strides[1] + l * cols->strides[2]) * es,
                     dt);
             }
         }
-        store_f((char *)x->data + (n * x->strides[0] + c * x->strides[1] + h * x->strides[2] +
+        cpu_store_f((char *)x->data + (n * x->strides[0] + c * x->strides[1] + h * x->strides[2] +
                                    w * x->strides[3]) *
                                       es,
                 dt, s);

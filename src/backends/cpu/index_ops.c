@@ -44,7 +44,7 @@ static void row_coords(int nd, const int64_t *shape, int64_t r, int64_t *coord) 
 
 /* The bytes of value in dtype dt: f32, f64, the ints (truncated toward zero: the router checked
  * the range) or bool (nonzero is true). The CPU's masked_fill takes no f16 or bf16 (backend.c). */
-static void value_bytes(cn_dtype dt, double v, unsigned char *b) {
+void cpu_value_bytes(cn_dtype dt, double v, unsigned char *b) {
     memset(b, 0, 8);
     switch (dt) {
     case CN_F32: {
@@ -97,7 +97,7 @@ cn_status cpu_masked_fill(const cn_kernel_args *a) {
     if (mask->dtype != CN_BOOL || mask->ndim != out->ndim || x->ndim != out->ndim)
         return cn_set_error(CN_ERR_SHAPE, "masked_fill", "need a bool mask of x's shape");
     fill_ctx c = {.es = cn_dtype_size(out->dtype)};
-    value_bytes(out->dtype, a->reals[0], c.value);
+    cpu_value_bytes(out->dtype, a->reals[0], c.value);
     const cn_view *views[3] = {out, x, mask};
     cpu_map(3, views, masked_fill_row, &c);
     return CN_OK;

@@ -73,38 +73,6 @@ static inline void move_elem(char *dst, const char *src, size_t es) {
     }
 }
 
-/* The bytes of v in dt (f32, f64, the ints truncated toward zero: the router checked the range,
- * u8, bool: nonzero is true). */
-static void value_bytes(cn_dtype dt, double v, unsigned char *b) {
-    memset(b, 0, 8);
-    switch (dt) {
-    case CN_F32: {
-        float f = (float)v;
-        memcpy(b, &f, sizeof f);
-        break;
-    }
-    case CN_F64:
-        memcpy(b, &v, sizeof v);
-        break;
-    case CN_I32: {
-        int32_t i = (int32_t)v;
-        memcpy(b, &i, sizeof i);
-        break;
-    }
-    case CN_I64: {
-        int64_t i = (int64_t)v;
-        memcpy(b, &i, sizeof i);
-        break;
-    }
-    case CN_U8:
-        b[0] = (unsigned char)(uint8_t)v;
-        break;
-    default:
-        b[0] = v != 0;
-        break;
-    }
-}
-
 static void pad_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     (void)chunk;
     const pad_job *j = ctx;
@@ -153,7 +121,7 @@ cn_status cpu_pad(const cn_kernel_args *a) {
     pad_job j = {.out = &out, .x = &x, .mode = (int)a->ints[0], .es = cn_dtype_size(x.dtype)};
     for (int k = 0; k < dims; k++)
         j.left[x.ndim - 1 - skip - k] = a->ints[2 + 2 * k];
-    value_bytes(x.dtype, a->reals[0], j.value);
+    cpu_value_bytes(x.dtype, a->reals[0], j.value);
     int64_t n = cn__view_numel(&out);
     cpu_parallel(n / out.shape[out.ndim - 1], cpu_chunks(n, CPU_PARALLEL_GRAIN), pad_chunk, &j);
     return CN_OK;
@@ -167,16 +135,6 @@ typedef struct pad_back_job {
     int64_t left;
 } pad_back_job;
 
-static inline double load_f(const char *p, cn_dtype dt) {
-    if (dt == CN_F32) {
-        float f;
-        memcpy(&f, p, sizeof f);
-        return f;
-    }
-    double v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
 /* The sum of g's entries along the dim (g's size m, stride gs, from gp) that pad copied from
  * input index i (input size n). */
@@ -184,7 +142,7 @@ static double pad_back_sum(const pad_back_job *j, const char *gp, int64_t gs, in
                            int64_t n) {
     const cn_dtype dt = j->g->dtype;
     const int64_t es = (int64_t)cn_dtype_size(dt), l = j->left;
-#define G(o) load_f(gp + (o)*gs * es, dt)
+#define G(o) cpu_load_f(gp + (o)*gs * es, dt)
     double s = 0;
     if (j->mode == CN_PAD_CIRCULAR) {
         int64_t step, o = circular_first(i, l, n, m, &step);

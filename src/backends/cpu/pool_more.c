@@ -21,25 +21,7 @@ static inline void window(int64_t o, int64_t n, int64_t m, int64_t *lo, int64_t 
     *hi = ((o + 1) * n + m - 1) / m;
 }
 
-static inline double load_f(const char *p, cn_dtype dt) {
-    if (dt == CN_F32) {
-        float f;
-        memcpy(&f, p, sizeof f);
-        return f;
-    }
-    double v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 
-static inline void store_f(char *p, cn_dtype dt, double v) {
-    if (dt == CN_F32) {
-        float f = (float)v;
-        memcpy(p, &f, sizeof f);
-    } else {
-        memcpy(p, &v, sizeof v);
-    }
-}
 
 typedef struct adaptive_job {
     const cn_view *out, *in; /* forward: in = x; backward: in = g */
@@ -79,7 +61,7 @@ static void adaptive_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end)
         for (int64_t a = lo[0]; a < hi[0]; a++)
             for (int64_t b = lo[1]; b < hi[1]; b++)
                 for (int64_t e = lo[2]; e < hi[2]; e++) {
-                    double v = load_f(
+                    double v = cpu_load_f(
                         (const char *)in->data + (io + a * st[0] + b * st[1] + e * st[2]) * es, dt);
                     if (j->backward) { /* divided by the size of the window of (a, b, e) */
                         const int64_t o[3] = {a, b, e};
@@ -94,7 +76,7 @@ static void adaptive_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end)
                     s += v;
                 }
         if (!j->backward) s /= (double)((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]));
-        store_f((char *)out->data + oo * es, dt, s);
+        cpu_store_f((char *)out->data + oo * es, dt, s);
     }
 }
 
@@ -152,7 +134,7 @@ static void max_pool_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end)
             for (int64_t jw = 0; jw < k[1]; jw++) {
                 int64_t w = w0 + jw * k[7];
                 if (w < 0 || w >= W) continue;
-                double v = load_f(plane + (h * x->strides[2] + w * x->strides[3]) * es, dt);
+                double v = cpu_load_f(plane + (h * x->strides[2] + w * x->strides[3]) * es, dt);
                 if (v > best || v != v) {
                     best = v;
                     at = h * W + w;
@@ -163,7 +145,7 @@ static void max_pool_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end)
             n * out->strides[0] + c * out->strides[1] + oh * out->strides[2] + ow * out->strides[3];
         int64_t io =
             n * idx->strides[0] + c * idx->strides[1] + oh * idx->strides[2] + ow * idx->strides[3];
-        store_f((char *)out->data + oo * es, dt, best);
+        cpu_store_f((char *)out->data + oo * es, dt, best);
         memcpy((char *)idx->data + io * (int64_t)sizeof(int64_t), &at, sizeof at);
     }
 }

@@ -5,8 +5,7 @@
 #include "core/error_internal.h"
 #include "dispatch/router.h"
 
-/* Drops dim d (size 1) from a fresh contiguous tensor's header: still contiguous. */
-static void drop_dim(cn_tensor *t, int d) {
+void cn__drop_dim(cn_tensor *t, int d) {
     for (int k = d; k < t->ndim - 1; k++) {
         t->shape[k] = t->shape[k + 1];
         t->strides[k] = t->strides[k + 1];
@@ -59,7 +58,7 @@ static cn_tensor *reduce_dim(cn_op op, cn_tensor *x, int dim, int keepdim, int64
         cn_release(out);
         return NULL;
     }
-    if (!keepdim || x->ndim == 0) drop_dim(out, d);
+    if (!keepdim || x->ndim == 0) cn__drop_dim(out, d);
     return cn__record(op, out, &x, 1, ints, 2, NULL, 0);
 }
 
@@ -148,7 +147,7 @@ static cn_tensor *softmax_like(cn_op op, cn_tensor *x, int dim) {
         cn_release(out);
         return NULL;
     }
-    if (x->ndim == 0) drop_dim(out, 0);
+    if (x->ndim == 0) cn__drop_dim(out, 0);
     return cn__record(op, out, &x, 1, ints, 1, NULL, 0);
 }
 

@@ -16,15 +16,6 @@
 #include "dispatch/backward_ops.h"
 #include "dispatch/router.h"
 
-/* Drops dim d (size 1) from a fresh contiguous tensor's header: still contiguous. */
-static void drop_dim(cn_tensor *t, int d) {
-    for (int k = d; k < t->ndim - 1; k++) {
-        t->shape[k] = t->shape[k + 1];
-        t->strides[k] = t->strides[k + 1];
-    }
-    t->ndim--;
-}
-
 static int has_indices(cn_op op) {
     return op == CN_OP_CUMMAX || op == CN_OP_CUMMIN || op == CN_OP_SORT;
 }
@@ -61,7 +52,7 @@ static cn_tensor *scan(cn_op op, const char *name, cn_tensor *x, int dim, int64_
         return NULL;
     }
     if (x->ndim == 0)
-        for (int i = 0; i < n_out; i++) drop_dim(out[i], 0);
+        for (int i = 0; i < n_out; i++) cn__drop_dim(out[i], 0);
     cn_tensor *values = cn__record(op, out[0], &x, 1, ints, n_ints, NULL, 0);
     if (values && indices)
         *indices = out[1];
@@ -201,7 +192,7 @@ static cn_tensor *any_all_dim(cn_op op, cn_tensor *x, int dim, int keepdim) {
         cn_release(out);
         return NULL;
     }
-    if (!keepdim || x->ndim == 0) drop_dim(out, d);
+    if (!keepdim || x->ndim == 0) cn__drop_dim(out, d);
     return out; /* bool: nothing to record */
 }
 
@@ -282,6 +273,6 @@ cn_tensor *cn__cumprod_backward(cn_tensor *g, cn_tensor *x, int dim) {
         cn_release(out);
         return NULL;
     }
-    if (x->ndim == 0) drop_dim(out, 0);
+    if (x->ndim == 0) cn__drop_dim(out, 0);
     return out;
 }

@@ -35,6 +35,10 @@ cn_status cn__check_same_dtype(const char *op, const char *an, const cn_tensor *
 cn_status cn__broadcast_shapes(const char *op, const char *an, const cn_tensor *a, const char *bn,
                                const cn_tensor *b, int64_t *out, int *out_ndim);
 
+/* Drops dim d (size 1) from a fresh contiguous tensor's header: still contiguous (the
+ * reductions' and scans' outputs without keepdim; ops_reduce.c). */
+void cn__drop_dim(cn_tensor *t, int d);
+
 /* A view of t stretched to shape (t broadcasts to it: checked by the caller). */
 void cn__broadcast_view(const cn_tensor *t, const int64_t *shape, int ndim, cn_view *v);
 

@@ -259,8 +259,8 @@ CN_API cn_status cn_init_xavier_normal_(cn_tensor *t, double gain, cn_generator 
 
 /* ---- sampling ---------------------------------------------------------------------------------
  * Draws from gen (a seeded Philox generator: the same seed gives the same samples, on any
- * backend); composed from public ops on the input's device, with one read of two reductions to
- * check the input. Inputs are never tracked (the results are i64). Threads: as the ops (gen is
+ * backend); composed from public ops on the input's device, with three scalar reads to check
+ * the input. Inputs are never tracked (the results are i64). Threads: as the ops (gen is
  * advanced: one generator per thread). */
 
 /* torch.multinomial: probs [C] or [R, C] (float, finite, >= 0, a positive sum per row; need not

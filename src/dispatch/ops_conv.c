@@ -28,7 +28,7 @@ static void too_large(const char *op, const char *what) {
                  "dilated window); check them for a mistake", what);
 }
 
-static cn_status check_4d(const char *op, const char *arg, const cn_tensor *t, const char *want) {
+cn_status cn__check_4d(const char *op, const char *arg, const cn_tensor *t, const char *want) {
     if (t->ndim == 4) return CN_OK;
     char a[128];
     return cn_set_error(CN_ERR_SHAPE, op, "'%s' is %s; it must be 4-D %s (add a batch dim with "
@@ -50,8 +50,8 @@ static cn_tensor *conv2d(cn_op kind, cn_tensor *x, cn_tensor *w, cn_tensor *b,
         if (cn__check_kind(op, names[i], in[i], CN_KINDS_FLOAT) != CN_OK ||
             cn__check_same_dtype(op, "x", x, names[i], in[i]) != CN_OK)
             return NULL;
-    if (check_4d(op, "x", x, "[N, C, H, W]") != CN_OK ||
-        check_4d(op, "w", w, "[O, C/groups, KH, KW]") != CN_OK)
+    if (cn__check_4d(op, "x", x, "[N, C, H, W]") != CN_OK ||
+        cn__check_4d(op, "w", w, "[O, C/groups, KH, KW]") != CN_OK)
         return NULL;
     cn_conv2d_params d = {{1, 1}, {0, 0}, {1, 1}, 1};
     if (p) d = *p;
@@ -100,7 +100,7 @@ static cn_tensor *conv2d(cn_op kind, cn_tensor *x, cn_tensor *w, cn_tensor *b,
         return NULL;
     }
     if (kind != CN_OP_CONV2D &&
-        (!be->kernels[kind] || (be->dtypes[kind] && !((be->dtypes[kind] >> x->dtype) & 1u)) ||
+        (!cn__has_kernel(kind, x) ||
          (kind == CN_OP_CONV2D_MAX_POOL2D && (oh < pool || ow < pool)))) {
         /* a backend without the fused kernel, or a window larger than the convolution's output
          * (max_pool2d's error then): the two ops, the arguments being checked */
@@ -184,7 +184,7 @@ static cn_tensor *pool2d(cn_op kind, cn_tensor *x, const cn_pool2d_params *p) {
     cn_device dev;
     const cn_backend *be = cn__route(op, &x, names, 1, &dev);
     if (!be || cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK ||
-        check_4d(op, "x", x, "[N, C, H, W]") != CN_OK)
+        cn__check_4d(op, "x", x, "[N, C, H, W]") != CN_OK)
         return NULL;
     if (!p) {
         cn__null_arg(op, "p");

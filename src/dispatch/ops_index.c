@@ -13,18 +13,25 @@
 /* ---- masked_fill ------------------------------------------------------------------------------
  */
 
+/* The checks masked_fill and masked_select share: x and a bool mask that broadcast together
+ * into shape (ndim *nd). */
+static cn_status mask_broadcast(const char *op, cn_tensor *x, cn_tensor *mask, int64_t *shape,
+                                int *nd) {
+    if (!x || !mask) {
+        cn__null_arg(op, !x ? "x" : "mask");
+        return cn_last_status();
+    }
+    if (cn__check_kind(op, "mask", mask, CN_KINDS_BOOL) != CN_OK) return cn_last_status();
+    return cn__broadcast_shapes(op, "x", x, "mask", mask, shape, nd);
+}
+
 cn_tensor *cn_masked_fill(cn_tensor *x, cn_tensor *mask, double value) {
     const char *op = "masked_fill";
     cn_tensor *in[2] = {x, mask};
     const char *names[2] = {"x", "mask"};
-    if (!x || !mask) {
-        cn__null_arg(op, !x ? "x" : "mask");
-        return NULL;
-    }
-    if (cn__check_kind(op, "mask", mask, CN_KINDS_BOOL) != CN_OK) return NULL;
     int64_t shape[CN_MAX_DIMS];
     int nd;
-    if (cn__broadcast_shapes(op, "x", x, "mask", mask, shape, &nd) != CN_OK) return NULL;
+    if (mask_broadcast(op, x, mask, shape, &nd) != CN_OK) return NULL;
     if (nd != x->ndim || memcmp(shape, x->shape, sizeof(int64_t) * (size_t)nd) != 0) {
         char a[128], b[128];
         cn_set_error(CN_ERR_SHAPE, op,
@@ -363,14 +370,9 @@ cn_tensor *cn_masked_select(cn_tensor *x, cn_tensor *mask) {
     const char *op = "masked_select";
     cn_tensor *in[2] = {x, mask};
     const char *names[2] = {"x", "mask"};
-    if (!x || !mask) {
-        cn__null_arg(op, !x ? "x" : "mask");
-        return NULL;
-    }
-    if (cn__check_kind(op, "mask", mask, CN_KINDS_BOOL) != CN_OK) return NULL;
     int64_t shape[CN_MAX_DIMS];
     int nd;
-    if (cn__broadcast_shapes(op, "x", x, "mask", mask, shape, &nd) != CN_OK) return NULL;
+    if (mask_broadcast(op, x, mask, shape, &nd) != CN_OK) return NULL;
     cn_device dev;
     const cn_backend *b = cn__route(op, in, names, 2, &dev);
     if (!b) return NULL;

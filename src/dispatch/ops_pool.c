@@ -294,13 +294,7 @@ cn_tensor *cn_max_pool2d_ex(cn_tensor *x, const cn_max_pool2d_params *p, cn_tens
     }
     char a[128];
     if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK) return NULL;
-    if (x->ndim != 4) {
-        cn_set_error(CN_ERR_SHAPE, op,
-                     "'x' is %s; it must be 4-D [N, C, H, W] (add a batch dim "
-                     "with cn_unsqueeze(x, 0))",
-                     cn_tensor_str(x, a, sizeof a));
-        return NULL;
-    }
+    if (cn__check_4d(op, "x", x, "[N, C, H, W]") != CN_OK) return NULL;
     int64_t ints[8], o[2];
     for (int i = 0; i < 2; i++) {
         int64_t k = p->kernel[i], s = p->stride[i] ? p->stride[i] : k;
@@ -438,15 +432,8 @@ cn_tensor *cn_unfold4d(cn_tensor *x, const cn_fold_params *p) {
         cn__null_arg(op, !x ? "x" : "p");
         return NULL;
     }
-    char a[128];
     if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK) return NULL;
-    if (x->ndim != 4) {
-        cn_set_error(CN_ERR_SHAPE, op,
-                     "'x' is %s; it must be 4-D [N, C, H, W] (add a batch dim "
-                     "with cn_unsqueeze(x, 0))",
-                     cn_tensor_str(x, a, sizeof a));
-        return NULL;
-    }
+    if (cn__check_4d(op, "x", x, "[N, C, H, W]") != CN_OK) return NULL;
     int64_t ints[8], oh, ow, kk, rows, cols;
     if (fold_geometry(op, p, x->shape[2], x->shape[3], ints, &oh, &ow) != CN_OK) return NULL;
     if (__builtin_mul_overflow(ints[0], ints[1], &kk) ||

@@ -35,6 +35,10 @@ cn_status cn__check_same_dtype(const char *op, const char *an, const cn_tensor *
 cn_status cn__broadcast_shapes(const char *op, const char *an, const cn_tensor *a, const char *bn,
                                const cn_tensor *b, int64_t *out, int *out_ndim);
 
+/* Checks t is 4-D, else CN_ERR_SHAPE naming op, the argument and `want` ("[N, C, H, W]"), with
+ * cn_unsqueeze as the way out (ops_conv.c). */
+cn_status cn__check_4d(const char *op, const char *arg, const cn_tensor *t, const char *want);
+
 /* Drops dim d (size 1) from a fresh contiguous tensor's header: still contiguous (the
  * reductions' and scans' outputs without keepdim; ops_reduce.c). */
 void cn__drop_dim(cn_tensor *t, int d);

@@ -31,7 +31,8 @@ static cn_tensor *as_rows(cn_tensor *t) {
     return cn_reshape(t, shape, 2);
 }
 
-/* The checks torch.multinomial makes, on the device's values (one read of two reductions). */
+/* The checks torch.multinomial makes, on the device's values (three scalar reads: the smallest
+ * entry, the smallest row sum, the largest entry). */
 static cn_status check_probs(const char *op, cn_tensor *p2) {
     double lo = scalar_of(cn_min(p2));
     double row_min = scalar_of(cn_min(cn_sum_dim(p2, 1, 0)));
@@ -157,9 +158,8 @@ cn_tensor *cn_sample_logits(cn_tensor *logits, double temperature, int64_t top_k
             idx = draw(op, p, 1, 1, gen);
         }
         if (idx && map) idx = cn_gather(map, 1, idx);
-        if (idx) idx = cn_reshape(idx, out_shape, nd - 1);
     }
-    if (idx && temperature == 0) idx = cn_reshape(idx, out_shape, nd - 1);
+    if (idx) idx = cn_reshape(idx, out_shape, nd - 1); /* [R] or [R, 1] -> logits' batch dims */
     cn_tensor *out = cn_keep(idx);
     cn_scope_end();
     return out;

@@ -58,14 +58,20 @@ static void check_close(const char *what, cn_tensor *got, cn_tensor *want, doubl
 }
 
 /* The fused op against the composed one on q [shape.., Lq, D] etc., values and the gradients of
- * L = sum(out * r) for q, k, v and the mask (when given, shape mshape). permuted: q, k, v are
- * made as [B, L, H, D] and permuted to [B, H, L, D] (strided views). */
+ * L = sum(out * r) for q, k, v and the mask (when given, shape mshape). permuted 1: q, k, v are
+ * made as [B, L, H, D] and permuted to [B, H, L, D] (strided views whose rows are dense, which
+ * the kernel reads in place); 2: made as [B, H, D, L] and transposed (rows not dense: packed). */
 static void compare(int64_t B, int64_t H, int64_t lq, int64_t lk, int64_t d, int64_t dv,
                     const int64_t *mshape, int mnd, int causal, double scale, cn_dtype dt,
                     double tol, int permuted) {
     cn_scope_begin();
     int64_t qs[4] = {B, lq, H, d}, ks[4] = {B, lk, H, d}, vs[4] = {B, lk, H, dv};
     int perm[4] = {0, 2, 1, 3};
+    if (permuted == 2) {
+        int64_t q2[4] = {B, H, d, lq}, k2[4] = {B, H, d, lk}, v2[4] = {B, H, dv, lk};
+        memcpy(qs, q2, sizeof qs), memcpy(ks, k2, sizeof ks), memcpy(vs, v2, sizeof vs);
+        perm[1] = 1, perm[2] = 3, perm[3] = 2;
+    }
     cn_tensor *x[4];
     cn_tensor *raw[3] = {randn(1, qs, 4, dt), randn(2, ks, 4, dt), randn(3, vs, 4, dt)};
     for (int i = 0; i < 3; i++) {
@@ -121,6 +127,9 @@ static void test_masks_and_strided_inputs(void) {
     const int64_t m2[2] = {67, 90}, m4[4] = {2, 1, 67, 90};
     compare(2, 2, 67, 90, 8, 8, m2, 2, 0, 0.0, CN_F64, 1e-11, 1);
     compare(2, 2, 67, 90, 8, 8, m4, 4, 1, 0.0, CN_F64, 1e-11, 1);
+    compare(2, 2, 67, 90, 8, 8, m4, 4, 1, 0.0, CN_F64, 1e-11, 2);
+    const int64_t m3[2] = {80, 100};
+    compare(1, 2, 80, 100, 32, 16, m3, 2, 1, 0.0, CN_F32, 2e-5, 2);
 }
 
 /* f32: the kernel's vectorised exp and float GEMM, within float's precision. */

@@ -4,8 +4,8 @@
  * broadcast view, strides may be 0), o [B.., Lq, Dv], lse [B.., Lq]; B.. flattened to one batch
  * index b. The scores of query block i and key block j are
  *     S = scale * Q_i K_j^T + mask_ij   (key j > query i left out as -inf when causal)
- * computed in tiles of BQ x BK by GEMM on packed, dense copies of the rows (the inputs may have
- * any strides), so no [Lq, Lk] matrix exists.
+ * computed in tiles of BQ x BK by GEMM on the rows in place (or on packed copies when a row's
+ * elements are not adjacent), so no [Lq, Lk] matrix exists.
  *
  * Forward, one item per (b, query block), on the pool: an online softmax over the key blocks,
  * keeping per row the running max m, the running sum l of exp(s - m) and the unnormalised output
@@ -62,208 +62,234 @@ static int64_t batch_off(const cn_view *v, int nb, int64_t b) {
     return off;
 }
 
-/* a [m, k] (ta: stored [k, m]) @ b [k, n] (tb: stored [n, k]) + beta c, dense, on this thread.
- * The sizes were checked against the GEMM's ints once, so it cannot fail. */
+/* a [m, k] (ta: stored [k, m]) @ b [k, n] (tb: stored [n, k]) + beta c, on this thread; rows
+ * of a, b and c lda, ldb and ldc elements apart. The sizes were checked against the GEMM's ints
+ * once, so it cannot fail. */
 static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *a,
-               const void *b, double beta, void *c) {
+               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
     if (m == 0 || n == 0) return;
     if (k == 0) {
-        if (beta == 0) memset(c, 0, (size_t)(m * n) * (dt == CN_F32 ? 4 : 8));
+        if (beta == 0)
+            for (int64_t r = 0; r < m; r++)
+                memset((char *)c + (size_t)(r * ldc) * (dt == CN_F32 ? 4 : 8), 0,
+                       (size_t)n * (dt == CN_F32 ? 4 : 8));
         return;
     }
-    cn_cpu_gemm(dt, ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, beta, c, n);
+    cn_cpu_gemm(dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
+/* Lanes of the row maxima: a running maximum per lane vectorises, one running scalar is a chain
+ * of dependent compares (a third of the forward's time at 64 keys). */
+#define MAX_LANES 16
+
+/* The body of each kernel, per dtype. Tiles are read in place where the rows are dense (a row's
+ * elements adjacent: q, k, v split from one projection and transposed are still that), else
+ * packed into the chunk's scratch; each tile carries its row distance (ld). The row loops are
+ * compiled for AVX-512 and AVX2 as well (CPU_CLONES_512): exp_f32 runs 16 or 8 wide there. */
 #define DEF_SDPA(T, SUF)                                                                           \
-    /* rows [r0, r0 + nr) of a [.., L, C] matrix at base (rows rs, columns cs apart) into dst */  \
-    static void pack_##SUF(const T *base, int64_t rs, int64_t cs, int64_t r0, int64_t nr,        \
-                           int64_t C, T *dst) {                                                   \
-        for (int64_t r = 0; r < nr; r++) {                                                        \
-            const T *src = base + (r0 + r) * rs;                                                  \
-            if (cs == 1)                                                                          \
-                memcpy(dst + r * C, src, sizeof(T) * (size_t)C);                                  \
-            else                                                                                  \
-                for (int64_t c = 0; c < C; c++) dst[r * C + c] = src[c * cs];                     \
-        }                                                                                         \
-    }                                                                                             \
-    static void pack_view_##SUF(const sdpa_geom *G, const cn_view *v, int64_t b, int64_t r0,     \
-                                int64_t nr, T *dst) {                                             \
-        int nb = G->nb;                                                                           \
-        pack_##SUF((const T *)v->data + batch_off(v, nb, b), v->strides[nb], v->strides[nb + 1], \
-                   r0, nr, v->shape[nb + 1], dst);                                                \
-    }                                                                                             \
-    /* S [bq, bk] = scale * Q K^T + mask, causal keys left out as -inf */                         \
-    static void scores_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, int64_t j0,  \
-                             int64_t bk, const T *Q, const T *K, T *S) {                          \
-        cn_dtype dt = G->q->dtype;                                                                \
-        mm(dt, 0, 1, bq, bk, G->d, Q, K, 0.0, S);                                                 \
-        const T scale = (T)G->scale, ninf = (T)-INFINITY;                                         \
-        const cn_view *mv = G->mask;                                                              \
-        const T *mb = mv ? (const T *)mv->data + batch_off(mv, G->nb, b) : NULL;                  \
-        int64_t mrs = mv ? mv->strides[G->nb] : 0, mcs = mv ? mv->strides[G->nb + 1] : 0;         \
-        for (int64_t r = 0; r < bq; r++) {                                                        \
-            T *s = S + r * bk;                                                                    \
-            for (int64_t c = 0; c < bk; c++) s[c] *= scale;                                       \
-            if (mb) {                                                                             \
-                const T *mrow = mb + (i0 + r) * mrs + j0 * mcs;                                   \
-                for (int64_t c = 0; c < bk; c++) s[c] += mrow[c * mcs];                           \
-            }                                                                                     \
-            if (G->causal)                                                                        \
-                for (int64_t c = i0 + r + 1 - j0 > 0 ? i0 + r + 1 - j0 : 0; c < bk; c++)         \
-                    s[c] = ninf;                                                                  \
-        }                                                                                         \
-    }                                                                                             \
-    /* P = exp(S - lse) per row, in place (0 where lse is -inf: a row with no key) */             \
-    static void probs_##SUF(int64_t bq, int64_t bk, const T *lse, T *S) {                         \
-        for (int64_t r = 0; r < bq; r++) {                                                        \
-            T *s = S + r * bk, l = lse[r];                                                        \
-            if (l == (T)-INFINITY) {                                                              \
-                for (int64_t c = 0; c < bk; c++) s[c] = 0;                                        \
-                continue;                                                                         \
-            }                                                                                     \
-            for (int64_t c = 0; c < bk; c++) s[c] = EXP_##SUF(s[c] - l);                          \
-        }                                                                                         \
-    }                                                                                             \
-    /* keys [0, kend) of query block [i0, i0 + bq): all, or up to the last row when causal */     \
-    static int64_t key_end_##SUF(const sdpa_geom *G, int64_t i0, int64_t bq) {                    \
-        return G->causal && i0 + bq < G->lk ? i0 + bq : G->lk;                                    \
-    }                                                                                             \
-    static void fwd_items_##SUF(void *ctx, int64_t chunk, int64_t begin, int64_t end) {           \
-        const sdpa_geom *G = ctx;                                                                 \
-        cn_dtype dt = G->q->dtype;                                                                \
-        int64_t D = G->d, Dv = G->dv;                                                             \
-        T *Q = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
-        T *K = Q + BQ * D, *V = K + BK * D, *S = V + BK * Dv, *acc = S + BQ * BK;                 \
-        T *m = acc + BQ * Dv, *l = m + BQ;                                                        \
-        for (int64_t it = begin; it < end; it++) {                                                \
-            int64_t b = it / G->nqb, i0 = (it % G->nqb) * BQ;                                     \
-            int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ, kend = key_end_##SUF(G, i0, bq);      \
-            pack_view_##SUF(G, G->q, b, i0, bq, Q);                                               \
-            for (int64_t r = 0; r < bq; r++) m[r] = (T)-INFINITY, l[r] = 0;                       \
-            memset(acc, 0, sizeof(T) * (size_t)(bq * Dv));                                        \
-            for (int64_t j0 = 0; j0 < kend; j0 += BK) {                                           \
-                int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                     \
-                pack_view_##SUF(G, G->k, b, j0, bk, K);                                           \
-                pack_view_##SUF(G, G->v, b, j0, bk, V);                                           \
-                scores_##SUF(G, b, i0, bq, j0, bk, Q, K, S);                                      \
-                for (int64_t r = 0; r < bq; r++) {                                                \
-                    T *s = S + r * bk, mx = m[r];                                                 \
-                    for (int64_t c = 0; c < bk; c++) mx = s[c] > mx ? s[c] : mx;                  \
-                    if (mx == (T)-INFINITY) { /* no key yet in this row */                        \
-                        for (int64_t c = 0; c < bk; c++) s[c] = 0;                                \
-                        continue;                                                                 \
-                    }                                                                             \
-                    T alpha = EXP_##SUF(m[r] - mx), sum = 0;                                      \
-                    for (int64_t c = 0; c < bk; c++) {                                            \
-                        s[c] = EXP_##SUF(s[c] - mx);                                              \
-                        sum += s[c];                                                              \
-                    }                                                                             \
-                    l[r] = l[r] * alpha + sum;                                                    \
-                    if (alpha != 1)                                                               \
-                        for (int64_t c = 0; c < Dv; c++) acc[r * Dv + c] *= alpha;                \
-                    m[r] = mx;                                                                    \
-                }                                                                                 \
-                mm(dt, 0, 0, bq, Dv, bk, S, V, 1.0, acc);                                         \
-            }                                                                                     \
-            T *o = (T *)G->a->out[0].data + (b * G->lq + i0) * Dv;                                \
-            T *lse = (T *)G->a->out[1].data + b * G->lq + i0;                                     \
-            for (int64_t r = 0; r < bq; r++) {                                                    \
-                T inv = l[r] == 0 ? 0 : 1 / l[r];                                                 \
-                for (int64_t c = 0; c < Dv; c++) o[r * Dv + c] = acc[r * Dv + c] * inv;           \
-                lse[r] = l[r] == 0 ? (T)-INFINITY : m[r] + (T)log((double)l[r]);                  \
-            }                                                                                     \
-        }                                                                                         \
-    }                                                                                             \
-    /* lse of rows [i0, i0 + bq) of batch b, packed */                                            \
-    static void pack_lse_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, T *dst) {   \
-        const cn_view *lv = G->lse;                                                               \
-        const T *base = (const T *)lv->data + batch_off(lv, G->nb, b);                            \
-        for (int64_t r = 0; r < bq; r++) dst[r] = base[(i0 + r) * lv->strides[G->nb]];            \
-    }                                                                                             \
-    /* dS = P * (G V^T - Dr) in place of P; dP's tile in W */                                    \
-    static void dscores_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, int64_t bk,  \
-                              const T *Gt, const T *V, T *P, T *W) {                              \
-        mm(G->q->dtype, 0, 1, bq, bk, G->dv, Gt, V, 0.0, W);                                      \
-        const T *dr = (const T *)G->dr + b * G->lq + i0;                                          \
-        for (int64_t r = 0; r < bq; r++)                                                          \
-            for (int64_t c = 0; c < bk; c++)                                                      \
-                P[r * bk + c] = P[r * bk + c] * (W[r * bk + c] - dr[r]);                          \
-    }                                                                                             \
-    /* pass 1: Dr, dQ and the mask's gradient, per (b, query block) */                            \
-    static void bwd_q_items_##SUF(void *ctx, int64_t chunk, int64_t begin, int64_t end) {         \
-        const sdpa_geom *G = ctx;                                                                 \
-        const cn_kernel_args *a = G->a;                                                           \
-        cn_dtype dt = G->q->dtype;                                                                \
-        int64_t D = G->d, Dv = G->dv, lk = G->lk;                                                 \
-        T *Q = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
-        T *Gt = Q + BQ * D, *O = Gt + BQ * Dv, *K = O + BQ * Dv, *V = K + BK * D;                 \
-        T *P = V + BK * Dv, *W = P + BQ * BK, *dQ = W + BQ * BK, *lse = dQ + BQ * D;              \
-        T *dmask = a->n_out > 3 ? (T *)a->out[3].data : NULL;                                     \
-        for (int64_t it = begin; it < end; it++) {                                                \
-            int64_t b = it / G->nqb, i0 = (it % G->nqb) * BQ;                                     \
-            int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ, kend = key_end_##SUF(G, i0, bq);      \
-            pack_view_##SUF(G, G->q, b, i0, bq, Q);                                               \
-            pack_view_##SUF(G, G->g, b, i0, bq, Gt);                                              \
-            pack_view_##SUF(G, G->o, b, i0, bq, O);                                               \
-            pack_lse_##SUF(G, b, i0, bq, lse);                                                    \
-            T *dr = (T *)G->dr + b * G->lq + i0;                                                  \
-            for (int64_t r = 0; r < bq; r++) {                                                    \
-                T s = 0;                                                                          \
-                for (int64_t c = 0; c < Dv; c++) s += Gt[r * Dv + c] * O[r * Dv + c];             \
-                dr[r] = s;                                                                        \
-            }                                                                                     \
-            T *dm = dmask ? dmask + (b * G->lq + i0) * lk : NULL;                                 \
-            if (dm) memset(dm, 0, sizeof(T) * (size_t)(bq * lk));                                 \
-            memset(dQ, 0, sizeof(T) * (size_t)(bq * D));                                          \
-            for (int64_t j0 = 0; j0 < kend; j0 += BK) {                                           \
-                int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                     \
-                pack_view_##SUF(G, G->k, b, j0, bk, K);                                           \
-                pack_view_##SUF(G, G->v, b, j0, bk, V);                                           \
-                scores_##SUF(G, b, i0, bq, j0, bk, Q, K, P);                                      \
-                probs_##SUF(bq, bk, lse, P);                                                      \
-                dscores_##SUF(G, b, i0, bq, bk, Gt, V, P, W);                                     \
-                if (dm)                                                                           \
-                    for (int64_t r = 0; r < bq; r++)                                              \
-                        memcpy(dm + r * lk + j0, P + r * bk, sizeof(T) * (size_t)bk);             \
-                mm(dt, 0, 0, bq, D, bk, P, K, 1.0, dQ);                                           \
-            }                                                                                     \
-            T *dq = (T *)a->out[0].data + (b * G->lq + i0) * D;                                   \
-            for (int64_t e = 0; e < bq * D; e++) dq[e] = dQ[e] * (T)G->scale;                     \
-        }                                                                                         \
-    }                                                                                             \
-    /* pass 2: dK and dV, per (b, key block) */                                                   \
-    static void bwd_kv_items_##SUF(void *ctx, int64_t chunk, int64_t begin, int64_t end) {        \
-        const sdpa_geom *G = ctx;                                                                 \
-        const cn_kernel_args *a = G->a;                                                           \
-        cn_dtype dt = G->q->dtype;                                                                \
-        int64_t D = G->d, Dv = G->dv;                                                             \
-        T *Q = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
-        T *Gt = Q + BQ * D, *K = Gt + BQ * Dv, *V = K + BK * D, *P = V + BK * Dv;                 \
-        T *W = P + BQ * BK, *dK = W + BQ * BK, *dV = dK + BK * D, *lse = dV + BK * Dv;            \
-        for (int64_t it = begin; it < end; it++) {                                                \
-            int64_t b = it / G->nkb, j0 = (it % G->nkb) * BK;                                     \
-            int64_t bk = G->lk - j0 < BK ? G->lk - j0 : BK;                                       \
-            pack_view_##SUF(G, G->k, b, j0, bk, K);                                               \
-            pack_view_##SUF(G, G->v, b, j0, bk, V);                                               \
-            memset(dK, 0, sizeof(T) * (size_t)(bk * D));                                          \
-            memset(dV, 0, sizeof(T) * (size_t)(bk * Dv));                                         \
-            /* causal: only queries i >= j0 see these keys */                                     \
-            for (int64_t i0 = G->causal ? j0 / BQ * BQ : 0; i0 < G->lq; i0 += BQ) {               \
-                int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ;                                   \
-                pack_view_##SUF(G, G->q, b, i0, bq, Q);                                           \
-                pack_view_##SUF(G, G->g, b, i0, bq, Gt);                                          \
-                pack_lse_##SUF(G, b, i0, bq, lse);                                                \
-                scores_##SUF(G, b, i0, bq, j0, bk, Q, K, P);                                      \
-                probs_##SUF(bq, bk, lse, P);                                                      \
-                mm(dt, 1, 0, bk, Dv, bq, P, Gt, 1.0, dV);                                         \
-                dscores_##SUF(G, b, i0, bq, bk, Gt, V, P, W);                                     \
-                mm(dt, 1, 0, bk, D, bq, P, Q, 1.0, dK);                                           \
-            }                                                                                     \
-            T *dk = (T *)a->out[1].data + (b * G->lk + j0) * D;                                   \
-            T *dv = (T *)a->out[2].data + (b * G->lk + j0) * Dv;                                  \
-            for (int64_t e = 0; e < bk * D; e++) dk[e] = dK[e] * (T)G->scale;                     \
-            memcpy(dv, dV, sizeof(T) * (size_t)(bk * Dv));                                        \
-        }                                                                                         \
+    /* rows [r0, r0 + nr) of view v of batch b: in place (*ld = the row stride) when each row is   \
+     * dense and the stride fits the GEMM's int, else packed into dst (*ld = the row's length) */  \
+    static const T *tile_##SUF(const sdpa_geom *G, const cn_view *v, int64_t b, int64_t r0,        \
+                               int64_t nr, T *dst, int64_t *ld) {                                  \
+        int nb = G->nb;                                                                            \
+        int64_t rs = v->strides[nb], cs = v->strides[nb + 1], C = v->shape[nb + 1];                \
+        const T *base = (const T *)v->data + batch_off(v, nb, b) + r0 * rs;                        \
+        if ((cs == 1 || C <= 1) && rs >= C && rs <= INT32_MAX) {                                   \
+            *ld = rs;                                                                              \
+            return base;                                                                           \
+        }                                                                                          \
+        for (int64_t r = 0; r < nr; r++)                                                           \
+            for (int64_t c = 0; c < C; c++) dst[r * C + c] = base[r * rs + c * cs];                \
+        *ld = C;                                                                                   \
+        return dst;                                                                                \
+    }                                                                                              \
+    /* S [bq, bk] = scale * Q K^T + mask, causal keys left out as -inf */                          \
+    CPU_CLONES_512 static void scores_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, \
+                                            int64_t j0, int64_t bk, const T *Q, int64_t ldq,       \
+                                            const T *K, int64_t ldk, T *S) {                       \
+        mm(G->q->dtype, 0, 1, bq, bk, G->d, Q, ldq, K, ldk, 0.0, S, bk);                           \
+        const T scale = (T)G->scale, ninf = (T)-INFINITY;                                          \
+        const cn_view *mv = G->mask;                                                               \
+        const T *mb = mv ? (const T *)mv->data + batch_off(mv, G->nb, b) : NULL;                   \
+        int64_t mrs = mv ? mv->strides[G->nb] : 0, mcs = mv ? mv->strides[G->nb + 1] : 0;          \
+        for (int64_t r = 0; r < bq; r++) {                                                         \
+            T *s = S + r * bk;                                                                     \
+            for (int64_t c = 0; c < bk; c++) s[c] *= scale;                                        \
+            if (mb) {                                                                              \
+                const T *mrow = mb + (i0 + r) * mrs + j0 * mcs;                                    \
+                for (int64_t c = 0; c < bk; c++) s[c] += mrow[c * mcs];                            \
+            }                                                                                      \
+            if (G->causal)                                                                         \
+                for (int64_t c = i0 + r + 1 - j0 > 0 ? i0 + r + 1 - j0 : 0; c < bk; c++)          \
+                    s[c] = ninf;                                                                   \
+        }                                                                                          \
+    }                                                                                              \
+    /* P = exp(S - lse) per row, in place (0 where lse is -inf: a row with no key) */              \
+    CPU_CLONES_512 static void probs_##SUF(int64_t bq, int64_t bk, const T *lse, T *S) {           \
+        for (int64_t r = 0; r < bq; r++) {                                                         \
+            T *s = S + r * bk, l = lse[r];                                                         \
+            if (l == (T)-INFINITY) {                                                               \
+                for (int64_t c = 0; c < bk; c++) s[c] = 0;                                         \
+                continue;                                                                          \
+            }                                                                                      \
+            for (int64_t c = 0; c < bk; c++) s[c] = EXP_##SUF(s[c] - l);                           \
+        }                                                                                          \
+    }                                                                                              \
+    /* the largest of s[0, n) and start (NaNs are passed over: exp of NaN - max is NaN anyway) */  \
+    CPU_CLONES_512 static T row_max_##SUF(const T *s, int64_t n, T start) {                        \
+        T lane[MAX_LANES];                                                                         \
+        for (int j = 0; j < MAX_LANES; j++) lane[j] = start;                                       \
+        int64_t c = 0;                                                                             \
+        for (; c + MAX_LANES <= n; c += MAX_LANES)                                                 \
+            for (int j = 0; j < MAX_LANES; j++) lane[j] = s[c + j] > lane[j] ? s[c + j] : lane[j]; \
+        T mx = start;                                                                              \
+        for (int j = 0; j < MAX_LANES; j++) mx = lane[j] > mx ? lane[j] : mx;                      \
+        for (; c < n; c++) mx = s[c] > mx ? s[c] : mx;                                             \
+        return mx;                                                                                 \
+    }                                                                                              \
+    /* keys [0, kend) of query block [i0, i0 + bq): all, or up to the last row when causal */      \
+    static int64_t key_end_##SUF(const sdpa_geom *G, int64_t i0, int64_t bq) {                     \
+        return G->causal && i0 + bq < G->lk ? i0 + bq : G->lk;                                     \
+    }                                                                                              \
+    CPU_CLONES_512 static void fwd_items_##SUF(void *ctx, int64_t chunk, int64_t begin,            \
+                                               int64_t end) {                                      \
+        const sdpa_geom *G = ctx;                                                                  \
+        cn_dtype dt = G->q->dtype;                                                                 \
+        int64_t D = G->d, Dv = G->dv, ldq, ldk, ldv;                                               \
+        T *Qp = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
+        T *Kp = Qp + BQ * D, *Vp = Kp + BK * D, *S = Vp + BK * Dv, *acc = S + BQ * BK;             \
+        T *m = acc + BQ * Dv, *l = m + BQ;                                                         \
+        for (int64_t it = begin; it < end; it++) {                                                 \
+            int64_t b = it / G->nqb, i0 = (it % G->nqb) * BQ;                                      \
+            int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ, kend = key_end_##SUF(G, i0, bq);       \
+            const T *Q = tile_##SUF(G, G->q, b, i0, bq, Qp, &ldq);                                 \
+            for (int64_t r = 0; r < bq; r++) m[r] = (T)-INFINITY, l[r] = 0;                        \
+            memset(acc, 0, sizeof(T) * (size_t)(bq * Dv));                                         \
+            for (int64_t j0 = 0; j0 < kend; j0 += BK) {                                            \
+                int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                      \
+                const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                             \
+                const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                             \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, S);                             \
+                for (int64_t r = 0; r < bq; r++) {                                                 \
+                    T *s = S + r * bk, mx = row_max_##SUF(s, bk, m[r]);                            \
+                    if (mx == (T)-INFINITY) { /* no key yet in this row */                         \
+                        for (int64_t c = 0; c < bk; c++) s[c] = 0;                                 \
+                        continue;                                                                  \
+                    }                                                                              \
+                    T alpha = EXP_##SUF(m[r] - mx), sum = 0;                                       \
+                    for (int64_t c = 0; c < bk; c++) {                                             \
+                        s[c] = EXP_##SUF(s[c] - mx);                                               \
+                        sum += s[c];                                                               \
+                    }                                                                              \
+                    l[r] = l[r] * alpha + sum;                                                     \
+                    if (alpha != 1)                                                                \
+                        for (int64_t c = 0; c < Dv; c++) acc[r * Dv + c] *= alpha;                 \
+                    m[r] = mx;                                                                     \
+                }                                                                                  \
+                mm(dt, 0, 0, bq, Dv, bk, S, bk, V, ldv, 1.0, acc, Dv);                             \
+            }                                                                                      \
+            T *o = (T *)G->a->out[0].data + (b * G->lq + i0) * Dv;                                 \
+            T *lse = (T *)G->a->out[1].data + b * G->lq + i0;                                      \
+            for (int64_t r = 0; r < bq; r++) {                                                     \
+                T inv = l[r] == 0 ? 0 : 1 / l[r];                                                  \
+                for (int64_t c = 0; c < Dv; c++) o[r * Dv + c] = acc[r * Dv + c] * inv;            \
+                lse[r] = l[r] == 0 ? (T)-INFINITY : m[r] + (T)log((double)l[r]);                   \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* lse of rows [i0, i0 + bq) of batch b, packed */                                             \
+    static void pack_lse_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, T *dst) {    \
+        const cn_view *lv = G->lse;                                                                \
+        const T *base = (const T *)lv->data + batch_off(lv, G->nb, b);                             \
+        for (int64_t r = 0; r < bq; r++) dst[r] = base[(i0 + r) * lv->strides[G->nb]];             \
+    }                                                                                              \
+    /* dS = P * (G V^T - Dr) in place of P; dP's tile in W */                                     \
+    CPU_CLONES_512 static void dscores_##SUF(const sdpa_geom *G, int64_t b, int64_t i0,            \
+                                             int64_t bq, int64_t bk, const T *Gt, int64_t ldg,     \
+                                             const T *V, int64_t ldv, T *P, T *W) {                \
+        mm(G->q->dtype, 0, 1, bq, bk, G->dv, Gt, ldg, V, ldv, 0.0, W, bk);                         \
+        const T *dr = (const T *)G->dr + b * G->lq + i0;                                           \
+        for (int64_t r = 0; r < bq; r++)                                                           \
+            for (int64_t c = 0; c < bk; c++)                                                       \
+                P[r * bk + c] = P[r * bk + c] * (W[r * bk + c] - dr[r]);                           \
+    }                                                                                              \
+    /* pass 1: Dr, dQ and the mask's gradient, per (b, query block) */                             \
+    CPU_CLONES_512 static void bwd_q_items_##SUF(void *ctx, int64_t chunk, int64_t begin,          \
+                                                 int64_t end) {                                    \
+        const sdpa_geom *G = ctx;                                                                  \
+        const cn_kernel_args *a = G->a;                                                            \
+        cn_dtype dt = G->q->dtype;                                                                 \
+        int64_t D = G->d, Dv = G->dv, lk = G->lk, ldq, ldg, ldo, ldk, ldv;                         \
+        T *Qp = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
+        T *Gp = Qp + BQ * D, *Op = Gp + BQ * Dv, *Kp = Op + BQ * Dv, *Vp = Kp + BK * D;            \
+        T *P = Vp + BK * Dv, *W = P + BQ * BK, *dQ = W + BQ * BK, *lse = dQ + BQ * D;              \
+        T *dmask = a->n_out > 3 ? (T *)a->out[3].data : NULL;                                      \
+        for (int64_t it = begin; it < end; it++) {                                                 \
+            int64_t b = it / G->nqb, i0 = (it % G->nqb) * BQ;                                      \
+            int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ, kend = key_end_##SUF(G, i0, bq);       \
+            const T *Q = tile_##SUF(G, G->q, b, i0, bq, Qp, &ldq);                                 \
+            const T *Gt = tile_##SUF(G, G->g, b, i0, bq, Gp, &ldg);                                \
+            const T *O = tile_##SUF(G, G->o, b, i0, bq, Op, &ldo);                                 \
+            pack_lse_##SUF(G, b, i0, bq, lse);                                                     \
+            T *dr = (T *)G->dr + b * G->lq + i0;                                                   \
+            for (int64_t r = 0; r < bq; r++) {                                                     \
+                T s = 0;                                                                           \
+                for (int64_t c = 0; c < Dv; c++) s += Gt[r * ldg + c] * O[r * ldo + c];            \
+                dr[r] = s;                                                                         \
+            }                                                                                      \
+            T *dm = dmask ? dmask + (b * G->lq + i0) * lk : NULL;                                  \
+            if (dm) memset(dm, 0, sizeof(T) * (size_t)(bq * lk));                                  \
+            memset(dQ, 0, sizeof(T) * (size_t)(bq * D));                                           \
+            for (int64_t j0 = 0; j0 < kend; j0 += BK) {                                            \
+                int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                      \
+                const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                             \
+                const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                             \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                             \
+                probs_##SUF(bq, bk, lse, P);                                                       \
+                dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                            \
+                if (dm)                                                                            \
+                    for (int64_t r = 0; r < bq; r++)                                               \
+                        memcpy(dm + r * lk + j0, P + r * bk, sizeof(T) * (size_t)bk);              \
+                mm(dt, 0, 0, bq, D, bk, P, bk, K, ldk, 1.0, dQ, D);                                \
+            }                                                                                      \
+            T *dq = (T *)a->out[0].data + (b * G->lq + i0) * D;                                    \
+            for (int64_t e = 0; e < bq * D; e++) dq[e] = dQ[e] * (T)G->scale;                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* pass 2: dK and dV, per (b, key block) */                                                    \
+    CPU_CLONES_512 static void bwd_kv_items_##SUF(void *ctx, int64_t chunk, int64_t begin,         \
+                                                  int64_t end) {                                   \
+        const sdpa_geom *G = ctx;                                                                  \
+        const cn_kernel_args *a = G->a;                                                            \
+        cn_dtype dt = G->q->dtype;                                                                 \
+        int64_t D = G->d, Dv = G->dv, ldq, ldg, ldk, ldv;                                          \
+        T *Qp = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
+        T *Gp = Qp + BQ * D, *Kp = Gp + BQ * Dv, *Vp = Kp + BK * D, *P = Vp + BK * Dv;             \
+        T *W = P + BQ * BK, *dK = W + BQ * BK, *dV = dK + BK * D, *lse = dV + BK * Dv;             \
+        for (int64_t it = begin; it < end; it++) {                                                 \
+            int64_t b = it / G->nkb, j0 = (it % G->nkb) * BK;                                      \
+            int64_t bk = G->lk - j0 < BK ? G->lk - j0 : BK;                                        \
+            const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                                 \
+            const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                                 \
+            memset(dK, 0, sizeof(T) * (size_t)(bk * D));                                           \
+            memset(dV, 0, sizeof(T) * (size_t)(bk * Dv));                                          \
+            /* causal: only queries i >= j0 see these keys */                                      \
+            for (int64_t i0 = G->causal ? j0 / BQ * BQ : 0; i0 < G->lq; i0 += BQ) {                \
+                int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ;                                    \
+                const T *Q = tile_##SUF(G, G->q, b, i0, bq, Qp, &ldq);                             \
+                const T *Gt = tile_##SUF(G, G->g, b, i0, bq, Gp, &ldg);                            \
+                pack_lse_##SUF(G, b, i0, bq, lse);                                                 \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                             \
+                probs_##SUF(bq, bk, lse, P);                                                       \
+                mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV, Dv);                             \
+                dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                            \
+                mm(dt, 1, 0, bk, D, bq, P, bk, Q, ldq, 1.0, dK, D);                                \
+            }                                                                                      \
+            T *dk = (T *)a->out[1].data + (b * G->lk + j0) * D;                                    \
+            T *dv = (T *)a->out[2].data + (b * G->lk + j0) * Dv;                                   \
+            for (int64_t e = 0; e < bk * D; e++) dk[e] = dK[e] * (T)G->scale;                      \
+            memcpy(dv, dV, sizeof(T) * (size_t)(bk * Dv));                                         \
+        }                                                                                          \
     }
 
 DEF_SDPA(float, f32)

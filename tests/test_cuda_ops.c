@@ -1884,6 +1884,34 @@ static cn_tensor *f_sgd_step(cn_tensor *const *x, const void *a) {
     return out;
 }
 
+typedef struct adamw_args {
+    cn_adamw_hyper h;
+    int first;
+} adamw_args;
+
+/* adamw_step in place on x = (p, g, exp_avg, exp_avg_sq) (each device's own copies; exp_avg_sq
+ * made non-negative first, as an average of squares is), returning p and the two averages
+ * flattened one after the other. */
+static cn_tensor *f_adamw_step(cn_tensor *const *x, const void *a) {
+    const adamw_args *s = a;
+    cn_tensor *v = cn_abs(x[3]);
+    cn_status st = v ? cn_copy_(x[3], v) : cn_last_status();
+    cn_release(v);
+    if (st != CN_OK || cn_adamw_step_(x[0], x[1], x[2], x[3], &s->h, s->first) != CN_OK)
+        return NULL;
+    int64_t n = cn_numel(x[0]);
+    cn_tensor *flat[3] = {NULL, NULL, NULL};
+    const int which[3] = {0, 2, 3};
+    for (int i = 0; i < 3; i++) {
+        cn_tensor *c = cn_contiguous(x[which[i]]);
+        flat[i] = cn_reshape(c, &n, 1);
+        cn_release(c);
+    }
+    cn_tensor *out = cn_cat(flat, 3, 0);
+    for (int i = 0; i < 3; i++) cn_release(flat[i]);
+    return out;
+}
+
 /* input(), with the two sides in memory of their own even when the "GPU" is the CPU (where
  * cn_to_device shares the data): the step writes its operands in place. */
 static pair writable_input(const int64_t *shape, int nd, cn_dtype dt, int layout) {
@@ -2027,6 +2055,34 @@ static void test_sgd_step(void) {
                             for (int i = 0; i < 3; i++)
                                 pair_free(in[i]);
                         }
+}
+
+static void test_adamw_step(void) {
+    const cn_adamw_hyper cases[] = {
+        {1e-3, 0.9, 0.999, 1e-8, 0.01, 1},
+        {0.05, 0.8, 0.99, 1e-3, 0.0, 3},
+        {0.1, 0.0, 0.5, 0, 0.2, 7},
+    };
+    const cn_dtype dts[2] = {CN_F32, CN_F64};
+    const int64_t shapes[2][2] = {{7, 9}, {301, 517}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+        for (int d = 0; d < 2; d++)
+            for (int z = 0; z < 2; z++)
+                for (int pl = CONTIG; pl <= STRIDED; pl++)
+                    for (int first = 0; first < 2; first++) {
+                        const int64_t *shape = shapes[z];
+                        pair in[4] = {writable_input(shape, 2, dts[d], pl),
+                                      input(shape, 2, dts[d], -1, 1, pl),
+                                      writable_input(shape, 2, dts[d], pl),
+                                      writable_input(shape, 2, dts[d], pl)};
+                        adamw_args a = {cases[k], first};
+                        check_op(label("adamw_step case %zu %s [%lld, %lld] %s%s", k,
+                                       cn_dtype_name(dts[d]), (long long)shape[0],
+                                       (long long)shape[1], layout_names[pl],
+                                       first ? " first" : ""),
+                                 CN_OP_ADAMW_STEP, f_adamw_step, &a, in, 4, 1);
+                        for (int i = 0; i < 4; i++) pair_free(in[i]);
+                    }
 }
 
 /* ---- autodiff on the GPU ------------------------------------------------------------------------ */
@@ -2520,6 +2576,7 @@ int main(void) {
     RUN(test_resample);
     RUN(test_pad_pool);
     RUN(test_sgd_step);
+    RUN(test_adamw_step);
     RUN(test_attention);
     RUN(test_ctc);
     RUN(test_autodiff_oracle);

@@ -328,9 +328,9 @@ static void ref_adamw(const adamw_config *c, int steps, double *w) {
         }
 }
 
-static void run_adamw(const adamw_config *c, cn_dtype dt, double tol) {
+static void run_adamw_on(const adamw_config *c, cn_dtype dt, double tol, cn_device inner) {
     cn_scope_begin();
-    quad q = quad_new(dt);
+    quad q = quad_on(dt, inner);
     cn_optimizer *opt =
         cn_adamw_new(q.params, 2, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay);
     CHECK(opt != NULL);
@@ -347,6 +347,10 @@ static void run_adamw(const adamw_config *c, cn_dtype dt, double tol) {
     }
     cn_optimizer_free(opt);
     cn_scope_end();
+}
+
+static void run_adamw(const adamw_config *c, cn_dtype dt, double tol) {
+    run_adamw_on(c, dt, tol, CPU);
 }
 
 static void test_adamw_matches_pytorch_update_rules(void) {
@@ -417,9 +421,13 @@ static void test_step_skips_params_without_gradient_and_state_outlives_scopes(vo
     cn_scope_end();
 }
 
+static cn_device forwarding_device(int without_fused_steps);
+
 /* SQLite-style: make each allocation of a step fail in turn. A failed step leaves the parameters
- * and the optimizer's state as they were, so retrying it gives exactly the undisturbed result. */
-static void test_failed_step_changes_nothing(void) {
+ * and the optimizer's state as they were, so retrying it gives exactly the undisturbed result.
+ * On the CPU (the fused adamw_step kernel) and on a backend without it (the composed rule, which
+ * allocates many temporaries). */
+static void failed_step_changes_nothing_on(cn_device dev, int min_failures) {
     const adamw_config c = {0.1, 0.9, 0.999, 1e-8, 0.1};
     double want[Q_N];
     memcpy(want, Q_W0, sizeof want);
@@ -427,7 +435,7 @@ static void test_failed_step_changes_nothing(void) {
     int failures = 0, done = 0;
     for (int64_t k = 1; k < 2000 && !done; k++) {
         cn_scope_begin();
-        quad q = quad_new(CN_F64);
+        quad q = quad_on(CN_F64, dev);
         cn_optimizer *opt =
             cn_adamw_new(q.params, 2, c.lr, c.beta1, c.beta2, c.eps, c.weight_decay);
         cn_grads *g = quad_backward(&q);
@@ -458,7 +466,12 @@ static void test_failed_step_changes_nothing(void) {
     }
     printf("     a step of AdamW on 2 parameters failed cleanly at each of its %d allocations\n",
            failures);
-    CHECK(done && failures > 5);
+    CHECK(done && failures >= min_failures);
+}
+
+static void test_failed_step_changes_nothing(void) {
+    failed_step_changes_nothing_on(CPU, 1);
+    failed_step_changes_nothing_on(forwarding_device(1), 6);
 }
 
 /* ---- the fused SGD step -----------------------------------------------------------------------
@@ -575,18 +588,19 @@ static cn_status counting_kernel(const cn_kernel_args *a) {
 }
 
 /* A registered backend that forwards every CPU kernel and counts the calls; with
- * without_sgd_step, its table lacks CN_OP_SGD_STEP, like a program's backend written before the
- * op existed. Registered on first use (the registry lives as long as the process). */
-static cn_device forwarding_device(int without_sgd_step) {
+ * without_fused_steps, its table lacks CN_OP_SGD_STEP and CN_OP_ADAMW_STEP, like a program's
+ * backend written before the ops existed. Registered on first use (the registry lives as long as
+ * the process). */
+static cn_device forwarding_device(int without_fused_steps) {
     static int ids[2] = {-1, -1};
-    int w = without_sgd_step != 0;
+    int w = without_fused_steps != 0;
     if (ids[w] < 0) {
         cpu_table = cn_backend_get(CN_BACKEND_CPU);
         cn_backend b = *cpu_table;
         b.name = w ? "cpu_without_sgd_step" : "counting_cpu";
         for (int op = 0; op < CN_OP_COUNT; op++)
             b.kernels[op] = cpu_table->kernels[op] ? counting_kernel : NULL;
-        if (w) b.kernels[CN_OP_SGD_STEP] = NULL;
+        if (w) b.kernels[CN_OP_SGD_STEP] = b.kernels[CN_OP_ADAMW_STEP] = NULL;
         ids[w] = cn_backend_register(&b);
         CHECK(ids[w] > 0);
     }
@@ -695,6 +709,80 @@ static void test_sgd_falls_back_to_composed_ops_without_the_kernel(void) {
         run_sgd_on(&c, CN_F64, 1e-14, dev);
         run_sgd_on(&c, CN_F32, 2e-6, dev);
         CHECK(calls[CN_OP_SUB] > subs); /* p - lr * d, composed */
+    }
+}
+
+/* Every check of cn_adamw_step_ fails cleanly, names adamw_step and the argument, and writes
+ * nothing; a backend without the kernel is the CN_SGD_UNFUSED signal with no error set. */
+static void test_adamw_step_checks_write_nothing(void) {
+    cn_scope_begin();
+    const int64_t s[2] = {2, 3}, s3[2] = {3, 2}, row[2] = {1, 3};
+    const double pv[6] = {1, 2, 3, 4, 5, 6}, gv[6] = {0.5, -1, 2, 0, 1, -2};
+    const double mv[6] = {9, 8, 7, 6, 5, 4}, vv[6] = {1, 1, 2, 2, 3, 3};
+    cn_tensor *p = th_tensor(pv, s, 2, CN_F64), *g = th_tensor(gv, s, 2, CN_F64);
+    cn_tensor *m = th_tensor(mv, s, 2, CN_F64), *v = th_tensor(vv, s, 2, CN_F64);
+    const cn_adamw_hyper h = {0.1, 0.9, 0.999, 1e-8, 0.01, 1};
+    cn_adamw_hyper bad = h;
+    check_status(cn_adamw_step_(p, g, m, v, NULL, 1), CN_ERR_NULL_ARG, "'h'");
+    check_status(cn_adamw_step_(p, g, NULL, v, &h, 1), CN_ERR_NULL_ARG, "'exp_avg'");
+    bad.step = 0;
+    check_status(cn_adamw_step_(p, g, m, v, &bad, 1), CN_ERR_INVALID_ARG, "counts this update");
+    bad = h;
+    bad.beta2 = NAN;
+    check_status(cn_adamw_step_(p, g, m, v, &bad, 1), CN_ERR_INVALID_ARG, "h->beta2");
+    check_status(cn_adamw_step_(p, g, cn_reshape(m, s3, 2), v, &h, 1), CN_ERR_SHAPE,
+                 "'exp_avg'");
+    check_status(cn_adamw_step_(p, g, m, th_tensor(vv, s, 2, CN_F32), &h, 1), CN_ERR_DTYPE,
+                 "'exp_avg_sq'");
+    check_status(cn_adamw_step_(cn_to_device(p, ad()), g, m, v, &h, 1),
+                 CN_ERR_AUTODIFF_REACHED_CONCRETE, "cn_inner(p)");
+    check_status(cn_adamw_step_(p, g, cn_expand(th_tensor(mv, row, 2, CN_F64), s, 2), v, &h, 1),
+                 CN_ERR_INVALID_ARG, "stride 0");
+    check_status(cn_adamw_step_(p, g, m, m, &h, 1), CN_ERR_INVALID_ARG,
+                 "'exp_avg' and 'exp_avg_sq' share memory");
+    th_check_values("p after the failed checks", p, pv, 6, 0);
+    th_check_values("exp_avg after the failed checks", m, mv, 6, 0);
+    th_check_values("exp_avg_sq after the failed checks", v, vv, 6, 0);
+    cn_device other = forwarding_device(1);
+    cn_tensor *po = cn_to_device(p, other), *go = cn_to_device(g, other);
+    cn_tensor *mo = cn_to_device(m, other), *vo = cn_to_device(v, other);
+    check_status(cn_adamw_step_(po, go, mo, vo, &h, 1), CN_SGD_UNFUSED, "");
+    th_check_values("p on a backend without the kernel", po, pv, 6, 0);
+    check_status(cn_adamw_step_check(p, g, m, v, &h), CN_OK, "");
+    cn_scope_end();
+}
+
+/* The optimizer's AdamW runs one adamw_step kernel per parameter with a gradient and no other
+ * kernel, with PyTorch's numbers (ref_adamw); a backend without the kernel gets the composed
+ * rule and the same numbers. */
+static void test_adamw_step_is_one_kernel_per_parameter(void) {
+    const adamw_config configs[] = {{1e-3, 0.9, 0.999, 1e-8, 0.01}, {0.05, 0.0, 0.5, 0.0, 0.0}};
+    for (size_t k = 0; k < sizeof configs / sizeof *configs; k++) {
+        const adamw_config *c = &configs[k];
+        cn_scope_begin();
+        quad q = quad_on(CN_F64, forwarding_device(0));
+        cn_optimizer *opt =
+            cn_adamw_new(q.params, 2, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay);
+        for (int step = 1; step <= 3 && opt; step++) {
+            cn_grads *g = quad_backward(&q);
+            int64_t fused = calls[CN_OP_ADAMW_STEP], other = calls_except(CN_OP_ADAMW_STEP);
+            CHECK(cn_optimizer_step(opt, g) == CN_OK);
+            CHECK(calls[CN_OP_ADAMW_STEP] == fused + 2);
+            CHECK(calls_except(CN_OP_ADAMW_STEP) == other);
+            cn_grads_free(g);
+            double got[Q_N], want[Q_N];
+            memcpy(want, Q_W0, sizeof want);
+            ref_adamw(c, step, want);
+            quad_values(&q, got);
+            for (int i = 0; i < Q_N; i++)
+                CHECK_NEAR(got[i], want[i], 1e-13);
+        }
+        cn_optimizer_free(opt);
+        cn_scope_end();
+        int64_t subs = calls[CN_OP_SUB];
+        run_adamw_on(c, CN_F64, 1e-13, forwarding_device(1));
+        run_adamw_on(c, CN_F32, 2e-6, forwarding_device(1));
+        CHECK(calls[CN_OP_SUB] > subs); /* composed */
     }
 }
 
@@ -1085,6 +1173,8 @@ int main(void) {
     RUN(test_loss_kind_and_dtype_errors_name_the_loss);
     RUN(test_sgd_matches_pytorch_update_rules);
     RUN(test_adamw_matches_pytorch_update_rules);
+    RUN(test_adamw_step_checks_write_nothing);
+    RUN(test_adamw_step_is_one_kernel_per_parameter);
     RUN(test_step_skips_params_without_gradient_and_state_outlives_scopes);
     RUN(test_failed_step_changes_nothing);
     RUN(test_sgd_step_kernel_matches_double_loop);

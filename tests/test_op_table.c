@@ -44,8 +44,9 @@
 
 /* ---- the reference data ------------------------------------------------------------------ */
 
-#define OC_MAX_IN   5
-#define OC_MAX_INTS 16
+#define OC_MAX_IN    5
+#define OC_MAX_INTS  16
+#define OC_MAX_REALS 5
 
 typedef struct oc_tensor {
     char kind; /* 'f' float, 'i' i64, 'b' bool */
@@ -62,7 +63,7 @@ typedef struct oc_data {
     int n_ints;
     int64_t ints[OC_MAX_INTS];
     int n_reals;
-    double reals[4];
+    double reals[OC_MAX_REALS];
     double eps, tol; /* the gradient check's, 0: the defaults */
     oc_tensor out;   /* PyTorch's result, in float64 */
 } oc_data;
@@ -423,6 +424,24 @@ static cn_tensor *run_sgd(const oc_call *c) {
     return s == CN_OK ? cn_inner(p) : NULL;
 }
 
+/* two steps of cn_adamw_new / cn_optimizer_step (the fused adamw_step kernel on the CPU) */
+static cn_tensor *run_adamw(const oc_call *c) {
+    const double *r = c->d->reals;
+    cn_tensor *p = cn_require_grad(cn_from_inner(cn_clone(c->x[0]), cn_autodiff(c->dev)));
+    if (!p) return NULL;
+    cn_param param = {"p", p};
+    cn_optimizer *opt = cn_adamw_new(&param, 1, r[0], r[1], r[2], r[3], r[4]);
+    if (!opt) return NULL;
+    cn_status s = CN_OK;
+    for (int step = 1; step <= 2 && s == CN_OK; step++) {
+        cn_grads *g = cn_backward(cn_sum(cn_mul(p, c->x[step])));
+        s = g ? cn_optimizer_step(opt, g) : cn_last_status();
+        cn_grads_free(g);
+    }
+    cn_optimizer_free(opt);
+    return s == CN_OK ? cn_inner(p) : NULL;
+}
+
 static cn_tensor *run_transpose(const oc_call *c) {
     return cn_transpose(c->x[0], INT_AT(0), INT_AT(1));
 }
@@ -669,6 +688,7 @@ static const oc_op ops[CN__OP_ALL] = {
     /* two steps of cn_sgd_new / cn_optimizer_step against torch.optim.SGD: nesterov with weight
      * decay, dampening, and plain (no momentum buffer) */
     [CN_OP_SGD_STEP] = {run_sgd},
+    [CN_OP_ADAMW_STEP] = {run_adamw},
     /* scans along a dim (cumprod with zeros: its gradient must not divide by x), cumprod's
      * backward kernel against autograd's, cummax / cummin / sort values and indices (distinct
      * values for the gradients, ties on ints), any / all on float, int and bool */

@@ -240,6 +240,12 @@ typedef enum cn_op {
      * fold4d (col2im, its adjoint: in = the columns, out = [N, C, H, W], overlaps summed) */
     CN_OP_PAD, CN_OP_PAD_BACKWARD, CN_OP_ADAPTIVE_AVG_POOL, CN_OP_ADAPTIVE_AVG_POOL_BACKWARD,
     CN_OP_MAX_POOL2D_WITH_INDICES, CN_OP_UNFOLD4D, CN_OP_FOLD4D,
+    /* added for speed (issue 17): AdamW's update of one parameter in one pass, in place, as
+     * torch.optim.AdamW's single-tensor rule (cn_adamw_step_ in ops.h): in = (p, g, exp_avg,
+     * exp_avg_sq), out = (p, exp_avg, exp_avg_sq), the inputs' memory; reals = lr, beta1, beta2,
+     * eps, weight_decay; ints = step (>= 1, for the bias corrections), first (the averages hold
+     * nothing yet and are not read); one float dtype */
+    CN_OP_ADAMW_STEP,
     CN_OP_COUNT
 } cn_op;
 

@@ -842,6 +842,40 @@ CN_API cn_status cn_sgd_step_check(cn_tensor *p, cn_tensor *g, cn_tensor *buf,
 CN_API cn_status cn_sgd_step_(cn_tensor *p, cn_tensor *g, cn_tensor *buf, const cn_sgd_hyper *h,
                               int first);
 
+/* torch.optim.AdamW's hyperparameters for one update; step counts this update, from 1. */
+typedef struct cn_adamw_hyper {
+    double lr, beta1, beta2, eps, weight_decay;
+    int64_t step;
+} cn_adamw_hyper;
+
+/* Checks one AdamW update (cn_adamw_step_) without writing anything, as cn_sgd_step_check does
+ * for SGD. p, g, exp_avg, exp_avg_sq: concrete tensors of one shape (g may be a broadcast view),
+ * one float dtype and one device; p and the two averages are written, so none of them may have
+ * elements that share memory, and no two of the four may share memory.
+ * Returns CN_OK when cn_adamw_step_ would run the backend's kernel; CN_SGD_UNFUSED (no error
+ * set; the same answer as SGD's) when the backend has no CN_OP_ADAMW_STEP kernel for the dtype;
+ * otherwise the error, set naming "adamw_step", the argument and a way out: CN_ERR_NULL_ARG,
+ * CN_ERR_INVALID_ARG (step < 1; lr, a beta, eps or weight_decay not finite; memory shared),
+ * CN_ERR_SHAPE, CN_ERR_DTYPE, CN_ERR_KIND (not float), CN_ERR_DEVICE_MISMATCH,
+ * CN_ERR_AUTODIFF_REACHED_CONCRETE (a tensor on an autodiff device), or the router's device
+ * errors. Takes no reference. */
+CN_API cn_status cn_adamw_step_check(cn_tensor *p, cn_tensor *g, cn_tensor *exp_avg,
+                                     cn_tensor *exp_avg_sq, const cn_adamw_hyper *h);
+
+/* One AdamW update of p and its averages in place, in one pass (torch.optim.AdamW's
+ * single-tensor rule, with bc1 = 1 - beta1^step and bc2 = 1 - beta2^step):
+ *     p = p * (1 - lr * weight_decay)                                  (skipped when it is 0)
+ *     exp_avg = first ? (1 - beta1) g : exp_avg + (1 - beta1) (g - exp_avg)
+ *     exp_avg_sq = first ? (1 - beta2) g^2 : beta2 exp_avg_sq + (1 - beta2) g^2
+ *     p = p - (lr / bc1) exp_avg / (sqrt(exp_avg_sq) / sqrt(bc2) + eps)
+ * f32 is computed in float with float coefficients, as PyTorch does. first: the averages hold
+ * nothing yet (their old contents are not read; PyTorch's start at zero). Bumps the version of
+ * the three written tensors' memory, as cn_sgd_step_ does. Returns what cn_adamw_step_check
+ * returns (CN_SGD_UNFUSED and errors leave everything untouched), or the kernel's error. Takes no
+ * reference. Threads: as every op (tensor.h). */
+CN_API cn_status cn_adamw_step_(cn_tensor *p, cn_tensor *g, cn_tensor *exp_avg,
+                                cn_tensor *exp_avg_sq, const cn_adamw_hyper *h, int first);
+
 #ifdef __cplusplus
 }
 #endif

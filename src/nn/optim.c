@@ -5,7 +5,8 @@
  *   parameter that updates the parameter and its momentum buffer in place. A backend without that
  *   kernel (a program's own) gets the composed rule below instead, computed first and then
  *   written with cn_copy_.
- * - AdamW computes every new value with composed ops, then writes them with cn_copy_.
+ * - AdamW likewise runs the fused adamw_step kernel (cn_adamw_step_) where the backend has it, and
+ *   otherwise computes every new value with composed ops, then writes them with cn_copy_.
  * State tensors (momentum buffers, Adam's moments) are concrete and owned by no scope: only the
  * optimizer frees them. */
 #include <limits.h>
@@ -277,9 +278,10 @@ static void adamw_rule(const cn_optimizer *o, int i, int64_t step, cn_tensor *p,
 typedef struct pending {
     cn_tensor *given;        /* the gradient in grads (borrowed); NULL: skipped */
     cn_tensor *inner, *grad; /* the concrete parameter and gradient */
-    int fused;               /* SGD through the backend's sgd_step kernel */
-    cn_tensor *buf;          /* fused: the momentum buffer (NULL without momentum; new on the
-                              * first step) */
+    int fused;               /* through the backend's sgd_step or adamw_step kernel */
+    cn_tensor *buf;          /* fused SGD: the momentum buffer (NULL without momentum; new on
+                              * the first step); fused AdamW: exp_avg (new on the first step) */
+    cn_tensor *buf2;         /* fused AdamW: exp_avg_sq (new on the first step) */
     cn_tensor *p, *s1, *s2;  /* composed: the new value and state */
 } pending;
 
@@ -351,6 +353,34 @@ static cn_status prepare_sgd(cn_optimizer *o, int i, pending *todo) {
     return CN_OK;
 }
 
+/* Prepares parameter i's fused AdamW update in todo[i], as prepare_sgd does. */
+static cn_status prepare_adamw(cn_optimizer *o, int i, pending *todo) {
+    pending *out = &todo[i];
+    cn_tensor *p = out->inner, *g = out->grad;
+    for (int k = 0; k < o->n; k++)
+        if (todo[k].given && cn_shares_memory(g, todo[k].inner)) {
+            if (!(g = cn_clone(g))) return cn_last_status();
+            break;
+        }
+    cn_tensor *m = o->state1[i], *v = o->state2[i];
+    if (!m != !v) return CN_OK; /* one average without the other: the composed rule's case */
+    /* the kernel writes new averages whole on the first step (first = 1) */
+    if (!m && !(m = cn_empty(cn_shape(p), cn_ndim(p), cn_dtype_of(p), cn_device_of(p))))
+        return cn_last_status();
+    if (!v && !(v = cn_empty(cn_shape(p), cn_ndim(p), cn_dtype_of(p), cn_device_of(p))))
+        return cn_last_status();
+    const cn_adamw_hyper h = {lr_of(o, i), o->beta1, o->beta2, o->eps, wd_of(o, i),
+                              o->steps[i] + 1};
+    cn_status s = cn_adamw_step_check(p, g, m, v, &h);
+    if (s == CN_SGD_UNFUSED) return CN_OK;
+    if (s != CN_OK) return s;
+    out->fused = 1;
+    out->grad = g;
+    out->buf = m;
+    out->buf2 = v;
+    return CN_OK;
+}
+
 /* Replaces a state tensor with a new one (owned by the step's scope) taken out of every scope;
  * a buffer updated in place is already in its slot. */
 static void replace_state(cn_tensor **slot, cn_tensor *t) {
@@ -371,7 +401,7 @@ static cn_status prepare(cn_optimizer *o, const char *op, const cn_grads *grads,
     }
     for (int i = 0; i < o->n; i++) {
         if (!todo[i].given) continue;
-        cn_status s = o->kind == OPT_SGD ? prepare_sgd(o, i, todo) : CN_OK;
+        cn_status s = o->kind == OPT_SGD ? prepare_sgd(o, i, todo) : prepare_adamw(o, i, todo);
         if (s == CN_OK && !todo[i].fused) s = compute_one(o, i, todo[i].given, &todo[i]);
         if (s != CN_OK) return s;
     }
@@ -384,11 +414,19 @@ static cn_status prepare(cn_optimizer *o, const char *op, const cn_grads *grads,
  * written every other one is too: tests/test_alloc_sweep.c fails each allocation of whole training
  * steps in turn and finds the parameters and the state untouched every time. */
 static cn_status apply(cn_optimizer *o, int i, const pending *t) {
-    if (t->fused) {
+    if (t->fused && o->kind == OPT_SGD) {
         const cn_sgd_hyper h = {lr_of(o, i), o->momentum, o->dampening, wd_of(o, i), o->nesterov};
         cn_status s = cn_sgd_step_(t->inner, t->grad, t->buf, &h, o->state1[i] == NULL);
         if (s != CN_OK) return s;
         replace_state(&o->state1[i], t->buf); /* a new buffer on the first step */
+    } else if (t->fused) {
+        const cn_adamw_hyper h = {lr_of(o, i), o->beta1, o->beta2, o->eps, wd_of(o, i),
+                                  o->steps[i] + 1};
+        cn_status s = cn_adamw_step_(t->inner, t->grad, t->buf, t->buf2, &h,
+                                     o->state1[i] == NULL);
+        if (s != CN_OK) return s;
+        replace_state(&o->state1[i], t->buf); /* new averages on the first step */
+        replace_state(&o->state2[i], t->buf2);
     } else {
         cn_status s = cn_copy_(o->params[i], t->p);
         if (s != CN_OK) return s;

@@ -843,6 +843,27 @@ for variant, hyper in (("sgd_nesterov", (0.1, 0.9, 0.0, 0.01, 1)),
     case("sgd_step", variant, [Fl([2, 3]), Fl([2, 3]), Fl([2, 3])], sgd(*hyper),
          ints=[hyper[4]], reals=hyper[:4])
 
+# ---- adamw_step: two steps of torch.optim.AdamW on p with gradients g1 then g2 -----------------
+# reals = lr, beta1, beta2, eps, weight_decay (the fused kernel's ints, step and first, are the
+# optimizer's)
+def adamw(lr, beta1, beta2, eps, weight_decay):
+    def run(p, g1, g2):
+        p = p.clone().requires_grad_(True)
+        opt = torch.optim.AdamW([p], lr=lr, betas=(beta1, beta2), eps=eps,
+                                weight_decay=weight_decay, foreach=False)
+        for g in (g1, g2):
+            p.grad = g.clone()
+            opt.step()
+        return p.detach()
+    return run
+
+
+for variant, hyper in (("adamw_defaults", (1e-3, 0.9, 0.999, 1e-8, 0.01)),
+                       ("adamw_strong", (0.1, 0.8, 0.99, 1e-3, 0.5)),
+                       ("adamw_no_decay", (0.05, 0.0, 0.5, 0.0, 0.0))):
+    case("adamw_step", variant, [Fl([2, 3]), Fl([2, 3]), Fl([2, 3])], adamw(*hyper),
+         reals=hyper)
+
 # ---- scaled_dot_product_attention (issue 16) ---------------------------------------------------
 # inputs (q, k, v[, mask]); ints = (causal); reals = (scale, 0 for 1 / sqrt(D)). PyTorch refuses a
 # mask and is_causal together; cinder adds the causal -inf to the mask, as here. A row whose keys

@@ -254,6 +254,8 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_CONV3D] = dt[CN_OP_CONV_TRANSPOSE3D] = dt[CN_OP_CONV3D_BACKWARD_WEIGHT] = F;
     k[CN_OP_SGD_STEP] = cpu_sgd_step;
     dt[CN_OP_SGD_STEP] = F;
+    k[CN_OP_ADAMW_STEP] = cpu_adamw_step;
+    dt[CN_OP_ADAMW_STEP] = F;
     k[CN_OP_ACTIVATION_BACKWARD] = cpu_activation_backward;
     dt[CN_OP_ACTIVATION_BACKWARD] = F;
     k[CN_OP_SOFTMAX_BACKWARD] = cpu_softmax_backward;

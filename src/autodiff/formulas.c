@@ -497,7 +497,16 @@ static cn_status matmul_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
         gin[0] = cn_retain(cn_reshape(sum_to(ga, shape, nd), a->shape, a->ndim));
         if (!gin[0]) return cn_last_status();
     }
-    if (b->node) {
+    if (b->node && b->ndim == 2 && a->ndim > 2) {
+        /* a weight shared by every batch entry (a linear layer on [B.., T, K]): one GEMM over all
+         * B.. * T rows, instead of a batch of products of K = T and their sum */
+        int64_t k = b->shape[0], nn = b->shape[1], rows = 1;
+        for (int d = 0; d < a->ndim - 1; d++) rows *= a->shape[d];
+        const int64_t xs[2] = {rows, k}, gs[2] = {rows, nn};
+        cn_tensor *gb = cn_matmul(cn_transpose(cn_reshape(x, xs, 2), 0, 1), cn_reshape(g2, gs, 2));
+        gin[1] = cn_retain(gb);
+        if (!gin[1]) return cn_last_status();
+    } else if (b->node) {
         cn_tensor *gb = cn_matmul(cn_transpose(x, -1, -2), g2);
         int64_t shape[CN_MAX_DIMS];
         int nd = b->ndim == 1 ? 2 : b->ndim;

@@ -3,6 +3,8 @@
  * whose results are data here (the suite never needs Python):
  *   - the first batch's logits, loss and gradients (cinder trains in f32: f32 tolerances);
  *   - the loss of each of the 200 steps to 1e-3 (issue 17's bar), with nanoGPT's param groups;
+ *   - the same for nanoGPT's bias=False (LayerNorms with a weight only, Linears without bias):
+ *     the first batch's logits;
  *   - the initial weights come from safetensors.torch.save_model, which keeps the tied pair as
  *     "lm_head.weight" alone: cn_gpt_load takes that key.
  * Also: what cinder saves reloads bit for bit and has nanoGPT's keys; a file with both tied keys
@@ -14,6 +16,7 @@
 #include "harness.h"
 
 #define INIT_FILE  TEST_DATA_DIR "/gpt_init.safetensors"
+#define NOBIAS_FILE TEST_DATA_DIR "/gpt_nobias_init.safetensors"
 #define CURVE_FILE TEST_DATA_DIR "/gpt_curve.safetensors"
 #define STEPS      200
 #define BATCH      8
@@ -134,6 +137,35 @@ static void test_first_step_matches_pytorch(void) {
     cn_grads_free(g);
     cn_scope_end();
     cn_module_free(gpt);
+    cn_safetensors_free(curve);
+    free(d.tokens);
+    free(d.offsets);
+}
+
+static void test_bias_false_logits_match_pytorch(void) {
+    cn_safetensors *curve = NULL, *init = NULL;
+    CHECK(cn_safetensors_load(CURVE_FILE, cn_cpu(), &curve) == CN_OK);
+    CHECK(cn_safetensors_load(NOBIAS_FILE, cn_cpu(), &init) == CN_OK);
+    run_data d;
+    int64_t n_off;
+    d.tokens = read_i64(curve, "data", &d.length);
+    d.offsets = read_i64(curve, "offsets", &n_off);
+    cn_gpt_config cfg = small;
+    cfg.bias = 0;
+    cn_generator gen = cn_generator_new(8);
+    cn_module *gpt = cn_gpt_new(&cfg, train_device(), CN_F32, &gen);
+    CHECK(gpt && cn_gpt_load(gpt, init) == CN_OK);
+    cn_scope_begin();
+    cn_tensor *x, *y;
+    batch_of(&d, 0, &x, &y);
+    cn_tensor *want_logits = cn_safetensors_get(curve, "nobias_logits0");
+    double *want = th_values(want_logits);
+    th_check_values("logits without bias", cn_module_forward(gpt, x), want,
+                    cn_numel(want_logits), 2e-5);
+    free(want);
+    cn_scope_end();
+    cn_module_free(gpt);
+    cn_safetensors_free(init);
     cn_safetensors_free(curve);
     free(d.tokens);
     free(d.offsets);
@@ -463,6 +495,7 @@ int main(void) {
         return 1;
     }
     RUN(test_first_step_matches_pytorch);
+    RUN(test_bias_false_logits_match_pytorch);
     RUN(test_loss_curve_matches_pytorch_over_200_steps);
     RUN(test_saved_file_has_nanogpts_keys_and_reloads_bit_for_bit);
     RUN(test_init_and_names_are_nanogpts);

@@ -8,12 +8,14 @@ Writes
   tests/data/gpt_init.safetensors   the initial weights (f32), by safetensors.torch.save_model,
                                     which writes the tied pair as "lm_head.weight" alone (so the
                                     test also proves cn_gpt_load takes that key)
+  tests/data/gpt_nobias_init.safetensors  the same config with bias=False (f32, save_model)
   tests/data/gpt_curve.safetensors  the run:
       data      i64 [L]          the token stream (a seeded Markov chain over the vocabulary)
       offsets   i64 [STEPS, B]   batch s, row r is data[o : o + T], its targets data[o+1 : o+T+1]
       losses    f64 [STEPS]      the loss of every step, before that step's update
       logits0   f64 [B, T, V]    the first batch's logits
       grad.<name> f64            the first step's gradients of a few parameters
+      nobias_logits0 f64         the bias=False model's logits for the first batch
     and its settings as metadata (config, lr, betas, eps, weight decay)."""
 import os
 import sys
@@ -73,6 +75,12 @@ def main():
         opt.step()
         losses[step] = loss.item()
     out["losses"] = losses
+    torch.manual_seed(4321)
+    nobias = GPT(GPTConfig(**{**CONFIG.__dict__, "bias": False}))
+    save_model(nobias, os.path.join(HERE, "gpt_nobias_init.safetensors"))
+    x0 = torch.stack([data[o:o + T] for o in offsets[0].tolist()])
+    with torch.no_grad():
+        out["nobias_logits0"] = nobias.double()(x0)
     meta = {"vocab_size": str(CONFIG.vocab_size), "block_size": str(CONFIG.block_size),
             "n_layer": str(CONFIG.n_layer), "n_head": str(CONFIG.n_head),
             "n_embd": str(CONFIG.n_embd), "bias": str(int(CONFIG.bias)), "lr": repr(LR),

@@ -6,7 +6,7 @@
  *     loads with cn_gpt_load, its metadata carrying the vocabulary and sizes;
  *   - a run stopped (--stop-after-steps) and resumed with the command it printed ends with the
  *     same bytes as a run that never stopped;
- *   - generate starts with the prompt, uses the vocabulary, repeats itself for a seed, and is
+ *   - generate (also from an interrupted run's state) starts with the prompt, uses the vocabulary, repeats itself for a seed, and is
  *     greedy at temperature 0 whatever the seed;
  *   - misuse: clear messages and exit statuses. */
 #define _POSIX_C_SOURCE 200809L
@@ -137,6 +137,11 @@ static void test_stopped_and_resumed_run_ends_with_the_same_bits(void) {
              "--stop-after-steps 10", text, cut);
     run_result leg = run_cli(args, 1);
     CHECK(leg.status == 130 && leg.out && strstr(leg.out, "interrupted by SIGINT at epoch 1/2"));
+    /* the training state of the interrupted run samples too (its metadata has what it needs) */
+    snprintf(args, sizeof args, "generate --load '%s' --prompt 'a' --tokens 5", cut);
+    run_result sample = run_cli(args, 1);
+    CHECK(sample.status == 0 && sample.out && strncmp(sample.out, "a", 1) == 0);
+    free(sample.out);
     char cmd[16384];
     int found = resume_command(leg.out, cmd, sizeof cmd);
     CHECK(found);
@@ -200,6 +205,7 @@ static void test_misuse_gives_clear_messages(void) {
         {"generate --load SAVE --prompt 'THE'", 1, "not in the model's vocabulary"},
         {"generate --load LOG", 1, "cannot load"},
         {"generate --load SAVE --top-p 0", 2, "--top-p"},
+        {"eval --load SAVE", 1, "holds a gpt"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char args[8192], *at;

@@ -485,6 +485,11 @@ static void test_misuse_gives_clear_errors(void) {
                                   cn_from_data(fine, two, 2, CN_I64, cn_cpu())),
                 CN_ERR_INVALID_ARG, "no forward of its own");
     cn_scope_end();
+    cn_scope_begin();
+    CHECK_FAILS(cn_module_forward(cn_module_child_named(gpt, "transformer.h.1.attn"),
+                                  cn_from_data(f, two, 2, CN_F32, cn_cpu())),
+                CN_ERR_SHAPE, "x [B, T, 32]");
+    cn_scope_end();
     cn_module_free(lin);
     cn_module_free(gpt);
 }

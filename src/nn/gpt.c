@@ -139,6 +139,12 @@ typedef struct attention_state {
 /* x: [B, T, C] -> [B, T, C] */
 static cn_tensor *attention_forward(cn_module *m, cn_tensor *x) {
     const attention_state *s = cn_module_state(m);
+    if (cn_ndim(x) != 3 || cn_shape(x)[2] != s->n_embd) {
+        char buf[128];
+        cn_set_error(CN_ERR_SHAPE, "gpt", "the CausalSelfAttention takes x [B, T, %lld], not %s",
+                     (long long)s->n_embd, cn_tensor_str(x, buf, sizeof buf));
+        return NULL;
+    }
     const int64_t b = cn_shape(x)[0], t = cn_shape(x)[1], c = s->n_embd, nh = s->n_head;
     cn_tensor *qkv = cn_module_forward(cn_module_child(m, 0), x); /* c_attn: [B, T, 3C] */
     cn_tensor *parts[3] = {NULL, NULL, NULL};
@@ -269,12 +275,15 @@ static cn_status check_config(const char *op, const cn_gpt_config *cfg) {
         return cn_set_error(CN_ERR_INVALID_ARG, op, "n_embd = %lld is not a multiple of n_head = "
                             "%lld; each head takes n_embd / n_head channels: choose sizes that "
                             "divide", (long long)cfg->n_embd, (long long)cfg->n_head);
-    /* the largest parameters: [vocab, C], [block, C], [4C, C] (and C x layers, for counting) */
-    int64_t p = 0;
-    if (cfg->n_embd > INT64_MAX / (MLP_WIDTH * cfg->n_embd) ||
+    /* the largest parameters: [vocab, C], [block, C], [4C, C]; and the whole count, 12 C^2 a
+     * block, so that counting them cannot overflow either */
+    int64_t wide = 0, mlp = 0, p = 0, per_block = 0, blocks = 0;
+    if (__builtin_mul_overflow(cfg->n_embd, (int64_t)MLP_WIDTH, &wide) ||
+        __builtin_mul_overflow(wide, cfg->n_embd, &mlp) ||
+        __builtin_mul_overflow(mlp, (int64_t)3, &per_block) ||
+        __builtin_mul_overflow(per_block, cfg->n_layer, &blocks) ||
         __builtin_mul_overflow(cfg->vocab_size, cfg->n_embd, &p) ||
-        __builtin_mul_overflow(cfg->block_size, cfg->n_embd, &p) ||
-        __builtin_mul_overflow(cfg->n_layer, 12 * cfg->n_embd, &p))
+        __builtin_mul_overflow(cfg->block_size, cfg->n_embd, &p))
         return cn_set_error(CN_ERR_INVALID_ARG, op, "the sizes (vocab_size %lld, block_size %lld, "
                             "n_layer %lld, n_embd %lld) give parameters past int64 elements; "
                             "choose smaller ones", (long long)cfg->vocab_size,

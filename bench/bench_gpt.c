@@ -22,10 +22,10 @@
  *   bench_gpt [--device cpu|cuda[:N]] [--reps N] [--text FILE] [--weights FILE] */
 #include "bench_common.h"
 
-#define BLOCK   64
-#define BATCH   32
-#define WARMUP  3
-#define TEXT    "/usr/share/games/fortunes/science"
+#define BLOCK  64
+#define BATCH  32
+#define WARMUP 3
+#define TEXT   "/usr/share/games/fortunes/science"
 
 typedef struct corpus {
     int64_t *tokens, length;
@@ -94,8 +94,10 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc)
             weights = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--device cpu|cuda[:N]] [--reps N] [--text FILE] "
-                    "[--weights FILE]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--device cpu|cuda[:N]] [--reps N] [--text FILE] "
+                    "[--weights FILE]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -103,9 +105,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: --reps must be 1..10000\n", argv[0]);
         return 2;
     }
-    static const char *const figures[] = {"gpt_train_step", "gpt_train_tokens_per_s",
-                                          "gpt_forward", "gpt_forward_tokens_per_s",
-                                          "gpt_final_loss"};
+    static const char *const figures[] = {"gpt_train_step", "gpt_train_tokens_per_s", "gpt_forward",
+                                          "gpt_forward_tokens_per_s", "gpt_final_loss"};
     bench_options o = {device_name, {0}, reps};
     bench_resolve_device(&o, figures, 5);
     cn_device dev = cn_autodiff(o.device);
@@ -121,8 +122,7 @@ int main(int argc, char **argv) {
     if (weights) {
         cn_safetensors *h = NULL;
         if (cn_safetensors_load(weights, o.device, &h) != CN_OK || cn_gpt_load(gpt, h) != CN_OK) {
-            fprintf(stderr, "bench_gpt: cannot load --weights %s: %s\n", weights,
-                    cn_last_error());
+            fprintf(stderr, "bench_gpt: cannot load --weights %s: %s\n", weights, cn_last_error());
             return 1;
         }
         cn_safetensors_free(h);

@@ -6,13 +6,13 @@
  *     loads with cn_gpt_load, its metadata carrying the vocabulary and sizes;
  *   - a run stopped (--stop-after-steps) and resumed with the command it printed ends with the
  *     same bytes as a run that never stopped;
- *   - generate (also from an interrupted run's state) starts with the prompt, uses the vocabulary, repeats itself for a seed, and is
- *     greedy at temperature 0 whatever the seed;
+ *   - generate (also from an interrupted run's state) starts with the prompt, uses the vocabulary,
+ * repeats itself for a seed, and is greedy at temperature 0 whatever the seed;
  *   - misuse: clear messages and exit statuses. */
 #define _POSIX_C_SOURCE 200809L
 
-#include "harness.h"
 #include "cli_run.h"
+#include "harness.h"
 
 static char dir[] = "/tmp/cinder_test_cli_gpt_XXXXXX";
 
@@ -67,15 +67,18 @@ static void test_train_prints_logs_plots_and_saves_nanogpts_keys(void) {
     const char *logf = path_in("run.jsonl"), *plot = path_in("curves.svg");
     write_text(text);
     char args[8192];
-    snprintf(args, sizeof args, "train " TINY " --data '%s' --epochs 2 --save '%s' --log '%s' "
-             "--plot '%s'", text, save, logf, plot);
+    snprintf(args, sizeof args,
+             "train " TINY " --data '%s' --epochs 2 --save '%s' --log '%s' "
+             "--plot '%s'",
+             text, save, logf, plot);
     run_result r = run_cli(args, 0);
     CHECK(r.status == 0 && r.out);
     if (r.status != 0) fprintf(stderr, "%s\n", r.out ? r.out : "");
     /* 1200 bytes: 1080 train (16 batches of 4 x 16), 120 validate; 14 distinct bytes */
     CHECK(r.out && strstr(r.out, "1200 characters, vocabulary 14, 1080 training and 120 "
                                  "validation tokens (16 batches of 4 x 16 an epoch)"));
-    double v1 = number_after(r.out, "epoch 1/2: train loss "), v2 = number_after(r.out, "epoch 2/2: train loss ");
+    double v1 = number_after(r.out, "epoch 1/2: train loss "),
+           v2 = number_after(r.out, "epoch 2/2: train loss ");
     double val = number_after(r.out, ", val loss ");
     CHECK(v1 > 0 && v2 > 0 && v2 < v1 && val > 0 && val < log(14.0));
     CHECK(r.out && strstr(r.out, "saved the gpt to "));
@@ -128,13 +131,15 @@ static void test_stopped_and_resumed_run_ends_with_the_same_bits(void) {
     const char *text = path_in("text.txt"), *whole = path_in("whole.safetensors");
     const char *cut = path_in("cut.safetensors");
     char args[8192];
-    snprintf(args, sizeof args, "train " TINY " --data '%s' --epochs 2 --seed 5 --save '%s'",
-             text, whole);
+    snprintf(args, sizeof args, "train " TINY " --data '%s' --epochs 2 --seed 5 --save '%s'", text,
+             whole);
     run_result full = run_cli(args, 1);
     CHECK(full.status == 0);
     /* stopped mid-epoch 1 (step 10 of 16), resumed to the end */
-    snprintf(args, sizeof args, "train " TINY " --data '%s' --epochs 2 --seed 5 --save '%s' "
-             "--stop-after-steps 10", text, cut);
+    snprintf(args, sizeof args,
+             "train " TINY " --data '%s' --epochs 2 --seed 5 --save '%s' "
+             "--stop-after-steps 10",
+             text, cut);
     run_result leg = run_cli(args, 1);
     CHECK(leg.status == 130 && leg.out && strstr(leg.out, "interrupted by SIGINT at epoch 1/2"));
     /* the training state of the interrupted run samples too (its metadata has what it needs) */
@@ -152,15 +157,18 @@ static void test_stopped_and_resumed_run_ends_with_the_same_bits(void) {
         /* the epoch line of the resumed epoch is the uninterrupted run's */
         const char *a = full.out ? strstr(full.out, "epoch 2/2: train loss ") : NULL;
         const char *b = rest.out ? strstr(rest.out, "epoch 2/2: train loss ") : NULL;
-        CHECK(a && b && strncmp(a, b, strlen("epoch 2/2: train loss 1.2345, val loss 1.2345")) == 0);
+        CHECK(a && b &&
+              strncmp(a, b, strlen("epoch 2/2: train loss 1.2345, val loss 1.2345")) == 0);
         CHECK(same_file(whole, cut));
         free(rest.out);
     }
     free(full.out);
     free(leg.out);
     /* a resume with another size is refused, naming it */
-    snprintf(args, sizeof args, "train --model gpt --data '%s' --embd 32 --resume '%s' "
-             "--epochs 2", text, whole);
+    snprintf(args, sizeof args,
+             "train --model gpt --data '%s' --embd 32 --resume '%s' "
+             "--epochs 2",
+             text, whole);
     run_result no = run_cli(args, 1);
     CHECK(no.status == 1 && no.out && strstr(no.out, "a model only"));
     free(no.out);
@@ -169,8 +177,11 @@ static void test_stopped_and_resumed_run_ends_with_the_same_bits(void) {
 static void test_generate_is_seeded_and_greedy_at_temperature_0(void) {
     const char *save = path_in("gpt.safetensors");
     char args[8192];
-    const char *runs[5][2] = {{"--seed 3", NULL}, {"--seed 3", NULL}, {"--seed 4", NULL},
-                              {"--temperature 0 --seed 1", NULL}, {"--temperature 0 --seed 2", NULL}};
+    const char *runs[5][2] = {{"--seed 3", NULL},
+                              {"--seed 3", NULL},
+                              {"--seed 4", NULL},
+                              {"--temperature 0 --seed 1", NULL},
+                              {"--temperature 0 --seed 2", NULL}};
     char *out[5];
     for (int i = 0; i < 5; i++) {
         snprintf(args, sizeof args, "generate --load '%s' --prompt 'the ' --tokens 40 %s --top-k 5",
@@ -217,8 +228,8 @@ static void test_misuse_gives_clear_messages(void) {
             snprintf(rest, sizeof rest, "%s", at + 4);
             snprintf(at, sizeof args - (size_t)(at - args), "'%s'%s", save, rest);
         }
-        if ((at = strstr(args, "LOG"))) snprintf(at, sizeof args - (size_t)(at - args), "'%s'",
-                                                 path_in("run.jsonl"));
+        if ((at = strstr(args, "LOG")))
+            snprintf(at, sizeof args - (size_t)(at - args), "'%s'", path_in("run.jsonl"));
         run_result r = run_cli(args, 1);
         if (r.status != cases[i].status || !r.out || !strstr(r.out, cases[i].message)) {
             fprintf(stderr, "`cinder %s`: status %d, output:\n%s\n", args, r.status,
@@ -236,7 +247,8 @@ static void test_misuse_gives_clear_messages(void) {
     char args[8192];
     snprintf(args, sizeof args, "generate --load '%s'", path_in("other.safetensors"));
     run_result r = run_cli(args, 1);
-    CHECK(r.status == 1 && r.out && strstr(r.out, "is not a checkpoint of `cinder train --model gpt`"));
+    CHECK(r.status == 1 && r.out &&
+          strstr(r.out, "is not a checkpoint of `cinder train --model gpt`"));
     free(r.out);
 }
 
@@ -253,7 +265,7 @@ int main(void) {
     RUN(test_stopped_and_resumed_run_ends_with_the_same_bits);
     RUN(test_generate_is_seeded_and_greedy_at_temperature_0);
     RUN(test_misuse_gives_clear_messages);
-    const char *files[] = {"text.txt", "gpt.safetensors", "run.jsonl", "curves.svg",
+    const char *files[] = {"text.txt",          "gpt.safetensors", "run.jsonl",        "curves.svg",
                            "whole.safetensors", "cut.safetensors", "other.safetensors"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)
         remove(path_in(files[i]));

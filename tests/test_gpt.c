@@ -15,15 +15,15 @@
 
 #include "harness.h"
 
-#define INIT_FILE  TEST_DATA_DIR "/gpt_init.safetensors"
+#define INIT_FILE   TEST_DATA_DIR "/gpt_init.safetensors"
 #define NOBIAS_FILE TEST_DATA_DIR "/gpt_nobias_init.safetensors"
-#define CURVE_FILE TEST_DATA_DIR "/gpt_curve.safetensors"
-#define STEPS      200
-#define BATCH      8
-#define CTX        16
+#define CURVE_FILE  TEST_DATA_DIR "/gpt_curve.safetensors"
+#define STEPS       200
+#define BATCH       8
+#define CTX         16
 
-static const cn_gpt_config small = {.vocab_size = 30, .block_size = 16, .n_layer = 2,
-                                    .n_head = 2, .n_embd = 32, .bias = 1};
+static const cn_gpt_config small = {
+    .vocab_size = 30, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32, .bias = 1};
 
 static cn_device train_device(void) { return cn_autodiff(cn_cpu()); }
 
@@ -160,8 +160,8 @@ static void test_bias_false_logits_match_pytorch(void) {
     batch_of(&d, 0, &x, &y);
     cn_tensor *want_logits = cn_safetensors_get(curve, "nobias_logits0");
     double *want = th_values(want_logits);
-    th_check_values("logits without bias", cn_module_forward(gpt, x), want,
-                    cn_numel(want_logits), 2e-5);
+    th_check_values("logits without bias", cn_module_forward(gpt, x), want, cn_numel(want_logits),
+                    2e-5);
     free(want);
     cn_scope_end();
     cn_module_free(gpt);
@@ -182,10 +182,9 @@ static void test_loss_curve_matches_pytorch_over_200_steps(void) {
     double *want = th_values(losses);
     cn_release(losses);
     cn_module *gpt = loaded_gpt();
-    cn_optimizer *opt =
-        cn_gpt_adamw_new(gpt, meta_real(curve, "lr"), meta_real(curve, "beta1"),
-                         meta_real(curve, "beta2"), meta_real(curve, "eps"),
-                         meta_real(curve, "weight_decay"));
+    cn_optimizer *opt = cn_gpt_adamw_new(gpt, meta_real(curve, "lr"), meta_real(curve, "beta1"),
+                                         meta_real(curve, "beta2"), meta_real(curve, "eps"),
+                                         meta_real(curve, "weight_decay"));
     CHECK(opt != NULL);
     double worst = 0, last = NAN;
     int worst_step = -1;
@@ -254,8 +253,9 @@ static int same_params(cn_module *a, cn_module *b) {
     for (int i = 0; same && i < na; i++) {
         size_t bytes = (size_t)cn_numel(pa[i].tensor) * 4;
         void *x = malloc(bytes), *y = malloc(bytes);
-        same = strcmp(pa[i].name, pb[i].name) == 0 && cn_numel(pa[i].tensor) ==
-               cn_numel(pb[i].tensor) && cn_read(pa[i].tensor, x, bytes) == CN_OK &&
+        same = strcmp(pa[i].name, pb[i].name) == 0 &&
+               cn_numel(pa[i].tensor) == cn_numel(pb[i].tensor) &&
+               cn_read(pa[i].tensor, x, bytes) == CN_OK &&
                cn_read(pb[i].tensor, y, bytes) == CN_OK && memcmp(x, y, bytes) == 0;
         free(x);
         free(y);
@@ -312,17 +312,18 @@ static void test_saved_file_has_nanogpts_keys_and_reloads_bit_for_bit(void) {
     /* both, different: refused, and nothing is written */
     cn_scope_begin();
     cn_module *third = cn_gpt_new(&small, train_device(), CN_F32, &gen);
-    cn_tensor *before =
-        cn_keep(cn_clone(cn_slice(cn_module_find(third, "transformer.h.0.attn.c_attn.bias"), 0, 0, 1, 1)));
+    cn_tensor *before = cn_keep(
+        cn_clone(cn_slice(cn_module_find(third, "transformer.h.0.attn.c_attn.bias"), 0, 0, 1, 1)));
     cn_tensor *twisted = cn_add_scalar(cn_to_device(wte, cn_cpu()), 1.0);
-    CHECK(save_params(trained, tmp_path("differ.safetensors", path, sizeof path),
-                      "lm_head.weight", twisted) == CN_OK);
+    CHECK(save_params(trained, tmp_path("differ.safetensors", path, sizeof path), "lm_head.weight",
+                      twisted) == CN_OK);
     cn_scope_end();
     CHECK(cn_safetensors_load(path, cn_cpu(), &mine) == CN_OK);
     CHECK_STATUS_FAILS(cn_gpt_load(third, mine), CN_ERR_INVALID_ARG, "different values");
     double was = 0, now = 0;
     th_read(before, &was);
-    cn_tensor *first = cn_slice(cn_module_find(third, "transformer.h.0.attn.c_attn.bias"), 0, 0, 1, 1);
+    cn_tensor *first =
+        cn_slice(cn_module_find(third, "transformer.h.0.attn.c_attn.bias"), 0, 0, 1, 1);
     th_read(first, &now);
     CHECK(was == now && now == 0.0);
     cn_release(first);
@@ -371,8 +372,8 @@ static void moments(cn_tensor *t, double *mean, double *sd) {
 }
 
 static void test_init_and_names_are_nanogpts(void) {
-    const cn_gpt_config cfg = {.vocab_size = 100, .block_size = 64, .n_layer = 8, .n_head = 4,
-                               .n_embd = 64, .bias = 1};
+    const cn_gpt_config cfg = {
+        .vocab_size = 100, .block_size = 64, .n_layer = 8, .n_head = 4, .n_embd = 64, .bias = 1};
     cn_generator gen = cn_generator_new(3);
     cn_module *gpt = cn_gpt_new(&cfg, cn_cpu(), CN_F32, &gen);
     CHECK(gpt && strcmp(cn_module_kind(gpt), "GPT") == 0);
@@ -461,8 +462,8 @@ static void test_misuse_gives_clear_errors(void) {
     const int64_t too_long[2] = {1, 17}, one_d[1] = {4}, two[2] = {1, 2};
     CHECK_FAILS(cn_module_forward(gpt, cn_from_data(ids, too_long, 2, CN_I64, cn_cpu())),
                 CN_ERR_SHAPE, "more than the block_size 16");
-    CHECK_FAILS(cn_module_forward(gpt, cn_from_data(ids, one_d, 1, CN_I64, cn_cpu())),
-                CN_ERR_SHAPE, "[B, T]");
+    CHECK_FAILS(cn_module_forward(gpt, cn_from_data(ids, one_d, 1, CN_I64, cn_cpu())), CN_ERR_SHAPE,
+                "[B, T]");
     const int64_t out_of_range[2] = {3, 30};
     CHECK_FAILS(cn_module_forward(gpt, cn_from_data(out_of_range, two, 2, CN_I64, cn_cpu())),
                 CN_ERR_INDEX, "outside [0, 30)");

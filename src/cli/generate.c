@@ -47,15 +47,17 @@ static int parse_options(int argc, char **argv, generate_options *o) {
         else if ((r = cli_option(argc, argv, &i, CMD, "--threads", &v)) != 0)
             bad = r > 0 && cli_parse_threads(CMD, v);
         else {
-            fprintf(stderr, "cinder generate: unknown argument '%s' (see `cinder generate "
-                    "--help`)\n", argv[i]);
+            fprintf(stderr,
+                    "cinder generate: unknown argument '%s' (see `cinder generate "
+                    "--help`)\n",
+                    argv[i]);
             bad = 1;
         }
         if (r < 0 || bad) return CLI_EXIT_USAGE;
     }
     if (!o->load) {
         fprintf(stderr, "cinder generate: --load FILE is required: a checkpoint that `cinder "
-                "train --model gpt --save FILE` wrote\n");
+                        "train --model gpt --save FILE` wrote\n");
         return CLI_EXIT_USAGE;
     }
     return CLI_EXIT_OK;
@@ -68,9 +70,10 @@ static int meta_size(const cn_safetensors *h, const char *path, const char *key,
     errno = 0;
     long long n = v ? strtoll(v, &end, 10) : 0;
     if (!v || !*v || *end || errno || n < 1) {
-        fprintf(stderr, "cinder generate: %s: its metadata '%s' is %s%s%s; it is not a checkpoint "
-                "of `cinder train --model gpt`\n", path, key, v ? "'" : "missing", v ? v : "",
-                v ? "'" : "");
+        fprintf(stderr,
+                "cinder generate: %s: its metadata '%s' is %s%s%s; it is not a checkpoint "
+                "of `cinder train --model gpt`\n",
+                path, key, v ? "'" : "missing", v ? v : "", v ? "'" : "");
         return -1;
     }
     *out = n;
@@ -90,11 +93,14 @@ static int load_gpt(const char *path, cn_device device, cn_module **gpt, cli_voc
     cn_gpt_config cfg = {.bias = 1};
     int rc = 0;
     if (!model || strcmp(model, "gpt") != 0 || !hex || cli_vocab_from_hex(hex, vocab) != 0) {
-        fprintf(stderr, "cinder generate: %s is not a checkpoint of `cinder train --model gpt` "
+        fprintf(stderr,
+                "cinder generate: %s is not a checkpoint of `cinder train --model gpt` "
                 "(its metadata has %s); sample from a file that `cinder train --model gpt "
-                "--save FILE` wrote\n", path,
-                !model ? "no 'model'" : strcmp(model, "gpt") != 0 ? "another 'model'"
-                                                                  : "no valid 'vocab'");
+                "--save FILE` wrote\n",
+                path,
+                !model                      ? "no 'model'"
+                : strcmp(model, "gpt") != 0 ? "another 'model'"
+                                            : "no valid 'vocab'");
         rc = -1;
     }
     if (rc == 0 && (meta_size(h, path, "block", &cfg.block_size) != 0 ||
@@ -104,8 +110,8 @@ static int load_gpt(const char *path, cn_device device, cn_module **gpt, cli_voc
         rc = -1;
     cfg.vocab_size = vocab->size;
     cn_generator unused = cn_generator_new(0); /* every value is overwritten */
-    if (rc == 0 && (!(*gpt = cn_gpt_new(&cfg, device, CN_F32, &unused)) ||
-                    cn_gpt_load(*gpt, h) != CN_OK)) {
+    if (rc == 0 &&
+        (!(*gpt = cn_gpt_new(&cfg, device, CN_F32, &unused)) || cn_gpt_load(*gpt, h) != CN_OK)) {
         fprintf(stderr, "cinder generate: cannot load the gpt from %s: %s\n", path,
                 cn_last_error());
         rc = -1;
@@ -121,10 +127,11 @@ static int64_t encode(const char *prompt, const cli_vocab *v, int64_t *ids) {
     int64_t n = 0;
     for (const unsigned char *c = (const unsigned char *)prompt; *c; c++, n++) {
         if (v->token[*c] < 0) {
-            fprintf(stderr, "cinder generate: the prompt's character %lld (byte 0x%02x '%c') is "
+            fprintf(stderr,
+                    "cinder generate: the prompt's character %lld (byte 0x%02x '%c') is "
                     "not in the model's vocabulary of %d characters, which the training text "
-                    "had; use only characters of that text\n", (long long)n + 1, *c,
-                    *c >= 32 && *c < 127 ? *c : '?', v->size);
+                    "had; use only characters of that text\n",
+                    (long long)n + 1, *c, *c >= 32 && *c < 127 ? *c : '?', v->size);
             return -1;
         }
         ids[n] = v->token[*c];
@@ -168,16 +175,16 @@ int cli_generate(int argc, char **argv) {
         }
         int64_t from = n > block ? n - block : 0; /* the last block_size tokens */
         const int64_t shape[2] = {1, n - from};
-        cn_tensor *logits = cn_module_forward(gpt, cn_from_data(ids + from, shape, 2, CN_I64,
-                                                                device)); /* [1, T, V] */
-        cn_tensor *tail = cn_slice(logits, 1, -1, n - from, 1);          /* [1, 1, V] */
+        cn_tensor *logits = cn_module_forward(
+            gpt, cn_from_data(ids + from, shape, 2, CN_I64, device)); /* [1, T, V] */
+        cn_tensor *tail = cn_slice(logits, 1, -1, n - from, 1);       /* [1, 1, V] */
         const int64_t rows[2] = {1, vocab.size};
         cn_tensor *next = cn_sample_logits(cn_reshape(tail, rows, 2), o.temperature, o.top_k,
                                            o.top_p, &gen); /* [1] */
         int64_t id = -1;
         if (!next || cn_read(next, &id, sizeof id) != CN_OK || id < 0 || id >= vocab.size) {
-            fprintf(stderr, "\ncinder generate: sampling token %lld failed: %s\n",
-                    (long long)k + 1, cn_last_error());
+            fprintf(stderr, "\ncinder generate: sampling token %lld failed: %s\n", (long long)k + 1,
+                    cn_last_error());
             rc = CLI_EXIT_FAILURE;
         } else {
             ids[n++] = id;

@@ -19,8 +19,9 @@ int cli_text_load(const char *cmd, const char *path, int64_t limit, cli_text *ou
     FILE *f = fopen(file, "rb");
     if (!f) {
         fprintf(stderr, "cinder %s: cannot read the text %s: %s%s\n", cmd, file, strerror(errno),
-                path ? "" : " (it comes with the Debian package fortunes: apt-get install "
-                            "fortunes, or scripts/deps.sh; or give --data FILE, any text file)");
+                path ? ""
+                     : " (it comes with the Debian package fortunes: apt-get install "
+                       "fortunes, or scripts/deps.sh; or give --data FILE, any text file)");
         return -1;
     }
     size_t cap = 1 << 16, n = 0;

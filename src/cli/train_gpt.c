@@ -65,9 +65,9 @@ enum {
     N_SETTINGS
 };
 
-static const char *const setting_keys[N_SETTINGS] = {
-    "model", "optimizer", "lr", "batch", "epochs", "seed", "schedule", "limit",
-    "block", "layers",    "heads", "embd"};
+static const char *const setting_keys[N_SETTINGS] = {"model",  "optimizer", "lr",       "batch",
+                                                     "epochs", "seed",      "schedule", "limit",
+                                                     "block",  "layers",    "heads",    "embd"};
 
 typedef struct gpt_options {
     int64_t v[N_SETTINGS]; /* the integer settings, by index (model, optimizer, schedule: 0/1) */
@@ -85,8 +85,8 @@ typedef struct gpt_options {
 
 /* the integer settings' ranges (model, optimizer, lr and schedule are checked by name) */
 static const int64_t setting_min[N_SETTINGS] = {0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1, 1};
-static const int64_t setting_max[N_SETTINGS] = {0,     1,    0,    100000, MAX_EPOCHS, INT64_MAX,
-                                                1,     INT64_MAX, 4096, 256, 256, 16384};
+static const int64_t setting_max[N_SETTINGS] = {0, 1,         0,    100000, MAX_EPOCHS, INT64_MAX,
+                                                1, INT64_MAX, 4096, 256,    256,        16384};
 
 static const char *setting_text(const gpt_options *o, int k, char *buf, size_t size) {
     switch (k) {
@@ -148,10 +148,10 @@ static void defaults(gpt_options *o, int argc, char **argv) {
     o->v[SET_EMBD] = 128;
 }
 
-/* The option of setting k ("--epochs"), or NULL for those that take another spelling. */
+/* The option that sets setting k ("--epochs" for SET_EPOCHS). */
 static const char *const setting_option[N_SETTINGS] = {
-    "--model", "--optimizer", "--lr",    "--batch",  "--epochs", "--seed",
-    "--schedule", "--limit",  "--block", "--layers", "--heads",  "--embd"};
+    "--model",    "--optimizer", "--lr",    "--batch",  "--epochs", "--seed",
+    "--schedule", "--limit",     "--block", "--layers", "--heads",  "--embd"};
 
 static int parse_options(int argc, char **argv, gpt_options *o) {
     defaults(o, argc, argv);
@@ -163,12 +163,16 @@ static int parse_options(int argc, char **argv, gpt_options *o) {
         if (k < N_SETTINGS) {
             if (r > 0 && set_setting(o, k, v) != 0) {
                 if (k == SET_MODEL || k == SET_OPTIMIZER || k == SET_SCHEDULE || k == SET_LR)
-                    fprintf(stderr, "cinder train: %s %s is not a value of %s for the gpt (see "
-                            "`cinder train --help`)\n", setting_option[k], v, setting_option[k]);
+                    fprintf(stderr,
+                            "cinder train: %s %s is not a value of %s for the gpt (see "
+                            "`cinder train --help`)\n",
+                            setting_option[k], v, setting_option[k]);
                 else
-                    fprintf(stderr, "cinder train: %s takes a whole number from %lld to %lld, "
-                            "not '%s'\n", setting_option[k], (long long)setting_min[k],
-                            (long long)setting_max[k], v);
+                    fprintf(stderr,
+                            "cinder train: %s takes a whole number from %lld to %lld, "
+                            "not '%s'\n",
+                            setting_option[k], (long long)setting_min[k], (long long)setting_max[k],
+                            v);
                 bad = 1;
             }
             if (r > 0) o->given |= 1u << k;
@@ -180,8 +184,10 @@ static int parse_options(int argc, char **argv, gpt_options *o) {
             if (r > 0 && (strcmp(v, "balanced") == 0 || strcmp(v, "none") == 0))
                 o->balanced = strcmp(v, "balanced") == 0;
             else if (r > 0) {
-                fprintf(stderr, "cinder train: unknown checkpointing '%s': choose balanced or "
-                        "none\n", v);
+                fprintf(stderr,
+                        "cinder train: unknown checkpointing '%s': choose balanced or "
+                        "none\n",
+                        v);
                 bad = 1;
             }
         } else if ((r = cli_option(argc, argv, &i, CMD, "--data", &v)) != 0) {
@@ -191,8 +197,9 @@ static int parse_options(int argc, char **argv, gpt_options *o) {
         } else if ((r = cli_option(argc, argv, &i, CMD, "--plot", &v)) != 0) {
             o->plot = v;
             if (r > 0 && !cli_plot_supported(v)) {
-                fprintf(stderr, "cinder train: cannot write --plot %s: the plot is "
-                        CLI_PLOT_FORMATS "\n", v);
+                fprintf(stderr,
+                        "cinder train: cannot write --plot %s: the plot is " CLI_PLOT_FORMATS "\n",
+                        v);
                 bad = 1;
             }
         } else if ((r = cli_option(argc, argv, &i, CMD, "--log", &v)) != 0) {
@@ -200,11 +207,11 @@ static int parse_options(int argc, char **argv, gpt_options *o) {
         } else if ((r = cli_option(argc, argv, &i, CMD, "--resume", &v)) != 0) {
             o->resume = v;
         } else if ((r = cli_option(argc, argv, &i, CMD, "--stop-after-steps", &v)) != 0) {
-            bad = r > 0 && cli_parse_int(CMD, "--stop-after-steps", v, 1, INT64_MAX,
-                                         &o->stop_after);
+            bad =
+                r > 0 && cli_parse_int(CMD, "--stop-after-steps", v, 1, INT64_MAX, &o->stop_after);
         } else if ((r = cli_option(argc, argv, &i, CMD, "--test-limit", &v)) != 0) {
             fprintf(stderr, "cinder train: --test-limit is for mlp and cnn; the gpt validates on "
-                    "the last 10%% of its text (shorten the text with --limit)\n");
+                            "the last 10%% of its text (shorten the text with --limit)\n");
             bad = 1;
         } else {
             fprintf(stderr, "cinder train: unknown argument '%s' (see `cinder train --help`)\n",
@@ -214,9 +221,10 @@ static int parse_options(int argc, char **argv, gpt_options *o) {
         if (r < 0 || bad) return CLI_EXIT_USAGE;
     }
     if (o->v[SET_EMBD] % o->v[SET_HEADS] != 0) {
-        fprintf(stderr, "cinder train: --embd %lld is not a multiple of --heads %lld; each head "
-                "takes embd / heads channels\n", (long long)o->v[SET_EMBD],
-                (long long)o->v[SET_HEADS]);
+        fprintf(stderr,
+                "cinder train: --embd %lld is not a multiple of --heads %lld; each head "
+                "takes embd / heads channels\n",
+                (long long)o->v[SET_EMBD], (long long)o->v[SET_HEADS]);
         return CLI_EXIT_USAGE;
     }
     if (o->lr < 0) o->lr = O_ADAMW(o) ? 1e-3 : 0.1;
@@ -249,9 +257,9 @@ static cn_status batch_at(const gpt_run *r, int64_t s, cn_tensor **x, cn_tensor 
     cn_tensor *u = cn_rand_uniform(&g, &b, 1, 0.0, 1.0, CN_F64, cn_cpu());
     double *draws = malloc(sizeof *draws * (size_t)b);
     int64_t *xs = malloc(sizeof *xs * (size_t)(b * t)), *ys = malloc(sizeof *ys * (size_t)(b * t));
-    cn_status st = u && draws && xs && ys ? cn_read(u, draws, sizeof *draws * (size_t)b)
-                                          : cn_set_error(CN_ERR_OUT_OF_MEMORY, "train",
-                                                         "no memory for a batch");
+    cn_status st = u && draws && xs && ys
+                       ? cn_read(u, draws, sizeof *draws * (size_t)b)
+                       : cn_set_error(CN_ERR_OUT_OF_MEMORY, "train", "no memory for a batch");
     for (int64_t i = 0; i < b && st == CN_OK; i++) {
         int64_t o = (int64_t)(draws[i] * (double)windows);
         if (o >= windows) o = windows - 1;
@@ -281,8 +289,8 @@ static int train_step(gpt_run *r, int64_t s, float *loss) {
     if (cn_scope_begin() != CN_OK) return -1;
     cn_tensor *x = NULL, *y = NULL;
     cn_status st = batch_at(r, s, &x, &y);
-    cn_tensor *l = st == CN_OK ? lm_loss(cn_module_forward(r->gpt, x), y, r->text.vocab.size)
-                               : NULL;
+    cn_tensor *l =
+        st == CN_OK ? lm_loss(cn_module_forward(r->gpt, x), y, r->text.vocab.size) : NULL;
     cn_grads *g = l ? cn_backward(l) : NULL;
     int rc = g && cn_read(l, loss, sizeof *loss) == CN_OK ? 1 : -1;
     if (rc == 1 && !isfinite(*loss)) rc = 2;
@@ -314,10 +322,9 @@ static double validation_loss(gpt_run *r) {
             ok = 0;
             break;
         }
-        cn_tensor *l = lm_loss(cn_module_forward(r->gpt, cn_from_data(xs, shape, 2, CN_I64,
-                                                                      r->device)),
-                               cn_from_data(ys, shape, 2, CN_I64, r->device),
-                               r->text.vocab.size);
+        cn_tensor *l =
+            lm_loss(cn_module_forward(r->gpt, cn_from_data(xs, shape, 2, CN_I64, r->device)),
+                    cn_from_data(ys, shape, 2, CN_I64, r->device), r->text.vocab.size);
         double v = 0;
         cn_tensor *l64 = cn_cast(l, CN_F64);
         ok = l64 && cn_read(l64, &v, sizeof v) == CN_OK;
@@ -368,9 +375,9 @@ static cn_status save_model(const gpt_run *r, const char *path) {
     if (!params) return cn_last_status();
     const char **names = malloc(sizeof *names * (size_t)n);
     cn_tensor **tensors = malloc(sizeof *tensors * (size_t)n);
-    cn_status st = names && tensors ? CN_OK
-                                    : cn_set_error(CN_ERR_OUT_OF_MEMORY, "train",
-                                                   "no memory for %d names", n);
+    cn_status st = names && tensors
+                       ? CN_OK
+                       : cn_set_error(CN_ERR_OUT_OF_MEMORY, "train", "no memory for %d names", n);
     for (int i = 0; i < n && st == CN_OK; i++) {
         names[i] = params[i].name;
         tensors[i] = params[i].tensor;
@@ -389,22 +396,24 @@ static int stop_interrupted(gpt_run *r) {
     const char *keys[N_META], *values[N_META];
     char text[N_META][64], hex[513];
     int n_meta = metadata(r, 1, keys, values, text, hex, sizeof hex);
-    cli_history_view view = {r->batch_loss, r->steps, r->epoch_loss, r->val_loss, r->epochs,
-                             "val_loss"};
+    cli_history_view view = {r->batch_loss, r->steps,  r->epoch_loss,
+                             r->val_loss,   r->epochs, "val_loss"};
     cli_interrupt_guard(path);
     cn_status st = cli_state_save(path, r->gpt, r->opt, &view, keys, values, n_meta);
     cli_interrupt_guard(NULL);
     fflush(stdout);
     if (st != CN_OK) {
-        fprintf(stderr, "cinder train: interrupted by %s after step %lld, but the checkpoint "
-                "cannot be written to %s: %s; nothing was saved\n", cli_signal_name(sig),
-                (long long)r->steps, path, cn_last_error());
+        fprintf(stderr,
+                "cinder train: interrupted by %s after step %lld, but the checkpoint "
+                "cannot be written to %s: %s; nothing was saved\n",
+                cli_signal_name(sig), (long long)r->steps, path, cn_last_error());
         return CLI_EXIT_FAILURE;
     }
-    fprintf(stderr, "cinder train: interrupted by %s at epoch %lld/%lld after step %lld of %lld; "
-            "saved the run to %s\ncinder train: resume with: ", cli_signal_name(sig),
-            (long long)r->epochs + 1, (long long)o->v[SET_EPOCHS], (long long)r->steps,
-            (long long)(o->v[SET_EPOCHS] * r->per_epoch), path);
+    fprintf(stderr,
+            "cinder train: interrupted by %s at epoch %lld/%lld after step %lld of %lld; "
+            "saved the run to %s\ncinder train: resume with: ",
+            cli_signal_name(sig), (long long)r->epochs + 1, (long long)o->v[SET_EPOCHS],
+            (long long)r->steps, (long long)(o->v[SET_EPOCHS] * r->per_epoch), path);
     cli_print_resume_command(stderr, "train", o->argc, o->argv, path);
     return 128 + sig;
 }
@@ -417,7 +426,8 @@ static int load_resumed(gpt_options *o, cn_device inner, cn_safetensors **h) {
         return CLI_EXIT_FAILURE;
     }
     if (!cn_safetensors_metadata(*h, "cinder.train_state")) {
-        fprintf(stderr, "cinder train: cannot resume from %s: it holds a model only, not a run's "
+        fprintf(stderr,
+                "cinder train: cannot resume from %s: it holds a model only, not a run's "
                 "training state; resume from the checkpoint that an interrupted run wrote\n",
                 o->resume);
         return CLI_EXIT_FAILURE;
@@ -429,14 +439,16 @@ static int load_resumed(gpt_options *o, cn_device inner, cn_safetensors **h) {
         if (o->given & (1u << k)) {
             if (strcmp(setting_text(o, k, mine, sizeof mine), saved) == 0) continue;
             if (k == SET_LR && strtod(saved, NULL) == o->lr) continue;
-            fprintf(stderr, "cinder train: cannot resume from %s: the run was started with "
+            fprintf(stderr,
+                    "cinder train: cannot resume from %s: the run was started with "
                     "--%s %s, not --%s %s; drop --%s (the checkpoint keeps it), or start a new "
-                    "run without --resume\n", o->resume, setting_keys[k], saved, setting_keys[k],
-                    mine, setting_keys[k]);
+                    "run without --resume\n",
+                    o->resume, setting_keys[k], saved, setting_keys[k], mine, setting_keys[k]);
             return CLI_EXIT_USAGE;
         }
         if (set_setting(o, k, saved) != 0) {
-            fprintf(stderr, "cinder train: cannot resume from %s: its metadata '%s' is '%s', "
+            fprintf(stderr,
+                    "cinder train: cannot resume from %s: its metadata '%s' is '%s', "
                     "which is not a value of --%s; the file is damaged: start the run anew\n",
                     o->resume, setting_keys[k], saved, setting_keys[k]);
             return CLI_EXIT_FAILURE;
@@ -459,16 +471,19 @@ static int restore_run(gpt_run *r) {
     const char *vocab = cli_state_text(h, path, "vocab");
     if (!vocab) return -1;
     if (train_tokens != r->train_len || strcmp(vocab, hex) != 0) {
-        fprintf(stderr, "cinder train: cannot resume from %s: the run trained on another text "
+        fprintf(stderr,
+                "cinder train: cannot resume from %s: the run trained on another text "
                 "(%lld training tokens over its own vocabulary; this text has %lld); give the "
-                "--data and --limit of the run\n", path, (long long)train_tokens,
-                (long long)r->train_len);
+                "--data and --limit of the run\n",
+                path, (long long)train_tokens, (long long)r->train_len);
         return -1;
     }
     if (global != epoch * r->per_epoch + step) {
-        fprintf(stderr, "cinder train: cannot resume from %s: its position (epoch %lld, step "
+        fprintf(stderr,
+                "cinder train: cannot resume from %s: its position (epoch %lld, step "
                 "%lld, global step %lld) does not add up; the file is damaged: start the run "
-                "anew\n", path, (long long)epoch, (long long)step, (long long)global);
+                "anew\n",
+                path, (long long)epoch, (long long)step, (long long)global);
         return -1;
     }
     if (cn_train_state_restore(h, r->gpt, r->opt) != CN_OK) {
@@ -495,11 +510,12 @@ static int describe(gpt_run *r, cn_device inner, cli_log *log) {
     int threads = cn_cpu_threads();
     printf("cinder train: gpt on %s%s, %d CPU thread%s, text %s: %lld characters, vocabulary "
            "%d, %lld training and %lld validation tokens (%lld batches of %lld x %lld an "
-           "epoch), ", cn_device_str(inner, dev, sizeof dev),
-           o->balanced ? " (balanced checkpointing)" : "", threads, threads == 1 ? "" : "s",
-           o->data ? o->data : CLI_TEXT_DEFAULT, (long long)r->text.length, r->text.vocab.size,
-           (long long)r->train_len, (long long)r->val_len, (long long)r->per_epoch,
-           (long long)o->v[SET_BATCH], (long long)o->v[SET_BLOCK]);
+           "epoch), ",
+           cn_device_str(inner, dev, sizeof dev), o->balanced ? " (balanced checkpointing)" : "",
+           threads, threads == 1 ? "" : "s", o->data ? o->data : CLI_TEXT_DEFAULT,
+           (long long)r->text.length, r->text.vocab.size, (long long)r->train_len,
+           (long long)r->val_len, (long long)r->per_epoch, (long long)o->v[SET_BATCH],
+           (long long)o->v[SET_BLOCK]);
     if (O_ADAMW(o))
         printf("adamw lr %g betas (%g, %g) weight decay %g on matrices, seed %lld\n", o->lr,
                ADAM_BETA1, ADAM_BETA2, WEIGHT_DECAY, (long long)o->v[SET_SEED]);
@@ -566,9 +582,10 @@ static int train_epochs(gpt_run *r, cli_log *log) {
                     fprintf(stderr, "cinder train: epoch %d, step %lld failed: %s\n", e + 1,
                             (long long)p.done + 1, cn_last_error());
                 else
-                    fprintf(stderr, "cinder train: the loss became %f at epoch %d, step %lld: "
-                            "training diverged; try a lower --lr (it is %g)\n", loss, e + 1,
-                            (long long)p.done + 1, o->lr);
+                    fprintf(stderr,
+                            "cinder train: the loss became %f at epoch %d, step %lld: "
+                            "training diverged; try a lower --lr (it is %g)\n",
+                            loss, e + 1, (long long)p.done + 1, o->lr);
                 return CLI_EXIT_FAILURE;
             }
             r->batch_loss[r->steps++] = loss;
@@ -576,8 +593,7 @@ static int train_epochs(gpt_run *r, cli_log *log) {
             double now = cli_now();
             step_lr = cn_optimizer_get_lr(r->opt);
             cli_log_step(log, e + 1, p.done, r->steps, loss, step_lr,
-                         now > p.start ? (double)p.samples / (now - p.start) : 0.0,
-                         now - started);
+                         now > p.start ? (double)p.samples / (now - p.start) : 0.0, now - started);
             if (o->stop_after && ++taken == o->stop_after) raise(SIGINT);
         }
         cli_progress_end(&p);
@@ -608,14 +624,15 @@ static int write_outputs(gpt_run *r) {
             return CLI_EXIT_FAILURE;
         }
         printf("saved the gpt to %s (sample from it with `cinder generate --load %s --prompt "
-               "...`)\n", o->save, o->save);
+               "...`)\n",
+               o->save, o->save);
     }
     if (o->plot) {
         char title[160];
         snprintf(title, sizeof title, "cinder train: gpt, %s lr %g, batch %lld x %lld, seed %lld",
                  O_ADAMW(o) ? "adamw" : "sgd", o->lr, (long long)o->v[SET_BATCH],
                  (long long)o->v[SET_BLOCK], (long long)o->v[SET_SEED]);
-        cli_curves c = {title,         r->batch_loss, r->steps, r->per_epoch,
+        cli_curves c = {title,         r->batch_loss, r->steps,  r->per_epoch,
                         r->epoch_loss, r->val_loss,   r->epochs, "validation loss"};
         if (cli_plot_write(o->plot, &c) != 0) {
             fprintf(stderr, "cinder train: cannot write the plot to %s: ", o->plot);
@@ -634,7 +651,8 @@ static int run(gpt_run *r, cn_device inner, cli_log *log) {
     r->val_len = r->text.length / VAL_FRACTION;
     r->train_len = r->text.length - r->val_len;
     if (r->train_len < t + 2 || r->val_len < t + 1) {
-        fprintf(stderr, "cinder train: the text has %lld characters: too few for --block %lld "
+        fprintf(stderr,
+                "cinder train: the text has %lld characters: too few for --block %lld "
                 "(the last tenth validates, and each split needs more than a block); give a "
                 "longer text, a larger --limit or a smaller --block\n",
                 (long long)r->text.length, (long long)t);
@@ -642,7 +660,7 @@ static int run(gpt_run *r, cn_device inner, cli_log *log) {
     }
     r->per_epoch = r->train_len / (b * t) > 0 ? r->train_len / (b * t) : 1;
     cn_gpt_config cfg = {r->text.vocab.size, t, o->v[SET_LAYERS], o->v[SET_HEADS],
-                         o->v[SET_EMBD], 1};
+                         o->v[SET_EMBD],     1};
     cn_generator gen = cn_generator_new((uint64_t)o->v[SET_SEED]);
     r->gpt = cn_gpt_new(&cfg, r->device, CN_F32, &gen);
     if (r->gpt && O_ADAMW(o)) {
@@ -682,8 +700,8 @@ int cli_train_gpt(int argc, char **argv) {
         cn_safetensors_free(r.resumed);
         return rc;
     }
-    r.device = o.balanced ? cn_autodiff_checkpointed(inner, CN_CHECKPOINT_BALANCED)
-                          : cn_autodiff(inner);
+    r.device =
+        o.balanced ? cn_autodiff_checkpointed(inner, CN_CHECKPOINT_BALANCED) : cn_autodiff(inner);
     const char *outputs[3] = {o.save, o.plot, o.log};
     for (int k = 0; k < 3; k++) {
         if (!outputs[k]) continue;
@@ -692,8 +710,10 @@ int cli_train_gpt(int argc, char **argv) {
         char *slash = strrchr(dir, '/');
         if (slash) *slash = '\0';
         if (access(slash ? (dir[0] ? dir : "/") : ".", W_OK) != 0) {
-            fprintf(stderr, "cinder train: cannot write %s: its directory is missing or not "
-                    "writable; choose another path\n", outputs[k]);
+            fprintf(stderr,
+                    "cinder train: cannot write %s: its directory is missing or not "
+                    "writable; choose another path\n",
+                    outputs[k]);
             cn_safetensors_free(r.resumed);
             return CLI_EXIT_FAILURE;
         }

@@ -32,7 +32,8 @@ static void free_state(void *state) { cn__free(state); }
  * calls the children itself. */
 static cn_tensor *container_forward(cn_module *m, cn_tensor *x) {
     (void)x;
-    cn_set_error(CN_ERR_INVALID_ARG, "gpt", "a %s of a GPT has no forward of its own; call "
+    cn_set_error(CN_ERR_INVALID_ARG, "gpt",
+                 "a %s of a GPT has no forward of its own; call "
                  "cn_module_forward on the GPT, or on one of the %s's children",
                  cn_module_kind(m), cn_module_kind(m));
     return NULL;
@@ -173,12 +174,12 @@ static const cn_module_vtable mlp_vtable = {"MLP", mlp_forward, NULL, NULL};
 
 /* children: ln_1, attn, ln_2, mlp. x: [B, T, C] -> [B, T, C] */
 static cn_tensor *block_forward(cn_module *m, cn_tensor *x) {
-    cn_tensor *a = cn_module_forward(cn_module_child(m, 1),
-                                     cn_module_forward(cn_module_child(m, 0), x));
+    cn_tensor *a =
+        cn_module_forward(cn_module_child(m, 1), cn_module_forward(cn_module_child(m, 0), x));
     x = cn_add(x, a);
     if (!x) return NULL;
-    cn_tensor *f = cn_module_forward(cn_module_child(m, 3),
-                                     cn_module_forward(cn_module_child(m, 2), x));
+    cn_tensor *f =
+        cn_module_forward(cn_module_child(m, 3), cn_module_forward(cn_module_child(m, 2), x));
     return cn_add(x, f);
 }
 
@@ -227,19 +228,22 @@ typedef struct gpt_state {
 static cn_status check_tokens(const gpt_state *s, cn_tensor *idx) {
     char buf[128];
     if (cn_kind_of(idx) != CN_KIND_INT)
-        return cn_set_error(CN_ERR_KIND, "gpt", "'idx' is %s; a GPT takes integer token ids "
+        return cn_set_error(CN_ERR_KIND, "gpt",
+                            "'idx' is %s; a GPT takes integer token ids "
                             "[B, T] (convert with cn_cast(idx, CN_I64))",
                             cn_tensor_str(idx, buf, sizeof buf));
     if (cn_ndim(idx) != 2 || cn_shape(idx)[1] < 1)
-        return cn_set_error(CN_ERR_SHAPE, "gpt", "'idx' is %s; a GPT takes token ids [B, T] with "
+        return cn_set_error(CN_ERR_SHAPE, "gpt",
+                            "'idx' is %s; a GPT takes token ids [B, T] with "
                             "T >= 1 (one sequence: reshape it to [1, T])",
                             cn_tensor_str(idx, buf, sizeof buf));
     if (cn_shape(idx)[1] > s->cfg.block_size)
-        return cn_set_error(CN_ERR_SHAPE, "gpt", "'idx' is %s: T = %lld tokens, more than the "
+        return cn_set_error(CN_ERR_SHAPE, "gpt",
+                            "'idx' is %s: T = %lld tokens, more than the "
                             "block_size %lld the GPT was made with; crop the context to its last "
-                            "%lld tokens", cn_tensor_str(idx, buf, sizeof buf),
-                            (long long)cn_shape(idx)[1], (long long)s->cfg.block_size,
-                            (long long)s->cfg.block_size);
+                            "%lld tokens",
+                            cn_tensor_str(idx, buf, sizeof buf), (long long)cn_shape(idx)[1],
+                            (long long)s->cfg.block_size, (long long)s->cfg.block_size);
     return CN_OK;
 }
 
@@ -251,9 +255,11 @@ static cn_tensor *gpt_forward(cn_module *m, cn_tensor *idx) {
     cn_tensor *pos = cn_arange(0, (double)t, 1, CN_I64, cn_device_of(idx)); /* [T] */
     cn_tensor *tok = cn_module_forward(s->wte, idx);                        /* [B, T, C] */
     if (!tok && cn_last_status() == CN_ERR_INDEX) { /* say which model and what to do */
-        cn_set_error(CN_ERR_INDEX, "gpt", "a token id in 'idx' lies outside [0, %lld), the "
+        cn_set_error(CN_ERR_INDEX, "gpt",
+                     "a token id in 'idx' lies outside [0, %lld), the "
                      "vocabulary the GPT was made with (%s); encode the text with the model's "
-                     "own vocabulary", (long long)s->cfg.vocab_size, cn_last_error());
+                     "own vocabulary",
+                     (long long)s->cfg.vocab_size, cn_last_error());
         return NULL;
     }
     cn_tensor *x = cn_add(tok, cn_module_forward(s->wpe, pos)); /* + [T, C] */
@@ -272,9 +278,11 @@ static cn_status check_config(const char *op, const cn_gpt_config *cfg) {
     for (int i = 0; i < 5; i++)
         if (nn_check_positive(op, names[i], sizes[i]) != CN_OK) return cn_last_status();
     if (cfg->n_embd % cfg->n_head != 0)
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "n_embd = %lld is not a multiple of n_head = "
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "n_embd = %lld is not a multiple of n_head = "
                             "%lld; each head takes n_embd / n_head channels: choose sizes that "
-                            "divide", (long long)cfg->n_embd, (long long)cfg->n_head);
+                            "divide",
+                            (long long)cfg->n_embd, (long long)cfg->n_head);
     /* the largest parameters: [vocab, C], [block, C], [4C, C]; and the whole count, 12 C^2 a
      * block, so that counting them cannot overflow either */
     int64_t wide = 0, mlp = 0, p = 0, per_block = 0, blocks = 0;
@@ -284,11 +292,12 @@ static cn_status check_config(const char *op, const cn_gpt_config *cfg) {
         __builtin_mul_overflow(per_block, cfg->n_layer, &blocks) ||
         __builtin_mul_overflow(cfg->vocab_size, cfg->n_embd, &p) ||
         __builtin_mul_overflow(cfg->block_size, cfg->n_embd, &p))
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "the sizes (vocab_size %lld, block_size %lld, "
+        return cn_set_error(CN_ERR_INVALID_ARG, op,
+                            "the sizes (vocab_size %lld, block_size %lld, "
                             "n_layer %lld, n_embd %lld) give parameters past int64 elements; "
-                            "choose smaller ones", (long long)cfg->vocab_size,
-                            (long long)cfg->block_size, (long long)cfg->n_layer,
-                            (long long)cfg->n_embd);
+                            "choose smaller ones",
+                            (long long)cfg->vocab_size, (long long)cfg->block_size,
+                            (long long)cfg->n_layer, (long long)cfg->n_embd);
     return CN_OK;
 }
 
@@ -323,8 +332,8 @@ cn_module *cn_gpt_new(const cn_gpt_config *cfg, cn_device device, cn_dtype dtype
     kids[2] = h;
     kids[3] = layer_norm_new(cfg->n_embd, cfg->bias, device, dtype);
     cn_module *transformer = cn_module_new(&module_dict_vtable, NULL);
-    transformer = with_children(transformer, (const char *const[]){"wte", "wpe", "h", "ln_f"},
-                                kids, 4);
+    transformer =
+        with_children(transformer, (const char *const[]){"wte", "wpe", "h", "ln_f"}, kids, 4);
     if (!transformer) {
         cn_module_free(m);
         return NULL;
@@ -375,13 +384,14 @@ static int has_key(const cn_safetensors *h, const char *name) {
 }
 
 /* The tensor `key` of h checked against parameter p; NULL with the error set otherwise. */
-static cn_tensor *matching(const char *op, const cn_safetensors *h, const char *key,
-                           cn_tensor *p) {
+static cn_tensor *matching(const char *op, const cn_safetensors *h, const char *key, cn_tensor *p) {
     cn_tensor *t = cn_safetensors_get(h, key);
     if (!t) {
         if (cn_last_status() == CN_ERR_INVALID_ARG)
-            cn_set_error(CN_ERR_INVALID_ARG, op, "the checkpoint has no tensor '%s', a parameter "
-                         "of the GPT%s; it holds another model, or a GPT of other sizes", key,
+            cn_set_error(CN_ERR_INVALID_ARG, op,
+                         "the checkpoint has no tensor '%s', a parameter "
+                         "of the GPT%s; it holds another model, or a GPT of other sizes",
+                         key,
                          strcmp(key, TIED_KEY) == 0 ? " (nor its tied twin '" HEAD_KEY "')" : "");
         return NULL;
     }
@@ -390,10 +400,11 @@ static cn_tensor *matching(const char *op, const cn_safetensors *h, const char *
     for (int d = 0; same && d < cn_ndim(t); d++)
         same = cn_shape(t)[d] == cn_shape(p)[d];
     if (!same || cn_dtype_of(t) != cn_dtype_of(p)) {
-        cn_set_error(!same ? CN_ERR_SHAPE : CN_ERR_DTYPE, op, "the checkpoint's '%s' is %s, but "
+        cn_set_error(!same ? CN_ERR_SHAPE : CN_ERR_DTYPE, op,
+                     "the checkpoint's '%s' is %s, but "
                      "the GPT's parameter is %s; make the GPT with the configuration and dtype "
-                     "the checkpoint was written with", key, cn_tensor_str(t, a, sizeof a),
-                     cn_tensor_str(p, b, sizeof b));
+                     "the checkpoint was written with",
+                     key, cn_tensor_str(t, a, sizeof a), cn_tensor_str(p, b, sizeof b));
         cn_release(t);
         return NULL;
     }
@@ -408,8 +419,9 @@ static cn_status check_same_values(const char *op, cn_tensor *a, cn_tensor *b) {
     if (st == CN_OK) st = cn_read(a, x, bytes);
     if (st == CN_OK) st = cn_read(b, y, bytes);
     if (st == CN_OK && memcmp(x, y, bytes) != 0)
-        st = cn_set_error(CN_ERR_INVALID_ARG, op, "the checkpoint holds both '" TIED_KEY "' and '"
-                          HEAD_KEY "' with different values, but the GPT ties them (one matrix); "
+        st = cn_set_error(CN_ERR_INVALID_ARG, op,
+                          "the checkpoint holds both '" TIED_KEY "' and '" HEAD_KEY
+                          "' with different values, but the GPT ties them (one matrix); "
                           "it was written by an untied model, which this GPT cannot load");
     cn__free(x);
     cn__free(y);

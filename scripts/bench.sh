@@ -11,10 +11,13 @@
 # Prints a table of medians, their ratio and whether the bar is met; --out also writes the raw
 # figures (one run per line).
 #
-# Workloads: overhead elementwise softmax matmul conv mlp cnn. On a device that this build or
+# Workloads: overhead elementwise softmax matmul conv mlp cnn gpt. On a device that this build or
 # machine lacks (--device cuda without a GPU), each program says so and the table shows "skipped".
 # cnn is `cinder train --model cnn` against bench/torch/cnn.py: about a minute per run on each
-# side at 2 threads, so most of a full run.
+# side at 2 threads, so most of a full run. gpt is bench/bench_gpt.c against bench/torch/gpt.py:
+# nanoGPT's GPT (4 layers, n_embd 128, 4 heads, block 64, batch 32, AdamW) on the science fortunes,
+# step time and tokens/s for training and forward-only, the final loss and the peak RSS, both
+# sides from the same initial weights (written once per run by gpt.py --write-weights).
 #
 # A second table sets cinder's figures against this machine's limits, measured in the same run:
 # the MLP's and the CNN's epoch against their GEMM floor (the epoch's GEMM flops at the sgemm_1024
@@ -54,7 +57,7 @@ done
 case "$device" in cpu|cuda|cuda:*) ;; *) echo "bench.sh: --device cpu or cuda" >&2; exit 2 ;; esac
 [[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --reps takes a positive integer" >&2; exit 2; }
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --threads takes a positive integer" >&2; exit 2; }
-workloads=(overhead elementwise softmax matmul conv mlp cnn)
+workloads=(overhead elementwise softmax matmul conv mlp cnn gpt)
 if [ -n "$only" ]; then IFS=, read -r -a workloads <<< "$only"; fi
 
 # ---- PyTorch, in a virtual environment of our own ---------------------------------------------
@@ -103,6 +106,9 @@ run_cinder() {
       echo "$log" | sed -n "s/^epoch 1\/1: .*test accuracy \([0-9.]*\), epoch time \([0-9.]*\) s$/$1_epoch \2 s\n$1_accuracy \1 fraction/p"
       echo "$log" | grep "^$1_peak_rss " || true
       ;;
+    gpt)
+      "${bench_env[@]}" "$py" bench/peak_rss.py gpt_peak_rss \
+        "$build/bench/bench_gpt" --device "$device" --weights "$gpt_weights" ;;
     *) "${bench_env[@]}" "$build/bench/bench_$1" --device "$device" ;;
   esac
 }
@@ -110,8 +116,9 @@ run_cinder() {
 run_torch() {
   local args=(--device "$device")
   [ "$1" = overhead ] && args+=(--iters 100000)
+  [ "$1" = gpt ] && args+=(--weights "$gpt_weights")
   local wrap=()
-  case "$1" in mlp|cnn) wrap=("../../$py" ../peak_rss.py "$1_peak_rss") ;; esac
+  case "$1" in mlp|cnn|gpt) wrap=("../../$py" ../peak_rss.py "$1_peak_rss") ;; esac
   (cd bench/torch && "${bench_env[@]}" "${wrap[@]}" "../../$py" "$1.py" "${args[@]}")
 }
 
@@ -127,6 +134,12 @@ record() {
     [ -n "$line" ] && echo "$impl $rep $line" >> "$raw"
   done <<< "$lines"
 }
+
+# the GPT's initial weights, shared by both sides (nanoGPT's init, seed 0)
+gpt_weights="$PWD/$build/gpt_init.safetensors"
+case " ${workloads[*]} " in
+  *" gpt "*) (cd bench/torch && "../../$py" gpt.py --write-weights "$gpt_weights") ;;
+esac
 
 echo "bench.sh: $reps repetitions of: ${workloads[*]} (device $device, $threads threads); load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq 1 "$reps"); do
@@ -177,6 +190,8 @@ BARS = [
     ("conv2d_fwd_bwd", "conv2d fwd+bwd, 64x1x28x28 -> 32ch 3x3", True, None, 1.0),
     ("mlp_epoch", "MLP 784-256-128-10 epoch, batch 128, SGD", True, None, 0.67),
     ("cnn_epoch", "CNN (2 conv + 2 FC) epoch, batch 128, SGD", True, None, 0.7),
+    ("gpt_train_step", "GPT train step (4x128, 4 heads, batch 32x64, AdamW)", True, None, 0.8),
+    ("gpt_forward", "GPT forward only (the same model and batch)", True, None, 0.8),
 ]
 
 # ---- the machine's limits -----------------------------------------------------------------------
@@ -243,6 +258,12 @@ for name, what, lower, cap, bar in BARS:
         if ca is not None and ta is not None:
             ok = ok and ca >= ta - 0.01
             text += f"; accuracy {ca:.4f} vs {ta:.4f} (>= -0.01)"
+    if name == "gpt_train_step":  # the same weights and batches: the same loss
+        cl, tl = med("cinder", "gpt_final_loss"), med("torch", "gpt_final_loss")
+        shown.add("gpt_final_loss")
+        if cl is not None and tl is not None:
+            ok = ok and abs(cl - tl) <= 1e-3
+            text += f"; final loss {cl:.5f} vs {tl:.5f} (within 1e-3)"
     print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {ratio:.3f} | {text} | {'yes' if ok else 'NO'} |")
 
 # Against this machine's limits, measured in this run. A row: figure, what, the workload that

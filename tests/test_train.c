@@ -114,7 +114,7 @@ static void test_a_missing_data_set_says_how_to_install_it(void) {
 static void test_an_unknown_model_or_option_is_a_usage_error(void) {
     run_result r = run_cli("train --model resnet --limit 100", 1);
     CHECK(r.status == 2);
-    CHECK(r.out && strstr(r.out, "unknown model 'resnet'") && strstr(r.out, "mlp or cnn"));
+    CHECK(r.out && strstr(r.out, "unknown model 'resnet'") && strstr(r.out, "mlp, cnn or gpt"));
     free(r.out);
     run_result bad_epochs = run_cli("train --epochs 0", 1);
     CHECK(bad_epochs.status == 2);

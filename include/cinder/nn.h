@@ -472,6 +472,82 @@ CN_API double cn_lr_schedule_at(const cn_lr_schedule *s, int64_t epoch);
  * (then no gradient was changed). max_norm >= 0. Parameters without a gradient are skipped. */
 CN_API double cn_clip_grad_norm(cn_grads *grads, const cn_param *params, int n, double max_norm);
 
+/* ---- a GPT -------------------------------------------------------------------------------------
+ *
+ * The decoder-only transformer of karpathy/nanoGPT's model.py (class GPT, dropout 0), for
+ * character- or token-level language models:
+ *
+ *     x = wte(idx) + wpe([0, 1, .., T-1])                     idx: [B, T] i64 -> x: [B, T, C]
+ *     for each block:  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))
+ *         attn: q, k, v = split(c_attn(x), C) as [B, n_head, T, C / n_head] each;
+ *               c_proj(causal scaled-dot-product attention (cn_scaled_dot_product_attention))
+ *         mlp:  c_proj(gelu(c_fc(x)))   (c_fc: C -> 4C, exact erf GELU as torch.nn.GELU())
+ *     logits = ln_f(x) W_te^T                                 -> [B, T, vocab_size]
+ * LayerNorms have eps 1e-5, a "weight" and (with bias) a "bias"; the Linears have biases when
+ * bias != 0; lm_head has no bias and its weight is wte's (weight tying).
+ *
+ * Parameters are named as the keys of nanoGPT's state_dict (and listed in the order of its
+ * named_parameters(), which lists the tied weight once):
+ *     transformer.wte.weight [vocab, C]        transformer.wpe.weight [block_size, C]
+ *     transformer.h.<i>.ln_1.weight [C]         transformer.h.<i>.ln_1.bias [C]
+ *     transformer.h.<i>.attn.c_attn.weight [3C, C]   .bias [3C]
+ *     transformer.h.<i>.attn.c_proj.weight [C, C]    .bias [C]
+ *     transformer.h.<i>.ln_2.weight, .bias      transformer.h.<i>.mlp.c_fc.weight [4C, C], .bias
+ *     transformer.h.<i>.mlp.c_proj.weight [C, 4C], .bias [C]
+ *     transformer.ln_f.weight, .bias
+ * (no ".bias" entries without bias). The tied weight is one tensor, listed, trained and saved
+ * once, as "transformer.wte.weight"; a file saved from the module's parameters (cli,
+ * cn_train_state_save) has that key and no "lm_head.weight". PyTorch reads such a file with
+ * safetensors.torch.load_model (which accepts either key of a tied pair) or
+ * load_state_dict(load_file(path), strict=False); safetensors.torch.save_model writes the pair
+ * as "lm_head.weight" alone. cn_gpt_load reads files with either key or both. */
+typedef struct cn_gpt_config {
+    int64_t vocab_size; /* tokens: ids in [0, vocab_size) */
+    int64_t block_size; /* the longest context: T <= block_size */
+    int64_t n_layer;    /* transformer blocks */
+    int64_t n_head;     /* attention heads; n_embd % n_head == 0 */
+    int64_t n_embd;     /* the width C */
+    int bias;           /* != 0: biases in the Linears and LayerNorms (nanoGPT's default True) */
+} cn_gpt_config;
+
+/* A GPT (a module of kind "GPT") with parameters on `device` in `dtype` (a float dtype), drawn as
+ * nanoGPT's _init_weights draws them: every Linear and Embedding weight from N(0, 0.02), each
+ * c_proj weight (attn and mlp) from N(0, 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weights
+ * 1 and biases 0. gen advances by those normal draws, module by module in the order of the
+ * names above. cn_module_forward(gpt, idx): idx [B, T] integer token ids on the parameters'
+ * device, 1 <= T <= block_size, each in [0, vocab_size) -> logits [B, T, vocab_size] (new,
+ * tracked when the parameters are). Errors: CN_ERR_NULL_ARG (cfg, gen); CN_ERR_INVALID_ARG for a
+ * size < 1, n_embd not a multiple of n_head (naming both), or sizes whose parameters would pass
+ * int64 elements; CN_ERR_DTYPE; CN_ERR_OUT_OF_MEMORY. The forward: CN_ERR_KIND for idx that is
+ * not integer, CN_ERR_SHAPE for idx not [B, T] or T > block_size (naming both; crop the context
+ * to its last block_size tokens), CN_ERR_INDEX for an id out of range (naming it). Threads: one
+ * module per thread, as every module. */
+CN_API cn_module *cn_gpt_new(const cn_gpt_config *cfg, cn_device device, cn_dtype dtype,
+                             cn_generator *gen);
+
+/* The configuration gpt was made with, into *cfg. CN_ERR_NULL_ARG; CN_ERR_INVALID_ARG when gpt
+ * is not a module that cn_gpt_new made. */
+CN_API cn_status cn_gpt_config_of(const cn_module *gpt, cn_gpt_config *cfg);
+
+/* Copies every parameter of gpt from the checkpoint h (cn_safetensors_load: a file of cinder's,
+ * of safetensors.torch.save_model or save_file(model.state_dict()) of nanoGPT's GPT), in place
+ * under no-grad mode. The tied weight is read from "transformer.wte.weight" or, when the file
+ * lacks that key, from "lm_head.weight"; a file with both must hold the same values under both
+ * (else CN_ERR_INVALID_ARG: the model cannot tie two different matrices). Other tensors in h (an
+ * optimizer's state, "transformer.h.<i>.attn.bias" masks of older nanoGPT files) are ignored.
+ * All or nothing: every name, shape and dtype is checked and every tensor is in hand before the
+ * first parameter is written. Errors: CN_ERR_NULL_ARG; CN_ERR_INVALID_ARG for gpt not a GPT or a
+ * parameter the file lacks (naming it); CN_ERR_SHAPE, CN_ERR_DTYPE for one that differs (naming
+ * the key, both shapes or dtypes); CN_ERR_OUT_OF_MEMORY. */
+CN_API cn_status cn_gpt_load(cn_module *gpt, const cn_safetensors *h);
+
+/* AdamW over gpt's parameters in two groups, as nanoGPT's configure_optimizers makes it: the
+ * parameters of 2 or more dims (the Linear and Embedding weights) with weight_decay, the others
+ * (biases, LayerNorm weights) with none; each group in the order of cn_module_params. Errors as
+ * cn_adamw_new_groups, and CN_ERR_INVALID_ARG when gpt is not a GPT. */
+CN_API cn_optimizer *cn_gpt_adamw_new(cn_module *gpt, double lr, double beta1, double beta2,
+                                      double eps, double weight_decay);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,6 +27,14 @@ int cli_info(int argc, char **argv);
  * printing progress and each epoch's test accuracy; optionally saves it and plots the curves. */
 int cli_train(int argc, char **argv);
 
+/* train_gpt.c: `cinder train --model gpt [--data FILE] ...`: trains a character-level GPT on a
+ * text file (cli_train hands such command lines to it). */
+int cli_train_gpt(int argc, char **argv);
+
+/* generate.c: `cinder generate --load FILE [--prompt TEXT] [--tokens N] ...`: samples text from a
+ * GPT that `cinder train --model gpt --save FILE` wrote. */
+int cli_generate(int argc, char **argv);
+
 /* eval.c: `cinder eval --load FILE [--data DIR] [--device D]`: the test accuracy of a model that
  * `cinder train --save` wrote. */
 int cli_eval(int argc, char **argv);

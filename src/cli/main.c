@@ -1,6 +1,7 @@
 /* The `cinder` program: dispatches to a subcommand from one table.
  *
- *     cinder train                train a model on Fashion-MNIST
+ *     cinder train                train a model on Fashion-MNIST (or a GPT on a text)
+ *     cinder generate --load FILE sample text from a GPT that `cinder train --model gpt` saved
  *     cinder eval --load FILE     test accuracy of a saved model
  *     cinder inspect FILE         the tensors of a safetensors file, with their values
  *     cinder explain 3            describe an error code
@@ -26,7 +27,8 @@ typedef struct cli_command {
 } cli_command;
 
 static const char train_options[] =
-    "Trains a model on Fashion-MNIST. It prints the run (model, device, CPU threads, data,\n"
+    "Trains a model on Fashion-MNIST, or (--model gpt) a character-level GPT on a text. It\n"
+    "prints the run (model, device, CPU threads, data,\n"
     "optimizer), a summary of the model (each layer's parameters, the total count and bytes),\n"
     "then after each epoch a line\n"
     "  epoch 1/5: train loss 0.5123, test accuracy 0.8512, epoch time 4.21 s\n"
@@ -35,9 +37,10 @@ static const char train_options[] =
     "loss, samples/s and the time left); otherwise (a pipe, a file) a line per tenth of an\n"
     "epoch. Images are scaled to [0, 1], then normalised with mean 0.2860 and std 0.3530.\n"
     "\n"
-    "  --model mlp|cnn        mlp: 784-256-128-10, its hidden layers the fused linear+relu\n"
+    "  --model mlp|cnn|gpt    mlp: 784-256-128-10, its hidden layers the fused linear+relu\n"
     "                         extension op; cnn: two 3x3 conv+relu+maxpool blocks (32, 64\n"
-    "                         channels), then 3136-128-10 (default mlp)\n"
+    "                         channels), then 3136-128-10; gpt: nanoGPT's GPT over the bytes\n"
+    "                         of a text (see below) (default mlp)\n"
     "  --epochs N             passes over the training set (default 5)\n"
     "  --batch B              images per step (default 128)\n"
     "  --optimizer sgd|adamw  sgd with momentum 0.9, or adamw with weight decay 0.01\n"
@@ -81,9 +84,45 @@ static const char train_options[] =
     "  --limit N              train on the first N training images only (for tests)\n"
     "  --test-limit N         evaluate on the first N test images only (for tests)\n"
     "\n"
+    "--model gpt trains a character-level GPT (nanoGPT's model.py: pre-LayerNorm blocks, causal\n"
+    "attention, 4x GELU MLP, lm_head tied to the token embedding) on the bytes of a text: the\n"
+    "first 90% trains, the last 10% gives the validation loss that each epoch line prints\n"
+    "instead of the test accuracy (\"epoch 1/10: train loss 2.43, val loss 2.30, ...\"). An epoch\n"
+    "is (training tokens) / (batch x block) steps, each of `--batch` windows at random offsets.\n"
+    "Defaults for the gpt: --optimizer adamw (betas 0.9, 0.95, weight decay 0.1 on the weight\n"
+    "matrices only, as nanoGPT's configure_optimizers), --lr 0.001, --batch 32, --epochs 10.\n"
+    "The checkpoint's keys are nanoGPT's state_dict's, and its metadata keeps the vocabulary\n"
+    "and the sizes for `cinder generate`. For the gpt:\n"
+    "  --data FILE            the text (default /usr/share/games/fortunes/science, the science\n"
+    "                         fortunes of the Debian package fortunes, 130 KB, 93 characters)\n"
+    "  --limit N              use the first N bytes of the text only (for tests)\n"
+    "  --block N              the context length, block_size (default 64)\n"
+    "  --layers N             transformer blocks, n_layer (default 4)\n"
+    "  --heads N              attention heads, n_head (default 4)\n"
+    "  --embd N               the width, n_embd, a multiple of --heads (default 128)\n"
+    "\n"
     "Ctrl-C (SIGINT) or SIGTERM stops after the current step, writes the run to --save FILE\n"
     "(else cinder-interrupted.safetensors), prints the command that resumes it, and exits with\n"
     "128 + the signal's number (130, 143); a second signal exits at once, saving nothing.\n";
+
+static const char generate_options[] =
+    "Samples text from a GPT that `cinder train --model gpt --save FILE` wrote (or the training\n"
+    "state of an interrupted run): it prints the prompt, then each token as it is drawn from\n"
+    "the logits of the last position (the context cropped to the model's block), with a seeded\n"
+    "generator, so the same seed gives the same text.\n"
+    "\n"
+    "  --load FILE            the checkpoint (required)\n"
+    "  --prompt TEXT          the start; only characters of the training text (default a\n"
+    "                         newline)\n"
+    "  --tokens N             characters to generate (default 200)\n"
+    "  --temperature T        divides the logits; 0 takes the most likely token (default 1)\n"
+    "  --top-k K              draw among the K most likely only (default 0: all)\n"
+    "  --top-p P              then among the most likely whose probability reaches P (nucleus\n"
+    "                         sampling; default 1: all)\n"
+    "  --seed S               the generator's seed (default 42)\n"
+    "  --device cpu|cuda[:N]  where to run (default $CINDER_DEVICE, else cpu)\n"
+    "  --threads N            CPU threads, the main one included, 1 to 256 (default\n"
+    "                         $OMP_NUM_THREADS, else the number of cores)\n";
 
 static const char eval_options[] =
     "Rebuilds the model saved by `cinder train --save FILE` (mlp or cnn, recognised from its\n"
@@ -146,15 +185,23 @@ static const char environment[] =
 /* One row per subcommand. */
 static const cli_command commands[] = {
     {"train",
-     "[--model mlp|cnn] [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw] "
+     "[--model mlp|cnn|gpt] [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw] "
      "[--schedule cosine|constant] [--device cpu|cuda] [--threads N] "
      "[--checkpointing none|balanced] [--data DIR] [--save FILE] [--seed S] [--plot FILE.svg] "
-     "[--log FILE] [--resume FILE] [--stop-after-steps N] [--limit N] [--test-limit N]",
-     "train a model on Fashion-MNIST", cli_train, train_options,
+     "[--log FILE] [--resume FILE] [--stop-after-steps N] [--limit N] [--test-limit N] "
+     "[--block N] [--layers N] [--heads N] [--embd N]",
+     "train a model on Fashion-MNIST, or a GPT on a text", cli_train, train_options,
      "cinder train --epochs 3 --save mlp.safetensors --plot curves.svg --log run.jsonl\n"
      "cinder train --model cnn --optimizer adamw --device cuda\n"
      "cinder train --threads 4 --log run.jsonl 2>/dev/null   # epoch lines only\n"
+     "cinder train --model gpt --data input.txt --epochs 20 --save gpt.safetensors\n"
      "jq -r 'select(.event==\"epoch\") | [.epoch, .test_accuracy] | @tsv' run.jsonl\n"},
+    {"generate",
+     "--load FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P] "
+     "[--seed S] [--device cpu|cuda] [--threads N]",
+     "sample text from a GPT saved by `cinder train --model gpt`", cli_generate,
+     generate_options,
+     "cinder generate --load gpt.safetensors --prompt 'The ' --tokens 300 --top-k 10\n"},
     {"eval", "--load FILE [--data DIR] [--device cpu|cuda] [--threads N] [--test-limit N]",
      "print the test accuracy of a model saved by `cinder train --save`", cli_eval, eval_options,
      "cinder eval --load mlp.safetensors\n"},

@@ -292,6 +292,11 @@ cn_status cli_model_detect(const cn_safetensors *h, const char *path, cli_model_
         *kind = CLI_MODEL_CNN;
         return CN_OK;
     }
+    const char *model = cn_safetensors_metadata(h, "model");
+    if (model && strcmp(model, "gpt") == 0)
+        return cn_set_error(CN_ERR_IO, "eval", "'%s' holds a gpt (`cinder train --model gpt`), "
+                            "which has no test accuracy to measure; sample from it with `cinder "
+                            "generate --load %s`", path, path);
     return cn_set_error(CN_ERR_IO, "eval",
                         "'%s': %s; it is not a checkpoint of `cinder train --save` (whose "
                         "'0.weight' is [256, 784] for the mlp and [32, 1, 3, 3] for the cnn)",

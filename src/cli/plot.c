@@ -206,14 +206,21 @@ int cli_plot_write(const char *path, const cli_curves *c) {
         if (c->accuracy[e] < acc_min) acc_min = c->accuracy[e];
         if (c->accuracy[e] > acc_max) acc_max = c->accuracy[e];
     }
-    if (ne == 0) acc_min = 0.0, acc_max = 1.0;
+    if (ne == 0) acc_min = 0.0, acc_max = c->metric ? 0.0 : 1.0;
 
     double epochs = (double)(c->n_epochs > 0 ? c->n_epochs : 1);
     panel loss = {LOSS_TOP, LOSS_BOTTOM, nice_axis(0, epochs), {0, 0, 0}};
     loss.y = nice_axis(0, finite_max(c->epoch_loss, ne, finite_max(by, nb, 0.0)));
     panel acc = {ACC_TOP, ACC_BOTTOM, loss.x, {0, 0, 0}};
-    double acc_lo = acc_min - 0.02 > 0 ? acc_min - 0.02 : 0, acc_hi = acc_max + 0.02;
-    acc.y = nice_axis(acc_lo, acc_hi < 1 ? acc_hi : 1);
+    if (c->metric) { /* a loss: from 0, as the loss panel */
+        acc.y = nice_axis(0, acc_max > 0 ? acc_max : 1);
+    } else {
+        double acc_lo = acc_min - 0.02 > 0 ? acc_min - 0.02 : 0, acc_hi = acc_max + 0.02;
+        acc.y = nice_axis(acc_lo, acc_hi < 1 ? acc_hi : 1);
+    }
+    const char *metric = c->metric ? c->metric : "test accuracy";
+    char metric_legend[96];
+    snprintf(metric_legend, sizeof metric_legend, "%s after each epoch", metric);
 
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -241,7 +248,7 @@ int cli_plot_write(const char *path, const cli_curves *c) {
     draw_legend(f, &loss, loss_legend, 2);
 
     /* accuracy */
-    draw_axes(f, &acc, "test accuracy", "epoch");
+    draw_axes(f, &acc, metric, "epoch");
     draw_line(f, &acc, ex, c->accuracy, ne, COLOR_ACC, 2.0);
     draw_dots(f, &acc, ex, c->accuracy, ne, COLOR_ACC);
     for (int e = 0; e < ne; e++)
@@ -249,7 +256,7 @@ int cli_plot_write(const char *path, const cli_curves *c) {
                 "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"11\" "
                 "fill=\"%s\">%.4f</text>\n",
                 px(&acc, ex[e]) - 6, py(&acc, c->accuracy[e]) - 8, COLOR_ACC, c->accuracy[e]);
-    const legend_entry acc_legend[1] = {{COLOR_ACC, 2.0, 1, "test accuracy after each epoch"}};
+    const legend_entry acc_legend[1] = {{COLOR_ACC, 2.0, 1, metric_legend}};
     draw_legend(f, &acc, acc_legend, 1);
 
     fprintf(f, "</svg>\n");

@@ -2,7 +2,8 @@
  * the same x axis (training progress in epochs):
  *   top     the training loss: the mean over every few batches (a thin line) and each epoch's
  *           mean (dots joined by a line);
- *   bottom  the test accuracy after each epoch (dots joined by a line, values written beside).
+ *   bottom  the test accuracy after each epoch (the gpt: its validation loss) (dots joined by a
+ *           line, values written beside).
  * Axes with ticks, axis labels, a legend and a title; no scripts, fonts or files outside it, so
  * any browser shows it. */
 #ifndef CINDER_CLI_PLOT_H
@@ -18,6 +19,9 @@ typedef struct cli_curves {
     const double *epoch_loss;  /* each epoch's mean training loss */
     const double *accuracy;    /* each epoch's test accuracy, in [0, 1] */
     int n_epochs;              /* entries in epoch_loss and accuracy */
+    /* what `accuracy` holds: NULL for the test accuracy (in [0, 1]); otherwise its name (the
+     * gpt's "validation loss"), any finite values */
+    const char *metric;
 } cli_curves;
 
 /* Whether `cli_plot_write` can write the format that `path`'s extension names: 1 for ".svg"

@@ -81,6 +81,46 @@ void cli_interrupt_guard(const char *path) {
     guarding = 1;
 }
 
+/* ---- the resume command ---------------------------------------------------------------------- */
+
+/* s for a POSIX shell: as it is when it needs no quoting, else in single quotes. */
+static void print_quoted(FILE *f, const char *s) {
+    int plain = *s != '\0';
+    for (const char *c = s; *c && plain; c++)
+        plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=+,@%",
+                       *c) != NULL;
+    if (plain) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (const char *c = s; *c; c++)
+        fputs(*c == '\'' ? "'\\''" : (char[2]){*c, '\0'}, f);
+    fputc('\'', f);
+}
+
+/* Whether arg is the option `name`, as "--name" or "--name=value". */
+static int is_option(const char *arg, const char *name) {
+    size_t len = strlen(name);
+    return strncmp(arg, name, len) == 0 && (arg[len] == '\0' || arg[len] == '=');
+}
+
+void cli_print_resume_command(FILE *f, const char *cmd, int argc, char **argv, const char *path) {
+    fprintf(f, "cinder %s", cmd);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_option(a, "--resume") || is_option(a, "--stop-after-steps")) {
+            if (!strchr(a, '=')) i++; /* and its value */
+            continue;
+        }
+        fputc(' ', f);
+        print_quoted(f, a);
+    }
+    fputs(" --resume ", f);
+    print_quoted(f, path);
+    fputc('\n', f);
+}
+
 /* ---- the training state ---------------------------------------------------------------------- */
 
 cn_status cli_state_save(const char *path, cn_module *net, cn_optimizer *opt,
@@ -89,12 +129,14 @@ cn_status cli_state_save(const char *path, cn_module *net, cn_optimizer *opt,
     cn_status s = cn_scope_begin();
     if (s != CN_OK) return s;
     int64_t steps = h->steps, epochs = h->epochs;
+    char metric[64];
+    snprintf(metric, sizeof metric, "history.%s", h->metric ? h->metric : "accuracy");
     /* the arrays are never NULL (train.c allocates them before training), so even an empty
      * history has a data pointer */
     cn_param extra[3] = {
         {"history.batch_loss", cn_from_data(h->batch_loss, &steps, 1, CN_F32, cn_cpu())},
         {"history.epoch_loss", cn_from_data(h->epoch_loss, &epochs, 1, CN_F64, cn_cpu())},
-        {"history.accuracy", cn_from_data(h->accuracy, &epochs, 1, CN_F64, cn_cpu())},
+        {metric, cn_from_data(h->accuracy, &epochs, 1, CN_F64, cn_cpu())},
     };
     if (!extra[0].tensor || !extra[1].tensor || !extra[2].tensor)
         s = cn_last_status();
@@ -152,11 +194,13 @@ static int copy_history(const cn_safetensors *h, const char *path, const char *n
 }
 
 int cli_state_history(const cn_safetensors *h, const char *path, float *batch_loss, int64_t steps,
-                      double *epoch_loss, double *accuracy, int64_t epochs) {
+                      double *epoch_loss, double *accuracy, int64_t epochs, const char *metric) {
+    char name[64];
+    snprintf(name, sizeof name, "history.%s", metric ? metric : "accuracy");
     if (cn_scope_begin() != CN_OK) return -1;
     int rc = copy_history(h, path, "history.batch_loss", CN_F32, steps, batch_loss);
     if (rc == 0) rc = copy_history(h, path, "history.epoch_loss", CN_F64, epochs, epoch_loss);
-    if (rc == 0) rc = copy_history(h, path, "history.accuracy", CN_F64, epochs, accuracy);
+    if (rc == 0) rc = copy_history(h, path, name, CN_F64, epochs, accuracy);
     cn_scope_end();
     return rc;
 }

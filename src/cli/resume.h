@@ -15,6 +15,7 @@
 #define CINDER_CLI_RESUME_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cinder/cinder.h"
 
@@ -36,6 +37,12 @@ const char *cli_signal_name(int sig);
  * written. */
 void cli_interrupt_guard(const char *path);
 
+/* ---- the resume command ---------------------------------------------------------------------- */
+
+/* Prints "cinder <cmd> <argv[1..argc) without --resume and --stop-after-steps> --resume PATH"
+ * and a newline to f, each argument quoted for a POSIX shell where it needs it. */
+void cli_print_resume_command(FILE *f, const char *cmd, int argc, char **argv, const char *path);
+
 /* ---- the training state ---------------------------------------------------------------------- */
 
 /* The loss history that a checkpoint carries, so that --plot and the epoch lines of a resumed
@@ -45,6 +52,9 @@ typedef struct cli_history_view {
     int64_t steps;
     const double *epoch_loss, *accuracy; /* one per finished epoch */
     int64_t epochs;
+    /* what `accuracy` holds, naming its tensor "history.<metric>": NULL for "accuracy" (the
+     * test accuracy of mlp and cnn); the gpt's is "val_loss" */
+    const char *metric;
 } cli_history_view;
 
 /* Writes the training state of net and opt with the history and the metadata keys[i]: values[i]
@@ -62,8 +72,9 @@ int cli_state_int(const cn_safetensors *h, const char *path, const char *key, in
                   int64_t max, int64_t *out);
 
 /* Copies the history of h into the arrays (room for `steps` losses and `epochs` epochs), checking
- * that h holds exactly that many; 0, or -1 (printed). */
+ * that h holds exactly that many; `metric` names the per-epoch figure as cli_history_view's does
+ * (NULL: "accuracy"). 0, or -1 (printed). */
 int cli_state_history(const cn_safetensors *h, const char *path, float *batch_loss, int64_t steps,
-                      double *epoch_loss, double *accuracy, int64_t epochs);
+                      double *epoch_loss, double *accuracy, int64_t epochs, const char *metric);
 
 #endif

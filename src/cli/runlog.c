@@ -58,8 +58,8 @@ void cli_log_start(cli_log *l, const cli_log_run *r) {
     field_int(l, "batch", r->batch);
     field_int(l, "epochs", r->epochs);
     field_int(l, "steps_per_epoch", r->steps_per_epoch);
-    field_int(l, "train_images", r->train_images);
-    field_int(l, "test_images", r->test_images);
+    field_int(l, r->train_key ? r->train_key : "train_images", r->train_images);
+    field_int(l, r->test_key ? r->test_key : "test_images", r->test_images);
     field_int(l, "parameters", r->parameters);
     field_int(l, "parameter_bytes", r->parameter_bytes);
     field_int(l, "seed", r->seed);
@@ -79,12 +79,12 @@ void cli_log_step(cli_log *l, int epoch, int64_t step, int64_t global_step, doub
     end_line(l);
 }
 
-void cli_log_epoch(cli_log *l, int epoch, double train_loss, double test_accuracy, double lr,
-                   double epoch_time_s, double elapsed_s) {
+void cli_log_epoch(cli_log *l, int epoch, double train_loss, const char *metric, double value,
+                   double lr, double epoch_time_s, double elapsed_s) {
     if (!l->f) return;
     fprintf(l->f, "{\"event\":\"epoch\",\"epoch\":%d", epoch);
     field_number(l, "train_loss", train_loss, 9);
-    field_number(l, "test_accuracy", test_accuracy, 9);
+    field_number(l, metric, value, 9);
     field_number(l, "lr", lr, 9);
     field_number(l, "epoch_time_s", epoch_time_s, 9);
     field_number(l, "elapsed_s", elapsed_s, 9);

@@ -35,6 +35,9 @@ typedef struct cli_log_run {
     double lr;
     int64_t batch, epochs, steps_per_epoch, train_images, test_images;
     int64_t parameters, parameter_bytes, seed;
+    /* the keys of train_images and test_images: NULL for those; the gpt's "train_tokens" and
+     * "val_tokens" */
+    const char *train_key, *test_key;
 } cli_log_run;
 
 /* Opens `path` for writing, replacing what it held, or appending to it (a resumed run continues
@@ -45,8 +48,9 @@ int cli_log_open(cli_log *l, const char *path, int append);
 void cli_log_start(cli_log *l, const cli_log_run *run);
 void cli_log_step(cli_log *l, int epoch, int64_t step, int64_t global_step, double loss, double lr,
                   double samples_per_s, double elapsed_s);
-void cli_log_epoch(cli_log *l, int epoch, double train_loss, double test_accuracy, double lr,
-                   double epoch_time_s, double elapsed_s);
+/* `metric` is the key of `value`: "test_accuracy" for mlp and cnn, "val_loss" for the gpt. */
+void cli_log_epoch(cli_log *l, int epoch, double train_loss, const char *metric, double value,
+                   double lr, double epoch_time_s, double elapsed_s);
 
 /* Closes the file; 0, or -1 when a write (or the close) failed, printed when it happened. */
 int cli_log_close(cli_log *l);

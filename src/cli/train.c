@@ -233,7 +233,7 @@ static int parse_options(int argc, char **argv, train_options *o) {
         int r, bad = 0, at = i;
         if ((r = cli_option(argc, argv, &i, CMD, "--model", &v)) != 0) {
             if (r > 0 && !cli_model_parse(v, &o->model)) {
-                fprintf(stderr, "cinder train: unknown model '%s': choose mlp or cnn\n", v);
+                fprintf(stderr, "cinder train: unknown model '%s': choose mlp, cnn or gpt\n", v);
                 bad = 1;
             }
         } else if ((r = cli_option(argc, argv, &i, CMD, "--epochs", &v)) != 0) {
@@ -350,40 +350,6 @@ typedef struct history {
 
 #define INTERRUPT_PATH "cinder-interrupted.safetensors"
 
-/* s for a POSIX shell: as it is when it needs no quoting, else in single quotes. */
-static void print_quoted(FILE *f, const char *s) {
-    int plain = *s != '\0';
-    for (const char *c = s; *c && plain; c++)
-        plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=+,@%",
-                       *c) != NULL;
-    if (plain) {
-        fputs(s, f);
-        return;
-    }
-    fputc('\'', f);
-    for (const char *c = s; *c; c++)
-        fputs(*c == '\'' ? "'\\''" : (char[2]){*c, '\0'}, f);
-    fputc('\'', f);
-}
-
-/* "cinder train <this run's arguments> --resume PATH", without --resume and
- * --stop-after-steps of this run. */
-static void print_resume_command(FILE *f, const train_options *o, const char *path) {
-    fputs("cinder train", f);
-    for (int i = 1; i < o->argc; i++) {
-        const char *a = o->argv[i];
-        if (is_option(a, "--resume") || is_option(a, "--stop-after-steps")) {
-            if (!strchr(a, '=')) i++; /* and its value */
-            continue;
-        }
-        fputc(' ', f);
-        print_quoted(f, a);
-    }
-    fputs(" --resume ", f);
-    print_quoted(f, path);
-    fputc('\n', f);
-}
-
 /* Writes the run's training state to --save (or INTERRUPT_PATH) after an interrupt and says how
  * to resume: 128 + the signal's number, or CLI_EXIT_FAILURE when it cannot be written (both
  * printed). */
@@ -406,7 +372,8 @@ static int stop_interrupted(const train_options *o, cli_model *m, cn_optimizer *
         snprintf(text[N_SETTINGS + k], sizeof text[0], "%lld", (long long)numbers[k]);
         values[N_SETTINGS + k] = text[N_SETTINGS + k];
     }
-    cli_history_view view = {h->batch_loss, h->steps, h->epoch_loss, h->accuracy, h->epochs};
+    cli_history_view view = {h->batch_loss, h->steps, h->epoch_loss, h->accuracy, h->epochs,
+                             NULL};
     cli_interrupt_guard(path); /* a second signal now removes the unfinished file */
     cn_status st = cli_state_save(path, m->net, opt, &view, keys, values, N_META);
     cli_interrupt_guard(NULL);
@@ -425,7 +392,7 @@ static int stop_interrupted(const train_options *o, cli_model *m, cn_optimizer *
             "of %lld); saved the run to %s\ncinder train: resume with: ",
             cli_signal_name(sig), (long long)epoch + 1, (long long)o->epochs, (long long)step,
             (long long)per_epoch, (long long)h->steps, (long long)(o->epochs * per_epoch), path);
-    print_resume_command(stderr, o, path);
+    cli_print_resume_command(stderr, "train", o->argc, o->argv, path);
     return 128 + sig;
 }
 
@@ -460,8 +427,8 @@ static int restore_run(const train_options *o, cli_model *m, cn_optimizer *opt, 
         fprintf(stderr, "cinder train: cannot resume from %s: %s\n", o->resume, cn_last_error());
         return -1;
     }
-    if (cli_state_history(r, o->resume, h->batch_loss, global, h->epoch_loss, h->accuracy, epoch) !=
-        0)
+    if (cli_state_history(r, o->resume, h->batch_loss, global, h->epoch_loss, h->accuracy, epoch,
+                          NULL) != 0)
         return -1;
     h->steps = global;
     h->epochs = (int)epoch;
@@ -540,7 +507,9 @@ static int describe_model(const train_options *o, cn_device inner, cli_model *m,
                      cn_shape(d->test_x)[0],
                      params,
                      bytes,
-                     o->seed};
+                     o->seed,
+                     NULL,
+                     NULL};
     cli_log_start(log, &r);
     return CLI_EXIT_OK;
 }
@@ -611,7 +580,7 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
         printf("epoch %d/%d: train loss %.4f, test accuracy %.4f, epoch time %.2f s\n", e + 1,
                (int)o->epochs, h->epoch_loss[e], accuracy, now - p.start);
         fflush(stdout);
-        cli_log_epoch(log, e + 1, h->epoch_loss[e], accuracy, step_lr,
+        cli_log_epoch(log, e + 1, h->epoch_loss[e], "test_accuracy", accuracy, step_lr,
                       now - p.start, now - started);
     }
     return CLI_EXIT_OK;
@@ -634,7 +603,7 @@ static int write_outputs(const train_options *o, cli_model *m, const history *h,
                  cli_model_name(o->model), o->optimizer == OPT_SGD ? "sgd" : "adamw", o->lr,
                  (long long)o->batch, (long long)o->seed);
         cli_curves c = {title,         h->batch_loss, h->steps, per_epoch,
-                        h->epoch_loss, h->accuracy,   h->epochs};
+                        h->epoch_loss, h->accuracy,   h->epochs, NULL};
         if (cli_plot_write(o->plot, &c) != 0) {
             fprintf(stderr, "cinder train: cannot write the plot to %s: ", o->plot);
             perror(NULL);
@@ -725,9 +694,34 @@ static int train_command(int argc, char **argv) {
     return rc;
 }
 
+/* Whether the command line trains the gpt (train_gpt.c): --model gpt, or no --model and a
+ * --resume FILE whose run was the gpt's. */
+static int wants_gpt(int argc, char **argv) {
+    const char *model = NULL, *resume = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], **dst = is_option(a, "--model")    ? &model
+                                        : is_option(a, "--resume") ? &resume
+                                                                   : NULL;
+        if (!dst) continue;
+        if (strchr(a, '='))
+            *dst = strchr(a, '=') + 1;
+        else if (i + 1 < argc)
+            *dst = argv[++i];
+    }
+    if (model) return strcmp(model, "gpt") == 0;
+    if (!resume) return 0;
+    cn_safetensors *h = NULL; /* any failure is reported by the mlp/cnn path's own load */
+    int gpt = cn_safetensors_load(resume, cn_cpu(), &h) == CN_OK &&
+              cn_safetensors_metadata(h, "model") &&
+              strcmp(cn_safetensors_metadata(h, "model"), "gpt") == 0;
+    cn_safetensors_free(h);
+    cn_clear_error();
+    return gpt;
+}
+
 int cli_train(int argc, char **argv) {
     cli_interrupt_install(); /* from here on a signal stops the run between two steps */
-    int rc = train_command(argc, argv);
+    int rc = wants_gpt(argc, argv) ? cli_train_gpt(argc, argv) : train_command(argc, argv);
     if (rc == CLI_EXIT_OK && cli_interrupt_signal()) /* it came after the last step */
         fprintf(stderr,
                 "cinder train: the %s came after the last step; the run is complete and "

@@ -28,7 +28,8 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) 
     return (in + 2 * p - d * (k - 1) - 1) / s + 1;
 }
 
-/* ---- zero offsets: conv2d ----------------------------------------------------------------------- */
+/* ---- zero offsets: conv2d -----------------------------------------------------------------------
+ */
 
 static void test_zero_offsets_are_conv2d(void) {
     static const struct {
@@ -51,19 +52,21 @@ static void test_zero_offsets_are_conv2d(void) {
             double *bv = values(11 + c, ws[0]);
             cn_tensor *x = from(xv, xs, 4, dt), *w = from(wv, ws, 4, dt), *b = from(bv, bs, 1, dt);
             cn_tensor *off = cn_zeros(os, 4, dt, cn_cpu()), *ones = cn_ones(ms, 4, dt, cn_cpu());
-            cn_conv2d_params cp = {{cfgs[c].s[0], cfgs[c].s[1]}, {cfgs[c].p[0], cfgs[c].p[1]},
-                                   {cfgs[c].d[0], cfgs[c].d[1]}, cfgs[c].groups};
+            cn_conv2d_params cp = {{cfgs[c].s[0], cfgs[c].s[1]},
+                                   {cfgs[c].p[0], cfgs[c].p[1]},
+                                   {cfgs[c].d[0], cfgs[c].d[1]},
+                                   cfgs[c].groups};
             cn_deform_conv2d_params dp = {{cfgs[c].s[0], cfgs[c].s[1]},
                                           {cfgs[c].p[0], cfgs[c].p[1]},
-                                          {cfgs[c].d[0], cfgs[c].d[1]}, cfgs[c].groups,
+                                          {cfgs[c].d[0], cfgs[c].d[1]},
+                                          cfgs[c].groups,
                                           cfgs[c].og};
             double *want = th_values(cn_conv2d(x, w, b, &cp));
             char what[96];
             snprintf(what, sizeof what, "zero offsets cfg %zu %s", c, cn_dtype_name(dt));
             th_check_values(what, cn_deform_conv2d(x, off, w, NULL, b, &dp), want,
                             xs[0] * ws[0] * oh * ow, th_tol_of(dt));
-            snprintf(what, sizeof what, "zero offsets, unit mask cfg %zu %s", c,
-                     cn_dtype_name(dt));
+            snprintf(what, sizeof what, "zero offsets, unit mask cfg %zu %s", c, cn_dtype_name(dt));
             th_check_values(what, cn_deform_conv2d(x, off, w, ones, b, &dp), want,
                             xs[0] * ws[0] * oh * ow, th_tol_of(dt));
             free(want);
@@ -74,7 +77,8 @@ static void test_zero_offsets_are_conv2d(void) {
         }
 }
 
-/* ---- integer offsets: conv2d of a shifted input ------------------------------------------------ */
+/* ---- integer offsets: conv2d of a shifted input ------------------------------------------------
+ */
 
 /* Offsets (dy, dx) = (1, -2) at every tap, stride 1, padding 2, dilation (1, 2): tap (i, j) of
  * output (oh, ow) reads x[oh - 2 + i + 1, ow - 2 + 2 j - 2]. The unpadded conv2d of xs
@@ -90,8 +94,8 @@ static void test_integer_offsets_shift(void) {
         for (int64_t a = 0; a < PH; a++)
             for (int64_t b = 0; b < PW; b++) {
                 int64_t h = a - pad + dy, w = b - pad + dx;
-                sv[(c * PH + a) * PW + b] = h >= 0 && h < H && w >= 0 && w < W
-                                                ? xv[(c * H + h) * W + w] : 0.0;
+                sv[(c * PH + a) * PW + b] =
+                    h >= 0 && h < H && w >= 0 && w < W ? xv[(c * H + h) * W + w] : 0.0;
             }
     const int64_t ss[4] = {1, 2, PH, PW};
     int64_t oh = out_size(H, 3, 1, pad, 1), ow = out_size(W, 2, 1, pad, 2);
@@ -109,10 +113,11 @@ static void test_integer_offsets_shift(void) {
     double *want = th_values(cn_conv2d(from(sv, ss, 4, CN_F64), w, NULL, &cp));
     th_check_values("integer offsets", cn_deform_conv2d(x, off, w, NULL, NULL, &dp), want,
                     3 * oh * ow, 1e-12);
-    for (int64_t i = 0; i < 3 * oh * ow; i++) want[i] *= 0.5;
+    for (int64_t i = 0; i < 3 * oh * ow; i++)
+        want[i] *= 0.5;
     cn_tensor *half = cn_full(ms, 4, 0.5, CN_F64, cn_cpu());
-    th_check_values("integer offsets, mask 0.5", cn_deform_conv2d(x, off, w, half, NULL, &dp),
-                    want, 3 * oh * ow, 1e-12);
+    th_check_values("integer offsets, mask 0.5", cn_deform_conv2d(x, off, w, half, NULL, &dp), want,
+                    3 * oh * ow, 1e-12);
     free(want);
     free(xv);
     free(wv);
@@ -121,7 +126,8 @@ static void test_integer_offsets_shift(void) {
     cn_scope_end();
 }
 
-/* ---- samples outside x, an empty batch ---------------------------------------------------------- */
+/* ---- samples outside x, an empty batch ----------------------------------------------------------
+ */
 
 /* Offsets of +-1e6 and NaN put every sample outside x: no corner is read, the output is b. */
 static void test_samples_outside(void) {
@@ -130,12 +136,12 @@ static void test_samples_outside(void) {
     const int64_t bs[1] = {2};
     const double bv[2] = {0.25, -1.5};
     double *xv = values(31, 18), *wv = values(32, 16), ov[32];
-    for (int i = 0; i < 32; i++) ov[i] = i % 3 == 0 ? 1e6 : i % 3 == 1 ? -1e6 : NAN;
+    for (int i = 0; i < 32; i++)
+        ov[i] = i % 3 == 0 ? 1e6 : i % 3 == 1 ? -1e6 : NAN;
     const double want[8] = {0.25, 0.25, 0.25, 0.25, -1.5, -1.5, -1.5, -1.5};
-    th_check_values("samples outside", cn_deform_conv2d(from(xv, xs, 4, CN_F64),
-                                                        from(ov, os, 4, CN_F64),
-                                                        from(wv, ws, 4, CN_F64), NULL,
-                                                        from(bv, bs, 1, CN_F64), NULL),
+    th_check_values("samples outside",
+                    cn_deform_conv2d(from(xv, xs, 4, CN_F64), from(ov, os, 4, CN_F64),
+                                     from(wv, ws, 4, CN_F64), NULL, from(bv, bs, 1, CN_F64), NULL),
                     want, 8, 0);
     free(xv);
     free(wv);
@@ -190,33 +196,33 @@ static void test_misuse(void) {
     CHECK_FAILS(cn_deform_conv2d(x, off32, w, mask, b, &p), CN_ERR_DTYPE, "'offset'");
     /* ranks */
     const int64_t x3s[3] = {4, 5, 5};
-    CHECK_FAILS(cn_deform_conv2d(cn_zeros(x3s, 3, CN_F64, cpu), off, w, mask, b, &p),
-                CN_ERR_SHAPE, "'x'");
+    CHECK_FAILS(cn_deform_conv2d(cn_zeros(x3s, 3, CN_F64, cpu), off, w, mask, b, &p), CN_ERR_SHAPE,
+                "'x'");
     const int64_t o3s[3] = {36, 3, 3};
-    CHECK_FAILS(cn_deform_conv2d(x, cn_zeros(o3s, 3, CN_F64, cpu), w, mask, b, &p),
-                CN_ERR_SHAPE, "'offset'");
+    CHECK_FAILS(cn_deform_conv2d(x, cn_zeros(o3s, 3, CN_F64, cpu), w, mask, b, &p), CN_ERR_SHAPE,
+                "'offset'");
     /* the offset's channels: not 2 * offset_groups * KH * KW (here 2 * 2 * 9 = 36) */
     const int64_t o18[4] = {1, 18, 3, 3};
-    CHECK_FAILS(cn_deform_conv2d(x, cn_zeros(o18, 4, CN_F64, cpu), w, mask, b, &p),
-                CN_ERR_SHAPE, "it must be [1, 36, 3, 3] (a (dy, dx) pair per offset group");
+    CHECK_FAILS(cn_deform_conv2d(x, cn_zeros(o18, 4, CN_F64, cpu), w, mask, b, &p), CN_ERR_SHAPE,
+                "it must be [1, 36, 3, 3] (a (dy, dx) pair per offset group");
     /* the offset's spatial size is not the output's, its batch not x's */
     const int64_t o44[4] = {1, 36, 4, 4}, o2[4] = {2, 36, 3, 3};
-    CHECK_FAILS(cn_deform_conv2d(x, cn_zeros(o44, 4, CN_F64, cpu), w, mask, b, &p),
-                CN_ERR_SHAPE, "'offset' is [1, 36, 4, 4]");
-    CHECK_FAILS(cn_deform_conv2d(x, cn_zeros(o2, 4, CN_F64, cpu), w, mask, b, &p),
-                CN_ERR_SHAPE, "'offset'");
+    CHECK_FAILS(cn_deform_conv2d(x, cn_zeros(o44, 4, CN_F64, cpu), w, mask, b, &p), CN_ERR_SHAPE,
+                "'offset' is [1, 36, 4, 4]");
+    CHECK_FAILS(cn_deform_conv2d(x, cn_zeros(o2, 4, CN_F64, cpu), w, mask, b, &p), CN_ERR_SHAPE,
+                "'offset'");
     /* the mask's shape: channels, spatial size */
     const int64_t m36[4] = {1, 36, 3, 3}, m22[4] = {1, 18, 2, 2};
-    CHECK_FAILS(cn_deform_conv2d(x, off, w, cn_zeros(m36, 4, CN_F64, cpu), b, &p),
-                CN_ERR_SHAPE, "it must be [1, 18, 3, 3] (a weight per offset group");
-    CHECK_FAILS(cn_deform_conv2d(x, off, w, cn_zeros(m22, 4, CN_F64, cpu), b, &p),
-                CN_ERR_SHAPE, "'mask'");
+    CHECK_FAILS(cn_deform_conv2d(x, off, w, cn_zeros(m36, 4, CN_F64, cpu), b, &p), CN_ERR_SHAPE,
+                "it must be [1, 18, 3, 3] (a weight per offset group");
+    CHECK_FAILS(cn_deform_conv2d(x, off, w, cn_zeros(m22, 4, CN_F64, cpu), b, &p), CN_ERR_SHAPE,
+                "'mask'");
     /* C % offset_groups: 4 channels, 3 offset groups (offset and mask sized for 3) */
     cn_deform_conv2d_params p3 = p;
     p3.offset_groups = 3;
     const int64_t o54[4] = {1, 54, 3, 3}, m27[4] = {1, 27, 3, 3};
-    CHECK_FAILS(cn_deform_conv2d(x, cn_zeros(o54, 4, CN_F64, cpu), w,
-                                 cn_zeros(m27, 4, CN_F64, cpu), b, &p3),
+    CHECK_FAILS(cn_deform_conv2d(x, cn_zeros(o54, 4, CN_F64, cpu), w, cn_zeros(m27, 4, CN_F64, cpu),
+                                 b, &p3),
                 CN_ERR_SHAPE, "not divisible by offset_groups 3");
     /* groups: w's channels times groups is not C; groups not dividing C */
     cn_deform_conv2d_params g1 = p;
@@ -231,16 +237,15 @@ static void test_misuse(void) {
     CHECK_FAILS(cn_deform_conv2d(x, off, w, mask, b, &neg), CN_ERR_INVALID_ARG, "non-negative");
     neg = p;
     neg.offset_groups = -2;
-    CHECK_FAILS(cn_deform_conv2d(x, off, w, mask, b, &neg), CN_ERR_INVALID_ARG,
-                "offset_groups -2");
+    CHECK_FAILS(cn_deform_conv2d(x, off, w, mask, b, &neg), CN_ERR_INVALID_ARG, "offset_groups -2");
     /* the bias's shape; an empty kernel; a kernel larger than the padded input */
     const int64_t b5[1] = {5}, w0[4] = {4, 2, 0, 3}, w9[4] = {4, 2, 9, 3};
-    CHECK_FAILS(cn_deform_conv2d(x, off, w, mask, cn_zeros(b5, 1, CN_F64, cpu), &p),
-                CN_ERR_SHAPE, "'b'");
-    CHECK_FAILS(cn_deform_conv2d(x, off, cn_zeros(w0, 4, CN_F64, cpu), mask, b, &p),
-                CN_ERR_SHAPE, "empty kernel");
-    CHECK_FAILS(cn_deform_conv2d(x, off, cn_zeros(w9, 4, CN_F64, cpu), mask, b, &p),
-                CN_ERR_SHAPE, "larger than the padded input");
+    CHECK_FAILS(cn_deform_conv2d(x, off, w, mask, cn_zeros(b5, 1, CN_F64, cpu), &p), CN_ERR_SHAPE,
+                "'b'");
+    CHECK_FAILS(cn_deform_conv2d(x, off, cn_zeros(w0, 4, CN_F64, cpu), mask, b, &p), CN_ERR_SHAPE,
+                "empty kernel");
+    CHECK_FAILS(cn_deform_conv2d(x, off, cn_zeros(w9, 4, CN_F64, cpu), mask, b, &p), CN_ERR_SHAPE,
+                "larger than the padded input");
     /* sizes past int64 */
     cn_deform_conv2d_params big = p;
     big.dilation[0] = INT64_MAX;

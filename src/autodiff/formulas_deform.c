@@ -8,7 +8,8 @@
 cn_status ad_grad_deform_conv2d(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     int has_mask = (int)n->ints[8], bias_at = 3 + has_mask;
     int want = 0;
-    for (int i = 0; i < bias_at; i++) want |= n->in[i].node != NULL;
+    for (int i = 0; i < bias_at; i++)
+        want |= n->in[i].node != NULL;
     if (want) {
         cn_tensor *x = ad_input_value(n, 0), *offset = ad_input_value(n, 1);
         cn_tensor *w = ad_input_value(n, 2), *mask = has_mask ? ad_input_value(n, 3) : NULL;

@@ -26,15 +26,15 @@
 
 /* The four corners of a sample: (yl, xl), (yl, xl + 1), (yl + 1, xl), (yl + 1, xl + 1). */
 typedef struct cn_dc_taps {
-    int64_t at[4];        /* row * W + column of each corner; -1 for one outside the image */
-    double w[4];          /* the sample's weights (all 0 when (y, x) is out of range) */
-    double wy[4], wx[4];  /* d(sample)/dy and d(sample)/dx per corner value */
+    int64_t at[4];       /* row * W + column of each corner; -1 for one outside the image */
+    double w[4];         /* the sample's weights (all 0 when (y, x) is out of range) */
+    double wy[4], wx[4]; /* d(sample)/dy and d(sample)/dx per corner value */
 } cn_dc_taps;
 
 /* The sampling position along one axis: output position o at stride s and padding p, tap k at
  * dilation d, moved by the offset. */
-CN_HOST_DEVICE static inline double cn_dc_pos(int64_t o, int64_t s, int64_t p, int64_t k,
-                                              int64_t d, double offset) {
+CN_HOST_DEVICE static inline double cn_dc_pos(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d,
+                                              double offset) {
     return (double)(o * s - p + k * d) + offset;
 }
 

@@ -27,8 +27,8 @@ static cn_status check_shape4(const char *op, const char *arg, const cn_tensor *
     if (t->ndim == 4 && memcmp(t->shape, want, sizeof(int64_t) * 4) == 0) return CN_OK;
     char a[128];
     return cn_set_error(CN_ERR_SHAPE, op, "'%s' is %s; it must be [%lld, %lld, %lld, %lld] (%s)",
-                        arg, cn_tensor_str(t, a, sizeof a), (long long)want[0],
-                        (long long)want[1], (long long)want[2], (long long)want[3], why);
+                        arg, cn_tensor_str(t, a, sizeof a), (long long)want[0], (long long)want[1],
+                        (long long)want[2], (long long)want[3], why);
 }
 
 /* Checks x, offset, w, mask (or NULL), b (or NULL) and the parameters ints (stride h, w,
@@ -62,58 +62,82 @@ static cn_status check_deform(const char *op, cn_tensor *x, cn_tensor *offset, c
                                 "stride (%lld, %lld), padding (%lld, %lld), dilation (%lld, "
                                 "%lld), groups %lld and offset_groups %lld must be non-negative "
                                 "(0 means 1 for stride, dilation and the groups)",
-                                (long long)p[0], (long long)p[1], (long long)p[2],
-                                (long long)p[3], (long long)p[4], (long long)p[5],
-                                (long long)p[6], (long long)p[7]);
+                                (long long)p[0], (long long)p[1], (long long)p[2], (long long)p[3],
+                                (long long)p[4], (long long)p[5], (long long)p[6], (long long)p[7]);
     }
     char a[128], e[128];
-    int64_t N = x->shape[0], C = x->shape[1], O = w->shape[0], KH = w->shape[2],
-            KW = w->shape[3], cw;
+    int64_t N = x->shape[0], C = x->shape[1], O = w->shape[0], KH = w->shape[2], KW = w->shape[3],
+            cw;
     if (KH < 1 || KW < 1)
-        return cn_set_error(CN_ERR_SHAPE, op, "'w' %s has an empty kernel; deformable "
-                            "convolution needs KH, KW >= 1", cn_tensor_str(w, a, sizeof a));
+        return cn_set_error(CN_ERR_SHAPE, op,
+                            "'w' %s has an empty kernel; deformable "
+                            "convolution needs KH, KW >= 1",
+                            cn_tensor_str(w, a, sizeof a));
     if (C % groups || O % groups || __builtin_mul_overflow(w->shape[1], groups, &cw) || cw != C)
-        return cn_set_error(CN_ERR_SHAPE, op, "'x' %s has %lld channels but 'w' %s expects %lld "
+        return cn_set_error(CN_ERR_SHAPE, op,
+                            "'x' %s has %lld channels but 'w' %s expects %lld "
                             "x groups (%lld); w must be [O, C/groups, KH, KW] with O and C "
-                            "divisible by groups", cn_tensor_str(x, a, sizeof a), (long long)C,
+                            "divisible by groups",
+                            cn_tensor_str(x, a, sizeof a), (long long)C,
                             cn_tensor_str(w, e, sizeof e), (long long)w->shape[1],
                             (long long)groups);
     if (C % og)
-        return cn_set_error(CN_ERR_SHAPE, op, "'x' %s has %lld channels, not divisible by "
+        return cn_set_error(CN_ERR_SHAPE, op,
+                            "'x' %s has %lld channels, not divisible by "
                             "offset_groups %lld; each offset group takes C / offset_groups "
-                            "channels", cn_tensor_str(x, a, sizeof a), (long long)C,
-                            (long long)og);
+                            "channels",
+                            cn_tensor_str(x, a, sizeof a), (long long)C, (long long)og);
     if (b && (b->ndim != 1 || b->shape[0] != O))
         return cn_set_error(CN_ERR_SHAPE, op, "'b' is %s; it must be [O] = [%lld]",
                             cn_tensor_str(b, a, sizeof a), (long long)O);
     int64_t oh = cn__conv_out_size(x->shape[2], KH, s[0], pad[0], d[0]);
     int64_t ow = cn__conv_out_size(x->shape[3], KW, s[1], pad[1], d[1]);
     if (oh == -2 || ow == -2)
-        return cn_set_error(CN_ERR_OVERFLOW, op, "the padding or dilation makes sizes beyond "
+        return cn_set_error(CN_ERR_OVERFLOW, op,
+                            "the padding or dilation makes sizes beyond "
                             "int64 (the padded input or the dilated window); check them for a "
                             "mistake");
     if (oh < 1 || ow < 1)
-        return cn_set_error(CN_ERR_SHAPE, op, "the kernel of 'w' %s (dilated) is larger than the "
+        return cn_set_error(CN_ERR_SHAPE, op,
+                            "the kernel of 'w' %s (dilated) is larger than the "
                             "padded input 'x' %s; pad the input or use a smaller kernel",
                             cn_tensor_str(w, e, sizeof e), cn_tensor_str(x, a, sizeof a));
     int64_t taps, off_ch;
     if (__builtin_mul_overflow(og, KH, &taps) || __builtin_mul_overflow(taps, KW, &taps) ||
         __builtin_mul_overflow(taps, 2, &off_ch))
-        return cn_set_error(CN_ERR_OVERFLOW, op, "offset_groups %lld x KH x KW x 2 passes int64; "
-                            "check offset_groups for a mistake", (long long)og);
+        return cn_set_error(CN_ERR_OVERFLOW, op,
+                            "offset_groups %lld x KH x KW x 2 passes int64; "
+                            "check offset_groups for a mistake",
+                            (long long)og);
     const int64_t off_want[4] = {N, off_ch, oh, ow}, mask_want[4] = {N, taps, oh, ow};
     char why[160];
-    snprintf(why, sizeof why, "a (dy, dx) pair per offset group (%lld) and tap (%lld x %lld) at "
-             "each output position", (long long)og, (long long)KH, (long long)KW);
+    snprintf(why, sizeof why,
+             "a (dy, dx) pair per offset group (%lld) and tap (%lld x %lld) at "
+             "each output position",
+             (long long)og, (long long)KH, (long long)KW);
     if (check_shape4(op, "offset", offset, off_want, why) != CN_OK) return cn_last_status();
-    snprintf(why, sizeof why, "a weight per offset group (%lld) and tap (%lld x %lld) at each "
-             "output position", (long long)og, (long long)KH, (long long)KW);
+    snprintf(why, sizeof why,
+             "a weight per offset group (%lld) and tap (%lld x %lld) at each "
+             "output position",
+             (long long)og, (long long)KH, (long long)KW);
     if (mask && check_shape4(op, "mask", mask, mask_want, why) != CN_OK) return cn_last_status();
     const int64_t ints[9] = {s[0], s[1], pad[0], pad[1], d[0], d[1], groups, og, c->has_mask};
     memcpy(c->ints, ints, sizeof ints);
-    c->geom = (cn_conv_geometry){.n = N, .c = C, .h = x->shape[2], .w = x->shape[3], .o = O,
-                                 .oh = oh, .ow = ow, .kh = KH, .kw = KW, .sh = s[0], .sw = s[1],
-                                 .ph = pad[0], .pw = pad[1], .dh = d[0], .dw = d[1],
+    c->geom = (cn_conv_geometry){.n = N,
+                                 .c = C,
+                                 .h = x->shape[2],
+                                 .w = x->shape[3],
+                                 .o = O,
+                                 .oh = oh,
+                                 .ow = ow,
+                                 .kh = KH,
+                                 .kw = KW,
+                                 .sh = s[0],
+                                 .sw = s[1],
+                                 .ph = pad[0],
+                                 .pw = pad[1],
+                                 .dh = d[0],
+                                 .dw = d[1],
                                  .groups = groups};
     return CN_OK;
 }
@@ -145,7 +169,8 @@ cn_tensor *cn_deform_conv2d(cn_tensor *x, cn_tensor *offset, cn_tensor *w, cn_te
     cn_tensor *out = cn__tensor_alloc(op, shape, 4, x->dtype, dev);
     if (!out) return NULL;
     cn_view v[5];
-    for (int i = 0; i < c.n_in; i++) cn__tensor_as_view(c.in[i], &v[i]);
+    for (int i = 0; i < c.n_in; i++)
+        cn__tensor_as_view(c.in[i], &v[i]);
     if (cn__launch_geom(be, dev, CN_OP_DEFORM_CONV2D, v, c.n_in, &out, 1, c.ints, 9, &c.geom) !=
         CN_OK) {
         cn_release(out);
@@ -157,7 +182,8 @@ cn_tensor *cn_deform_conv2d(cn_tensor *x, cn_tensor *offset, cn_tensor *w, cn_te
 cn_status cn__deform_conv2d_backward(cn_tensor *g, cn_tensor *x, cn_tensor *offset, cn_tensor *w,
                                      cn_tensor *mask, const int64_t *ints, cn_tensor **grads) {
     const char *op = "deform_conv2d_backward";
-    for (int i = 0; i < 4; i++) grads[i] = NULL;
+    for (int i = 0; i < 4; i++)
+        grads[i] = NULL;
     if (!g || !x || !offset || !w) {
         cn__null_arg(op, !g ? "g" : !x ? "x" : !offset ? "offset" : "w");
         return cn_last_status();
@@ -179,17 +205,21 @@ cn_status cn__deform_conv2d_backward(cn_tensor *g, cn_tensor *x, cn_tensor *offs
     for (int i = 0; i < n_out; i++) {
         const cn_tensor *like = in[1 + i];
         if (!(outs[i] = cn__tensor_alloc(op, like->shape, 4, x->dtype, dev))) {
-            for (int k = 0; k < i; k++) cn_release(outs[k]);
+            for (int k = 0; k < i; k++)
+                cn_release(outs[k]);
             return cn_last_status();
         }
     }
     cn_view v[5];
-    for (int i = 0; i < n_in; i++) cn__tensor_as_view(in[i], &v[i]);
+    for (int i = 0; i < n_in; i++)
+        cn__tensor_as_view(in[i], &v[i]);
     if (cn__launch_geom(be, dev, CN_OP_DEFORM_CONV2D_BACKWARD, v, n_in, outs, n_out, c.ints, 9,
                         &c.geom) != CN_OK) {
-        for (int k = 0; k < n_out; k++) cn_release(outs[k]);
+        for (int k = 0; k < n_out; k++)
+            cn_release(outs[k]);
         return cn_last_status();
     }
-    for (int i = 0; i < n_out; i++) grads[i] = outs[i];
+    for (int i = 0; i < n_out; i++)
+        grads[i] = outs[i];
     return CN_OK;
 }

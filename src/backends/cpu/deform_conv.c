@@ -33,10 +33,10 @@ typedef struct dc_job {
     const cn_view *out;                     /* forward: y; backward: gx, goff, gw, gmask */
     cn_dtype dt;
     size_t es;
-    int64_t G, Cg, Og, KK, K, P, CK;        /* CK = C KH KW, the column rows */
-    const char *wdata;                      /* w as [O, K] at leading dim w_ld */
+    int64_t G, Cg, Og, KK, K, P, CK; /* CK = C KH KW, the column rows */
+    const char *wdata;               /* w as [O, K] at leading dim w_ld */
     int64_t w_ld;
-    char *scratch;                          /* per chunk, per_chunk bytes apart */
+    char *scratch; /* per chunk, per_chunk bytes apart */
     size_t per_chunk, cols_bytes, cg_bytes, gp_bytes, acc_bytes, gxd_bytes, god_bytes;
 } dc_job;
 
@@ -59,7 +59,8 @@ static void dc_sample_at(const dc_job *j, int64_t n, int64_t k, int64_t i, int64
     int64_t oh = p / g->ow, ow = p % g->ow;
     int64_t base = n * o->strides[0] + oh * o->strides[2] + ow * o->strides[3];
     double dy = ld(o, base + 2 * k * o->strides[1]), dx = ld(o, base + (2 * k + 1) * o->strides[1]);
-    double y = cn_dc_pos(oh, g->sh, g->ph, i, g->dh, dy), x = cn_dc_pos(ow, g->sw, g->pw, jj, g->dw, dx);
+    double y = cn_dc_pos(oh, g->sh, g->ph, i, g->dh, dy),
+           x = cn_dc_pos(ow, g->sw, g->pw, jj, g->dw, dx);
     cn_dc_taps_at(y, x, g->h, g->w, t);
     *m = 1.0;
     if (j->mask) {
@@ -140,8 +141,8 @@ static void backward_image(const dc_job *j, int64_t n, char *mine, char *acc) {
     if (j->Og == 0) memset(cg, 0, (size_t)(j->CK * P) * es); /* no output: nothing flows back */
     for (int64_t grp = 0; grp < g->groups && j->Og > 0 && j->K > 0; grp++) {
         const char *gpg = gp + (size_t)(grp * j->Og * P) * es;
-        cpu_gemm(j->dt, 0, 1, j->Og, j->K, P, gpg, P, cols + (size_t)(grp * j->K * P) * es, P,
-                 1.0, acc + (size_t)(grp * j->Og * j->K) * es, j->K);
+        cpu_gemm(j->dt, 0, 1, j->Og, j->K, P, gpg, P, cols + (size_t)(grp * j->K * P) * es, P, 1.0,
+                 acc + (size_t)(grp * j->Og * j->K) * es, j->K);
         cpu_gemm(j->dt, 1, 0, j->K, P, j->Og, j->wdata + (size_t)(grp * j->Og * j->w_ld) * es,
                  j->w_ld, gpg, P, 0.0, cg + (size_t)(grp * j->K * P) * es, P);
     }
@@ -175,13 +176,16 @@ static void backward_image(const dc_job *j, int64_t n, char *mine, char *acc) {
     }
     /* the contiguous outputs' image n */
     char *gx = (char *)j->out[0].data + (size_t)(n * g->c * HW) * es;
-    for (int64_t e = 0; e < g->c * HW; e++) cpu_store_f(gx + (size_t)e * es, j->dt, gxd[e]);
+    for (int64_t e = 0; e < g->c * HW; e++)
+        cpu_store_f(gx + (size_t)e * es, j->dt, gxd[e]);
     int64_t no = 2 * j->G * j->KK * P;
     char *go = (char *)j->out[1].data + (size_t)(n * no) * es;
-    for (int64_t e = 0; e < no; e++) cpu_store_f(go + (size_t)e * es, j->dt, god[e]);
+    for (int64_t e = 0; e < no; e++)
+        cpu_store_f(go + (size_t)e * es, j->dt, god[e]);
     if (j->mask) {
         char *gm = (char *)j->out[3].data + (size_t)(n * no / 2) * es;
-        for (int64_t e = 0; e < no / 2; e++) cpu_store_f(gm + (size_t)e * es, j->dt, gmd[e]);
+        for (int64_t e = 0; e < no / 2; e++)
+            cpu_store_f(gm + (size_t)e * es, j->dt, gmd[e]);
     }
 }
 
@@ -190,7 +194,8 @@ static void backward_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end)
     char *mine = j->scratch + j->per_chunk * (size_t)chunk;
     /* the chunk's weight-gradient sum: its own, or the output itself when there is one chunk */
     char *acc = j->acc_bytes ? mine + j->per_chunk - j->acc_bytes : (char *)j->out[2].data;
-    for (int64_t n = begin; n < end; n++) backward_image(j, n, mine, acc);
+    for (int64_t n = begin; n < end; n++)
+        backward_image(j, n, mine, acc);
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------ */
@@ -204,24 +209,35 @@ cn_status cpu_deform_conv2d(const cn_kernel_args *args) {
     cn_dtype dt = args->out[0].dtype;
     if (dt != CN_F32 && dt != CN_F64) /* unreachable through the router: dtypes[op] (backend.c) */
         return cn__kernel_dtype_error("cpu", args->op, dt);
-    dc_job j = {.g = g, .x = &in[0], .off = &in[1], .mask = has_mask ? &in[3] : NULL,
+    dc_job j = {.g = g,
+                .x = &in[0],
+                .off = &in[1],
+                .mask = has_mask ? &in[3] : NULL,
                 .b = !bwd && args->n_in > 3 + has_mask ? &in[3 + has_mask] : NULL,
-                .gy = bwd ? &args->in[0] : NULL, .out = args->out, .dt = dt,
-                .es = cn_dtype_size(dt), .G = args->ints[7], .Cg = g->c / g->groups,
-                .Og = g->o / g->groups, .KK = g->kh * g->kw, .P = g->oh * g->ow};
+                .gy = bwd ? &args->in[0] : NULL,
+                .out = args->out,
+                .dt = dt,
+                .es = cn_dtype_size(dt),
+                .G = args->ints[7],
+                .Cg = g->c / g->groups,
+                .Og = g->o / g->groups,
+                .KK = g->kh * g->kw,
+                .P = g->oh * g->ow};
     size_t es = j.es;
     /* sizes of tensors that exist (their element counts fit): only the column matrix is new */
     j.K = j.Cg * j.KK;
     j.CK = g->c * j.KK;
     int64_t ckp;
     if (__builtin_mul_overflow(j.CK, j.P, &ckp) || (uint64_t)ckp > SIZE_MAX / 8 / es)
-        return cn_set_error(CN_ERR_OUT_OF_MEMORY, op, "the column matrix (%lld x %lld elements) "
+        return cn_set_error(CN_ERR_OUT_OF_MEMORY, op,
+                            "the column matrix (%lld x %lld elements) "
                             "exceeds the address space; split the batch or the channels",
                             (long long)j.CK, (long long)j.P);
     if (j.Og > INT_MAX || j.P > INT_MAX || j.K > INT_MAX)
-        return cn_set_error(CN_ERR_BACKEND, op, "the per-group GEMM (%lld x %lld x %lld) exceeds "
-                            "BLAS's int range; split the batch or the channels", (long long)j.Og,
-                            (long long)j.K, (long long)j.P);
+        return cn_set_error(CN_ERR_BACKEND, op,
+                            "the per-group GEMM (%lld x %lld x %lld) exceeds "
+                            "BLAS's int range; split the batch or the channels",
+                            (long long)j.Og, (long long)j.K, (long long)j.P);
     const cn_view *wv = &in[2];
     int w_direct = cpu_weights_direct(wv, j.K, &j.w_ld);
     size_t w_bytes = w_direct ? 0 : round_line((size_t)(g->o * j.K) * es);
@@ -240,8 +256,10 @@ cn_status cpu_deform_conv2d(const cn_kernel_args *args) {
     j.acc_bytes = bwd && chunks > 1 ? wg_bytes : 0;
     j.per_chunk = base + j.acc_bytes;
     if (j.per_chunk > SIZE_MAX / 4 / (size_t)chunks)
-        return cn_set_error(CN_ERR_OUT_OF_MEMORY, op, "the scratch of %lld images exceeds the "
-                            "address space; split the batch", (long long)chunks);
+        return cn_set_error(CN_ERR_OUT_OF_MEMORY, op,
+                            "the scratch of %lld images exceeds the "
+                            "address space; split the batch",
+                            (long long)chunks);
     char *scratch = cn__malloc(op, w_bytes + j.per_chunk * (size_t)chunks);
     if (!scratch) return CN_ERR_OUT_OF_MEMORY;
     j.wdata = (const char *)wv->data;

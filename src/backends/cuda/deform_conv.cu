@@ -25,8 +25,9 @@ typedef struct dc_geom {
 } dc_geom;
 
 __device__ __forceinline__ double dc_ld(const cn_view &v, int64_t off) {
-    return cu_load_f((const char *)v.data + off * (int64_t)(v.dtype == CN_F64 ? 8
-                                                           : v.dtype == CN_F32 ? 4 : 2),
+    return cu_load_f((const char *)v.data + off * (int64_t)(v.dtype == CN_F64   ? 8
+                                                            : v.dtype == CN_F32 ? 4
+                                                                                : 2),
                      (int)v.dtype);
 }
 
@@ -52,8 +53,8 @@ __device__ __forceinline__ double dc_x(const dc_geom &g, const cn_view &x, int64
 }
 
 /* The columns' gradient of channel c, tap (i, j), position p of image n. */
-__device__ double dc_cg(const dc_geom &g, const cn_view &gy, const cn_view &w, int64_t n,
-                        int64_t c, int64_t i, int64_t j, int64_t p) {
+__device__ double dc_cg(const dc_geom &g, const cn_view &gy, const cn_view &w, int64_t n, int64_t c,
+                        int64_t i, int64_t j, int64_t p) {
     int64_t grp = c / g.Cg, cl = c % g.Cg, oh = p / g.OW, ow = p % g.OW;
     double s = 0;
     for (int64_t o = grp * g.Og; o < (grp + 1) * g.Og; o++)
@@ -61,13 +62,11 @@ __device__ double dc_cg(const dc_geom &g, const cn_view &gy, const cn_view &w, i
     return s;
 }
 
-__global__ void deform_forward_kernel(const __grid_constant__ dc_geom g,
-                                      const __grid_constant__ cn_view x,
-                                      const __grid_constant__ cn_view off,
-                                      const __grid_constant__ cn_view w,
-                                      const __grid_constant__ cn_view mask,
-                                      const __grid_constant__ cn_view b, char *out, int es,
-                                      int dt, int64_t total) {
+__global__ void
+deform_forward_kernel(const __grid_constant__ dc_geom g, const __grid_constant__ cn_view x,
+                      const __grid_constant__ cn_view off, const __grid_constant__ cn_view w,
+                      const __grid_constant__ cn_view mask, const __grid_constant__ cn_view b,
+                      char *out, int es, int dt, int64_t total) {
     CU_GRID_LOOP(e, total) {
         int64_t p = e % g.P, o = e / g.P % g.O, n = e / (g.P * g.O), grp = o / g.Og;
         double s = g.has_b ? dc_ld(b, o * b.strides[0]) : 0.0;
@@ -91,8 +90,8 @@ __global__ void deform_grad_x_kernel(const __grid_constant__ dc_geom g,
                                      const __grid_constant__ cn_view gy,
                                      const __grid_constant__ cn_view off,
                                      const __grid_constant__ cn_view w,
-                                     const __grid_constant__ cn_view mask, char *gx, int es,
-                                     int dt, int64_t total) {
+                                     const __grid_constant__ cn_view mask, char *gx, int es, int dt,
+                                     int64_t total) {
     CU_GRID_LOOP(e, total) {
         int64_t at = e % (g.H * g.W), c = e / (g.H * g.W) % g.C, n = e / (g.H * g.W * g.C);
         int64_t h = at / g.W, wc = at % g.W, og = c / g.cpg;
@@ -103,8 +102,8 @@ __global__ void deform_grad_x_kernel(const __grid_constant__ dc_geom g,
                 for (int64_t p = 0; p < g.P; p++) {
                     int64_t oh = p / g.OW, ow = p % g.OW;
                     double y = cn_dc_pos(oh, g.sh, g.ph, i, g.dh, dc_ld4(off, n, 2 * k, oh, ow));
-                    double xx = cn_dc_pos(ow, g.sw, g.pw, j, g.dw,
-                                          dc_ld4(off, n, 2 * k + 1, oh, ow));
+                    double xx =
+                        cn_dc_pos(ow, g.sw, g.pw, j, g.dw, dc_ld4(off, n, 2 * k + 1, oh, ow));
                     if (!(fabs(y - (double)h) < 1 && fabs(xx - (double)wc) < 1)) continue;
                     cn_dc_taps t;
                     double m;
@@ -119,13 +118,11 @@ __global__ void deform_grad_x_kernel(const __grid_constant__ dc_geom g,
     }
 }
 
-__global__ void deform_grad_offset_kernel(const __grid_constant__ dc_geom g,
-                                          const __grid_constant__ cn_view gy,
-                                          const __grid_constant__ cn_view x,
-                                          const __grid_constant__ cn_view off,
-                                          const __grid_constant__ cn_view w,
-                                          const __grid_constant__ cn_view mask, char *goff,
-                                          char *gmask, int es, int dt, int64_t total) {
+__global__ void
+deform_grad_offset_kernel(const __grid_constant__ dc_geom g, const __grid_constant__ cn_view gy,
+                          const __grid_constant__ cn_view x, const __grid_constant__ cn_view off,
+                          const __grid_constant__ cn_view w, const __grid_constant__ cn_view mask,
+                          char *goff, char *gmask, int es, int dt, int64_t total) {
     CU_GRID_LOOP(e, total) {
         int64_t p = e % g.P, k = e / g.P % (g.G * g.KK), n = e / (g.P * g.G * g.KK);
         int64_t og = k / g.KK, i = k % g.KK / g.KW, j = k % g.KW;
@@ -157,8 +154,8 @@ __global__ void deform_grad_w_kernel(const __grid_constant__ dc_geom g,
                                      const __grid_constant__ cn_view gy,
                                      const __grid_constant__ cn_view x,
                                      const __grid_constant__ cn_view off,
-                                     const __grid_constant__ cn_view mask, char *gw, int es,
-                                     int dt, int64_t total) {
+                                     const __grid_constant__ cn_view mask, char *gw, int es, int dt,
+                                     int64_t total) {
     CU_GRID_LOOP(e, total) {
         int64_t j = e % g.KW, i = e / g.KW % g.KH, cl = e / g.KK % g.Cg, o = e / (g.KK * g.Cg);
         int64_t c = o / g.Og * g.Cg + cl, k = (c / g.cpg * g.KH + i) * g.KW + j;

@@ -8,6 +8,9 @@
  * - a mask scales each tap: a mask of 0.5 halves the bias-free output;
  * - samples wholly outside x (huge or NaN offsets) read nothing: the output is the bias;
  * - an empty batch gives an empty output, and a zero weight gradient through autodiff;
+ * - a batch that the CPU cuts into chunks gives its images' outputs and gradients, the weight's
+ *   and bias's summed (the images run one by one are the oracle);
+ * - strided, transposed and broadcast inputs give their contiguous copies' values;
  * - every misuse is a clear error naming deform_conv2d and the argument, nothing leaked. */
 #include "harness.h"
 
@@ -170,6 +173,112 @@ static void test_empty_batch(void) {
     cn_scope_end();
 }
 
+/* ---- the batch, chunked over the pool, against its images one by one ------------------------ */
+
+/* 4 images with enough work that the CPU kernel cuts the batch into chunks (forward and
+ * backward; each chunk sums its weight gradient privately): the output and every gradient of
+ * the batch must be those of the images run one at a time, the weight's and the bias's being
+ * the sum over the images. L = sum(y * R). */
+static void test_batch_is_its_images(void) {
+    cn_scope_begin();
+    enum { N = 4 };
+    const int64_t ws[4] = {16, 4, 3, 3}, bs[1] = {16}, ys[4] = {N, 16, 6, 6};
+    const int64_t nx = 4 * 36, no = 36 * 36, nm = 18 * 36, ny = 16 * 36, nw = 16 * 36;
+    double *xv = values(41, N * nx), *ov = values(42, N * no), *mv = values(43, N * nm);
+    double *wv = values(44, nw), *bv = values(45, 16), *rv = values(46, N * ny);
+    for (int64_t i = 0; i < N * no; i++)
+        ov[i] = 3 * ov[i] + 0.0625; /* off the grid of x */
+    cn_deform_conv2d_params p = {{1, 1}, {1, 1}, {1, 1}, 1, 2};
+    cn_device ad = cn_autodiff(cn_cpu());
+    double *want[6], *gw_sum = th_alloc_doubles(nw), *gb_sum = th_alloc_doubles(16);
+    const int64_t counts[4] = {ny, nx, no, nm}; /* per image */
+    for (int n = -1; n < N; n++) {              /* -1: the batch, then image n */
+        int64_t k = n < 0 ? N : 1, at = n < 0 ? 0 : n;
+        int64_t xs1[4] = {k, 4, 6, 6}, os1[4] = {k, 36, 6, 6}, ms1[4] = {k, 18, 6, 6};
+        int64_t ys1[4] = {k, 16, 6, 6};
+        cn_tensor *in[5] = {
+            cn_from_data(xv + at * nx, xs1, 4, CN_F64, ad),
+            cn_from_data(ov + at * no, os1, 4, CN_F64, ad), cn_from_data(wv, ws, 4, CN_F64, ad),
+            cn_from_data(mv + at * nm, ms1, 4, CN_F64, ad), cn_from_data(bv, bs, 1, CN_F64, ad)};
+        for (int i = 0; i < 5; i++)
+            in[i] = cn_require_grad(in[i]);
+        cn_tensor *y = cn_deform_conv2d(in[0], in[1], in[2], in[3], in[4], &p);
+        cn_tensor *r = cn_from_data(rv + at * ny, ys1, 4, CN_F64, ad);
+        cn_grads *g = y ? cn_backward(cn_sum(cn_mul(y, r))) : NULL;
+        CHECK(g != NULL);
+        if (!g) break;
+        cn_tensor *got[6] = {y,
+                             cn_grad(g, in[0]),
+                             cn_grad(g, in[1]),
+                             cn_grad(g, in[3]),
+                             cn_grad(g, in[2]),
+                             cn_grad(g, in[4])};
+        if (n < 0) {
+            th_check_shape("batch", y, ys, 4);
+            for (int i = 0; i < 6; i++)
+                want[i] = th_values(got[i]);
+        } else {
+            static const char *const names[4] = {"y", "dL/dx", "dL/doffset", "dL/dmask"};
+            for (int i = 0; i < 4; i++) {
+                char what[64];
+                snprintf(what, sizeof what, "image %d's %s", n, names[i]);
+                th_check_values(what, got[i], want[i] + n * counts[i], counts[i], 1e-13);
+            }
+            double *gw = th_values(got[4]), *gb = th_values(got[5]);
+            for (int64_t i = 0; i < nw; i++)
+                gw_sum[i] += gw[i];
+            for (int64_t i = 0; i < 16; i++)
+                gb_sum[i] += gb[i];
+            free(gw);
+            free(gb);
+        }
+        cn_grads_free(g);
+    }
+    for (int64_t i = 0; i < nw; i++)
+        CHECK_NEAR(gw_sum[i], want[4][i], 1e-12);
+    for (int64_t i = 0; i < 16; i++)
+        CHECK_NEAR(gb_sum[i], want[5][i], 1e-12);
+    for (int i = 0; i < 6; i++)
+        free(want[i]);
+    free(gw_sum);
+    free(gb_sum);
+    free(xv);
+    free(ov);
+    free(mv);
+    free(wv);
+    free(bv);
+    free(rv);
+    cn_scope_end();
+}
+
+/* ---- strided inputs ------------------------------------------------------------------------ */
+
+/* x transposed in its last two dims, the offsets every other entry of a wider tensor, w
+ * transposed (not dense: the kernel packs it), the mask broadcast over the batch (stride 0):
+ * the same values, bit for bit, as their contiguous copies. */
+static void test_strided_inputs(void) {
+    cn_scope_begin();
+    const int64_t xt[4] = {2, 2, 5, 4}, ow2[4] = {2, 18, 4, 10}, ws[4] = {3, 2, 3, 3};
+    const int64_t m1[4] = {1, 9, 4, 5}, ms[4] = {2, 9, 4, 5};
+    double *xv = values(51, 80), *ov = values(52, 2 * 18 * 40), *wv = values(53, 54);
+    double *mv = values(54, 180);
+    cn_tensor *x = cn_transpose(from(xv, xt, 4, CN_F64), 2, 3);
+    cn_tensor *off = cn_slice(from(ov, ow2, 4, CN_F64), 3, 0, 10, 2);
+    cn_tensor *w = cn_transpose(from(wv, ws, 4, CN_F64), 2, 3);
+    cn_tensor *mask = cn_expand(from(mv, m1, 4, CN_F64), ms, 4);
+    cn_deform_conv2d_params p = {{1, 1}, {1, 1}, {1, 1}, 1, 1};
+    double *want = th_values(cn_deform_conv2d(cn_contiguous(x), cn_contiguous(off),
+                                              cn_contiguous(w), cn_contiguous(mask), NULL, &p));
+    th_check_values("strided inputs", cn_deform_conv2d(x, off, w, mask, NULL, &p), want,
+                    2 * 3 * 4 * 5, 0);
+    free(want);
+    free(xv);
+    free(ov);
+    free(wv);
+    free(mv);
+    cn_scope_end();
+}
+
 /* ---- misuse --------------------------------------------------------------------------------- */
 
 static void test_misuse(void) {
@@ -264,6 +373,8 @@ int main(void) {
     RUN(test_integer_offsets_shift);
     RUN(test_samples_outside);
     RUN(test_empty_batch);
+    RUN(test_batch_is_its_images);
+    RUN(test_strided_inputs);
     RUN(test_misuse);
     return th_finish();
 }

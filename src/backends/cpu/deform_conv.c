@@ -70,26 +70,29 @@ static void dc_sample_at(const dc_job *j, int64_t n, int64_t k, int64_t i, int64
     }
 }
 
-/* cols [CK, P] (dense, in dt) of image n. */
+/* cols [CK, P] (dense, in dt) of image n. Each sampling position (offset group, tap, output
+ * position) is worked out once and read for every channel of its group. */
 static void dc_im2col(const dc_job *j, int64_t n, char *cols) {
     const cn_conv_geometry *g = j->g;
     int64_t cpg = g->c / j->G; /* channels per offset group */
-    for (int64_t c = 0; c < g->c; c++) {
-        int64_t og = c / cpg, xb = n * j->x->strides[0] + c * j->x->strides[1];
+    for (int64_t og = 0; og < j->G; og++)
         for (int64_t i = 0; i < g->kh; i++)
             for (int64_t jj = 0; jj < g->kw; jj++) {
-                int64_t k = (og * g->kh + i) * g->kw + jj, r = (c * g->kh + i) * g->kw + jj;
-                char *row = cols + (size_t)(r * j->P) * j->es;
+                int64_t k = (og * g->kh + i) * g->kw + jj;
                 for (int64_t p = 0; p < j->P; p++) {
                     cn_dc_taps t;
-                    double m, v = 0;
+                    double m;
                     dc_sample_at(j, n, k, i, jj, p, &t, &m);
-                    for (int q = 0; q < 4; q++)
-                        if (t.w[q] != 0) v += t.w[q] * ld_x(j, xb, t.at[q]);
-                    cpu_store_f(row + (size_t)p * j->es, j->dt, m * v);
+                    for (int64_t c = og * cpg; c < (og + 1) * cpg; c++) {
+                        int64_t xb = n * j->x->strides[0] + c * j->x->strides[1];
+                        int64_t r = (c * g->kh + i) * g->kw + jj;
+                        double v = 0;
+                        for (int q = 0; q < 4; q++)
+                            if (t.w[q] != 0) v += t.w[q] * ld_x(j, xb, t.at[q]);
+                        cpu_store_f(cols + (size_t)(r * j->P + p) * j->es, j->dt, m * v);
+                    }
                 }
             }
-    }
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
@@ -146,34 +149,38 @@ static void backward_image(const dc_job *j, int64_t n, char *mine, char *acc) {
         cpu_gemm(j->dt, 1, 0, j->K, P, j->Og, j->wdata + (size_t)(grp * j->Og * j->w_ld) * es,
                  j->w_ld, gpg, P, 0.0, cg + (size_t)(grp * j->K * P) * es, P);
     }
+    /* per sampling position, the sums over its group's channels (in channel order) */
     memset(gxd, 0, j->gxd_bytes);
-    memset(god, 0, j->god_bytes);
-    for (int64_t c = 0; c < g->c; c++) {
-        int64_t og = c / cpg, xb = n * j->x->strides[0] + c * j->x->strides[1];
-        double *gxc = gxd + c * HW;
+    for (int64_t og = 0; og < j->G; og++)
         for (int64_t i = 0; i < g->kh; i++)
             for (int64_t jj = 0; jj < g->kw; jj++) {
-                int64_t k = (og * g->kh + i) * g->kw + jj, r = (c * g->kh + i) * g->kw + jj;
-                const char *cgr = cg + (size_t)(r * P) * es;
+                int64_t k = (og * g->kh + i) * g->kw + jj;
                 for (int64_t p = 0; p < P; p++) {
                     cn_dc_taps t;
                     double m, s = 0, sy = 0, sx = 0;
-                    double d = cpu_load_f(cgr + (size_t)p * es, j->dt);
                     dc_sample_at(j, n, k, i, jj, p, &t, &m);
-                    for (int q = 0; q < 4; q++) {
-                        if (t.at[q] < 0) continue;
-                        double v = ld_x(j, xb, t.at[q]);
-                        gxc[t.at[q]] += m * d * t.w[q];
-                        s += t.w[q] * v;
-                        sy += t.wy[q] * v;
-                        sx += t.wx[q] * v;
+                    for (int64_t c = og * cpg; c < (og + 1) * cpg; c++) {
+                        int64_t xb = n * j->x->strides[0] + c * j->x->strides[1];
+                        int64_t r = (c * g->kh + i) * g->kw + jj;
+                        double d = cpu_load_f(cg + (size_t)(r * P + p) * es, j->dt);
+                        double v = 0, vy = 0, vx = 0;
+                        for (int q = 0; q < 4; q++) {
+                            if (t.at[q] < 0) continue;
+                            double xv = ld_x(j, xb, t.at[q]);
+                            gxd[c * HW + t.at[q]] += m * d * t.w[q];
+                            v += t.w[q] * xv;
+                            vy += t.wy[q] * xv;
+                            vx += t.wx[q] * xv;
+                        }
+                        s += d * v;
+                        sy += m * d * vy;
+                        sx += m * d * vx;
                     }
-                    god[2 * k * P + p] += m * d * sy;
-                    god[(2 * k + 1) * P + p] += m * d * sx;
-                    gmd[k * P + p] += d * s;
+                    god[2 * k * P + p] = sy;
+                    god[(2 * k + 1) * P + p] = sx;
+                    gmd[k * P + p] = s;
                 }
             }
-    }
     /* the contiguous outputs' image n */
     char *gx = (char *)j->out[0].data + (size_t)(n * g->c * HW) * es;
     for (int64_t e = 0; e < g->c * HW; e++)

@@ -1,8 +1,9 @@
 /* CUDA deformable convolution (deform_conv2d) and its backward, each entry computed by its
  * definition by one thread, in double, with the CPU's sampling (core/deform_math.h: torchvision's
- * corners and weights); no atomics, so the results are deterministic. Fine for the small and
- * medium sizes of detection heads; no GEMM lowering yet. Every float dtype (loads and stores
- * convert).
+ * corners and weights); no atomics, so the results are deterministic. Simple rather than fast:
+ * no GEMM lowering, and x's gradient costs each x entry a walk over all KH KW OH OW samples of
+ * its offset group (quadratic in the image size), so it suits small maps (detection heads), not
+ * large ones. Every float dtype (loads and stores convert).
  *
  * Forward: one thread per output entry (n, o, oh, ow) sums over its group's channels and taps.
  * Backward (backend.h's contract: out = gx, goffset, gw[, gmask]):

@@ -719,8 +719,10 @@ typedef struct cn_deform_conv2d_params {
  * padding 0, dilation 1, one group of each).
  * Gradients flow to x, offset, w, mask and b (torchvision's: the offsets' is the derivative of
  * the bilinear sample, which jumps where a sampling position crosses a row or column of x).
+ * Where cinder and burn differ, cinder follows torchvision (burn's ndarray backend mirrors it).
  * The CPU lowers each image to a column matrix (deformable im2col) and GEMM; CUDA computes each
- * entry by its definition (one thread each; deterministic: no atomics).
+ * entry by its definition (one thread each, deterministic: no atomics; x's gradient walks every
+ * sample of its group, so large feature maps are slow there).
  * Errors (NULL returned, inputs untouched): CN_ERR_NULL_ARG for a NULL x, offset or w;
  * CN_ERR_KIND / CN_ERR_DTYPE for non-float inputs or inputs of different dtypes;
  * CN_ERR_INVALID_ARG for a negative stride, padding, dilation, groups or offset_groups;

@@ -719,7 +719,8 @@ typedef struct cn_deform_conv2d_params {
  * padding 0, dilation 1, one group of each).
  * Gradients flow to x, offset, w, mask and b (torchvision's: the offsets' is the derivative of
  * the bilinear sample, which jumps where a sampling position crosses a row or column of x).
- * Where cinder and burn differ, cinder follows torchvision (burn's ndarray backend mirrors it).
+ * burn's DeformConvOptions map one to one (weight_groups is groups); wherever a burn backend's
+ * kernel computes otherwise (some sample in f32), cinder follows torchvision.
  * The CPU lowers each image to a column matrix (deformable im2col) and GEMM; CUDA computes each
  * entry by its definition (one thread each, deterministic: no atomics; x's gradient walks every
  * sample of its group, so large feature maps are slow there).

@@ -36,7 +36,8 @@ typedef struct dc_job {
     int64_t G, Cg, Og, KK, K, P, CK; /* CK = C KH KW, the column rows */
     const char *wdata;               /* w as [O, K] at leading dim w_ld */
     int64_t w_ld;
-    char *scratch; /* per chunk, per_chunk bytes apart */
+    int x_plane_dense; /* x's planes are dense rows (stride W, 1) */
+    char *scratch;     /* per chunk, per_chunk bytes apart */
     size_t per_chunk, cols_bytes, cg_bytes, gp_bytes, acc_bytes, gxd_bytes, god_bytes;
 } dc_job;
 
@@ -48,6 +49,7 @@ static double ld(const cn_view *v, int64_t off) {
 static double ld_x(const dc_job *j, int64_t base, int64_t at) {
     const cn_view *x = j->x;
     int64_t W = j->g->w;
+    if (j->x_plane_dense) return ld(x, base + at); /* rows W apart: at is the element offset */
     return ld(x, base + (at / W) * x->strides[2] + (at % W) * x->strides[3]);
 }
 
@@ -231,6 +233,7 @@ cn_status cpu_deform_conv2d(const cn_kernel_args *args) {
                 .KK = g->kh * g->kw,
                 .P = g->oh * g->ow};
     size_t es = j.es;
+    j.x_plane_dense = cpu_dense_from(j.x, 2);
     /* sizes of tensors that exist (their element counts fit): only the column matrix is new */
     j.K = j.Cg * j.KK;
     j.CK = g->c * j.KK;

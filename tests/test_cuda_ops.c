@@ -2028,6 +2028,65 @@ static void test_resample(void) {
                     }
 }
 
+/* deform_conv2d: ints = stride h, w, padding h, w, dilation h, w, groups, offset_groups,
+ * has_mask (i0: with a bias); the inputs (x, offset, w[, mask][, b]) */
+static cn_tensor *f_deform(cn_tensor *const *x, const void *a) {
+    const int64_t *k = A(a)->ints;
+    cn_deform_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6], k[7]};
+    return cn_deform_conv2d(x[0], x[1], x[2], k[8] ? x[3] : NULL, A(a)->i0 ? x[3 + k[8]] : NULL,
+                            &p);
+}
+/* its backward kernel: inputs (g, x, offset, w[, mask]), i1 = which gradient */
+static cn_tensor *f_deform_bw(cn_tensor *const *x, const void *a) {
+    cn_tensor *grads[4];
+    if (cn__deform_conv2d_backward(x[0], x[1], x[2], x[3], A(a)->ints[8] ? x[4] : NULL,
+                                   A(a)->ints, grads) != CN_OK)
+        return NULL;
+    for (int i = 0; i < 4; i++)
+        if (i != A(a)->i1) cn_release(grads[i]);
+    return grads[A(a)->i1];
+}
+
+/* DCNv1 with a bias and DCNv2 with weight and offset groups, strides, paddings and dilations;
+ * offsets in [-3, 3] (samples inside, across and outside x's edges), every float dtype, the
+ * layouts; the backward kernel's four gradients in f32 and f64 */
+static void test_deform_conv(void) {
+    static const struct {
+        int64_t x[4], w[4], ints[9];
+        int bias;
+    } cfgs[] = {{{2, 3, 5, 6}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 0}, 1},
+                {{1, 4, 6, 5}, {4, 2, 2, 3}, {2, 1, 1, 2, 1, 2, 2, 2, 1}, 0},
+                {{2, 4, 5, 5}, {2, 4, 3, 2}, {1, 2, 0, 1, 2, 1, 1, 4, 1}, 1}};
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++)
+        for (int d = 0; d < N_FLOAT; d++)
+            for (int l = CONTIG; l <= STRIDED; l++) {
+                cn_dtype dt = float_dtypes[d];
+                const int64_t *xs = cfgs[c].x, *ws = cfgs[c].w, *k = cfgs[c].ints;
+                int64_t oh = (xs[2] + 2 * k[2] - k[4] * (ws[2] - 1) - 1) / k[0] + 1;
+                int64_t ow = (xs[3] + 2 * k[3] - k[5] * (ws[3] - 1) - 1) / k[1] + 1;
+                int64_t taps = k[7] * ws[2] * ws[3];
+                const int64_t os[4] = {xs[0], 2 * taps, oh, ow}, ms[4] = {xs[0], taps, oh, ow};
+                const int64_t bs[1] = {ws[0]}, gs[4] = {xs[0], ws[0], oh, ow};
+                pair in[6] = {input(gs, 4, dt, -1, 1, l), input(xs, 4, dt, -2, 2, l),
+                              input(os, 4, dt, -3, 3, l), input(ws, 4, dt, -1, 1, l),
+                              input(ms, 4, dt, -1, 1, l), input(bs, 1, dt, -1, 1, CONTIG)};
+                args a = {.i0 = cfgs[c].bias, .ints = k};
+                pair fwd[5] = {in[1], in[2], in[3], in[4], in[5]};
+                if (!k[8]) fwd[3] = in[5];
+                check_op(label("deform_conv2d cfg %zu %s %s", c, cn_dtype_name(dt),
+                               layout_names[l]),
+                         CN_OP_DEFORM_CONV2D, f_deform, &a, fwd, 3 + (int)k[8] + cfgs[c].bias, 4);
+                for (int which = 0; which < 3 + k[8] && !is_half(dt); which++) {
+                    a.i1 = which;
+                    check_op(label("deform_conv2d_backward cfg %zu %d %s %s", c, which,
+                                   cn_dtype_name(dt), layout_names[l]),
+                             CN_OP_DEFORM_CONV2D_BACKWARD, f_deform_bw, &a, in,
+                             4 + (int)k[8], 8);
+                }
+                for (int i = 0; i < 6; i++) pair_free(in[i]);
+            }
+}
+
 static void test_sgd_step(void) {
     const cn_sgd_hyper cases[] = {
         {0.1, 0, 0, 0, 0},    {0.05, 0.9, 0, 0, 0}, {0.05, 0.9, 0.3, 0, 0},
@@ -2574,6 +2633,7 @@ int main(void) {
     RUN(test_conv_more);
     RUN(test_pool);
     RUN(test_resample);
+    RUN(test_deform_conv);
     RUN(test_pad_pool);
     RUN(test_sgd_step);
     RUN(test_adamw_step);

@@ -493,6 +493,23 @@ static cn_tensor *run_cumprod_bwd(const oc_call *c) {
 }
 
 /* attention: inputs (q, k, v[, mask]); ints = (causal); reals = (scale) */
+/* deform_conv2d: inputs (x, offset, w[, mask][, b]); ints = stride h, w, padding h, w, dilation
+ * h, w, groups, offset_groups, has_mask. Its backward kernel: inputs (g, x, offset, w[, mask]);
+ * the same ints, then which gradient (x, offset, w, mask) */
+static cn_tensor *run_deform_conv2d(const oc_call *c) {
+    const int64_t *k = c->d->ints;
+    int has_mask = INT_AT(8);
+    cn_deform_conv2d_params p = {{k[0], k[1]}, {k[2], k[3]}, {k[4], k[5]}, k[6], k[7]};
+    return cn_deform_conv2d(c->x[0], c->x[1], c->x[2], has_mask ? c->x[3] : NULL,
+                            c->d->n_in > 3 + has_mask ? c->x[3 + has_mask] : NULL, &p);
+}
+static cn_tensor *run_deform_conv2d_bwd(const oc_call *c) {
+    cn_tensor *grads[4];
+    cn_status s = cn__deform_conv2d_backward(c->x[0], c->x[1], c->x[2], c->x[3],
+                                             INT_AT(8) ? c->x[4] : NULL, c->d->ints, grads);
+    return s == CN_OK ? grads[INT_AT(9)] : NULL;
+}
+
 static cn_tensor *run_sdpa(const oc_call *c) {
     return cn_scaled_dot_product_attention(c->x[0], c->x[1], c->x[2],
                                            c->d->n_in > 3 ? c->x[3] : NULL, INT_AT(0),
@@ -752,6 +769,13 @@ static const oc_op ops[CN__OP_ALL] = {
     /* im2col / col2im with dilation, padding, strides and overlapping blocks (fold adds) */
     [CN_OP_UNFOLD4D] = {run_unfold4d},
     [CN_OP_FOLD4D] = {run_fold4d},
+    /* deformable convolution against a float64 reference of torchvision's formula (checked
+     * against torchvision.ops.deform_conv2d by the generator): DCNv1 with a bias, DCNv2 with
+     * weight and offset groups, unequal strides, paddings and dilations, offset groups other
+     * than the weight's, samples partly and wholly outside x; its backward kernel's every
+     * gradient against autograd's */
+    [CN_OP_DEFORM_CONV2D] = {run_deform_conv2d},
+    [CN_OP_DEFORM_CONV2D_BACKWARD] = {run_deform_conv2d_bwd},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

@@ -246,6 +246,25 @@ typedef enum cn_op {
      * eps, weight_decay; ints = step (>= 1, for the bias corrections), first (the averages hold
      * nothing yet and are not read); one float dtype */
     CN_OP_ADAMW_STEP,
+    /* added with deformable convolution (issue 16; torchvision.ops.deform_conv2d, DCNv1 and
+     * DCNv2; window ops: args->conv is the geometry of the convolution, as conv2d's).
+     * deform_conv2d: in = (x [N, C, H, W], offset [N, 2 * G * KH * KW, OH, OW], w [O, C/groups,
+     * KH, KW][, mask [N, G * KH * KW, OH, OW]][, b [O]]), any strides; ints = stride h, w,
+     * padding h, w, dilation h, w, groups, G (offset_groups, dividing C), has_mask (whether
+     * in[3] is the mask; the bias is there when n_in is 4 + has_mask); out [N, O, OH, OW]
+     * contiguous. Channel c of x reads the offsets of its group g = c / (C / G): tap (i, j) of
+     * output (oh, ow) samples x[n, c] at y = oh * sh - ph + i * dh + offset[n, 2 * k, oh, ow],
+     * x = ow * sw - pw + j * dw + offset[n, 2 * k + 1, oh, ow] (k = (g * KH + i) * KW + j),
+     * bilinearly with zeros outside as torchvision's kernel does (core/deform_math.h: nothing
+     * when y <= -1, y >= H, x <= -1 or x >= W; else the corners inside the image), times
+     * mask[n, k, oh, ow] when there is one; out = b + the sum over the group's channels and
+     * the taps of w[o, c', i, j] times that sample.
+     * deform_conv2d_backward: in = (g [N, O, OH, OW], x, offset, w[, mask]), the forward's ints
+     * (has_mask: in[4] is the mask); out = (x's, offset's and w's gradients[, mask's]) in their
+     * shapes, contiguous, all from one kernel (the bias's is g summed, by the formula). The
+     * offsets' gradient is torchvision's: d(sample)/dy from the four corners inside the image
+     * (its get_coordinate_weight, with no test of the range of y and x) */
+    CN_OP_DEFORM_CONV2D, CN_OP_DEFORM_CONV2D_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 

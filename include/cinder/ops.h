@@ -694,6 +694,47 @@ typedef struct cn_conv_transpose3d_params {
  * (CPU: GEMM then col2vol; CUDA: by definition). */
 CN_API cn_tensor *cn_conv_transpose3d(cn_tensor *x, cn_tensor *w, cn_tensor *b,
                                       const cn_conv_transpose3d_params *p);
+
+/* ---- deformable convolution (issue 16) ------------------------------------------------------ */
+typedef struct cn_deform_conv2d_params {
+    int64_t stride[2];     /* (h, w); 0 is taken as 1 */
+    int64_t padding[2];    /* (h, w) */
+    int64_t dilation[2];   /* 0 is taken as 1 */
+    int64_t groups;        /* the weight's groups; 0 is taken as 1 */
+    int64_t offset_groups; /* the offsets' groups (G below); 0 is taken as 1 */
+} cn_deform_conv2d_params;
+
+/* torchvision.ops.deform_conv2d (burn's deform_conv2d, with its DeformConvOptions' weight_groups
+ * and offset_groups): a convolution whose every tap samples x at a learned fractional position
+ * (DCNv1), optionally scaled by a learned mask (DCNv2).
+ *   x [N, C, H, W], offset [N, 2 G KH KW, OH, OW], w [O, C/groups, KH, KW], mask NULL or
+ *   [N, G KH KW, OH, OW], b NULL or [O] -> [N, O, OH, OW], OH and OW as cn_conv2d's.
+ * Channel c of x belongs to offset group g = c / (C / G). Output (oh, ow)'s tap (i, j) reads
+ * channel c at y = oh sh - ph + i dh + offset[n, 2 k, oh, ow] and x = ow sw - pw + j dw +
+ * offset[n, 2 k + 1, oh, ow], k = (g KH + i) KW + j (pairs (dy, dx) per tap, as torchvision),
+ * bilinearly with zeros outside the image exactly as torchvision's kernel (nothing at all when
+ * y <= -1, y >= H, x <= -1 or x >= W), times mask[n, k, oh, ow] when a mask is given; the
+ * output is b plus the sum over the group's channels and the taps of w times those samples.
+ * Zero offsets and no mask give cn_conv2d's values. A NULL p takes the defaults (stride 1,
+ * padding 0, dilation 1, one group of each).
+ * Gradients flow to x, offset, w, mask and b (torchvision's: the offsets' is the derivative of
+ * the bilinear sample, which jumps where a sampling position crosses a row or column of x).
+ * burn's DeformConvOptions map one to one (weight_groups is groups); wherever a burn backend's
+ * kernel computes otherwise (some sample in f32), cinder follows torchvision.
+ * The CPU lowers each image to a column matrix (deformable im2col) and GEMM; CUDA computes each
+ * entry by its definition (one thread each, deterministic: no atomics; x's gradient walks every
+ * sample of its group, so large feature maps are slow there).
+ * Errors (NULL returned, inputs untouched): CN_ERR_NULL_ARG for a NULL x, offset or w;
+ * CN_ERR_KIND / CN_ERR_DTYPE for non-float inputs or inputs of different dtypes;
+ * CN_ERR_INVALID_ARG for a negative stride, padding, dilation, groups or offset_groups;
+ * CN_ERR_SHAPE for wrong ranks, an empty kernel, channels that do not match w or groups, C not
+ * divisible by offset_groups, an offset, mask or bias whose shape is not the one above, or an
+ * empty output; CN_ERR_OVERFLOW for sizes past int64; the router's device errors. Each message
+ * names deform_conv2d and the argument. Returns a new tensor the caller releases. Threads: as
+ * every op (ops run concurrently on distinct tensors). */
+CN_API cn_tensor *cn_deform_conv2d(cn_tensor *x, cn_tensor *offset, cn_tensor *w,
+                                   cn_tensor *mask, cn_tensor *b,
+                                   const cn_deform_conv2d_params *p);
 /* ---- padding and pooling (issue 16) ----------------------------------------------------------- *
  * Each returns a new tensor the caller releases, or NULL with the error set (inputs untouched).
  * Threads: as every op (cinder/tensor.h): reading the inputs from several threads is safe. */

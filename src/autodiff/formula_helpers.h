@@ -68,5 +68,7 @@ cn_tensor *ad_grad_adaptive_avg_pool(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_max_pool2d_with_indices(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_unfold4d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_fold4d(ad_node *n, cn_tensor *g, int i);
+/* ---- formulas_deform.c: deformable convolution (the whole node) ------------------------------ */
+cn_status ad_grad_deform_conv2d(ad_node *n, cn_tensor *g, cn_tensor **gin);
 
 #endif

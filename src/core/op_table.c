@@ -371,6 +371,15 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
                         .out = CN__OUT_INPUT, .n_ints = 8, .differentiable = 1},
     [CN_OP_FOLD4D] = {.name = "fold4d", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {F},
                       .out = CN__OUT_INPUT, .n_ints = 8, .differentiable = 1},
+    /* deformable convolution (issue 16): in = x, offset, w[, mask][, b] (ints[8]: whether the
+     * mask is there); the backward kernel gives x's, offset's, w's and the mask's gradients at
+     * once, from the saved x, offset, w and mask (the bias is not read) */
+    [CN_OP_DEFORM_CONV2D] = {.name = "deform_conv2d", .family = CN__FAMILY_WINDOW, .n_in = 5,
+                             .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 9,
+                             .saves = IN0 | IN1 | IN2 | CN__SAVE_IN(3), .differentiable = 1},
+    [CN_OP_DEFORM_CONV2D_BACKWARD] = {.name = "deform_conv2d_backward",
+                                      .family = CN__FAMILY_GRAD, .n_in = 5, .kinds = {F, F, F},
+                                      .out = CN__OUT_INPUT, .n_ints = 9},
     [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {.name = "adaptive_avg_pool_backward",
                                           .family = CN__FAMILY_GRAD, .n_in = 1, .kinds = {F},
                                           .out = CN__OUT_INPUT, .n_ints = 1},

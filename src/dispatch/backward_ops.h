@@ -85,6 +85,14 @@ cn_tensor *cn__pad_backward(cn_tensor *g, int dim, int64_t left, int64_t right, 
  * x_shape (ndim dims, the last k pooled). */
 cn_tensor *cn__adaptive_avg_pool_backward(cn_tensor *g, const int64_t *x_shape, int ndim, int k);
 
+/* deform_conv2d's backward kernel (ops_deform.c): from g (the output's gradient [N, O, OH, OW]),
+ * the forward's x, offset, w and mask (or NULL) and its 9 ints (stride h, w, padding h, w,
+ * dilation h, w, groups, offset_groups, has_mask), writes new tensors grads[0..2] = the
+ * gradients of x, offset and w and grads[3] = the mask's (NULL without a mask). On failure all
+ * are NULL and the error is returned. */
+cn_status cn__deform_conv2d_backward(cn_tensor *g, cn_tensor *x, cn_tensor *offset, cn_tensor *w,
+                                     cn_tensor *mask, const int64_t *ints, cn_tensor **grads);
+
 /* Whether the backend holding t runs `op` on t's dtype: backward formulas take a fused kernel
  * where there is one, and compose public ops on a backend written before it (a program's). */
 int cn__has_kernel(cn_op op, const cn_tensor *t);

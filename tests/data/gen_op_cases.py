@@ -1087,6 +1087,155 @@ for mode, pad, align, which in ((0, 2, 0, 0), (0, 2, 0, 1), (0, 0, 1, 1), (0, 1,
          grid_sample_backward(mode, pad, align, which), ints=[mode, pad, align, which])
 
 
+# ---- deformable convolution (issue 16) ---------------------------------------------------------
+# deform_conv2d: inputs (x, offset, w[, mask][, b]); ints = stride h, w, padding h, w, dilation
+# h, w, groups, offset_groups, has_mask. The values come from deform_ref below, a plain float64
+# implementation of torchvision.ops.deform_conv2d's formula with differentiable torch ops (its
+# gradients by autograd), so that the script needs only torch; when torchvision is importable
+# the script also checks every deform case, values and gradients, against
+# torchvision.ops.deform_conv2d and stops on a difference above 1e-12. (torchvision 0.29.2 runs
+# with this torch: `pip install --no-deps --target /tmp/tv torchvision==0.29.2 pillow`, then
+# PYTHONPATH=/tmp/tv; --no-deps keeps the venv's torch.) Offsets are in the "n" domain (m +
+# [0.1, 0.4] or m + [0.6, 0.9], m in [-3, 2]): no sampling position lies within the finite
+# differences' step of a row or column of x, where the bilinear sample has a kink, and many fall
+# outside the image, partly (one corner inside) or wholly (zero).
+def deform_ref(x, off, w, mask, b, stride, pad, dil, og):
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * pad[1] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    groups = c // cg
+    off = off.reshape(n, og, kh, kw, 2, oh, ow)
+    by = (torch.arange(oh) * stride[0] - pad[0]).view(1, 1, 1, 1, oh, 1) + \
+        (torch.arange(kh) * dil[0]).view(1, 1, kh, 1, 1, 1)
+    bx = (torch.arange(ow) * stride[1] - pad[1]).view(1, 1, 1, 1, 1, ow) + \
+        (torch.arange(kw) * dil[1]).view(1, 1, 1, kw, 1, 1)
+    y = by + off[:, :, :, :, 0]  # [n, og, kh, kw, oh, ow]
+    xx = bx + off[:, :, :, :, 1]
+    # each channel's offset group, then the sample of its plane (zero padded by one: the corners
+    # at -1 and h read 0; nothing when y <= -1, y >= h, x <= -1 or x >= w)
+    rep = c // og
+    y = y.repeat_interleave(rep, dim=1)
+    xx = xx.repeat_interleave(rep, dim=1)
+    inside = (y > -1) & (y < h) & (xx > -1) & (xx < wd)
+    y0 = torch.where(inside, torch.floor(y), torch.zeros_like(y)).detach()
+    x0 = torch.where(inside, torch.floor(xx), torch.zeros_like(xx)).detach()
+    ly, lx = y - y0, xx - x0
+    xp = F.pad(x, (1, 1, 1, 1)).reshape(n, c, -1)
+
+    def corner(dy, dx):
+        idx = ((y0 + dy + 1) * (wd + 2) + (x0 + dx + 1)).long().reshape(n, c, -1)
+        return xp.gather(2, idx).reshape(y.shape)
+
+    v = ((1 - ly) * (1 - lx) * corner(0, 0) + (1 - ly) * lx * corner(0, 1) +
+         ly * (1 - lx) * corner(1, 0) + ly * lx * corner(1, 1))
+    v = torch.where(inside, v, torch.zeros_like(v))
+    if mask is not None:
+        v = v * mask.reshape(n, og, kh, kw, oh, ow).repeat_interleave(rep, dim=1)
+    cols = v.reshape(n, groups, cg * kh * kw, oh * ow)
+    out = torch.einsum("gok,ngkp->ngop", w.reshape(groups, o // groups, cg * kh * kw), cols)
+    out = out.reshape(n, o, oh, ow)
+    return out if b is None else out + b.view(1, o, 1, 1)
+
+
+DEFORM_CHECKED = []  # (inputs, fn) of every deform case, for the torchvision check
+
+
+def deform_call(ints, ref=True):
+    """The forward on the case's inputs (x, offset, w[, mask][, b]) by deform_ref, or by
+    torchvision when ref is False."""
+    stride, pad, dil, og, has_mask = ints[0:2], ints[2:4], ints[4:6], ints[7], ints[8]
+
+    def run(x, off, w, *rest):
+        mask = rest[0] if has_mask else None
+        b = rest[has_mask] if len(rest) > has_mask else None
+        if ref:
+            return deform_ref(x, off, w, mask, b, stride, pad, dil, og)
+        from torchvision.ops import deform_conv2d
+        return deform_conv2d(x, off, w, b, stride=tuple(stride), padding=tuple(pad),
+                             dilation=tuple(dil), mask=mask)
+    return run
+
+
+# deform_conv2d_backward: inputs (g, x, offset, w[, mask]); ints = the forward's 9 and which
+# gradient (0: x, 1: offset, 2: w, 3: mask), by autograd through deform_ref
+def deform_backward(ints, ref=True):
+    which = ints[9]
+
+    def run(g, *ins):
+        leaves = [t.clone().requires_grad_(True) for t in ins]
+        deform_call(ints, ref)(*leaves).backward(g)
+        return leaves[which].grad
+    return run
+
+
+def deform_case(variant, x, w, groups, og, stride, pad, dil, mask, bias, which=None):
+    n, c, h, wd = x
+    kh, kw = w[2], w[3]
+    oh = (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * pad[1] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    ins = [Fl(x), Fl([n, 2 * og * kh * kw, oh, ow], "n"), Fl(w)]
+    if mask:
+        ins.append(Fl([n, og * kh * kw, oh, ow]))
+    ints = list(stride) + list(pad) + list(dil) + [groups, og, int(mask)]
+    if which is None:
+        if bias:
+            ins.append(Fl([w[0]]))
+        case("deform_conv2d", variant, ins, deform_call(ints), ints=ints)
+        DEFORM_CHECKED.append((variant, deform_call(ints), deform_call(ints, False), True))
+    else:
+        ints.append(which)
+        ins.insert(0, Fl([n, w[0], oh, ow]))
+        case("deform_conv2d_backward", variant, ins, deform_backward(ints), ints=ints)
+        DEFORM_CHECKED.append((variant, deform_backward(ints), deform_backward(ints, False),
+                               False))
+
+
+# DCNv1 (no mask) with a bias and padding; DCNv2 (mask) with weight and offset groups, unequal
+# strides, paddings and dilations; offset groups that differ from the weight's groups
+deform_case("deform_conv2d_v1", [2, 2, 4, 5], [3, 2, 3, 3], 1, 1, (1, 1), (1, 1), (1, 1),
+            False, True)
+deform_case("deform_conv2d_v2_groups", [1, 4, 5, 5], [4, 2, 2, 3], 2, 2, (2, 1), (1, 2),
+            (1, 2), True, True)
+deform_case("deform_conv2d_offset_groups", [1, 4, 4, 4], [2, 4, 3, 3], 1, 2, (1, 1), (0, 0),
+            (1, 1), True, False)
+for which, name in enumerate(("x", "offset", "w", "mask")):
+    deform_case("deform_conv2d_backward_" + name, [1, 4, 5, 5], [4, 2, 2, 3], 2, 2, (2, 1),
+                (1, 2), (1, 2), True, False, which)
+deform_case("deform_conv2d_backward_v1_offset", [2, 2, 4, 5], [3, 2, 3, 3], 1, 1, (1, 1),
+            (1, 1), (1, 1), False, False, 1)
+
+
+def check_deform_with_torchvision():
+    """Every deform case's values and gradients against torchvision.ops.deform_conv2d, when it is
+    importable (see above)."""
+    try:
+        import torchvision.ops  # noqa: F401
+    except ImportError:
+        print("torchvision not importable: deform_conv2d cases not checked against it")
+        return
+    by_name = {c["variant"]: c for c in CASES}
+    for variant, ref, tv, forward in DEFORM_CHECKED:
+        c = by_name[variant]
+        gen = Gen(variant)
+        ts = [gen.values(dom, shape) for (_, shape, dom) in c["inputs"]]
+        want, got = ref(*ts), tv(*ts)
+        err = (want - got).abs().max().item()
+        assert err < 1e-12, (variant, err)
+        if forward:  # and every input's gradient, for a weighted sum of the output
+            r = torch.rand(want.shape, generator=torch.Generator().manual_seed(1))
+            grads = []
+            for fn in (ref, tv):
+                leaves = [t.clone().requires_grad_(True) for t in ts]
+                (fn(*leaves) * r).sum().backward()
+                grads.append([t.grad for t in leaves])
+            for a, b in zip(*grads):
+                err = max(err, (a - b).abs().max().item())
+            assert err < 1e-12, (variant, err)
+        print("deform case %s matches torchvision.ops.deform_conv2d (max diff %.3g)"
+              % (variant, err))
+
+
 # ---- output ------------------------------------------------------------------------------------
 def kind_of(t):
     if t.dtype == torch.bool:
@@ -1125,6 +1274,7 @@ def doubles(v):
 
 
 def main():
+    check_deform_with_torchvision()
     out = []
     arrays = []
     names = set()

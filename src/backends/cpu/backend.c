@@ -307,4 +307,6 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_MAX_POOL2D_WITH_INDICES] = F;
     k[CN_OP_UNFOLD4D] = k[CN_OP_FOLD4D] = cpu_fold4d;
     dt[CN_OP_UNFOLD4D] = dt[CN_OP_FOLD4D] = F;
+    k[CN_OP_DEFORM_CONV2D] = k[CN_OP_DEFORM_CONV2D_BACKWARD] = cpu_deform_conv2d;
+    dt[CN_OP_DEFORM_CONV2D] = dt[CN_OP_DEFORM_CONV2D_BACKWARD] = F;
 }

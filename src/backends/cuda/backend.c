@@ -465,6 +465,8 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_MAX_POOL2D_WITH_INDICES] = F;
     k[CN_OP_UNFOLD4D] = k[CN_OP_FOLD4D] = cuda_fold4d;
     dt[CN_OP_UNFOLD4D] = dt[CN_OP_FOLD4D] = F;
+    k[CN_OP_DEFORM_CONV2D] = k[CN_OP_DEFORM_CONV2D_BACKWARD] = cuda_deform_conv2d;
+    dt[CN_OP_DEFORM_CONV2D] = dt[CN_OP_DEFORM_CONV2D_BACKWARD] = F;
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

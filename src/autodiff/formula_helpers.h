@@ -68,5 +68,8 @@ cn_tensor *ad_grad_adaptive_avg_pool(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_max_pool2d_with_indices(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_unfold4d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_fold4d(ad_node *n, cn_tensor *g, int i);
+/* ---- formulas_fft.c: the real FFT of issue 16 ---------------------------------------------- */
+cn_tensor *ad_grad_rfft(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_irfft(ad_node *n, cn_tensor *g, int i);
 
 #endif

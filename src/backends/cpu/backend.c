@@ -305,4 +305,7 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_MAX_POOL2D_WITH_INDICES] = F;
     k[CN_OP_UNFOLD4D] = k[CN_OP_FOLD4D] = cpu_fold4d;
     dt[CN_OP_UNFOLD4D] = dt[CN_OP_FOLD4D] = F;
+    /* the real FFT (issue 16): f32 through kissfft, f64 by a direct DFT in double (fft.c) */
+    k[CN_OP_RFFT] = k[CN_OP_IRFFT] = cpu_fft;
+    dt[CN_OP_RFFT] = dt[CN_OP_IRFFT] = F;
 }

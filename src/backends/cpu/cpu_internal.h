@@ -96,6 +96,8 @@ cn_status cpu_adaptive_avg_pool(const cn_kernel_args *a);
 cn_status cpu_max_pool2d_with_indices(const cn_kernel_args *a);
 /* fold.c: unfold4d (im2col) and fold4d (col2im), f32 and f64 */
 cn_status cpu_fold4d(const cn_kernel_args *a);
+/* fft.c: rfft and irfft along one dim (f32: kissfft; f64: a direct DFT in double) */
+cn_status cpu_fft(const cn_kernel_args *a);
 
 /* ---- values of any dtype ------------------------------------------------------------------------ */
 

@@ -525,8 +525,9 @@ CN_API cn_tensor *cn_blackman_window(int64_t n, int periodic, cn_dtype dtype, cn
  * modified) or NULL with the error set and nothing leaked. Any thread may call them on tensors it
  * may read.
  *
- * Precision. f32 runs kissfft's FFT on the CPU (O(n log n), float arithmetic: errors of a few
- * float ulps times log n, relative to the signal's size) and cuFFT on CUDA. kissfft computes in
+ * Precision and cost. f32 runs kissfft's FFT on the CPU (float arithmetic: errors of a few float
+ * ulps times log n, relative to the signal's size; O(n log n) for lengths of small prime factors,
+ * O(n p) for a prime factor p, as kissfft's generic butterfly is) and cuFFT on CUDA. kissfft computes in
  * float only, so f64 on the CPU is a direct DFT in double (each bin summed over the n samples,
  * twiddles from exact index arithmetic): accurate to ~1e-15 relative, but O(n^2) per transform,
  * fine for checks and signals of a few thousand points; for long f64 signals cast to f32

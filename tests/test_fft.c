@@ -128,12 +128,13 @@ static void test_round_trips_and_strides(void) {
 }
 
 /* Many lines (split over the pool's threads) of long even, odd and prime lengths: kissfft in f32
- * against the direct DFT in f64 on the same values, within f32's rounding times the size. */
+ * against the DFT in f64 on the same values, within f32's rounding times the size. The f64
+ * products run in blocks of bins or samples (n = 1024) and of lines (1100 lines of 600). */
 static void test_long_f32_against_f64(void) {
     cn_scope_begin();
-    const int64_t lens[4] = {1024, 243, 257, 1000};
-    for (int k = 0; k < 4; k++) {
-        int64_t n = lens[k], s[2] = {24, n}, total = 24 * n;
+    const int64_t lens[5][2] = {{24, 1024}, {24, 243}, {24, 257}, {24, 1000}, {1100, 600}};
+    for (int k = 0; k < 5; k++) {
+        int64_t n = lens[k][1], s[2] = {lens[k][0], n}, total = s[0] * n;
         double *v = th_alloc_doubles(total);
         uint64_t st = (uint64_t)n;
         th_fill_eighths(&st, v, total);

@@ -528,10 +528,11 @@ CN_API cn_tensor *cn_blackman_window(int64_t n, int periodic, cn_dtype dtype, cn
  * Precision and cost. f32 runs kissfft's FFT on the CPU (float arithmetic: errors of a few float
  * ulps times log n, relative to the signal's size; O(n log n) for lengths of small prime factors,
  * O(n p) for a prime factor p, as kissfft's generic butterfly is) and cuFFT on CUDA. kissfft computes in
- * float only, so f64 on the CPU is a direct DFT in double (each bin summed over the n samples,
- * twiddles from exact index arithmetic): accurate to ~1e-15 relative, but O(n^2) per transform,
- * fine for checks and signals of a few thousand points; for long f64 signals cast to f32
- * (cn_cast) or run on CUDA, where cuFFT computes f64 in O(n log n). f16 and bf16 are refused
+ * float only, so f64 on the CPU is the DFT by its definition in double (the lines times matrices
+ * of twiddles, on OpenBLAS; twiddle angles from exact index arithmetic): accurate to ~1e-15
+ * relative, but O(n^2) per transform, fine for checks and signals of a few thousand points; for
+ * long f64 signals cast to f32 (cn_cast) or run on CUDA, where cuFFT computes f64 in
+ * O(n log n). f16 and bf16 are refused
  * (CN_ERR_DTYPE: cast to f32). */
 
 /* Normalisation modes, torch.fft's norm strings. With the same mode on both sides irfft(rfft(x))

@@ -11,11 +11,10 @@
  * chunk takes a plan from the cache below and gives it back after, so plans are made once per
  * (n, direction) and never shared while in use.
  *
- * f64: kissfft has no double build, and computing f64 in float would lose 9 digits, so f64 is a
- * direct DFT in double: bin k sums x[j] (cos, -sin)(2 pi m / n) over j with m = j k mod n kept
- * exact by integer steps, from one table of n twiddles per call. O(n (n / 2 + 1)) per line:
- * ~1e-15 relative, for checks and short signals (ops.h says so, and points long ones to f32 or
- * CUDA). */
+ * f64: kissfft has no double build, and computing f64 in float would lose 9 digits, so f64 is the
+ * DFT by its definition in double, as products of the lines with matrices of twiddles on OpenBLAS
+ * (fft_f64 below). O(n (n / 2 + 1)) per line, at GEMM speed: ~1e-15 relative, for checks and
+ * signals up to a few thousand points (ops.h says so, and points long ones to f32 or CUDA). */
 #include <kiss_fft.h>
 #include <kiss_fftr.h>
 #include <math.h>
@@ -112,7 +111,6 @@ typedef struct fft_job {
     fft_plan **plans; /* f32: one per chunk */
     char *scratch;    /* chunk c's buffers at c * chunk_bytes */
     size_t chunk_bytes;
-    const double *cs; /* f64: cos and sin of 2 pi m / n at [2m], [2m + 1] */
 } fft_job;
 
 /* The element offset in v of line b: b's row-major position over v's first nd dims without d. */
@@ -180,68 +178,95 @@ static void irfft_f32(const fft_job *j, fft_plan *plan, char *buf, int64_t b) {
     }
 }
 
-/* rfft, f64: the direct DFT in double. */
-static void rfft_f64(const fft_job *j, char *buf, int64_t b) {
-    const double *x = (const double *)j->in->data + line_offset(j->in, j->in_nd, j->d, b);
-    double *y = (double *)j->out->data + line_offset(j->out, j->out_nd, j->d, b);
-    int64_t xs = j->in->strides[j->d], ys = j->out->strides[j->d], n = j->n;
-    int64_t m = j->lin < n ? j->lin : n;
-    double *t = (double *)buf;
-    for (int64_t i = 0; i < m; i++)
-        t[i] = x[i * xs];
-    for (int64_t k = 0; k < j->f; k++) {
-        double re = 0, im = 0;
-        int64_t p = 0; /* i k mod n */
-        for (int64_t i = 0; i < m; i++) {
-            re += t[i] * j->cs[2 * p];
-            im -= t[i] * j->cs[2 * p + 1];
-            p += k;
-            if (p >= n) p -= n;
-        }
-        y[k * ys] = j->scale * re;
-        y[k * ys + 1] = nyquist_or_dc(j, k) ? 0.0 : j->scale * im;
-    }
-}
+/* ---- f64: the DFT as products with twiddle matrices ------------------------------------------ *
+ * rfft: the lines X [lines, kin] (their first kin = min(size, n) samples: the padding adds
+ * nothing) times, for each block of bins k, C [kin, cols] = cos theta and S = -sin theta,
+ * theta = 2 pi (j k mod n) / n: Re Y = X C, Im Y = X S. irfft: the lines' bins Re, Im
+ * [lines, kin] (kin = min(F, n / 2 + 1): the bins past F are zero; the imaginary parts of bin 0
+ * and the Nyquist bin zeroed), for each block of samples j: x = Re C + Im S with C = m_k cos
+ * theta, S = -m_k sin theta (m_k = 1 for bin 0 and the Nyquist bin, 2 for the others). The
+ * products run on cpu_gemm (OpenBLAS, split over the pool); the angles come from one table of n,
+ * their index j k mod n kept exact by integer steps. The lines are packed once (a copy of the
+ * input); each block of columns keeps its twiddles and products to about F64_BLOCK doubles. */
+#define F64_BLOCK ((int64_t)1 << 19)
 
-/* irfft, f64: each sample sums bin 0, twice the real part of each bin that stands for two, and
- * the Nyquist bin once. */
-static void irfft_f64(const fft_job *j, char *buf, int64_t b) {
-    const double *z = (const double *)j->in->data + line_offset(j->in, j->in_nd, j->d, b);
-    double *y = (double *)j->out->data + line_offset(j->out, j->out_nd, j->d, b);
-    int64_t zs = j->in->strides[j->d], zi = j->in->strides[j->in_nd], ys = j->out->strides[j->d];
-    int64_t n = j->n, f = j->f;
-    double *re = (double *)buf, *im = re + f;
-    for (int64_t k = 0; k < f; k++) {
-        re[k] = k < j->lin ? z[k * zs] : 0.0;
-        im[k] = k < j->lin && !nyquist_or_dc(j, k) ? z[k * zs + zi] : 0.0;
+static cn_status fft_f64(const fft_job *j, int64_t lines, const char *op) {
+    int64_t n = j->n, inv = j->inverse;
+    int64_t kin = inv ? (j->lin < j->f ? j->lin : j->f) : (j->lin < n ? j->lin : n);
+    int64_t nout = inv ? n : j->f; /* output entries per line */
+    int64_t wide = kin > lines ? kin : lines, cb = F64_BLOCK / (wide > 0 ? wide : 1);
+    if (cb < 1) cb = 1;
+    if (cb > nout) cb = nout;
+    size_t na = (size_t)(lines * kin), nw = (size_t)(kin * cb), nt = (size_t)(lines * cb);
+    double *cs = cn__malloc(op, sizeof(double) * (2 * (size_t)n + 2 * (na + nw + nt) + 1));
+    if (!cs) return cn_last_status();
+    double *A = cs + 2 * n, *A2 = A + na, *W = A2 + na, *W2 = W + nw, *T = W2 + nw, *T2 = T + nt;
+    for (int64_t m = 0; m < n; m++) { /* m / n in [0, 1): each angle rounded once */
+        double t = 2.0 * PI * (double)m / (double)n;
+        cs[2 * m] = cos(t);
+        cs[2 * m + 1] = sin(t);
     }
-    for (int64_t i = 0; i < n; i++) {
-        double acc = re[0];
-        int64_t p = 0; /* i k mod n */
-        for (int64_t k = 1; k < f; k++) {
-            p += i;
-            if (p >= n) p -= n;
-            double w = nyquist_or_dc(j, k) ? 1.0 : 2.0;
-            acc += w * (re[k] * j->cs[2 * p] - im[k] * j->cs[2 * p + 1]);
+    const double *in = j->in->data;
+    double *out = j->out->data;
+    int64_t is = j->in->strides[j->d], ii = inv ? j->in->strides[j->in_nd] : 0;
+    int64_t os = j->out->strides[j->d], oi = inv ? 0 : j->out->strides[j->out_nd];
+    for (int64_t b = 0; b < lines; b++) {
+        const double *x = in + line_offset(j->in, j->in_nd, j->d, b);
+        for (int64_t i = 0; i < kin; i++) {
+            A[b * kin + i] = x[i * is];
+            if (inv) A2[b * kin + i] = nyquist_or_dc(j, i) ? 0.0 : x[i * is + ii];
         }
-        y[i * ys] = j->scale * acc;
     }
+    for (int64_t c0 = 0; c0 < nout; c0 += cb) {
+        int64_t cols = nout - c0 < cb ? nout - c0 : cb;
+        for (int64_t c = 0; c < cols; c++) {
+            int64_t step = c0 + c, p = 0; /* i (c0 + c) mod n */
+            for (int64_t i = 0; i < kin; i++) {
+                double w = inv && !nyquist_or_dc(j, i) ? 2.0 : 1.0;
+                W[i * cols + c] = w * cs[2 * p];
+                W2[i * cols + c] = -w * cs[2 * p + 1];
+                p += step;
+                if (p >= n) p -= n;
+            }
+        }
+        /* cpu_gemm takes up to INT_MAX rows a call */
+        for (int64_t r0 = 0; r0 < lines; r0 += INT32_MAX) {
+            int64_t rows = lines - r0 < INT32_MAX ? lines - r0 : INT32_MAX;
+            double *t = T + r0 * cols, *t2 = T2 + r0 * cols;
+            const double *a = A + r0 * kin, *a2 = A2 + r0 * kin;
+            if (kin == 0) {
+                memset(t, 0, sizeof(double) * (size_t)(rows * cols));
+                memset(t2, 0, sizeof(double) * (size_t)(rows * cols));
+            } else if (!inv) {
+                cpu_gemm(CN_F64, 0, 0, rows, cols, kin, a, kin, W, cols, 0.0, t, cols);
+                cpu_gemm(CN_F64, 0, 0, rows, cols, kin, a, kin, W2, cols, 0.0, t2, cols);
+            } else {
+                cpu_gemm(CN_F64, 0, 0, rows, cols, kin, a, kin, W, cols, 0.0, t, cols);
+                cpu_gemm(CN_F64, 0, 0, rows, cols, kin, a2, kin, W2, cols, 1.0, t, cols);
+            }
+        }
+        for (int64_t b = 0; b < lines; b++) {
+            double *y = out + line_offset(j->out, j->out_nd, j->d, b);
+            for (int64_t c = 0; c < cols; c++) {
+                y[(c0 + c) * os] = j->scale * T[b * cols + c];
+                if (!inv)
+                    y[(c0 + c) * os + oi] =
+                        nyquist_or_dc(j, c0 + c) ? 0.0 : j->scale * T2[b * cols + c];
+            }
+        }
+    }
+    cn__free(cs);
+    return CN_OK;
 }
 
 static void fft_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     const fft_job *j = ctx;
     char *buf = j->scratch + (size_t)chunk * j->chunk_bytes;
     for (int64_t b = begin; b < end; b++) {
-        if (j->in->dtype == CN_F32) {
-            if (j->inverse)
-                irfft_f32(j, j->plans[chunk], buf, b);
-            else
-                rfft_f32(j, j->plans[chunk], buf, b);
-        } else if (j->inverse) {
-            irfft_f64(j, buf, b);
-        } else {
-            rfft_f64(j, buf, b);
-        }
+        if (j->inverse)
+            irfft_f32(j, j->plans[chunk], buf, b);
+        else
+            rfft_f32(j, j->plans[chunk], buf, b);
     }
 }
 
@@ -263,42 +288,25 @@ cn_status cpu_fft(const cn_kernel_args *a) {
     int64_t lines = 1;
     for (int k = 0; k < j.out_nd; k++)
         if (k != j.d) lines *= j.out->shape[k];
-    int f32 = j.in->dtype == CN_F32;
-    /* work per line: ~5 n log2 n flops for the FFT, 2 n (n / 2 + 1) multiply-adds for the DFT */
-    double work = f32 ? 5.0 * (double)j.n * (log2((double)j.n) + 1) : 2.0 * (double)j.n * j.f;
-    double total = work * (double)lines;
+    if (j.in->dtype == CN_F64) return fft_f64(&j, lines, op);
+    /* ~5 n log2 n flops a line */
+    double total = 5.0 * (double)j.n * (log2((double)j.n) + 1) * (double)lines;
     int64_t chunks = cpu_chunks(total > 0x1p62 ? INT64_MAX : (int64_t)total, CPU_PARALLEL_GRAIN);
     if (chunks > lines) chunks = lines;
     if (chunks < 1) chunks = 1;
-    /* f32: n bins and a line of n complex values; f64: a line of n doubles, or 2 (n / 2 + 1) */
-    j.chunk_bytes = f32 ? ((size_t)j.n * 2 * sizeof(kiss_fft_cpx) + 63) & ~(size_t)63
-                        : ((size_t)(j.n + 2) * sizeof(double) + 63) & ~(size_t)63;
+    /* per chunk: n bins and a line of n complex values */
+    j.chunk_bytes = ((size_t)j.n * 2 * sizeof(kiss_fft_cpx) + 63) & ~(size_t)63;
     cn_status s = CN_OK;
-    double *cs = NULL;
     j.scratch = cn__malloc(op, j.chunk_bytes * (size_t)chunks);
-    if (f32) {
-        j.plans = j.scratch ? cn__calloc(op, (size_t)chunks, sizeof *j.plans) : NULL;
-        for (int64_t c = 0; j.plans && c < chunks; c++)
-            if (!(j.plans[c] = plan_take(op, (int)j.n, j.inverse))) break;
-        if (!j.plans || !j.plans[chunks - 1]) s = cn_last_status();
-    } else if (j.scratch) {
-        /* m / n in [0, 1): the angles 2 pi m / n, each rounded once */
-        cs = cn__malloc(op, sizeof(double) * 2 * (size_t)j.n);
-        for (int64_t m = 0; cs && m < j.n; m++) {
-            double t = 2.0 * PI * (double)m / (double)j.n;
-            cs[2 * m] = cos(t);
-            cs[2 * m + 1] = sin(t);
-        }
-        j.cs = cs;
-        if (!cs) s = cn_last_status();
-    }
-    if (!j.scratch) s = cn_last_status();
+    j.plans = j.scratch ? cn__calloc(op, (size_t)chunks, sizeof *j.plans) : NULL;
+    for (int64_t c = 0; j.plans && c < chunks; c++)
+        if (!(j.plans[c] = plan_take(op, (int)j.n, j.inverse))) break;
+    if (!j.plans || !j.plans[chunks - 1]) s = cn_last_status();
     if (s == CN_OK) cpu_parallel(lines, chunks, fft_chunk, &j);
     if (j.plans)
         for (int64_t c = 0; c < chunks; c++)
             plan_give(j.plans[c]);
     cn__free(j.plans);
-    cn__free(cs);
     cn__free(j.scratch);
     return s;
 }

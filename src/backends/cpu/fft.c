@@ -197,10 +197,12 @@ static cn_status fft_f64(const fft_job *j, int64_t lines, const char *op) {
     int64_t wide = kin > lines ? kin : lines, cb = F64_BLOCK / (wide > 0 ? wide : 1);
     if (cb < 1) cb = 1;
     if (cb > nout) cb = nout;
-    size_t na = (size_t)(lines * kin), nw = (size_t)(kin * cb), nt = (size_t)(lines * cb);
-    double *cs = cn__malloc(op, sizeof(double) * (2 * (size_t)n + 2 * (na + nw + nt) + 1));
+    /* A (irfft: and A2) the packed lines; W, W2 a block's twiddles; T, T2 its products */
+    size_t na = (size_t)(lines * kin), na2 = inv ? na : 0, nw = (size_t)(kin * cb);
+    size_t nt = (size_t)(lines * cb);
+    double *cs = cn__malloc(op, sizeof(double) * (2 * (size_t)n + na + na2 + 2 * (nw + nt) + 1));
     if (!cs) return cn_last_status();
-    double *A = cs + 2 * n, *A2 = A + na, *W = A2 + na, *W2 = W + nw, *T = W2 + nw, *T2 = T + nt;
+    double *A = cs + 2 * n, *A2 = A + na, *W = A2 + na2, *W2 = W + nw, *T = W2 + nw, *T2 = T + nt;
     for (int64_t m = 0; m < n; m++) { /* m / n in [0, 1): each angle rounded once */
         double t = 2.0 * PI * (double)m / (double)n;
         cs[2 * m] = cos(t);

@@ -104,7 +104,7 @@ if(CINDER_HAVE_CUDA)
   endforeach()
   set_directory_properties(PROPERTIES COMPILE_OPTIONS "${_cinder_wrapped}")
 
-  set(_cinder_cuda_libs CUDA::cudart CUDA::cublas)
+  set(_cinder_cuda_libs CUDA::cudart CUDA::cublas CUDA::cufft)
   if(CINDER_HAVE_CUDNN)
     list(APPEND _cinder_cuda_libs ${CINDER_CUDNN_LIBRARY})
   endif()
@@ -113,7 +113,7 @@ if(CINDER_HAVE_CUDA)
   add_library(cinder_cuda_objects OBJECT ${CINDER_CUDA_SOURCES})
   target_include_directories(cinder_cuda_objects PRIVATE
     ${CMAKE_CURRENT_SOURCE_DIR}/include ${CMAKE_CURRENT_SOURCE_DIR}/src)
-  target_link_libraries(cinder_cuda_objects PRIVATE CUDA::cudart CUDA::cublas) # their headers
+  target_link_libraries(cinder_cuda_objects PRIVATE CUDA::cudart CUDA::cublas CUDA::cufft) # headers
   target_compile_options(cinder_cuda_objects PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>)
   set_target_properties(cinder_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
     C_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden)

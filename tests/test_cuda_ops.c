@@ -2591,6 +2591,61 @@ static void test_pad_pool(void) {
     pair_free(x);
 }
 
+/* ---- the real FFT of issue 16 ------------------------------------------------------------------ */
+
+/* i0 = n (-1: the default), i1 = dim, s0 = norm */
+static cn_tensor *f_rfft(cn_tensor *const *x, const void *a) {
+    return cn_rfft(x[0], A(a)->i0, (int)A(a)->i1, (cn_fft_norm)A(a)->s0);
+}
+static cn_tensor *f_irfft(cn_tensor *const *x, const void *a) {
+    return cn_irfft(x[0], A(a)->i0, (int)A(a)->i1, (cn_fft_norm)A(a)->s0);
+}
+
+/* cuFFT against the CPU (kissfft in f32, the direct DFT in f64): even, odd and prime lengths,
+ * n = 1, the input cut and zero-padded, every norm, along the last dim and the others, f32 and
+ * f64 in every layout (the spectrum's imaginary parts strided too); a batch larger than one
+ * chunk of lines; f16 is refused on both with the same status. */
+static void test_fft(void) {
+    static const struct {
+        int64_t n;
+        int dim, norm;
+    } cfgs[] = {{-1, -1, 0}, {16, 1, 1}, {7, 1, 2}, {5, -1, 0}, {1, 1, 0},
+                {12, 0, 2},  {17, -1, 1}, {64, 2, 0}};
+    const int64_t xs[3] = {4, 9, 6}, zs[4] = {4, 9, 6, 2};
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++)
+        for (int d = 0; d < 2; d++)
+            for (int l = CONTIG; l <= STRIDED; l++) {
+                cn_dtype dt = float_dtypes[d];
+                args a = {.i0 = cfgs[c].n, .i1 = cfgs[c].dim, .s0 = cfgs[c].norm};
+                pair x = input(xs, 3, dt, -2, 2, l), z = input(zs, 4, dt, -2, 2, l);
+                check_op(label("rfft cfg %zu %s %s", c, cn_dtype_name(dt), layout_names[l]),
+                         CN_OP_RFFT, f_rfft, &a, &x, 1, 8);
+                check_op(label("irfft cfg %zu %s %s", c, cn_dtype_name(dt), layout_names[l]),
+                         CN_OP_IRFFT, f_irfft, &a, &z, 1, 8);
+                pair_free(x);
+                pair_free(z);
+            }
+    /* 4200 lines of 4000: two chunks of cuFFT's batch (2^24 / (n + 2) = 4192 lines each) */
+    const int64_t big[2] = {4200, 4000};
+    args a = {.i0 = -1, .i1 = 1, .s0 = 0};
+    pair x = input(big, 2, CN_F32, -1, 1, CONTIG);
+    check_op("rfft many lines", CN_OP_RFFT, f_rfft, &a, &x, 1, 8);
+    pair_free(x);
+    const int64_t zbig[3] = {4200, 2001, 2};
+    pair z = input(zbig, 3, CN_F32, -1, 1, CONTIG);
+    check_op("irfft many lines", CN_OP_IRFFT, f_irfft, &a, &z, 1, 8);
+    pair_free(z);
+    if (!selftest) {
+        pair h = input(xs, 3, CN_F16, -1, 1, CONTIG);
+        cn_clear_error();
+        cn_tensor *y = f_rfft(&h.g, &a);
+        CHECK(y == NULL && cn_last_status() == CN_ERR_DTYPE);
+        cn_release(y);
+        cn_clear_error();
+        pair_free(h);
+    }
+}
+
 static void test_every_op_has_a_kernel_and_a_check(void) {
     const cn_backend *b = cn_backend_get(gpu.backend);
     CHECK(b != NULL);
@@ -2635,6 +2690,7 @@ int main(void) {
     RUN(test_resample);
     RUN(test_deform_conv);
     RUN(test_pad_pool);
+    RUN(test_fft);
     RUN(test_sgd_step);
     RUN(test_adamw_step);
     RUN(test_attention);

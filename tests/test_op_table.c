@@ -371,6 +371,14 @@ static cn_tensor *run_adaptive_avg_pool_bwd(const oc_call *c) {
     return cn__adaptive_avg_pool_backward(c->x[0], c->d->ints + 1, c->d->n_ints - 1, INT_AT(0));
 }
 
+/* the real FFT of issue 16: ints = n (-1: the default), dim, norm */
+static cn_tensor *run_rfft(const oc_call *c) {
+    return cn_rfft(c->x[0], c->d->ints[0], INT_AT(1), (cn_fft_norm)INT_AT(2));
+}
+static cn_tensor *run_irfft(const oc_call *c) {
+    return cn_irfft(c->x[0], c->d->ints[0], INT_AT(1), (cn_fft_norm)INT_AT(2));
+}
+
 /* ints: kernel h, w, stride h, w, padding h, w, dilation h, w, ceil_mode, which output */
 static cn_tensor *run_max_pool_ex(const oc_call *c) {
     const int64_t *k = c->d->ints;
@@ -776,6 +784,10 @@ static const oc_op ops[CN__OP_ALL] = {
      * gradient against autograd's */
     [CN_OP_DEFORM_CONV2D] = {run_deform_conv2d},
     [CN_OP_DEFORM_CONV2D_BACKWARD] = {run_deform_conv2d_bwd},
+    /* the real FFT: even and odd n, cut and zero-padded, every norm, dims not last; irfft with
+     * the ignored imaginary parts of bin 0 and the Nyquist bin non-zero */
+    [CN_OP_RFFT] = {run_rfft},
+    [CN_OP_IRFFT] = {run_irfft},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

@@ -265,6 +265,19 @@ typedef enum cn_op {
      * offsets' gradient is torchvision's: d(sample)/dy from the four corners inside the image
      * (its get_coordinate_weight, with no test of the range of y and x) */
     CN_OP_DEFORM_CONV2D, CN_OP_DEFORM_CONV2D_BACKWARD,
+    /* added with the real FFT (issue 16). A complex tensor is stored as real ones with a trailing
+     * dim of 2 (real, imaginary), as torch.view_as_real lays it out. rfft: in = x (any strides,
+     * f32 or f64); ints = dim (non-negative), n (>= 1), norm (cn_fft_norm); reals[0] = the scale
+     * (1, 1 / n or 1 / sqrt(n)); out = x's shape with dim's size n / 2 + 1, plus [2], contiguous:
+     * out[.., k, .., :] = scale * sum_j x[.., j, ..] exp(-2 pi i j k / n) over j < min(n, x's size
+     * at dim) (x zero-padded or cut to n), the imaginary part of bin 0 (and of bin n / 2 when n is
+     * even) exactly 0. irfft: in = the spectrum [.., F, .., 2] (any strides), same ints; reals[0] =
+     * the scale (1 / n, 1 or 1 / sqrt(n)); out = the spectrum's shape less the trailing 2, with
+     * dim's size n, contiguous: the real signal whose first n / 2 + 1 bins are the spectrum's
+     * (cut, or zero-padded past F), the other bins their conjugates (Hermitian symmetry), so that
+     * the imaginary parts of bin 0 and of the Nyquist bin n / 2 (n even) are ignored; times the
+     * scale */
+    CN_OP_RFFT, CN_OP_IRFFT,
     CN_OP_COUNT
 } cn_op;
 

@@ -514,6 +514,67 @@ CN_API cn_tensor *cn_hann_window(int64_t n, int periodic, cn_dtype dtype, cn_dev
 CN_API cn_tensor *cn_hamming_window(int64_t n, int periodic, cn_dtype dtype, cn_device device);
 CN_API cn_tensor *cn_blackman_window(int64_t n, int periodic, cn_dtype dtype, cn_device device);
 
+/* ---- the real FFT (issue 16) ---------------------------------------------------------------- *
+ * cinder has no complex dtype: a complex tensor is a real one with a trailing dim of 2 (real,
+ * imaginary), the layout of torch.view_as_real. burn's rfft returns the two parts as two tensors
+ * instead: cn_squeeze(cn_slice(y, -1, 0, 1, 1), -1) and cn_squeeze(cn_slice(y, -1, 1, 2, 1), -1)
+ * are those parts (views), and cn_stack((cn_tensor *[]){re, im}, 2, -1) makes irfft's input from
+ * them. One tensor keeps the transform one differentiable op.
+ *
+ * Each returns a new contiguous tensor (one reference for the caller; the input is never
+ * modified) or NULL with the error set and nothing leaked. Any thread may call them on tensors it
+ * may read.
+ *
+ * Precision and cost. f32 runs kissfft's FFT on the CPU (float arithmetic: errors of a few float
+ * ulps times log n, relative to the signal's size; O(n log n) for lengths of small prime factors,
+ * O(n p) for a prime factor p, as kissfft's generic butterfly is) and cuFFT on CUDA. kissfft computes in
+ * float only, so f64 on the CPU is the DFT by its definition in double (the lines times matrices
+ * of twiddles, on OpenBLAS; twiddle angles from exact index arithmetic): accurate to ~1e-15
+ * relative, but O(n^2) per transform, fine for checks and signals of a few thousand points; for
+ * long f64 signals cast to f32 (cn_cast) or run on CUDA, where cuFFT computes f64 in
+ * O(n log n). f16 and bf16 are refused
+ * (CN_ERR_DTYPE: cast to f32). */
+
+/* Normalisation modes, torch.fft's norm strings. With the same mode on both sides irfft(rfft(x))
+ * is x. */
+typedef enum cn_fft_norm {
+    CN_FFT_BACKWARD = 0, /* "backward" (PyTorch's default): rfft unscaled, irfft times 1 / n */
+    CN_FFT_FORWARD = 1,  /* "forward": rfft times 1 / n, irfft unscaled */
+    CN_FFT_ORTHO = 2     /* "ortho": both times 1 / sqrt(n) (the transform is orthonormal) */
+} cn_fft_norm;
+
+/* torch.view_as_real(torch.fft.rfft(x, n, dim, norm)): the DFT of the real signals along dim of
+ * x (f32 or f64, any strides, ndim 1 to CN_MAX_DIMS - 1), of length n: x is cut to its first n
+ * entries along dim, or zero-padded to n; n = -1 takes x's size there (PyTorch's None). Returns
+ * x's shape with dim's size n / 2 + 1 (the bins 0..n/2: the rest are their conjugates), plus a
+ * trailing dim of 2: y[.., k, .., 0] + i y[.., k, .., 1] = scale * sum_j x[.., j, ..]
+ * exp(-2 pi i j k / n), scale from norm. The imaginary parts of bin 0 and, for even n, of bin
+ * n / 2 are exactly 0. Any n >= 1 (odd ones too). dim may be negative (counted from the end).
+ * Errors: x NULL (CN_ERR_NULL_ARG); int or bool x (CN_ERR_KIND: cast to f32 or f64); x 0-d or
+ * with CN_MAX_DIMS dims, dim out of range (CN_ERR_SHAPE / CN_ERR_INVALID_ARG); n = 0, n < -1,
+ * n = -1 with an empty dim, n past 2^31 - 1, an unknown norm (CN_ERR_INVALID_ARG); f16 / bf16
+ * (CN_ERR_DTYPE). Gradient: the adjoint, an irfft of the output gradient with the bins that
+ * stand for two (all but bin 0 and the Nyquist bin) halved, the norm's dual and the result cut
+ * or zero-padded back to x's size at dim (formulas_fft.c derives it). */
+CN_API cn_tensor *cn_rfft(cn_tensor *x, int64_t n, int dim, cn_fft_norm norm);
+
+/* torch.fft.irfft(torch.view_as_complex(spectrum), n, dim, norm): the real signals of length n
+ * whose spectrum along dim is `spectrum` [.., F, .., 2] (f32 or f64, any strides; the trailing
+ * 2 holds real and imaginary parts, as cn_rfft returns them; dim counts the dims before it and
+ * may be negative). The first n / 2 + 1 bins are used (spectrum cut, or zero-padded past F), the
+ * others taken as their conjugates (Hermitian symmetry); the imaginary parts of bin 0 and, for
+ * even n, of bin n / 2 are ignored, as PyTorch's CPU transform does (for such input PyTorch's
+ * CUDA result is not defined). n = -1 takes 2 (F - 1) (PyTorch's None: pass n for an odd
+ * length). Returns the spectrum's shape less the trailing 2, with dim's size n:
+ * x[.., j, ..] = scale * sum over all n bins Z[k] exp(2 pi i j k / n), scale from norm.
+ * Errors: spectrum NULL (CN_ERR_NULL_ARG); int or bool (CN_ERR_KIND); fewer than 2 dims or a
+ * last dim other than 2 (CN_ERR_SHAPE: build it with cn_stack of the real and imaginary parts
+ * along -1); dim out of range (CN_ERR_INVALID_ARG); n = 0, n < -1, n = -1 with F < 2, n past
+ * 2^31 - 1, an unknown norm (CN_ERR_INVALID_ARG); f16 / bf16 (CN_ERR_DTYPE). Gradient: the
+ * adjoint, an rfft of the output gradient with the bins that stand for two doubled, the norm's
+ * dual, cut or zero-padded back to F bins (0 for the ignored imaginary parts). */
+CN_API cn_tensor *cn_irfft(cn_tensor *spectrum, int64_t n, int dim, cn_fft_norm norm);
+
 /* ---- convolution and pooling (NCHW) --------------------------------------------------------- */
 typedef struct cn_conv2d_params {
     int64_t stride[2];   /* (h, w); 0 is taken as 1 */

@@ -70,5 +70,8 @@ cn_tensor *ad_grad_unfold4d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_fold4d(ad_node *n, cn_tensor *g, int i);
 /* ---- formulas_deform.c: deformable convolution (the whole node) ------------------------------ */
 cn_status ad_grad_deform_conv2d(ad_node *n, cn_tensor *g, cn_tensor **gin);
+/* ---- formulas_fft.c: the real FFT of issue 16 ---------------------------------------------- */
+cn_tensor *ad_grad_rfft(ad_node *n, cn_tensor *g, int i);
+cn_tensor *ad_grad_irfft(ad_node *n, cn_tensor *g, int i);
 
 #endif

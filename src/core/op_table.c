@@ -380,6 +380,12 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_DEFORM_CONV2D_BACKWARD] = {.name = "deform_conv2d_backward",
                                       .family = CN__FAMILY_GRAD, .n_in = 5, .kinds = {F, F, F},
                                       .out = CN__OUT_INPUT, .n_ints = 9},
+    /* the real FFT (issue 16): linear maps, each one's adjoint the other's with the bins
+     * reweighted, so the formulas need no value (formulas_fft.c) */
+    [CN_OP_RFFT] = {.name = "rfft", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {F},
+                    .out = CN__OUT_INPUT, .n_ints = 3, .n_reals = 1, .differentiable = 1},
+    [CN_OP_IRFFT] = {.name = "irfft", .family = CN__FAMILY_INDEX, .n_in = 1, .kinds = {F},
+                     .out = CN__OUT_INPUT, .n_ints = 3, .n_reals = 1, .differentiable = 1},
     [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {.name = "adaptive_avg_pool_backward",
                                           .family = CN__FAMILY_GRAD, .n_in = 1, .kinds = {F},
                                           .out = CN__OUT_INPUT, .n_ints = 1},

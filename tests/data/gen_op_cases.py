@@ -1236,6 +1236,34 @@ def check_deform_with_torchvision():
               % (variant, err))
 
 
+# ---- the real FFT: complex values as a trailing dim of 2 (torch.view_as_real) ------------------
+# ints = n (-1: PyTorch's None), dim, norm (0 backward, 1 forward, 2 ortho); even and odd
+# lengths, the input cut or zero-padded to n, every norm, a dim that is not the last.
+FFT_NORMS = ("backward", "forward", "ortho")
+
+
+def rfft(n, dim, norm):
+    return lambda x: torch.view_as_real(
+        torch.fft.rfft(x, n=None if n == -1 else n, dim=dim, norm=FFT_NORMS[norm]))
+
+
+def irfft(n, dim, norm):
+    return lambda z: torch.fft.irfft(torch.view_as_complex(z.contiguous()),
+                                     n=None if n == -1 else n, dim=dim, norm=FFT_NORMS[norm])
+
+
+for v, shape, n, dim, norm in (("even", [3, 8], -1, -1, 0), ("odd", [2, 7], -1, 1, 0),
+                               ("pad_fwd", [2, 5, 3], 8, 1, 1), ("cut_ortho", [6, 3], 5, 0, 2),
+                               ("n1", [2, 3], 1, 1, 0), ("n2", [3, 2], -1, 0, 2),
+                               ("pad_odd", [2, 4], 9, -1, 1)):
+    case("rfft", "rfft_" + v, [Fl(shape)], rfft(n, dim, norm), ints=[n, dim, norm])
+# irfft takes the imaginary parts of bin 0 and of the Nyquist bin as they come (random here):
+# PyTorch's CPU transform ignores them, as cinder does
+for v, shape, n, dim, norm in (("even", [3, 5, 2], -1, -1, 0), ("odd", [2, 4, 2], 7, 1, 2),
+                               ("pad_fwd", [2, 3, 2], 10, 1, 1), ("cut", [6, 2, 2], 4, 0, 0),
+                               ("dim0_odd", [3, 2, 3, 2], 5, 0, 2), ("n1", [2, 3, 2], 1, 1, 0)):
+    case("irfft", "irfft_" + v, [Fl(shape)], irfft(n, dim, norm), ints=[n, dim, norm])
+
 # ---- output ------------------------------------------------------------------------------------
 def kind_of(t):
     if t.dtype == torch.bool:

@@ -89,7 +89,8 @@ c++ $extra "$work/cpp/main.o" "$work/cpp/consumer.o" "$work/cpp/kernels.o" $libs
 
 step "static link line of the README"
 cc -std=c11 $extra -DCONSUMER_NO_EXTENSION -I"$prefix/include" "$here/consumer_c/main.c" \
-  "$libdir/libcinder.a" -ldnnl -lopenblas -lz -lgomp -lm -lpthread -ldl -o "$work/static_consumer"
+  "$libdir/libcinder.a" -ldnnl -lopenblas -lkissfft-float -lz -lgomp -lm -lpthread -ldl \
+  -o "$work/static_consumer"
 "$work/static_consumer" || die "the statically linked consumer failed"
 if readelf -d "$work/static_consumer" | grep -q 'libcinder'; then die "static_consumer needs libcinder.so"; fi
 

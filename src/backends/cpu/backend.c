@@ -309,4 +309,7 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_UNFOLD4D] = dt[CN_OP_FOLD4D] = F;
     k[CN_OP_DEFORM_CONV2D] = k[CN_OP_DEFORM_CONV2D_BACKWARD] = cpu_deform_conv2d;
     dt[CN_OP_DEFORM_CONV2D] = dt[CN_OP_DEFORM_CONV2D_BACKWARD] = F;
+    /* the real FFT (issue 16): f32 through kissfft, f64 by a direct DFT in double (fft.c) */
+    k[CN_OP_RFFT] = k[CN_OP_IRFFT] = cpu_fft;
+    dt[CN_OP_RFFT] = dt[CN_OP_IRFFT] = F;
 }

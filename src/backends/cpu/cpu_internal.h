@@ -99,6 +99,8 @@ cn_status cpu_max_pool2d_with_indices(const cn_kernel_args *a);
 cn_status cpu_fold4d(const cn_kernel_args *a);
 /* deform_conv.c: deform_conv2d and its backward (one kernel), f32 and f64 */
 cn_status cpu_deform_conv2d(const cn_kernel_args *a);
+/* fft.c: rfft and irfft along one dim (f32: kissfft; f64: a direct DFT in double) */
+cn_status cpu_fft(const cn_kernel_args *a);
 
 /* ---- values of any dtype ------------------------------------------------------------------------ */
 

@@ -467,6 +467,10 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_UNFOLD4D] = dt[CN_OP_FOLD4D] = F;
     k[CN_OP_DEFORM_CONV2D] = k[CN_OP_DEFORM_CONV2D_BACKWARD] = cuda_deform_conv2d;
     dt[CN_OP_DEFORM_CONV2D] = dt[CN_OP_DEFORM_CONV2D_BACKWARD] = F;
+    /* the real FFT (issue 16): cuFFT in f32 and f64 (its half transforms take powers of two
+     * only: f16 / bf16 are refused, cast them to f32) */
+    k[CN_OP_RFFT] = k[CN_OP_IRFFT] = cuda_fft;
+    dt[CN_OP_RFFT] = dt[CN_OP_IRFFT] = DT(CN_F32) | DT(CN_F64);
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

@@ -219,6 +219,8 @@ cn_status cuda_max_pool2d_with_indices(const cn_kernel_args *a);
 cn_status cuda_fold4d(const cn_kernel_args *a); /* fold.cu: unfold4d and fold4d */
 /* deform_conv.cu: deform_conv2d and its backward (one entry; every float dtype) */
 cn_status cuda_deform_conv2d(const cn_kernel_args *a);
+/* fft.cu: rfft and irfft through cuFFT (f32, f64) */
+cn_status cuda_fft(const cn_kernel_args *a);
 /* conv.cu */
 cn_status cuda_conv2d(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);

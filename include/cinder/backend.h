@@ -240,6 +240,16 @@ typedef enum cn_op {
      * fold4d (col2im, its adjoint: in = the columns, out = [N, C, H, W], overlaps summed) */
     CN_OP_PAD, CN_OP_PAD_BACKWARD, CN_OP_ADAPTIVE_AVG_POOL, CN_OP_ADAPTIVE_AVG_POOL_BACKWARD,
     CN_OP_MAX_POOL2D_WITH_INDICES, CN_OP_UNFOLD4D, CN_OP_FOLD4D,
+    /* added with the fused normalisations (issue 17), over the last k = ints[0] dims of x, seen
+     * as M rows of N elements (every view dense, row-major: the router makes them so):
+     * layer_norm (in = x[, w][, b], w and b of the normalised shape; ints = k, has_w, has_b;
+     * reals[0] = eps; out = y (x's shape), mean and rstd (x's leading dims, x's dtype): each
+     * row's mean and 1 / sqrt(biased variance + eps)); its backward (in = g, x, mean, rstd[, w];
+     * ints = k, has_w, want_dw, want_db; out = dx[, dw][, db]: dw = sum over rows of g * xhat,
+     * db = sum of g, each of the normalised shape); rms_norm (in = x[, w]; ints = k, has_w;
+     * reals[0] = eps; out = y, rstd = 1 / sqrt(mean(x^2) + eps)) and its backward (in = g, x,
+     * rstd[, w]; ints = k, has_w, want_dw; out = dx[, dw]) */
+    CN_OP_LAYER_NORM, CN_OP_LAYER_NORM_BACKWARD, CN_OP_RMS_NORM, CN_OP_RMS_NORM_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 

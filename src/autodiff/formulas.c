@@ -687,6 +687,8 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_MAX_POOL2D_WITH_INDICES] = {.input = ad_grad_max_pool2d_with_indices},
     [CN_OP_UNFOLD4D] = {.input = ad_grad_unfold4d},
     [CN_OP_FOLD4D] = {.input = ad_grad_fold4d},
+    [CN_OP_LAYER_NORM] = {.node = ad_grad_layer_norm},
+    [CN_OP_RMS_NORM] = {.node = ad_grad_rms_norm},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

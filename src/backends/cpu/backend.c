@@ -305,4 +305,9 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_MAX_POOL2D_WITH_INDICES] = F;
     k[CN_OP_UNFOLD4D] = k[CN_OP_FOLD4D] = cpu_fold4d;
     dt[CN_OP_UNFOLD4D] = dt[CN_OP_FOLD4D] = F;
+    /* the fused normalisations (issue 17): f32 and f64 */
+    k[CN_OP_LAYER_NORM] = k[CN_OP_RMS_NORM] = cpu_norm;
+    k[CN_OP_LAYER_NORM_BACKWARD] = k[CN_OP_RMS_NORM_BACKWARD] = cpu_norm_backward;
+    dt[CN_OP_LAYER_NORM] = dt[CN_OP_RMS_NORM] = F;
+    dt[CN_OP_LAYER_NORM_BACKWARD] = dt[CN_OP_RMS_NORM_BACKWARD] = F;
 }

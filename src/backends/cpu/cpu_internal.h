@@ -96,6 +96,9 @@ cn_status cpu_adaptive_avg_pool(const cn_kernel_args *a);
 cn_status cpu_max_pool2d_with_indices(const cn_kernel_args *a);
 /* fold.c: unfold4d (im2col) and fold4d (col2im), f32 and f64 */
 cn_status cpu_fold4d(const cn_kernel_args *a);
+/* norm.c: layer_norm and rms_norm (one kernel), and their backward (one kernel); f32, f64 */
+cn_status cpu_norm(const cn_kernel_args *a);
+cn_status cpu_norm_backward(const cn_kernel_args *a);
 
 /* ---- values of any dtype ------------------------------------------------------------------------ */
 

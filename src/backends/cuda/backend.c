@@ -463,6 +463,11 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_MAX_POOL2D_WITH_INDICES] = F;
     k[CN_OP_UNFOLD4D] = k[CN_OP_FOLD4D] = cuda_fold4d;
     dt[CN_OP_UNFOLD4D] = dt[CN_OP_FOLD4D] = F;
+    /* the fused normalisations (issue 17): f32 and f64 */
+    k[CN_OP_LAYER_NORM] = k[CN_OP_RMS_NORM] = cuda_norm;
+    k[CN_OP_LAYER_NORM_BACKWARD] = k[CN_OP_RMS_NORM_BACKWARD] = cuda_norm_backward;
+    dt[CN_OP_LAYER_NORM] = dt[CN_OP_RMS_NORM] = DT(CN_F32) | DT(CN_F64);
+    dt[CN_OP_LAYER_NORM_BACKWARD] = dt[CN_OP_RMS_NORM_BACKWARD] = DT(CN_F32) | DT(CN_F64);
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

@@ -217,6 +217,9 @@ cn_status cuda_pad_backward(const cn_kernel_args *a);
 cn_status cuda_adaptive_avg_pool(const cn_kernel_args *a); /* and its backward */
 cn_status cuda_max_pool2d_with_indices(const cn_kernel_args *a);
 cn_status cuda_fold4d(const cn_kernel_args *a); /* fold.cu: unfold4d and fold4d */
+/* norm.cu: layer_norm and rms_norm (one kernel), their backward (one kernel); f32, f64 */
+cn_status cuda_norm(const cn_kernel_args *a);
+cn_status cuda_norm_backward(const cn_kernel_args *a);
 /* conv.cu */
 cn_status cuda_conv2d(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);

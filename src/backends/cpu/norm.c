@@ -7,7 +7,8 @@
  *
  * Backward, with xhat = (x - mean) rstd and gw = g w (g without a weight), per row:
  *   dx = rstd (gw - sum(gw) / N - xhat sum(gw xhat) / N)      (rms_norm: without the sum(gw) term)
- * one pass for the two sums, one for dx; and dw = sum over rows of g xhat, db = sum of g, which
+ * the two sums (a loop each over the row, which stays in cache: two accumulators in one loop
+ * vectorise badly), then dx; and dw = sum over rows of g xhat, db = sum of g, which
  * each chunk of rows adds into partial rows of its own, combined in chunk order at the end (a
  * result depends on the number of chunks, never on timing).
  *
@@ -86,36 +87,35 @@ typedef struct norm_job {
                 for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * rs;                        \
         }                                                                                      \
     }                                                                                          \
-    /* the row's sum(gw) (into *s1) and sum(gw xhat) (returned) */                            \
-    static inline T row_sums_##SUF(const T *restrict g, const T *restrict x,                   \
-                                   const T *restrict w, int64_t n, T m, T rs, T *s1) {         \
-        T a1[LANES] = {0}, a2[LANES] = {0};                                                    \
+    /* sum(g w) (w NULL: sum(g)) and sum(g w (x - c)), each over LANES partial sums */       \
+    static inline double dot_##SUF(const T *restrict g, const T *restrict w, int64_t n) {      \
+        T acc[LANES] = {0};                                                                    \
         int64_t i = 0;                                                                         \
         if (w)                                                                                 \
             for (; i + LANES <= n; i += LANES)                                                 \
-                for (int j = 0; j < LANES; j++) {                                              \
-                    T gw = g[i + j] * w[i + j];                                                \
-                    a1[j] += gw;                                                               \
-                    a2[j] += gw * ((x[i + j] - m) * rs);                                       \
-                }                                                                              \
+                for (int j = 0; j < LANES; j++) acc[j] += g[i + j] * w[i + j];                 \
         else                                                                                   \
             for (; i + LANES <= n; i += LANES)                                                 \
-                for (int j = 0; j < LANES; j++) {                                              \
-                    a1[j] += g[i + j];                                                         \
-                    a2[j] += g[i + j] * ((x[i + j] - m) * rs);                                 \
-                }                                                                              \
-        double t1 = 0, t2 = 0;                                                                 \
-        for (; i < n; i++) {                                                                   \
-            T gw = w ? g[i] * w[i] : g[i];                                                     \
-            t1 += gw;                                                                          \
-            t2 += (double)gw * (double)((x[i] - m) * rs);                                      \
-        }                                                                                      \
-        for (int j = 0; j < LANES; j++) {                                                      \
-            t1 += a1[j];                                                                       \
-            t2 += a2[j];                                                                       \
-        }                                                                                      \
-        *s1 = (T)t1;                                                                           \
-        return (T)t2;                                                                          \
+                for (int j = 0; j < LANES; j++) acc[j] += g[i + j];                            \
+        double s = 0;                                                                          \
+        for (; i < n; i++) s += w ? (double)g[i] * w[i] : g[i];                                \
+        for (int j = 0; j < LANES; j++) s += acc[j];                                           \
+        return s;                                                                              \
+    }                                                                                          \
+    static inline double dot3_##SUF(const T *restrict g, const T *restrict w,                  \
+                                    const T *restrict x, T c, int64_t n) {                     \
+        T acc[LANES] = {0};                                                                    \
+        int64_t i = 0;                                                                         \
+        if (w)                                                                                 \
+            for (; i + LANES <= n; i += LANES)                                                 \
+                for (int j = 0; j < LANES; j++) acc[j] += g[i + j] * w[i + j] * (x[i + j] - c); \
+        else                                                                                   \
+            for (; i + LANES <= n; i += LANES)                                                 \
+                for (int j = 0; j < LANES; j++) acc[j] += g[i + j] * (x[i + j] - c);           \
+        double s = 0;                                                                          \
+        for (; i < n; i++) s += (double)(w ? g[i] * w[i] : g[i]) * (double)(x[i] - c);         \
+        for (int j = 0; j < LANES; j++) s += acc[j];                                           \
+        return s;                                                                              \
     }                                                                                          \
     CPU_CLONES static void backward_##SUF(void *ctx, int64_t chunk, int64_t r0, int64_t r1) {  \
         const norm_job *J = ctx;                                                               \
@@ -133,9 +133,9 @@ typedef struct norm_job {
             T *restrict dx = (T *)J->dx + r * n;                                               \
             const T m = J->rms ? (T)0 : ((const T *)J->mean_in)[r];                            \
             const T rs = ((const T *)J->rstd_in)[r];                                           \
-            T s1;                                                                              \
-            T s2 = row_sums_##SUF(g, x, w, n, m, rs, &s1);                                     \
-            const T c1 = J->rms ? (T)0 : s1 * inv_n, c2 = s2 * inv_n;                          \
+            /* sum(gw) / N and sum(gw xhat) / N */                                             \
+            const T c1 = J->rms ? (T)0 : (T)dot_##SUF(g, w, n) * inv_n;                        \
+            const T c2 = (T)dot3_##SUF(g, w, x, m, n) * rs * inv_n;                            \
             if (w)                                                                             \
                 for (int64_t i = 0; i < n; i++) {                                              \
                     T xh = (x[i] - m) * rs;                                                    \

@@ -28,6 +28,7 @@
 
 #define K2 1.5957691216057308 /* 2 sqrt(2 / pi) */
 #define GC 0.044715
+#define INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
 
 static double ulp_of(double v) {
     float f = (float)fabs(v);
@@ -43,7 +44,7 @@ static double ref_gelu(double x, int tanh_form) {
 }
 
 static double ref_gelu_grad(double x, int tanh_form) {
-    if (!tanh_form) return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2 * 3.14159265358979323846);
+    if (!tanh_form) return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) * INV_SQRT_2PI;
     double a = K2 * (x + GC * x * x * x), e = exp(-fabs(a)), r = 1 / (1 + e);
     return (a >= 0 ? r : e * r) + x * e * r * r * K2 * (1 + 3 * GC * x * x);
 }

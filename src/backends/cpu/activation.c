@@ -106,7 +106,9 @@ CPU_CLONES static void silu_row_f32(char **ptrs, const int64_t *step, int64_t n)
     ACT_LOOP(float, g * silu_grad_f32(s));
 }
 
-CPU_CLONES static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n, int tanh_form) {
+/* gelu's f32 loops, compiled for AVX2 and AVX-512 as well (elementwise.c's forward likewise) */
+CPU_CLONES_512 static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n,
+                                        int tanh_form) {
     if (tanh_form)
         ACT_LOOP(float, g * gelu_grad_f32(s, 1));
     else

@@ -53,7 +53,7 @@ static inline float exp_nonpos_f32(float x) {
     return exp_clamped_f32(x > -104.0f ? x : -104.0f);
 }
 
-/* ---- erf, erfc and the normal CDF for f32, vectorisable ---------------------------------------- *
+/* ---- erf, erfc and the normal CDF for f32, vectorisable ------------------------------------- *
  * Branch-free (both branches computed, one selected), so loops over them vectorise where libm's
  * erff, a call per element, does not. With t = |x|:
  *   t <  0.875:  erf(t) = t + t Q(t^2), Q of degree 5

@@ -143,8 +143,10 @@ static inline double gelu_f64(double x, int tanh_form) {
     return 0.5 * x * erfc(-x * 0.707106781186547524);
 }
 
-/* The dense f32 gelu loops, one per form, compiled for AVX2 as well. */
-CPU_CLONES static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n, int tanh_form) {
+/* The dense f32 gelu loops, one per form, compiled for AVX2 and AVX-512 as well (with 16 lanes
+ * the polynomials' constants stay in the 32 vector registers: about twice as fast as AVX2). */
+CPU_CLONES_512 static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n,
+                                        int tanh_form) {
     if (tanh_form)
         MAP1(float, float, gelu_f32(x, 1));
     else

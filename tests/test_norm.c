@@ -4,8 +4,9 @@
  * the composed formula through public ops (mean_dim, sub, mul, rsqrt: an independent path),
  * values and the gradients of x, weight and bias; f32 rows far from zero (the two-pass variance
  * keeps its precision where E[x^2] - E[x]^2 would lose it all), against a double-precision
- * loop; the modules (LayerNorm through the fused op, RMSNorm's parameter and default eps); and
- * every misuse, which leaves the inputs untouched and nothing allocated. */
+ * loop; a backend without the fused kernels (the composed ops, same values and gradients); the
+ * modules (LayerNorm through the fused op, RMSNorm's parameter and default eps); and every
+ * misuse, which leaves the inputs untouched and nothing allocated. */
 #include <float.h>
 #include <math.h>
 
@@ -145,6 +146,47 @@ static void test_f32_rows_far_from_zero_keep_their_precision(void) {
     cn_scope_end();
 }
 
+/* ---- a backend without the fused kernels ---------------------------------------------------- */
+
+/* The CPU's kernels without the four of the normalisations, as a program's backend written before
+ * them would be: cn_layer_norm and cn_rms_norm compose public ops there (values and gradients as
+ * the fused ops' on the CPU). */
+static void test_a_backend_without_the_kernels_gets_the_composed_ops(void) {
+    cn_scope_begin();
+    cn_backend b = *cn_backend_get(CN_BACKEND_CPU);
+    b.name = "cpu_without_norm";
+    b.kernels[CN_OP_LAYER_NORM] = b.kernels[CN_OP_LAYER_NORM_BACKWARD] = NULL;
+    b.kernels[CN_OP_RMS_NORM] = b.kernels[CN_OP_RMS_NORM_BACKWARD] = NULL;
+    int id = cn_backend_register(&b);
+    CHECK(id > 0);
+    cn_device dev = {(int16_t)id, 0, 0, 0};
+    const int64_t xs[3] = {3, 4, 20};
+    cn_tensor *x = randn(31, xs, 3, CN_F64), *w = randn(32, xs + 1, 2, CN_F64);
+    cn_tensor *bias = randn(33, xs + 1, 2, CN_F64), *r = randn(34, xs, 3, CN_F64);
+    const char *names[4] = {"y", "dx", "dw", "db"};
+    for (int rms = 0; rms < 2; rms++) {
+        cn_tensor *got[2][4] = {{0}}; /* per backend: y, dx, dw, db (on the CPU) */
+        for (int where = 0; where < 2; where++) {
+            cn_device conc = where ? dev : cn_cpu(), d = cn_autodiff(conc);
+            cn_tensor *in[3] = {x, w, rms ? NULL : bias}, *l[3] = {0};
+            for (int i = 0; i < 3; i++)
+                if (in[i]) l[i] = cn_require_grad(cn_from_inner(cn_to_device(in[i], conc), d));
+            cn_tensor *y = fused(rms, l[0], 2, l[1], l[2], 1e-5);
+            cn_tensor *loss = y ? cn_sum(cn_mul(y, cn_from_inner(cn_to_device(r, conc), d)))
+                                : NULL;
+            cn_grads *g = loss ? cn_backward(loss) : NULL;
+            CHECK(g != NULL);
+            got[where][0] = y ? cn_to_device(cn_inner(y), cn_cpu()) : NULL;
+            for (int i = 0; g && i < 3; i++)
+                if (l[i]) got[where][1 + i] = cn_to_device(cn_grad(g, l[i]), cn_cpu());
+            cn_grads_free(g);
+        }
+        for (int i = 0; i < 4; i++)
+            if (i < 3 || !rms) check_close(names[i], got[1][i], got[0][i], 1e-13);
+    }
+    cn_scope_end();
+}
+
 /* ---- modules --------------------------------------------------------------------------------- */
 
 static void test_layernorm_module_is_the_fused_op(void) {
@@ -250,6 +292,7 @@ int main(void) {
     RUN(test_rms_norm_matches_the_composed_formula);
     RUN(test_f32_matches);
     RUN(test_f32_rows_far_from_zero_keep_their_precision);
+    RUN(test_a_backend_without_the_kernels_gets_the_composed_ops);
     RUN(test_layernorm_module_is_the_fused_op);
     RUN(test_rmsnorm_module);
     RUN(test_misuse);

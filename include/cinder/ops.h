@@ -599,6 +599,8 @@ CN_API cn_tensor *cn_scaled_dot_product_attention(cn_tensor *q, cn_tensor *k, cn
  * timing).
  * Gradients: to x, weight and bias. There is no double backward in cinder (cn_backward runs its
  * formulas without recording), so no gradient of a gradient can be asked for, right or wrong.
+ * On a backend without the fused kernel (a program's, written before it) it is the composed
+ * formula through public ops (mean_dim, sub, mul, rsqrt, add): same values within rounding.
  * Errors: CN_ERR_NULL_ARG (x or normalized_shape NULL); CN_ERR_KIND (not float); CN_ERR_DTYPE
  * (weight's or bias's dtype is not x's); CN_ERR_INVALID_ARG (ndim outside [1, CN_MAX_DIMS], a
  * negative size in normalized_shape, eps negative or NaN or infinite); CN_ERR_SHAPE (x has fewer

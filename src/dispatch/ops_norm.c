@@ -70,6 +70,32 @@ static int dense_all(cn_tensor *const *t, cn_tensor **d, int n) {
     return ok;
 }
 
+/* The mean of t over its last k dims, kept (a new tensor; NULL with the error set). */
+static cn_tensor *trailing_mean(cn_tensor *t, int k) {
+    cn_tensor *m = cn_retain(t);
+    for (int i = 0; i < k && m; i++) {
+        cn_tensor *next = cn_mean_dim(m, t->ndim - 1 - i, 1);
+        cn_release(m);
+        m = next;
+    }
+    return m;
+}
+
+/* The composed formula through public ops, for a backend without the fused kernel (its
+ * arguments checked): y = c rsqrt(mean(c^2) + eps) [w] [+ b], c = x - mean(x) (rms: x). */
+static cn_tensor *norm_composed(int rms, cn_tensor *x, int k, cn_tensor *w, cn_tensor *b,
+                                double eps) {
+    cn_tensor *mean = rms ? NULL : trailing_mean(x, k);
+    cn_tensor *c = rms ? cn_retain(x) : mean ? cn_sub(x, mean) : NULL;
+    cn_tensor *sq = c ? cn_mul(c, c) : NULL, *ms = sq ? trailing_mean(sq, k) : NULL;
+    cn_tensor *var = ms ? cn_add_scalar(ms, eps) : NULL, *rs = var ? cn_rsqrt(var) : NULL;
+    cn_tensor *y = rs ? cn_mul(c, rs) : NULL, *yw = y && w ? cn_mul(y, w) : cn_retain(y);
+    cn_tensor *out = yw && b ? cn_add(yw, b) : cn_retain(yw);
+    cn_tensor *tmp[8] = {mean, c, sq, ms, var, rs, y, yw};
+    for (int i = 0; i < 8; i++) cn_release(tmp[i]);
+    return out;
+}
+
 /* The forward of both: y, and the row statistics into stats[0..n_stats) (layer_norm: mean,
  * rstd; rms_norm: rstd) when stats is not NULL (new concrete tensors), else released. */
 static cn_tensor *norm_forward(cn_op kop, cn_tensor *x, const int64_t *shape, int k,
@@ -92,6 +118,7 @@ static cn_tensor *norm_forward(cn_op kop, cn_tensor *x, const int64_t *shape, in
     const cn_backend *be = cn__route(op, in, names, n_in, &dev);
     if (!be) return NULL;
     if (check_args(op, x, shape, k, w, b, eps, &eps) != CN_OK) return NULL;
+    if (!stats && !cn__has_kernel(kop, x)) return norm_composed(rms, x, k, w, b, eps);
     cn_tensor *d[3], *outs[3] = {NULL, NULL, NULL}, *y = NULL;
     if (!dense_all(in, d, n_in)) return NULL;
     cn_device concrete = dev;

@@ -2,7 +2,8 @@
  * kernels: the checks, dense operands, the outputs, and the node. x is seen as M rows of the N
  * elements its last k dims hold; the forward kernel also writes each row's mean (layer_norm) and
  * rstd, which the node keeps as inputs beside x: a layer_norm node's inputs are (x, mean, rstd[,
- * w][, b]), an rms_norm node's (x, rstd[, w]). */
+ * w][, b]), an rms_norm node's (x, rstd[, w]). A backend without the fused kernel gets the
+ * composed formula instead. */
 #include <float.h>
 #include <math.h>
 #include <string.h>

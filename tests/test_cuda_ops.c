@@ -2287,6 +2287,67 @@ static void test_attention(void) {
             }
 }
 
+/* x = (x, w, b); i0 = k, i1 = bits: 1 weight, 2 bias, 4 rms_norm; s0 = eps */
+static cn_tensor *f_norm(cn_tensor *const *x, const void *a) {
+    int k = (int)A(a)->i0, bits = (int)A(a)->i1;
+    const int64_t *shape = cn_shape(x[0]) + cn_ndim(x[0]) - k;
+    cn_tensor *w = bits & 1 ? x[1] : NULL, *b = bits & 2 ? x[2] : NULL;
+    if (bits & 4) return cn_rms_norm(x[0], shape, k, w, A(a)->s0);
+    return cn_layer_norm(x[0], shape, k, w, b, A(a)->s0);
+}
+
+/* x = (g, x, w); as f_norm, s1 = which gradient (0 dx, 1 dw, 2 db) */
+static cn_tensor *f_norm_bwd(cn_tensor *const *x, const void *a) {
+    int k = (int)A(a)->i0, bits = (int)A(a)->i1, which = (int)A(a)->s1;
+    const int64_t *shape = cn_shape(x[1]) + cn_ndim(x[1]) - k;
+    cn_tensor *w = bits & 1 ? x[2] : NULL, *mean = NULL, *rstd = NULL, *grads[3];
+    cn_tensor *y = bits & 4 ? cn__rms_norm_forward(x[1], shape, k, w, A(a)->s0, &rstd)
+                            : cn__layer_norm_forward(x[1], shape, k, w, NULL, A(a)->s0, &mean,
+                                                     &rstd);
+    cn_status s = !y ? cn_last_status()
+                  : bits & 4 ? cn__rms_norm_backward(x[0], x[1], rstd, w, k, 1, grads)
+                             : cn__layer_norm_backward(x[0], x[1], mean, rstd, w, k, 1, 1, grads);
+    cn_release(y);
+    cn_release(mean);
+    cn_release(rstd);
+    if (s != CN_OK) return NULL;
+    for (int i = 0; i < 3; i++)
+        if (i != which) cn_release(grads[i]);
+    return grads[which];
+}
+
+/* layer_norm and rms_norm, forward and backward: rows longer than a block (300), normalised
+ * over 1 and 2 dims, with and without weight and bias, x transposed; f32 and f64 */
+static void test_norm(void) {
+    const cn_dtype dts[2] = {CN_F32, CN_F64};
+    const int64_t shapes[2][3] = {{6, 2, 300}, {4, 5, 7}};
+    for (int d = 0; d < 2; d++)
+        for (int sh = 0; sh < 2; sh++)
+            for (int bits = 0; bits < 8; bits++) {
+                int k = sh ? 2 : 1, rms = bits & 4;
+                if (rms && (bits & 2)) continue; /* rms_norm has no bias */
+                const int64_t *xs = shapes[sh], *ns = xs + 3 - k;
+                pair in[3] = {input(xs, 3, dts[d], -2, 2, sh ? TRANSPOSED : CONTIG),
+                              input(ns, k, dts[d], 0.5, 1.5, CONTIG),
+                              input(ns, k, dts[d], -1, 1, CONTIG)};
+                pair bw[3] = {input(xs, 3, dts[d], -1, 1, CONTIG), in[0], in[1]};
+                const char *dn = cn_dtype_name(dts[d]), *name = rms ? "rms_norm" : "layer_norm";
+                args a = {.i0 = k, .i1 = bits, .s0 = 1e-5};
+                check_op(label("%s %s k %d w %d b %d", name, dn, k, bits & 1, bits >> 1 & 1),
+                         rms ? CN_OP_RMS_NORM : CN_OP_LAYER_NORM, f_norm, &a, in, 3, 4);
+                for (int which = 0; which < (rms ? 2 : 3); which++) {
+                    args b = a;
+                    b.s1 = which;
+                    check_op(label("%s backward %s k %d w %d grad %d", name, dn, k, bits & 1,
+                                   which),
+                             rms ? CN_OP_RMS_NORM_BACKWARD : CN_OP_LAYER_NORM_BACKWARD,
+                             f_norm_bwd, &b, bw, 3, 8);
+                }
+                pair_free(bw[0]);
+                for (int i = 0; i < 3; i++) pair_free(in[i]);
+            }
+}
+
 /* x = (log_probs, targets, input_lengths, target_lengths); i0 = blank, i1 = reduction */
 static cn_tensor *f_ctc(cn_tensor *const *x, const void *a) {
     return cn_ctc_loss(x[0], x[1], x[2], x[3], A(a)->i0, (cn_reduction)A(a)->i1, 1);
@@ -2694,6 +2755,7 @@ int main(void) {
     RUN(test_sgd_step);
     RUN(test_adamw_step);
     RUN(test_attention);
+    RUN(test_norm);
     RUN(test_ctc);
     RUN(test_autodiff_oracle);
     RUN(test_network_gradients);

@@ -549,6 +549,38 @@ static cn_tensor *run_ctc_bwd(const oc_call *c) {
     return cn__ctc_loss_backward(c->x[0], c->x[1], c->x[2], c->x[3], c->x[4], c->d->ints);
 }
 
+/* layer_norm / rms_norm: inputs (x[, w][, b]); ints = (k, has_w[, has_b]); reals = (eps); the
+ * normalised shape is x's last k dims */
+static cn_tensor *run_layer_norm(const oc_call *c) {
+    int k = INT_AT(0), has_w = INT_AT(1), has_b = INT_AT(2);
+    cn_tensor *x = c->x[0];
+    return cn_layer_norm(x, cn_shape(x) + cn_ndim(x) - k, k, has_w ? c->x[1] : NULL,
+                         has_b ? c->x[1 + has_w] : NULL, c->d->reals[0]);
+}
+static cn_tensor *run_rms_norm(const oc_call *c) {
+    int k = INT_AT(0);
+    cn_tensor *x = c->x[0];
+    return cn_rms_norm(x, cn_shape(x) + cn_ndim(x) - k, k, INT_AT(1) ? c->x[1] : NULL,
+                       c->d->reals[0]);
+}
+
+/* their backward kernels: inputs (g, x[, w]); ints = (k, has_w, which: dx, dw, db); the
+ * statistics from the forward's internal entry */
+static cn_tensor *run_norm_bwd(const oc_call *c) {
+    int k = INT_AT(0), which = INT_AT(2);
+    cn_tensor *g = c->x[0], *x = c->x[1], *w = INT_AT(1) ? c->x[2] : NULL;
+    const int64_t *shape = cn_shape(x) + cn_ndim(x) - k;
+    cn_tensor *mean = NULL, *rstd = NULL, *grads[3];
+    int rms = strcmp(c->d->op, "rms_norm_backward") == 0;
+    cn_tensor *y = rms ? cn__rms_norm_forward(x, shape, k, w, c->d->reals[0], &rstd)
+                       : cn__layer_norm_forward(x, shape, k, w, NULL, c->d->reals[0], &mean,
+                                                &rstd);
+    if (!y) return NULL;
+    cn_status s = rms ? cn__rms_norm_backward(g, x, rstd, w, k, 1, grads)
+                      : cn__layer_norm_backward(g, x, mean, rstd, w, k, 1, 1, grads);
+    return s == CN_OK ? grads[which] : NULL;
+}
+
 #undef INT_AT
 
 #include "op_table_random.h" /* check_rand_uniform, check_rand_normal */
@@ -788,6 +820,13 @@ static const oc_op ops[CN__OP_ALL] = {
      * the ignored imaginary parts of bin 0 and the Nyquist bin non-zero */
     [CN_OP_RFFT] = {run_rfft},
     [CN_OP_IRFFT] = {run_irfft},
+    /* the fused normalisations (issue 17): layer_norm with and without weight and bias, over 1
+     * and 2 dims, eps 0; rms_norm with and without weight, PyTorch's default eps; the backward
+     * kernels against autograd's dx, dw and db */
+    [CN_OP_LAYER_NORM] = {run_layer_norm},
+    [CN_OP_LAYER_NORM_BACKWARD] = {run_norm_bwd},
+    [CN_OP_RMS_NORM] = {run_rms_norm},
+    [CN_OP_RMS_NORM_BACKWARD] = {run_norm_bwd},
     /* views and cat: values against PyTorch's, gradients back through the view */
     [CN__OP_TRANSPOSE] = {run_transpose},
     [CN__OP_PERMUTE] = {run_permute},

@@ -278,6 +278,16 @@ typedef enum cn_op {
      * the imaginary parts of bin 0 and of the Nyquist bin n / 2 (n even) are ignored; times the
      * scale */
     CN_OP_RFFT, CN_OP_IRFFT,
+    /* added with the fused normalisations (issue 17), over the last k = ints[0] dims of x, seen
+     * as M rows of N elements (every view dense, row-major: the router makes them so):
+     * layer_norm (in = x[, w][, b], w and b of the normalised shape; ints = k, has_w, has_b;
+     * reals[0] = eps; out = y (x's shape), mean and rstd (x's leading dims, x's dtype): each
+     * row's mean and 1 / sqrt(biased variance + eps)); its backward (in = g, x, mean, rstd[, w];
+     * ints = k, has_w, want_dw, want_db; out = dx[, dw][, db]: dw = sum over rows of g * xhat,
+     * db = sum of g, each of the normalised shape); rms_norm (in = x[, w]; ints = k, has_w;
+     * reals[0] = eps; out = y, rstd = 1 / sqrt(mean(x^2) + eps)) and its backward (in = g, x,
+     * rstd[, w]; ints = k, has_w, want_dw; out = dx[, dw]) */
+    CN_OP_LAYER_NORM, CN_OP_LAYER_NORM_BACKWARD, CN_OP_RMS_NORM, CN_OP_RMS_NORM_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 
@@ -381,7 +391,7 @@ CN_API int cn_backend_find(const char *name);
 
 /* The version of the backend interface (this header's structs and the op numbering). Bumped on
  * any incompatible change; a module must have been built with the same number. */
-#define CN_BACKEND_ABI_VERSION 4
+#define CN_BACKEND_ABI_VERSION 5
 
 /* What cinder hands a module: its error path and its counted host allocator (so that the
  * allocation-failure mode, cn_alloc_fail_after, covers the module too). Valid for the life of the

@@ -195,9 +195,22 @@ CN_API cn_module *cn_batchnorm1d_new(int64_t num_features, double eps, double mo
 /* Layer normalisation over the last `ndim` dims (torch.nn.LayerNorm(normalized_shape)): x's
  * trailing dims must equal normalized_shape, and each slice over them is normalised with its own
  * mean and biased variance:  y = (x - mean) / sqrt(var + eps) * weight + bias, with "weight"
- * (ones) and "bias" (zeros) of shape normalized_shape when elementwise_affine != 0. */
+ * (ones) and "bias" (zeros) of shape normalized_shape when elementwise_affine != 0. The forward
+ * is cn_layer_norm (one fused op; its errors, e.g. CN_ERR_SHAPE for x's trailing dims). eps must
+ * be finite and > 0 (PyTorch's default: 1e-5). */
 CN_API cn_module *cn_layernorm_new(const int64_t *normalized_shape, int ndim, double eps,
                             int elementwise_affine, cn_device device, cn_dtype dtype);
+
+/* Root-mean-square normalisation over the last `ndim` dims (torch.nn.RMSNorm(normalized_shape,
+ * eps, elementwise_affine)): y = x / sqrt(mean(x^2) + eps) * weight over each slice, with
+ * "weight" (ones) of shape normalized_shape when elementwise_affine != 0 (no bias, as PyTorch's).
+ * eps: finite and >= 0, or CN_RMS_NORM_EPS_DEFAULT (cinder/ops.h) for PyTorch's default eps=None,
+ * the epsilon of x's dtype. The forward is cn_rms_norm (one fused op, and its errors).
+ * Errors: CN_ERR_NULL_ARG (normalized_shape), CN_ERR_INVALID_ARG (ndim outside [1, CN_MAX_DIMS],
+ * a size < 1, eps), CN_ERR_DTYPE (not a float dtype), CN_ERR_OUT_OF_MEMORY. Returns a new module
+ * (cn_module_free); threads: as every module. */
+CN_API cn_module *cn_rmsnorm_new(const int64_t *normalized_shape, int ndim, double eps,
+                                 int elementwise_affine, cn_device device, cn_dtype dtype);
 
 /* A lookup table (torch.nn.Embedding): x, integer indices of any shape, each in
  * [0, num_embeddings), -> x's shape + [embedding_dim], the rows of "weight"

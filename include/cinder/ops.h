@@ -642,6 +642,52 @@ CN_API cn_tensor *cn_scaled_dot_product_attention(cn_tensor *q, cn_tensor *k, cn
                                                   cn_tensor *attn_mask, int is_causal,
                                                   double scale);
 
+/* ---- normalisation (issue 17) ---------------------------------------------------------------- */
+
+/* torch.nn.functional.layer_norm(x, normalized_shape, weight, bias, eps) as one fused op: x's
+ * last `ndim` dims must equal normalized_shape[0..ndim), and each slice over them (a row of
+ * N = their product elements) is normalised with its own mean and biased variance,
+ *     y = (x - mean) * rstd * weight + bias,    rstd = 1 / sqrt(var + eps)
+ * weight and bias are NULL or tensors of shape normalized_shape, of x's float dtype and device
+ * (either may be given without the other, as in PyTorch). eps must be finite and >= 0 (PyTorch's
+ * default is 1e-5).
+ * Numerics: the mean and variance are two passes over the row (mean, then the sum of squared
+ * deviations: no cancellation), accumulated in x's dtype (f32 for f32, as PyTorch's CPU kernel)
+ * with 16 (f32) or 8 (f64) partial sums, so the loops vectorise. The node keeps each row's mean
+ * and rstd (x's leading dims, x's dtype) for the backward, which computes x's gradient in one
+ * pass per row and the weight's and bias's as sums over rows (a partial sum per chunk of rows,
+ * added in chunk order: the result follows the chunk count, set by the thread count, never the
+ * timing).
+ * Gradients: to x, weight and bias. There is no double backward in cinder (cn_backward runs its
+ * formulas without recording), so no gradient of a gradient can be asked for, right or wrong.
+ * On a backend without the fused kernel (a program's, written before it) it is the composed
+ * formula through public ops (mean_dim, sub, mul, rsqrt, add): same values within rounding.
+ * Errors: CN_ERR_NULL_ARG (x or normalized_shape NULL); CN_ERR_KIND (not float); CN_ERR_DTYPE
+ * (weight's or bias's dtype is not x's); CN_ERR_INVALID_ARG (ndim outside [1, CN_MAX_DIMS], a
+ * negative size in normalized_shape, eps negative or NaN or infinite); CN_ERR_SHAPE (x has fewer
+ * than ndim dims or its trailing dims differ from normalized_shape, weight's or bias's shape is
+ * not normalized_shape); the router's device errors. Returns a new tensor; takes no reference.
+ * Threads: as every op (tensor.h). */
+CN_API cn_tensor *cn_layer_norm(cn_tensor *x, const int64_t *normalized_shape, int ndim,
+                                cn_tensor *weight, cn_tensor *bias, double eps);
+
+/* cn_rms_norm's eps when PyTorch's is None: the machine epsilon of x's dtype (torch.finfo(x.dtype)
+ * .eps: 2^-23 for f32, 2^-52 for f64). Any other negative eps is an error. */
+#define CN_RMS_NORM_EPS_DEFAULT (-1.0)
+
+/* torch.nn.functional.rms_norm(x, normalized_shape, weight, eps) as one fused op: each slice over
+ * x's last `ndim` dims (which must equal normalized_shape) is scaled by the inverse of its root
+ * mean square,
+ *     y = x * rstd * weight,    rstd = 1 / sqrt(mean(x^2) + eps)
+ * weight: NULL or a tensor of shape normalized_shape, of x's float dtype and device. eps: finite
+ * and >= 0, or CN_RMS_NORM_EPS_DEFAULT for PyTorch's eps=None (the dtype's epsilon).
+ * Numerics, memory and gradients as cn_layer_norm's (the node keeps each row's rstd); gradients
+ * to x and weight. Errors: as cn_layer_norm's (eps: negative other than
+ * CN_RMS_NORM_EPS_DEFAULT, NaN or infinite is CN_ERR_INVALID_ARG). Returns a new tensor; takes no
+ * reference. Threads: as every op (tensor.h). */
+CN_API cn_tensor *cn_rms_norm(cn_tensor *x, const int64_t *normalized_shape, int ndim,
+                              cn_tensor *weight, double eps);
+
 /* ---- ctc_loss (issue 16) --------------------------------------------------------------------- */
 
 /* How a loss combines its per-sample values (PyTorch's reduction=: 'none', 'mean', 'sum'). */

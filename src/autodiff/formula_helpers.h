@@ -53,6 +53,9 @@ cn_tensor *ad_grad_scatter_nd(ad_node *n, cn_tensor *g, int i);
 cn_status ad_grad_sdpa(ad_node *n, cn_tensor *g, cn_tensor **gin);
 /* ctc_loss: log_probs' gradient (input 0; the others are ints) */
 cn_tensor *ad_grad_ctc_loss(ad_node *n, cn_tensor *g, int i);
+/* ---- formulas_norm.c: the fused normalisations (the whole node) ------------------------------ */
+cn_status ad_grad_layer_norm(ad_node *n, cn_tensor *g, cn_tensor **gin);
+cn_status ad_grad_rms_norm(ad_node *n, cn_tensor *g, cn_tensor **gin);
 /* ---- formulas_conv.c: the convolutions of issue 16 (one input's gradient each) -------------- */
 cn_tensor *ad_grad_conv_transpose2d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_conv1d(ad_node *n, cn_tensor *g, int i);

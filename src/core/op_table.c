@@ -389,6 +389,22 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_ADAPTIVE_AVG_POOL_BACKWARD] = {.name = "adaptive_avg_pool_backward",
                                           .family = CN__FAMILY_GRAD, .n_in = 1, .kinds = {F},
                                           .out = CN__OUT_INPUT, .n_ints = 1},
+    /* the fused normalisations (issue 17; see backend.h). A layer_norm node has the inputs
+     * (x, mean, rstd[, w][, b]), an rms_norm node (x, rstd[, w]): mean and rstd, the kernel's
+     * out[1] and out[2], are saved beside x for the backward kernel (not recomputed). ints = k,
+     * has_w[, has_b]; reals[0] = eps */
+    [CN_OP_LAYER_NORM] = {.name = "layer_norm", .family = CN__FAMILY_INDEX, .n_in = 5,
+                          .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 3, .n_reals = 1,
+                          .saves = IN0 | IN1 | IN2 | CN__SAVE_IN(3), .differentiable = 1},
+    [CN_OP_LAYER_NORM_BACKWARD] = {.name = "layer_norm_backward", .family = CN__FAMILY_GRAD,
+                                   .n_in = 5, .kinds = {F, F, F}, .out = CN__OUT_INPUT,
+                                   .n_ints = 4},
+    [CN_OP_RMS_NORM] = {.name = "rms_norm", .family = CN__FAMILY_INDEX, .n_in = 3,
+                        .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 2, .n_reals = 1,
+                        .saves = IN0 | IN1 | IN2, .differentiable = 1},
+    [CN_OP_RMS_NORM_BACKWARD] = {.name = "rms_norm_backward", .family = CN__FAMILY_GRAD,
+                                 .n_in = 4, .kinds = {F, F, F}, .out = CN__OUT_INPUT,
+                                 .n_ints = 3},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

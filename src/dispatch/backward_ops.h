@@ -61,6 +61,24 @@ cn_status cn__sdpa_backward(cn_tensor *g, cn_tensor *q, cn_tensor *k, cn_tensor 
                             cn_tensor *lse, cn_tensor *mask, int causal, double scale,
                             int want_dmask, cn_tensor **grads);
 
+/* The fused normalisations' forward (cn_layer_norm's / cn_rms_norm's checks and output), also
+ * handing back each row's statistics, new concrete tensors of x's leading dims (NULL on
+ * failure): *mean and *rstd for layer_norm, *rstd for rms_norm. */
+cn_tensor *cn__layer_norm_forward(cn_tensor *x, const int64_t *normalized_shape, int ndim,
+                                  cn_tensor *weight, cn_tensor *bias, double eps,
+                                  cn_tensor **mean, cn_tensor **rstd);
+cn_tensor *cn__rms_norm_forward(cn_tensor *x, const int64_t *normalized_shape, int ndim,
+                                cn_tensor *weight, double eps, cn_tensor **rstd);
+/* Their backward kernels: from g (y's gradient), x, the forward's statistics and the weight (or
+ * NULL), over x's last k dims, new tensors grads[0] = dx, grads[1] = dw when want_dw, grads[2] =
+ * db when want_db (layer_norm only), else NULL. On failure all are NULL and the error is
+ * returned. */
+cn_status cn__layer_norm_backward(cn_tensor *g, cn_tensor *x, cn_tensor *mean, cn_tensor *rstd,
+                                  cn_tensor *w, int k, int want_dw, int want_db,
+                                  cn_tensor **grads);
+cn_status cn__rms_norm_backward(cn_tensor *g, cn_tensor *x, cn_tensor *rstd, cn_tensor *w, int k,
+                                int want_dw, cn_tensor **grads);
+
 /* ctc_loss's backward kernel: from g [N] (each sample's loss gradient), log_probs [T, N, C] and
  * the forward's dense i64 targets and lengths (the node's saved inputs), with its ints (blank,
  * concatenated, zero_infinity), the gradient of log_probs [T, N, C]. */

@@ -1,5 +1,7 @@
 /* Normalisation layers: BatchNorm1d/2d (per channel, batch statistics in training, running
- * statistics in evaluation) and LayerNorm (per sample, over the trailing dims). */
+ * statistics in evaluation), and LayerNorm and RMSNorm (per sample, over the trailing dims: the
+ * fused cn_layer_norm and cn_rms_norm). */
+#include <math.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -147,47 +149,28 @@ cn_module *cn_batchnorm1d_new(int64_t num_features, double eps, double momentum,
     return batchnorm_new("batchnorm1d_new", 0, num_features, eps, momentum, affine, device, dtype);
 }
 
-/* ---- LayerNorm ------------------------------------------------------------------------------- */
+/* ---- LayerNorm and RMSNorm ------------------------------------------------------------------ */
 
-typedef struct layernorm_state {
+typedef struct norm_state {
+    int rms;                    /* 1: RMSNorm (no bias, no centring) */
     int ndim;                   /* how many trailing dims are normalised */
     int64_t shape[CN_MAX_DIMS]; /* normalized_shape */
     double eps;
     cn_tensor *weight, *bias; /* normalized_shape, or NULL (borrowed) */
-} layernorm_state;
+} norm_state;
 
-/* x: [..., k trailing dims] -> the mean over the trailing dims, kept (size 1). */
-static cn_tensor *trailing_mean(cn_tensor *x, int k) {
-    cn_tensor *m = x;
-    for (int i = 0; i < k && m; i++)
-        m = cn_mean_dim(m, cn_ndim(x) - 1 - i, 1);
-    return m;
+/* x: [..., normalized_shape] -> same shape, through the fused ops */
+static cn_tensor *norm_forward(cn_module *m, cn_tensor *x) {
+    norm_state *s = cn_module_state(m);
+    if (s->rms) return cn_rms_norm(x, s->shape, s->ndim, s->weight, s->eps);
+    return cn_layer_norm(x, s->shape, s->ndim, s->weight, s->bias, s->eps);
 }
 
-/* x: [..., normalized_shape] -> same shape */
-static cn_tensor *layernorm_forward(cn_module *m, cn_tensor *x) {
-    layernorm_state *s = cn_module_state(m);
-    int nd = cn_ndim(x), k = s->ndim;
-    if (nd < k || memcmp(cn_shape(x) + nd - k, s->shape, sizeof(int64_t) * (size_t)k) != 0) {
-        char a[128], b[128];
-        cn_set_error(CN_ERR_SHAPE, "layernorm",
-                     "'x' is %s but the normalised shape is %s; x's "
-                     "trailing dims must equal it",
-                     cn_tensor_str(x, a, sizeof a), cn__shape_str(s->shape, k, b, sizeof b));
-        return NULL;
-    }
-    cn_tensor *centred = cn_sub(x, trailing_mean(x, k));
-    cn_tensor *var = trailing_mean(cn_mul(centred, centred), k); /* biased */
-    cn_tensor *y = cn_mul(centred, cn_rsqrt(cn_add_scalar(var, s->eps)));
-    if (s->weight) y = cn_add(cn_mul(y, s->weight), s->bias);
-    return y;
-}
+static const cn_module_vtable layernorm_vtable = {"LayerNorm", norm_forward, NULL, free_state};
+static const cn_module_vtable rmsnorm_vtable = {"RMSNorm", norm_forward, NULL, free_state};
 
-static const cn_module_vtable layernorm_vtable = {"LayerNorm", layernorm_forward, NULL, free_state};
-
-cn_module *cn_layernorm_new(const int64_t *normalized_shape, int ndim, double eps,
-                            int elementwise_affine, cn_device device, cn_dtype dtype) {
-    const char *op = "layernorm_new";
+static cn_module *norm_new(const char *op, int rms, const int64_t *normalized_shape, int ndim,
+                           double eps, int elementwise_affine, cn_device device, cn_dtype dtype) {
     if (!normalized_shape) {
         cn__null_arg(op, "normalized_shape");
         return NULL;
@@ -201,24 +184,39 @@ cn_module *cn_layernorm_new(const int64_t *normalized_shape, int ndim, double ep
         if (nn_check_positive(op, "a size in normalized_shape", normalized_shape[d]) != CN_OK)
             return NULL;
     if (nn_check_float_dtype(op, dtype) != CN_OK) return NULL;
-    if (!(eps > 0)) {
-        cn_set_error(CN_ERR_INVALID_ARG, op,
-                     "eps = %g; it must be > 0 (PyTorch's default: "
-                     "1e-5)",
-                     eps);
+    if (rms ? !(eps >= 0 || eps == CN_RMS_NORM_EPS_DEFAULT) || !isfinite(eps) : !(eps > 0) ||
+                                                                                !isfinite(eps)) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "eps = %g; it must be %s (PyTorch's default: %s)",
+                     eps, rms ? "finite and >= 0, or CN_RMS_NORM_EPS_DEFAULT" : "finite and > 0",
+                     rms ? "CN_RMS_NORM_EPS_DEFAULT, the dtype's epsilon" : "1e-5");
         return NULL;
     }
-    layernorm_state *s = cn__calloc(op, 1, sizeof *s);
+    norm_state *s = cn__calloc(op, 1, sizeof *s);
     if (!s) return NULL;
+    s->rms = rms;
     s->ndim = ndim;
     memcpy(s->shape, normalized_shape, sizeof(int64_t) * (size_t)ndim);
     s->eps = eps;
-    cn_module *m = cn_module_new(&layernorm_vtable, s);
+    cn_module *m = cn_module_new(rms ? &rmsnorm_vtable : &layernorm_vtable, s);
     if (m && elementwise_affine) {
         s->weight = nn_full_param(normalized_shape, ndim, 1.0, 1, device, dtype);
         if (!(m = nn_with_param(m, "weight", s->weight))) return NULL; /* s freed with m */
-        s->bias = nn_full_param(normalized_shape, ndim, 0.0, 1, device, dtype);
-        m = nn_with_param(m, "bias", s->bias);
+        if (!rms) {
+            s->bias = nn_full_param(normalized_shape, ndim, 0.0, 1, device, dtype);
+            m = nn_with_param(m, "bias", s->bias);
+        }
     }
     return m;
+}
+
+cn_module *cn_layernorm_new(const int64_t *normalized_shape, int ndim, double eps,
+                            int elementwise_affine, cn_device device, cn_dtype dtype) {
+    return norm_new("layernorm_new", 0, normalized_shape, ndim, eps, elementwise_affine, device,
+                    dtype);
+}
+
+cn_module *cn_rmsnorm_new(const int64_t *normalized_shape, int ndim, double eps,
+                          int elementwise_affine, cn_device device, cn_dtype dtype) {
+    return norm_new("rmsnorm_new", 1, normalized_shape, ndim, eps, elementwise_affine, device,
+                    dtype);
 }

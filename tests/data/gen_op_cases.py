@@ -1263,6 +1263,79 @@ for v, shape, n, dim, norm in (("even", [3, 5, 2], -1, -1, 0), ("odd", [2, 4, 2]
                                ("pad_fwd", [2, 3, 2], 10, 1, 1), ("cut", [6, 2, 2], 4, 0, 0),
                                ("dim0_odd", [3, 2, 3, 2], 5, 0, 2), ("n1", [2, 3, 2], 1, 1, 0)):
     case("irfft", "irfft_" + v, [Fl(shape)], irfft(n, dim, norm), ints=[n, dim, norm])
+# ---- layer_norm and rms_norm (issue 17) --------------------------------------------------------
+# inputs (x[, weight][, bias]); ints = (k: the normalised trailing dims, has_weight, has_bias);
+# reals = (eps; rms_norm: -1 for PyTorch's eps=None, the dtype's epsilon). Rows of 5 to 37
+# elements (past the CPU kernel's 16 lanes, with remainders), normalised over 1 and 2 dims.
+def layer_norm(k, eps):
+    def run(x, *wb):
+        it = iter(wb)
+        w = next(it) if run.has_w else None
+        b = next(it) if run.has_b else None
+        return F.layer_norm(x, x.shape[-k:], w, b, eps)
+    return run
+
+
+def rms_norm(k, eps):
+    def run(x, w=None):
+        return F.rms_norm(x, x.shape[-k:], w, None if eps < 0 else eps)
+    return run
+
+
+for variant, shape, k, has_w, has_b, eps in (
+        ("layer_norm_affine", [3, 5], 1, 1, 1, 1e-5),
+        ("layer_norm_2d_affine", [2, 3, 4], 2, 1, 1, 1e-5),
+        ("layer_norm_plain", [2, 3, 4], 1, 0, 0, 1e-5),
+        ("layer_norm_weight_only_2d", [2, 2, 3], 2, 1, 0, 0.1),
+        ("layer_norm_bias_only_long_rows", [2, 37], 1, 0, 1, 1e-5),
+        ("layer_norm_eps_zero", [4, 6], 1, 1, 1, 0.0)):
+    fn = layer_norm(k, eps)
+    fn.has_w, fn.has_b = has_w, has_b
+    ins = [Fl(shape)] + [Fl(shape[-k:])] * has_w + [Fl(shape[-k:])] * has_b
+    case("layer_norm", variant, ins, fn, ints=[k, has_w, has_b], reals=[eps])
+
+for variant, shape, k, has_w, eps in (
+        ("rms_norm_weight", [3, 5], 1, 1, 1e-6),
+        ("rms_norm_2d_weight", [2, 3, 4], 2, 1, 1e-5),
+        ("rms_norm_plain_long_rows", [2, 37], 1, 0, 1e-5),
+        ("rms_norm_default_eps", [2, 2, 3], 2, 0, -1.0)):
+    ins = [Fl(shape)] + [Fl(shape[-k:])] * has_w
+    case("rms_norm", variant, ins, rms_norm(k, eps), ints=[k, has_w], reals=[eps])
+
+
+# layer_norm_backward: inputs (g, x[, weight]); ints = (k, has_weight, which): dx (0), dw (1),
+# db (2), against autograd's (a missing weight is ones: dw = sum(g xhat) all the same); the
+# mean and rstd come from cinder's forward. rms_norm_backward: likewise, dx (0) or dw (1).
+def norm_backward(rms, k, has_w, which, eps):
+    def run(g, x, w=None):
+        n = x.shape[-k:]
+        w = (w if has_w else torch.ones(n)).clone().requires_grad_(True)
+        x = x.clone().requires_grad_(True)
+        if rms:
+            F.rms_norm(x, n, w, eps).backward(g)
+            return (x.grad, w.grad)[which]
+        b = torch.zeros(n, requires_grad=True)
+        F.layer_norm(x, n, w, b, eps).backward(g)
+        return (x.grad, w.grad, b.grad)[which]
+    return run
+
+
+for variant, shape, k, has_w, which in (
+        ("layer_norm_bwd_dx", [3, 5], 1, 1, 0),
+        ("layer_norm_bwd_dx_plain_2d", [2, 3, 4], 2, 0, 0),
+        ("layer_norm_bwd_dw_long_rows", [3, 37], 1, 1, 1),
+        ("layer_norm_bwd_db_2d", [2, 3, 4], 2, 1, 2)):
+    ins = [Fl(shape), Fl(shape)] + [Fl(shape[-k:])] * has_w
+    case("layer_norm_backward", variant, ins, norm_backward(0, k, has_w, which, 1e-5),
+         ints=[k, has_w, which], reals=[1e-5])
+
+for variant, shape, k, has_w, which in (
+        ("rms_norm_bwd_dx", [3, 5], 1, 1, 0),
+        ("rms_norm_bwd_dx_plain_2d", [2, 3, 4], 2, 0, 0),
+        ("rms_norm_bwd_dw_long_rows", [3, 37], 1, 1, 1)):
+    ins = [Fl(shape), Fl(shape)] + [Fl(shape[-k:])] * has_w
+    case("rms_norm_backward", variant, ins, norm_backward(1, k, has_w, which, 1e-5),
+         ints=[k, has_w, which], reals=[1e-5])
 
 # ---- output ------------------------------------------------------------------------------------
 def kind_of(t):

@@ -5,7 +5,8 @@
  * approximation.
  *
  * The strided iterator (strided.c) calls a row function on runs of elements; each has a dense
- * path the compiler vectorises (exp through exp_f32; erf stays libm's). */
+ * path the compiler vectorises (f32: exp through exp_f32, gelu's erf and sigmoid through
+ * cpu_math.h; f64 stays on libm). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math") /* vectorises the selects, as in elementwise.c */
 #endif
@@ -59,26 +60,28 @@ static inline double silu_grad_f64(double x) {
     return sig * (1.0 + x * (1.0 - sig));
 }
 
-/* gelu'(x): Phi(x) + x phi(x) for the exact form; for the tanh form, with t = tanh(k (x + c x^3)),
- * 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2). */
+/* gelu'(x): Phi(x) + x phi(x) for the exact form; for the tanh form, written as x sigmoid(a) with
+ * a = 2u = 2k (x + c x^3) (elementwise.c), sigmoid(a) + x sigmoid'(a) 2k (1 + 3 c x^2). f32:
+ * branch-free (cpu_math.h's normal_cdf_f32, sigmoid_of_f32, exp_f32), so the loops vectorise. */
 static inline float gelu_grad_f32(float x, int tanh_form) {
     if (tanh_form) {
-        float x2 = x * x;
-        float t = tanhf((float)GELU_K * (x + (float)GELU_C * x2 * x));
-        return 0.5f * (1.0f + t) +
-               0.5f * x * (1.0f - t * t) * (float)GELU_K * (1.0f + 3.0f * (float)GELU_C * x2);
+        float x2 = x * x, dsig;
+        float a = (float)(2 * GELU_K) * (x + (float)GELU_C * (x2 * x));
+        float sig = sigmoid_of_f32(a, &dsig);
+        return sig + x * dsig * ((float)(2 * GELU_K) * (1.0f + (float)(3 * GELU_C) * x2));
     }
-    float cdf = 0.5f * (1.0f + erff(x * (float)SQRT1_2));
-    return cdf + x * (float)INV_SQRT_2PI * exp_f32(-0.5f * x * x);
+    return normal_cdf_f32(x) + x * (float)INV_SQRT_2PI * exp_f32(-0.5f * x * x);
 }
 
 static inline double gelu_grad_f64(double x, int tanh_form) {
     if (tanh_form) {
         double x2 = x * x;
-        double t = tanh(GELU_K * (x + GELU_C * x2 * x));
-        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_K * (1.0 + 3.0 * GELU_C * x2);
+        double a = 2 * GELU_K * (x + GELU_C * (x2 * x));
+        double e = exp(-fabs(a)), r = 1.0 / (1.0 + e);
+        double sig = a >= 0 ? r : e * r;
+        return sig + x * (e * r * r) * (2 * GELU_K * (1.0 + 3 * GELU_C * x2));
     }
-    return 0.5 * (1.0 + erf(x * SQRT1_2)) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
+    return 0.5 * erfc(-x * SQRT1_2) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
 }
 
 /* log_sigmoid'(x) = sigmoid(-x) = e / (1 + e) for x > 0, 1 / (1 + e) otherwise, e = e^-|x|: no
@@ -103,6 +106,15 @@ CPU_CLONES static void silu_row_f32(char **ptrs, const int64_t *step, int64_t n)
     ACT_LOOP(float, g * silu_grad_f32(s));
 }
 
+/* gelu's f32 loops, compiled for AVX2 and AVX-512 as well (elementwise.c's forward likewise) */
+CPU_CLONES_512 static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n,
+                                        int tanh_form) {
+    if (tanh_form)
+        ACT_LOOP(float, g * gelu_grad_f32(s, 1));
+    else
+        ACT_LOOP(float, g * gelu_grad_f32(s, 0));
+}
+
 static void act_f32(char **ptrs, const int64_t *step, int64_t n, const void *ctx) {
     const act_ctx *c = ctx;
     switch (c->act) {
@@ -110,7 +122,7 @@ static void act_f32(char **ptrs, const int64_t *step, int64_t n, const void *ctx
     case CN_OP_TANH: ACT_LOOP(float, g * (1.0f - s * s)); break;
     case CN_OP_SIGMOID: ACT_LOOP(float, g * s * (1.0f - s)); break;
     case CN_OP_SILU: silu_row_f32(ptrs, step, n); break;
-    case CN_OP_GELU: ACT_LOOP(float, g * gelu_grad_f32(s, c->tanh)); break;
+    case CN_OP_GELU: gelu_row_f32(ptrs, step, n, c->tanh); break;
     case CN_OP_HARD_SIGMOID: ACT_LOOP(float, HARD_SIGMOID_GRAD(float, g, s)); break;
     case CN_OP_LOG_SIGMOID: ACT_LOOP(float, g * log_sigmoid_grad_f32(s)); break;
     case CN_OP_HARD_SWISH: ACT_LOOP(float, HARD_SWISH_GRAD(float, g, s)); break;

@@ -312,4 +312,9 @@ void cn__cpu_backend_fill(cn_backend *b) {
     /* the real FFT (issue 16): f32 through kissfft, f64 by a direct DFT in double (fft.c) */
     k[CN_OP_RFFT] = k[CN_OP_IRFFT] = cpu_fft;
     dt[CN_OP_RFFT] = dt[CN_OP_IRFFT] = F;
+    /* the fused normalisations (issue 17): f32 and f64 */
+    k[CN_OP_LAYER_NORM] = k[CN_OP_RMS_NORM] = cpu_norm;
+    k[CN_OP_LAYER_NORM_BACKWARD] = k[CN_OP_RMS_NORM_BACKWARD] = cpu_norm_backward;
+    dt[CN_OP_LAYER_NORM] = dt[CN_OP_RMS_NORM] = F;
+    dt[CN_OP_LAYER_NORM_BACKWARD] = dt[CN_OP_RMS_NORM_BACKWARD] = F;
 }

@@ -101,6 +101,9 @@ cn_status cpu_fold4d(const cn_kernel_args *a);
 cn_status cpu_deform_conv2d(const cn_kernel_args *a);
 /* fft.c: rfft and irfft along one dim (f32: kissfft; f64: a direct DFT in double) */
 cn_status cpu_fft(const cn_kernel_args *a);
+/* norm.c: layer_norm and rms_norm (one kernel), and their backward (one kernel); f32, f64 */
+cn_status cpu_norm(const cn_kernel_args *a);
+cn_status cpu_norm_backward(const cn_kernel_args *a);
 
 /* ---- values of any dtype ------------------------------------------------------------------------ */
 

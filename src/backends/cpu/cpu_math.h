@@ -53,6 +53,90 @@ static inline float exp_nonpos_f32(float x) {
     return exp_clamped_f32(x > -104.0f ? x : -104.0f);
 }
 
+/* ---- erf, erfc and the normal CDF for f32, vectorisable ------------------------------------- *
+ * Branch-free (both branches computed, one selected), so loops over them vectorise where libm's
+ * erff, a call per element, does not. With t = |x|:
+ *   t <  0.875:  erf(t) = t + t Q(t^2), Q of degree 5
+ *   t >= 0.875:  erfc(t) = exp(S(v) - t^2) (1/t), v = (1/t) A - B in [-1, 1] for t in
+ *                [0.875, 10.25] (t clamped there: past it exp underflows), S of degree 11
+ * (coefficients: scripts/fit_erf_f32.py). erf_f32 is within 2 ulp of the exact value (1.14 ulp
+ * at worst over tests/test_gelu.c's dense sweep of floats); erfc_large_f32's relative error is
+ * below 2e-5 down to FLT_MIN (its exp's argument, about -t^2, is rounded: a relative error of
+ * about t^2 2^-24). */
+static inline float erf_small_f32(float t) { /* t in [-0.875, 0.875] (odd) */
+    float s = t * t;
+    float q = -6.254293257e-04f;
+    q = q * s + 5.042351317e-03f;
+    q = q * s + -2.679867297e-02f;
+    q = q * s + 1.128267050e-01f;
+    q = q * s + -3.761257529e-01f;
+    q = q * s + 1.283791661e-01f;
+    return t + t * q;
+}
+
+/* erfc(t) = exp(S(v) - t2) / t for t >= 0 (or NaN: clamped to [0.875, 10.25]) and t2 = t^2 from
+ * the caller, who may have it more precisely than t * t (normal_cdf_f32: x^2 / 2); past 10.25
+ * any t2 >= 105 gives 0. */
+static inline float erfc_core_f32(float t, float t2) {
+    float tc = t < 10.25f ? t : 10.25f;
+    tc = tc > 0.875f ? tc : 0.875f;
+    float u = 1.0f / tc; /* the one division */
+    float v = u * 1.913333297e+00f - 1.186666608e+00f;
+    float p = 6.315355131e-05f;
+    p = p * v + -5.253258223e-06f;
+    p = p * v + -3.202587832e-04f;
+    p = p * v + 4.585473507e-04f;
+    p = p * v + -2.878940431e-04f;
+    p = p * v + -2.386049164e-04f;
+    p = p * v + 2.424700418e-03f;
+    p = p * v + -8.445425890e-03f;
+    p = p * v + 1.915965043e-02f;
+    p = p * v + -1.802664995e-02f;
+    p = p * v + -1.828704178e-01f;
+    p = p * v + -7.126423717e-01f;
+    return exp_nonpos_f32(p - t2) * u; /* the argument is below -1.6 */
+}
+
+static inline float erfc_large_f32(float t) {
+    float tc = t < 10.25f ? t : 10.25f;
+    return erfc_core_f32(t, tc * tc);
+}
+
+/* erf(x); NaN gives NaN, +-0 keeps its sign, +-inf gives +-1. */
+static inline float erf_f32(float x) {
+    float t = x < 0.0f ? -x : x;
+    float xs = x < 0.875f ? x : 0.875f;
+    float small = erf_small_f32(xs > -0.875f ? xs : -0.875f);
+    float large = 1.0f - erfc_large_f32(t);
+    float r = t < 0.875f ? small : x < 0.0f ? -large : large;
+    return x == x ? r : x;
+}
+
+/* The standard normal CDF Phi(x) = erfc(-x / sqrt 2) / 2, computed as such for x < 0 (no
+ * cancellation in 0.5 (1 + erf(x / sqrt 2)): relative accuracy down to the smallest values);
+ * NaN gives NaN. Its error grows with x^2 in the left tail, from rounding the argument of exp,
+ * about -x^2 / 2 (gelu within 5 + 1.5 x^2 ulp: tests/test_gelu.c). */
+static inline float normal_cdf_f32(float x) {
+    float z = x * 0.707106781186547524f;
+    float t = z < 0.0f ? -z : z;
+    float e = 0.5f * erf_small_f32(t < 0.875f ? t : 0.875f);
+    float c = 0.5f * erfc_core_f32(t, 0.5f * (x * x)); /* z^2 without z's rounding */
+    float small = z < 0.0f ? 0.5f - e : 0.5f + e;
+    float large = z < 0.0f ? c : 1.0f - c;
+    float r = t < 0.875f ? small : large;
+    return x == x ? r : x;
+}
+
+/* The logistic function of a and its derivative sigma (1 - sigma), from e = exp(-|a|) <= 1: no
+ * overflow for any a, no cancellation for either sign (the tanh form of gelu runs on these:
+ * 0.5 (1 + tanh(u)) = sigma(2u)). */
+static inline float sigmoid_of_f32(float a, float *dsig) {
+    float e = exp_f32(a < 0.0f ? a : -a);
+    float r = 1.0f / (1.0f + e);
+    *dsig = e * r * r;
+    return a >= 0.0f ? r : e * r;
+}
+
 /* The exp-heavy loops (exp, softmax, logsumexp) are also compiled for AVX2, chosen at load time
  * where the CPU has it: the build targets baseline x86-64 (SSE2), and exp_f32 runs about twice as
  * fast on 8-wide vectors. Without FMA contraction (-std=c11) both versions round identically.

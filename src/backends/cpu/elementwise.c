@@ -121,17 +121,36 @@ static inline double sigmoid_f64(double x) {
     return x >= 0.0 ? r : e * r;
 }
 
-/* gelu(x) = 0.5 x (1 + erf(x / sqrt 2)), or with tanh(sqrt(2/pi) (x + 0.044715 x^3)) for erf. */
+/* gelu(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), or its tanh form 0.5 x (1 + tanh(u)), u =
+ * sqrt(2/pi) (x + 0.044715 x^3), computed as x sigmoid(2u) (the same function). Both without the
+ * cancellation of 1 + erf or 1 + tanh for x < 0. f32: branch-free (cpu_math.h), so the loops
+ * vectorise; f64: libm's erfc and exp. */
 static inline float gelu_f32(float x, int tanh_form) {
-    if (tanh_form)
-        return 0.5f * x * (1.0f + tanhf(0.797884560802865356f * (x + 0.044715f * x * x * x)));
-    return 0.5f * x * (1.0f + erff(x * 0.707106781186547524f));
+    if (tanh_form) {
+        float dsig;
+        float a = 1.5957691216057308f * (x + 0.044715f * (x * x * x)); /* 2u */
+        return x * sigmoid_of_f32(a, &dsig);
+    }
+    return x * normal_cdf_f32(x);
 }
 
 static inline double gelu_f64(double x, int tanh_form) {
+    if (tanh_form) {
+        double a = 1.5957691216057308 * (x + 0.044715 * (x * x * x));
+        double e = exp(-fabs(a));
+        return x * (a >= 0 ? 1.0 : e) / (1.0 + e);
+    }
+    return 0.5 * x * erfc(-x * 0.707106781186547524);
+}
+
+/* The dense f32 gelu loops, one per form, compiled for AVX2 and AVX-512 as well (with 16 lanes
+ * the polynomials' constants stay in the 32 vector registers: about twice as fast as AVX2). */
+CPU_CLONES_512 static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n,
+                                        int tanh_form) {
     if (tanh_form)
-        return 0.5 * x * (1.0 + tanh(0.797884560802865356 * (x + 0.044715 * x * x * x)));
-    return 0.5 * x * (1.0 + erf(x * 0.707106781186547524));
+        MAP1(float, float, gelu_f32(x, 1));
+    else
+        MAP1(float, float, gelu_f32(x, 0));
 }
 
 /* The activations of PyTorch's names (hard_sigmoid is hardsigmoid, hard_swish hardswish):
@@ -268,8 +287,8 @@ static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_TANH: MAP1(float, float, tanhf(x)); break;
     case CN_OP_SIGMOID: MAP1(float, float, sigmoid_f32(x)); break;
     case CN_OP_SILU: MAP1(float, float, x * sigmoid_f32(x)); break;
-    case CN_OP_GELU: MAP1(float, float, gelu_f32(x, c->gelu_tanh)); break;
-    case CN_OP_ERF: MAP1(float, float, erff(x)); break;
+    case CN_OP_GELU: gelu_row_f32(ptrs, step, n, c->gelu_tanh); break;
+    case CN_OP_ERF: MAP1(float, float, erf_f32(x)); break;
     case CN_OP_FLOOR: MAP1(float, float, floorf(x)); break;
     case CN_OP_CEIL: MAP1(float, float, ceilf(x)); break;
     case CN_OP_ROUND: MAP1(float, float, rintf(x)); break; /* half to even (the default mode) */

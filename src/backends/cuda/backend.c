@@ -471,6 +471,11 @@ static void fill_table(cn_backend *b) {
      * only: f16 / bf16 are refused, cast them to f32) */
     k[CN_OP_RFFT] = k[CN_OP_IRFFT] = cuda_fft;
     dt[CN_OP_RFFT] = dt[CN_OP_IRFFT] = DT(CN_F32) | DT(CN_F64);
+    /* the fused normalisations (issue 17): f32 and f64 */
+    k[CN_OP_LAYER_NORM] = k[CN_OP_RMS_NORM] = cuda_norm;
+    k[CN_OP_LAYER_NORM_BACKWARD] = k[CN_OP_RMS_NORM_BACKWARD] = cuda_norm_backward;
+    dt[CN_OP_LAYER_NORM] = dt[CN_OP_RMS_NORM] = DT(CN_F32) | DT(CN_F64);
+    dt[CN_OP_LAYER_NORM_BACKWARD] = dt[CN_OP_RMS_NORM_BACKWARD] = DT(CN_F32) | DT(CN_F64);
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

@@ -221,6 +221,9 @@ cn_status cuda_fold4d(const cn_kernel_args *a); /* fold.cu: unfold4d and fold4d 
 cn_status cuda_deform_conv2d(const cn_kernel_args *a);
 /* fft.cu: rfft and irfft through cuFFT (f32, f64) */
 cn_status cuda_fft(const cn_kernel_args *a);
+/* norm.cu: layer_norm and rms_norm (one kernel), their backward (one kernel); f32, f64 */
+cn_status cuda_norm(const cn_kernel_args *a);
+cn_status cuda_norm_backward(const cn_kernel_args *a);
 /* conv.cu */
 cn_status cuda_conv2d(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);

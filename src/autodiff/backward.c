@@ -209,6 +209,9 @@ static cn_status run_backward(const node_list *order, cn_grads *grads) {
             continue;
         }
         if (n->op == AD_OP_LEAF || n->retain_grad) s = grads_put(grads, n, n->grad);
+        /* a leaf comes after every node that uses it in this order: its gradient is final */
+        if (s == CN_OK && n->op == AD_OP_LEAF && n->grad_ready)
+            s = n->grad_ready(grads->grads[grads->count - 1], n->grad_ready_ctx);
         if (s != CN_OK || n->op == AD_OP_LEAF) continue;
         cn_tensor **gin = cn__calloc("backward", (size_t)n->n_in, sizeof *gin);
         if (!gin) return CN_ERR_OUT_OF_MEMORY;

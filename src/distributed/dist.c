@@ -277,7 +277,8 @@ cn_status dist__agree(const char *op, const int64_t *desc, int len, dist_describ
             char a[256], b[256];
             describe(all, a, sizeof a);
             describe(d, b, sizeof b);
-            cn_status code = d[0] == all[0] && d[1] != all[1] ? CN_ERR_DTYPE : CN_ERR_SHAPE;
+            cn_status code = d[0] == all[0] && d[0] != DIST_DDP && d[1] != all[1] ? CN_ERR_DTYPE
+                                                                         : CN_ERR_SHAPE;
             s = cn_set_error(code, op, "rank %d called %s, but rank 0 called %s; every rank "
                              "must call the same collectives in one order, on tensors of one "
                              "dtype and shape", r, b, a);

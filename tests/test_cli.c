@@ -415,13 +415,13 @@ static void test_usage_and_unknown_commands(void) {
 static void test_every_help_lists_every_option_the_environment_and_an_example(void) {
     static const struct {
         const char *command;
-        const char *options[20];
+        const char *options[24];
         const char *unknown_message; /* what the unknown argument gets */
     } commands[] = {
         {"train",
          {"--model", "--epochs", "--batch", "--optimizer", "--lr", "--schedule", "--device",
           "--threads", "--checkpointing", "--data", "--seed", "--save", "--plot", "--log",
-          "--resume", "--stop-after-steps", "--limit", "--test-limit", "--help", NULL},
+          "--resume", "--stop-after-steps", "--limit", "--test-limit", "--ddp", "--help", NULL},
          "unknown argument '--zz-no-such-option'"},
         {"eval",
          {"--load", "--data", "--device", "--threads", "--test-limit", "--help", NULL},

@@ -26,12 +26,21 @@ static cn_module *mlp(uint64_t seed) {
     return cn_sequential_new(layers, 3);
 }
 
-/* Trains model for STEPS steps on batches of `batch` from it; with d, through cn_ddp. */
-static void train(cn_module *model, cn_batches *it, cn_ddp *d) {
+static int use_adamw; /* the optimizer of train() and of ZeRO's shard */
+
+static cn_optimizer *make_optimizer(const cn_param *params, int n, void *ctx) {
+    (void)ctx;
+    return use_adamw ? cn_adamw_new(params, n, 1e-2, 0.9, 0.999, 1e-8, 0.01)
+                     : cn_sgd_new(params, n, 0.1, 0.9, 0, 0, 0);
+}
+
+/* Trains model for STEPS steps on batches of `batch` from it; with d, through cn_ddp; with z,
+ * through ZeRO-1 (which then holds the optimizer). */
+static void train_with(cn_module *model, cn_batches *it, cn_ddp *d, cn_zero *z) {
     int n = 0;
     const cn_param *params = cn_module_params(model, &n);
-    cn_optimizer *opt = cn_sgd_new(params, n, 0.1, 0.9, 0, 0, 0);
-    CHECK(opt != NULL);
+    cn_optimizer *opt = z ? NULL : make_optimizer(params, n, NULL);
+    CHECK(z || opt != NULL);
     int step = 0;
     for (uint64_t epoch = 0; step < STEPS; epoch++) {
         cn_batches_reset(it, epoch);
@@ -42,7 +51,10 @@ static void train(cn_module *model, cn_batches *it, cn_ddp *d) {
             cn_grads *g = cn_backward(loss);
             CHECK(g != NULL);
             if (d) CHECK(cn_ddp_sync(d, g) == CN_OK);
-            CHECK(cn_optimizer_step(opt, g) == CN_OK);
+            if (z)
+                CHECK(cn_zero_step(z, g) == CN_OK);
+            else
+                CHECK(cn_optimizer_step(opt, g) == CN_OK);
             cn_grads_free(g);
             cn_scope_end();
             cn_release(x);
@@ -52,6 +64,8 @@ static void train(cn_module *model, cn_batches *it, cn_ddp *d) {
     }
     cn_optimizer_free(opt);
 }
+
+static void train(cn_module *model, cn_batches *it, cn_ddp *d) { train_with(model, it, d, NULL); }
 
 static void test_ddp_matches_one_process(void) {
     /* the oracle: one process, batches of 128, rank 0's initial values */
@@ -117,6 +131,54 @@ static void test_ddp_matches_one_process(void) {
     cn_module_free(ref);
 }
 
+/* ZeRO-1 against plain DDP with the same optimizer, SGD with momentum then AdamW: the same
+ * elementwise updates on each rank's part of the flat vector, so the same parameters to f32
+ * rounding (2e-6 of max(1, |w|)); the shard is half the parameters (212 -> 106 elements), and
+ * so is each state buffer of its optimizer. */
+static void test_zero_matches_ddp(void) {
+    for (use_adamw = 0; use_adamw < 2; use_adamw++) {
+        cn_module *a = mlp(5 + (uint64_t)R), *b = mlp(5 + (uint64_t)R);
+        int na = 0, nb = 0;
+        const cn_param *pa = cn_module_params(a, &na);
+        cn_ddp *d = cn_ddp_new(pa, na, 0);
+        const cn_param *pb = cn_module_params(b, &nb);
+        cn_zero *z = cn_zero_new(pb, nb, make_optimizer, NULL);
+        CHECK(d && z);
+        CHECK(cn_zero_shard_numel(z) == (IN * HID + HID + HID * OUT + OUT + W - 1) / W);
+        cn_batches *ia = cn_batches_new_sharded(X, Y, GLOBAL_BATCH / W, 1, 9, 1, R, W);
+        cn_batches *ib = cn_batches_new_sharded(X, Y, GLOBAL_BATCH / W, 1, 9, 1, R, W);
+        train_with(a, ia, d, NULL);
+        train_with(b, ib, NULL, z);
+        int ns = 0;
+        const cn_param *state = cn_optimizer_state(cn_zero_optimizer(z), &ns);
+        CHECK(state && ns >= 1);
+        for (int k = 0; k < ns; k++)
+            CHECK(cn_numel(state[k].tensor) == 1 || cn_numel(state[k].tensor) == cn_zero_shard_numel(z));
+        pa = cn_module_params(a, &na);
+        pb = cn_module_params(b, &nb);
+        double worst = 0;
+        for (int i = 0; i < na; i++) {
+            int64_t k = cn_numel(pa[i].tensor);
+            double *va = malloc(sizeof *va * (size_t)k), *vb = malloc(sizeof *vb * (size_t)k);
+            CHECK(th_read(pa[i].tensor, va) == k && th_read(pb[i].tensor, vb) == k);
+            for (int64_t j = 0; j < k; j++)
+                worst = fmax(worst, fabs(va[j] - vb[j]) / fmax(1, fabs(va[j])));
+            free(va);
+            free(vb);
+        }
+        printf("rank %d: ZeRO-1 (%s) against DDP: largest difference %.3g\n", R,
+               use_adamw ? "adamw" : "sgd", worst);
+        CHECK(worst <= 2e-6);
+        cn_batches_free(ia);
+        cn_batches_free(ib);
+        cn_zero_free(z);
+        cn_ddp_free(d);
+        cn_module_free(a);
+        cn_module_free(b);
+    }
+    use_adamw = 0;
+}
+
 static void test_ddp_misuse(void) {
     cn_module *model = mlp(3);
     int n = 0;
@@ -164,6 +226,7 @@ int main(void) {
     Y = cn_from_data(yv, &n, 1, CN_I64, cn_cpu());
     if (W == 2) {
         RUN(test_ddp_matches_one_process);
+        RUN(test_zero_matches_ddp);
         RUN(test_ddp_misuse);
     }
     cn_release(X);

@@ -90,6 +90,17 @@ CN_API cn_tensor *cn_grad_remove(cn_grads *grads, const cn_tensor *t);
 
 CN_API void cn_grads_free(cn_grads *grads);
 
+/* An empty container, for gradients computed elsewhere (an all-reduce, a sharded optimizer's
+ * reduce-scatter) that cn_optimizer_step should read. NULL with CN_ERR_OUT_OF_MEMORY. */
+CN_API cn_grads *cn_grads_new(void);
+
+/* Sets t's gradient in grads to a copy of grad (dense, memory of its own, untracked), replacing
+ * the one it had; cn_grad(grads, t) then returns it. t must be tracked (a leaf that requires
+ * grad, or computed from one); grad must have t's shape and dtype and live on t's concrete
+ * device. Errors: CN_ERR_NULL_ARG, CN_ERR_AUTODIFF_NO_GRAD (t not tracked), CN_ERR_SHAPE,
+ * CN_ERR_DTYPE, CN_ERR_DEVICE_MISMATCH, CN_ERR_OUT_OF_MEMORY; grads unchanged on failure. */
+CN_API cn_status cn_grads_set(cn_grads *grads, const cn_tensor *t, cn_tensor *grad);
+
 /* ---- gradient-ready hooks ---------------------------------------------------------------------- */
 
 /* Called by cn_backward when the gradient of a leaf is final: every node that feeds it has run,

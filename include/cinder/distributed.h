@@ -199,6 +199,52 @@ CN_API int cn_ddp_bucket_count(const cn_ddp *d);
 /* Removes the hooks and frees d (NULL-safe). Waits for collectives still in flight. */
 CN_API void cn_ddp_free(cn_ddp *d);
 
+/* ---- ZeRO-1: the optimizer's state sharded over the ranks -------------------------------------- *
+ *
+ * As llm.c and DeepSpeed's stage 1: the parameters (all of one float dtype) are laid end to end
+ * in one flat vector, padded with zeros to a multiple of the world size, and rank r owns the
+ * r-th of its world-size equal parts (its shard). Each step reduce-scatters the gradients (rank
+ * r receives the mean over the ranks of its part), updates its part with an optimizer that holds
+ * state for that part alone (so momentum or Adam's two moments take 1/world of the memory), and
+ * all-gathers the parts into every rank's parameters. Elementwise optimizers (SGD with momentum,
+ * AdamW) then give the parameters of plain data-parallel training (cn_ddp + the same optimizer)
+ * to rounding. Gradients are reduced after backward, not during it.
+ *
+ *     cn_optimizer *make(const cn_param *shard, int n, void *ctx) {
+ *         return cn_adamw_new(shard, n, 1e-3, 0.9, 0.999, 1e-8, 0.01);
+ *     }
+ *     cn_zero *z = cn_zero_new(params, n, make, NULL);   // broadcasts rank 0's parameters
+ *     for each step: g = cn_backward(loss); cn_zero_step(z, g); cn_grads_free(g);
+ */
+
+typedef struct cn_zero cn_zero;
+
+/* Makes the optimizer of this rank's shard: called once by cn_zero_new with one parameter (the
+ * shard, a 1-d tensor named "zero_shard" that requires grad); returns the optimizer (NULL with
+ * the error set on failure), which cn_zero then owns. */
+typedef cn_optimizer *(*cn_zero_make_optimizer)(const cn_param *shard, int n, void *ctx);
+
+/* Broadcasts rank 0's parameters (as cn_ddp_new), checks that every rank gave the same ones,
+ * and makes this rank's shard and its optimizer. Parameters: float, one dtype, on the engine's
+ * device, tracked. NULL with the error set on failure. Errors: those of cn_ddp_new, CN_ERR_DTYPE
+ * for parameters of several dtypes, CN_ERR_NULL_ARG for make, and make's. */
+CN_API cn_zero *cn_zero_new(const cn_param *params, int n, cn_zero_make_optimizer make,
+                            void *ctx);
+
+/* One step after cn_backward: the mean gradient of this rank's shard (reduce-scatter; a
+ * parameter without a gradient in grads counts as zeros), the shard's optimizer step, and the
+ * new parameters on every rank (all-gather, copied into the parameters under no-grad mode).
+ * Every rank calls it once per backward. On failure the parameters are as they were, unless the
+ * all-gather itself failed (the group is then broken: end the job). */
+CN_API cn_status cn_zero_step(cn_zero *z, const cn_grads *grads);
+
+/* The shard's optimizer (to change its learning rate), and the elements of the shard. */
+CN_API cn_optimizer *cn_zero_optimizer(cn_zero *z);
+CN_API int64_t cn_zero_shard_numel(const cn_zero *z);
+
+/* Frees z and its optimizer (NULL-safe); the parameters stay. */
+CN_API void cn_zero_free(cn_zero *z);
+
 #ifdef __cplusplus
 }
 #endif

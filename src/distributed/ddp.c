@@ -150,16 +150,26 @@ void cn_ddp_free(cn_ddp *d) {
     cn__free(d);
 }
 
-cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
-    const char *op = "ddp_new";
-    if (dist__check_group(op) != CN_OK) return NULL;
+cn_status dist__share_params(const char *op, const cn_param *params, int n) {
+    if (dist__check_group(op) != CN_OK) return cn_last_status();
     cn_status s = check_params(op, params, n);
     int64_t elements = 0;
     int64_t desc[4] = {s == CN_OK ? DIST_DDP : -(int64_t)s, n, 0, 0};
     if (s == CN_OK) desc[3] = (int64_t)layout_hash(params, n, &elements);
     desc[2] = elements;
     cn_status agreed = dist__agree(op, desc, 4, describe_layout);
-    if (s != CN_OK || agreed != CN_OK) return NULL;
+    if (s != CN_OK || agreed != CN_OK) return cn_last_status();
+    /* rank 0's values everywhere */
+    cn_no_grad_begin();
+    for (int i = 0; i < n && s == CN_OK; i++) s = cn_dist_broadcast(params[i].tensor, 0);
+    cn_no_grad_end();
+    return s;
+}
+
+cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
+    const char *op = "ddp_new";
+    if (dist__share_params(op, params, n) != CN_OK) return NULL;
+    cn_status s = CN_OK;
 
     if (bucket_bytes == 0) bucket_bytes = (size_t)25 << 20;
     cn_ddp *d = cn__calloc(op, 1, sizeof *d);
@@ -171,10 +181,7 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
         return NULL;
     }
     d->n = n;
-    /* rank 0's values everywhere, then the buckets, last parameter first */
-    cn_no_grad_begin();
-    for (int i = 0; i < n && s == CN_OK; i++) s = cn_dist_broadcast(params[i].tensor, 0);
-    cn_no_grad_end();
+    /* the buckets, last parameter first */
     size_t bytes = 0;
     int64_t offset = 0;
     for (int i = n - 1; i >= 0 && s == CN_OK; i--) {

@@ -99,6 +99,11 @@ cn_status dist__wait(const char *op, cn_dist_work *w);
 /* Tests every work handle of the process once, so MPI progresses while backward computes. */
 void dist__progress(cn_dist_work *const *works, int n);
 
+/* What cn_ddp_new and cn_zero_new do first: checks the parameters (float, tracked, on the
+ * engine's device), agrees with the other ranks that they are the same (count, dtypes, shapes;
+ * a rank that differs is named), and broadcasts rank 0's values. The error set on failure. */
+cn_status dist__share_params(const char *op, const cn_param *params, int n);
+
 extern const dist_engine dist__mpi_engine;
 #ifdef CINDER_HAVE_NCCL
 extern const dist_engine dist__nccl_engine;

@@ -347,6 +347,42 @@ static void test_grad_ready_hook(void) {
     cn_release(b);
 }
 
+/* cn_grads_new / cn_grads_set: gradients from elsewhere, read back by cn_grad as copies, and an
+ * optimizer step from them: SGD without momentum moves w by -lr * g (hand computed). */
+static void test_grads_set(void) {
+    cn_device dev = cn_autodiff(cn_cpu());
+    int64_t n = 2;
+    double wv[2] = {1, -1}, gv[2] = {0.5, 2}, got[2];
+    cn_tensor *w = cn_require_grad(cn_from_data(wv, &n, 1, CN_F64, dev));
+    cn_tensor *g = cn_from_data(gv, &n, 1, CN_F64, cn_cpu());
+    cn_grads *grads = cn_grads_new();
+    CHECK(grads && cn_grads_set(grads, w, g) == CN_OK);
+    CHECK(cn_grad(grads, w) != g && cn_read(cn_grad(grads, w), got, sizeof got) == CN_OK);
+    CHECK(got[0] == 0.5 && got[1] == 2);
+    gv[0] = 4; /* replacing */
+    cn_tensor *g2 = cn_from_data(gv, &n, 1, CN_F64, cn_cpu());
+    CHECK(cn_grads_set(grads, w, g2) == CN_OK);
+    cn_param p = {"w", w};
+    cn_optimizer *opt = cn_sgd_new(&p, 1, 0.5, 0, 0, 0, 0);
+    CHECK(opt && cn_optimizer_step(opt, grads) == CN_OK);
+    CHECK(cn_read(w, got, sizeof got) == CN_OK && got[0] == 1 - 0.5 * 4 && got[1] == -1 - 0.5 * 2);
+    cn_optimizer_free(opt);
+    int64_t three = 3;
+    cn_tensor *bad_shape = cn_ones(&three, 1, CN_F64, cn_cpu());
+    cn_tensor *bad_dtype = cn_ones(&n, 1, CN_F32, cn_cpu());
+    CHECK_STATUS_FAILS(cn_grads_set(grads, w, bad_shape), CN_ERR_SHAPE, "shape of 't'");
+    CHECK_STATUS_FAILS(cn_grads_set(grads, w, bad_dtype), CN_ERR_DTYPE, "dtype of 't'");
+    CHECK_STATUS_FAILS(cn_grads_set(grads, g, g), CN_ERR_AUTODIFF_NO_GRAD, "not tracked");
+    CHECK_STATUS_FAILS(cn_grads_set(NULL, w, g), CN_ERR_NULL_ARG, "grads");
+    CHECK(cn_read(cn_grad(grads, w), got, sizeof got) == CN_OK && got[0] == 4); /* unchanged */
+    cn_grads_free(grads);
+    cn_release(bad_shape);
+    cn_release(bad_dtype);
+    cn_release(g);
+    cn_release(g2);
+    cn_release(w);
+}
+
 int main(void) {
     devices[0] = cn_autodiff(cn_cpu());
     devices[1] = cn_autodiff_checkpointed(cn_cpu(), CN_CHECKPOINT_BALANCED);
@@ -362,5 +398,6 @@ int main(void) {
     RUN(test_errors);
     RUN(test_prod_gradient_with_zeros);
     RUN(test_grad_ready_hook);
+    RUN(test_grads_set);
     return th_finish();
 }

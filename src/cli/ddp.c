@@ -8,28 +8,25 @@
 #ifdef CINDER_HAVE_DISTRIBUTED
 #include "cinder/distributed.h"
 
+/* whether d is a device of the CUDA backend (which exists only where it can be used) */
 static int is_cuda(cn_device d) {
-    char name[48];
-    cn_device_str(d, name, sizeof name);
-    return name[0] == 'c' && name[1] == 'u';
+    cn_device cuda;
+    if (cn_device_parse("cuda", &cuda) != CN_OK) {
+        cn_clear_error(); /* no CUDA here: d is not on it */
+        return 0;
+    }
+    return d.backend == cuda.backend;
 }
 
-int cli_ddp_begin(cn_device inner, int *rank, int *world) {
-    cn_dist_engine engine = is_cuda(inner) ? CN_DIST_NCCL : CN_DIST_MPI;
+int cli_ddp_begin(cn_device *inner, int *rank, int *world) {
+    cn_dist_engine engine = is_cuda(*inner) ? CN_DIST_NCCL : CN_DIST_MPI;
     if (cn_dist_init(engine) != CN_OK) {
         fprintf(stderr, "cinder train: --ddp cannot join the job: %s\n", cn_last_error());
         return -1;
     }
     *rank = cn_dist_rank();
     *world = cn_dist_world_size();
-    char want[48], have[48];
-    if (engine == CN_DIST_NCCL && !cn_device_eq(cn_dist_device(), inner)) {
-        fprintf(stderr, "cinder train: --ddp: rank %d trains on %s (its local rank's GPU), not "
-                "%s; give --device cuda and let each rank take its own\n", *rank,
-                cn_device_str(cn_dist_device(), have, sizeof have),
-                cn_device_str(inner, want, sizeof want));
-        return -1;
-    }
+    *inner = cn_dist_device();
     return 0;
 }
 
@@ -73,7 +70,7 @@ int cli_ddp_end(cli_model *m, int rc) {
 
 #else /* built without the distributed layer */
 
-int cli_ddp_begin(cn_device inner, int *rank, int *world) {
+int cli_ddp_begin(cn_device *inner, int *rank, int *world) {
     (void)inner;
     *rank = 0;
     *world = 1;

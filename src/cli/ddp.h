@@ -7,9 +7,10 @@
 #include "cinder/cinder.h"
 #include "cli/models.h"
 
-/* Joins the job (the engine of `inner`: MPI for the CPU, NCCL for CUDA) and sets *rank and
- * *world. 0, or -1 (printed on stderr). */
-int cli_ddp_begin(cn_device inner, int *rank, int *world);
+/* Joins the job (the engine of *inner: MPI for the CPU, NCCL for CUDA) and sets *rank and
+ * *world; on CUDA *inner becomes this rank's GPU (local rank mod the node's GPUs). 0, or -1
+ * (printed on stderr). */
+int cli_ddp_begin(cn_device *inner, int *rank, int *world);
 
 /* Keeps m's replicas in step: broadcasts rank 0's parameters and sets m->sync to average the
  * gradients (bucketed, during backward) and the loss over the ranks. 0, or -1 (printed). */

@@ -402,6 +402,11 @@ static void print_resume_command(FILE *f, const train_options *o, const char *pa
 static int stop_interrupted(const train_options *o, cli_model *m, cn_optimizer *opt,
                             const history *h, const cli_data *d, int64_t per_epoch) {
     int sig = cli_interrupt_signal();
+    if (o->ddp) { /* a data-parallel run cannot be resumed yet: nothing to write */
+        fprintf(stderr, "cinder train: rank %d interrupted by %s; a --ddp run is not saved for "
+                "--resume\n", o->rank, cli_signal_name(sig));
+        return 128 + sig;
+    }
     const char *path = o->save ? o->save : INTERRUPT_PATH;
     int64_t epoch = h->epochs, step = h->steps - (int64_t)h->epochs * per_epoch;
     enum { N_META = N_SETTINGS + 5 };
@@ -714,7 +719,10 @@ static int train_command(int argc, char **argv) {
     cn_device device =
         o.balanced ? cn_autodiff_checkpointed(inner, CN_CHECKPOINT_BALANCED) : cn_autodiff(inner);
     if (o.ddp) {
-        if (cli_ddp_begin(inner, &o.rank, &o.world) != 0) return CLI_EXIT_FAILURE;
+        /* on CUDA each rank trains on its own GPU, the one its engine took */
+        if (cli_ddp_begin(&inner, &o.rank, &o.world) != 0) return CLI_EXIT_FAILURE;
+        device = o.balanced ? cn_autodiff_checkpointed(inner, CN_CHECKPOINT_BALANCED)
+                            : cn_autodiff(inner);
         if (o.batch % o.world != 0) {
             fprintf(stderr, "cinder train: --batch %lld is not a multiple of the %d ranks; give a "
                     "multiple, so that every rank has an equal share of each batch\n",

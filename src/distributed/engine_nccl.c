@@ -49,13 +49,16 @@ cn_status dist__nccl_init(void) {
     nccl.device = dist__state.local_rank % count;
     nccl.backend = cuda.backend;
     if ((e = cudaSetDevice(nccl.device)) != cudaSuccess) return cuda_error(op, "cudaSetDevice", e);
-    ncclUniqueId id;
-    ncclResult_t r = ncclSuccess;
-    if (dist__state.rank == 0 && (r = ncclGetUniqueId(&id)) != ncclSuccess)
-        memset(&id, 0, sizeof id); /* still joins the broadcast, so no rank waits for nothing */
-    int rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, dist__state.comm);
+    /* rank 0's id, with its status: a rank 0 that could not make one still joins the broadcast,
+     * and every rank then fails instead of waiting in ncclCommInitRank */
+    struct { int status; ncclUniqueId id; } boot;
+    memset(&boot, 0, sizeof boot);
+    if (dist__state.rank == 0) boot.status = (int)ncclGetUniqueId(&boot.id);
+    int rc = MPI_Bcast(&boot, (int)sizeof boot, MPI_BYTE, 0, dist__state.comm);
     if (rc != MPI_SUCCESS) return dist__mpi_error(op, "MPI_Bcast of the NCCL id", rc);
-    if (r != ncclSuccess) return nccl_error(op, "ncclGetUniqueId", r);
+    ncclResult_t r = (ncclResult_t)boot.status;
+    if (r != ncclSuccess) return nccl_error(op, "ncclGetUniqueId on rank 0", r);
+    ncclUniqueId id = boot.id;
     if ((e = cudaStreamCreateWithFlags(&nccl.stream, cudaStreamNonBlocking)) != cudaSuccess)
         return cuda_error(op, "cudaStreamCreate", e);
     r = ncclCommInitRank(&nccl.comm, dist__state.world, id, dist__state.rank);

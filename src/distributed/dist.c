@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "cinder/memory.h"
@@ -52,6 +53,19 @@ void dist__break(const char *why) {
     if (dist__state.broken) return;
     dist__state.broken = 1;
     snprintf(dist__state.broken_why, sizeof dist__state.broken_why, "%s", why);
+}
+
+/* Between two polls of a wait that began at `started`: MPI moves a message only while it is
+ * called (a large one in many fragments), so for the first second the wait only yields the core
+ * (as MPI_Wait does when oversubscribed); a longer wait is a late rank, polled every millisecond
+ * so that it costs no core. */
+void dist__pause(double started) {
+    if (dist__now() - started < 1.0) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
 }
 
 /* The checks of every call: initialised, not broken, on the owning thread. */
@@ -174,19 +188,16 @@ cn_device cn_dist_device(void) { return dist__state.initialized ? dist__state.de
 enum { DIST_TAG_AGREE = 7301 };
 
 /* Polls reqs until all are done or the deadline passes; returns the index of the first that is
- * not done, or -1. Sleeps between polls after a short spin, so that oversubscribed ranks leave
- * the core to the others. */
+ * not done, or -1 (dist__pause between polls). */
 static int poll_until(MPI_Request *reqs, int n, double deadline, int *rc) {
     *rc = MPI_SUCCESS;
-    for (long spins = 0;; spins++) {
+    const double started = dist__now();
+    for (;;) {
         int all = 0;
         *rc = MPI_Testall(n, reqs, &all, MPI_STATUSES_IGNORE);
         if (*rc != MPI_SUCCESS || all) return -1;
         if (dist__now() > deadline) break;
-        if (spins > 200) {
-            struct timespec ts = {0, spins > 20000 ? 1000000 : 50000};
-            nanosleep(&ts, NULL);
-        }
+        dist__pause(started);
     }
     for (int i = 0; i < n; i++) {
         int done = 0;
@@ -514,8 +525,8 @@ cn_dist_work *cn_dist_all_gather_async(cn_tensor *out, cn_tensor *in) {
 
 cn_status dist__wait(const char *op, cn_dist_work *w) {
     cn_status s = CN_OK;
-    double deadline = dist__now() + dist__timeout();
-    for (long spins = 0; !w->done; spins++) {
+    const double started = dist__now(), deadline = started + dist__timeout();
+    while (!w->done) {
         if (dist__state.eng->test(w)) break;
         if (dist__now() > deadline) {
             s = cn_set_error(CN_ERR_BACKEND, op, "a %s joined by every rank did not complete "
@@ -527,10 +538,7 @@ cn_status dist__wait(const char *op, cn_dist_work *w) {
             if (dist__state.eng->abort) dist__state.eng->abort();
             break;
         }
-        if (spins > 200) {
-            struct timespec ts = {0, spins > 20000 ? 1000000 : 50000};
-            nanosleep(&ts, NULL);
-        }
+        dist__pause(started);
     }
     if (s == CN_OK) s = w->status;
     if (s == CN_OK && w->out != w->user) {

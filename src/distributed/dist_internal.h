@@ -71,6 +71,8 @@ extern dist_state dist__state;
 double dist__timeout(void);
 /* Seconds on a monotonic clock. */
 double dist__now(void);
+/* Between two polls of a wait that began at `started` (yields, then sleeps after a second). */
+void dist__pause(double started);
 
 /* Sets CN_ERR_BACKEND from an MPI error code, naming the call. Returns CN_ERR_BACKEND. */
 cn_status dist__mpi_error(const char *op, const char *call, int code);

@@ -578,6 +578,7 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
     for (int e = h->epochs; e < o->epochs; e++) {
         cli_progress p;
         cli_progress_begin(&p, e + 1, (int)o->epochs, per_epoch, tty);
+        p.quiet = o->rank != 0; /* --ddp: rank 0 shows the progress of all */
         if (start_epoch(batches, &p, h, e, per_epoch) != CN_OK) {
             fprintf(stderr, "cinder train: cannot start epoch %d: %s\n", e + 1, cn_last_error());
             return CLI_EXIT_FAILURE;
@@ -608,7 +609,7 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
                 return CLI_EXIT_FAILURE;
             }
             h->batch_loss[h->steps++] = loss;
-            cli_progress_step(&p, loss, samples);
+            cli_progress_step(&p, loss, samples * o->world); /* --ddp: the whole batch's */
             double now = cli_now();
             step_lr = cn_optimizer_get_lr(opt); /* the rate this step used */
             cli_log_step(log, e + 1, p.done, h->steps, loss, step_lr,

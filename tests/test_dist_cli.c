@@ -7,6 +7,8 @@
  * found in MPIEXEC (CMake's MPIEXEC_EXECUTABLE). Skips (77) without the Fashion-MNIST files. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <time.h>
+
 #include "harness.h"
 
 #include "cli_run.h"
@@ -92,6 +94,26 @@ static void test_ddp_misuse(void) {
     free(r.out);
 }
 
+/* A rank that fails (here: rank 1 cannot read its data) stops the whole job, naming itself,
+ * while rank 0 waits for it in cn_ddp_new, instead of leaving rank 0 waiting until the timeout. */
+static void test_failing_rank_stops_the_job(void) {
+    char cmd[10240];
+    snprintf(cmd, sizeof cmd, "'%s' -np 2 --oversubscribe sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; "
+             "then d=/nonexistent; else d=" DATA "; fi; exec \"$0\" " RUN_ARGS " --ddp --data $d' "
+             "'%s' 2>&1", getenv("MPIEXEC"), cli_path);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    run_result r = run_shell(cmd);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    CHECK(r.status != 0);
+    CHECK(s < 60);
+    CHECK(r.out && strstr(r.out, "cannot load Fashion-MNIST"));
+    CHECK(r.out && strstr(r.out, "cinder: rank 1 aborts the job"));
+    if (th_checks_failed) fprintf(stderr, "%s\n", r.out ? r.out : "");
+    free(r.out);
+}
+
 int main(void) {
     if (!find_cli() || !getenv("MPIEXEC")) {
         fprintf(stderr, "the cinder program or MPIEXEC is missing\n");
@@ -105,6 +127,7 @@ int main(void) {
     if (!mkdtemp(dir)) return 1;
     RUN(test_ddp_run_matches_one_process);
     RUN(test_ddp_misuse);
+    RUN(test_failing_rank_stops_the_job);
     rmdir(dir);
     return th_finish();
 }

@@ -202,6 +202,18 @@ static void test_ddp_misuse(void) {
     cn_clear_error();
     CHECK(cn_ddp_sync(NULL, NULL) == CN_ERR_NULL_ARG);
     cn_clear_error();
+    /* ZeRO-1: a factory is needed; one flat vector holds one dtype */
+    CHECK(cn_zero_new(params, n, NULL, NULL) == NULL && cn_last_status() == CN_ERR_NULL_ARG);
+    cn_clear_error();
+    CHECK(cn_zero_step(NULL, NULL) == CN_ERR_NULL_ARG);
+    cn_clear_error();
+    cn_param mixed[2] = {{"a", cn_require_grad(cn_ones(&two, 1, CN_F32, cn_autodiff(cn_cpu())))},
+                         {"b", cn_require_grad(cn_ones(&two, 1, CN_F64, cn_autodiff(cn_cpu())))}};
+    CHECK(cn_zero_new(mixed, 2, make_optimizer, NULL) == NULL);
+    CHECK(cn_last_status() == CN_ERR_DTYPE && strstr(cn_last_error(), "one dtype"));
+    cn_clear_error();
+    cn_release(mixed[0].tensor);
+    cn_release(mixed[1].tensor);
     cn_module_free(model);
 }
 

@@ -50,7 +50,10 @@ static void train_with(cn_module *model, cn_batches *it, cn_ddp *d, cn_zero *z) 
             cn_tensor *loss = cn_cross_entropy(cn_module_forward(model, x), y, 0);
             cn_grads *g = cn_backward(loss);
             CHECK(g != NULL);
+            /* every bucket's reduction was started by the hooks, inside the backward */
+            if (d) CHECK(cn_ddp_started(d) == cn_ddp_bucket_count(d));
             if (d) CHECK(cn_ddp_sync(d, g) == CN_OK);
+            if (d) CHECK(cn_ddp_started(d) == 0);
             if (z)
                 CHECK(cn_zero_step(z, g) == CN_OK);
             else

@@ -196,6 +196,12 @@ CN_API cn_status cn_ddp_sync(cn_ddp *d, cn_grads *grads);
 /* The number of buckets (for tests and logs); 0 for NULL. */
 CN_API int cn_ddp_bucket_count(const cn_ddp *d);
 
+/* Buckets whose all-reduce has started in this step so far (until cn_ddp_sync starts the rest
+ * and resets it): read between cn_backward and cn_ddp_sync, it says how many reductions backward
+ * itself started, overlapping with its own computation (all of them when every parameter got a
+ * gradient). 0 for NULL. */
+CN_API int cn_ddp_started(const cn_ddp *d);
+
 /* Removes the hooks and frees d (NULL-safe). Waits for collectives still in flight. */
 CN_API void cn_ddp_free(cn_ddp *d);
 

@@ -227,6 +227,8 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
 
 int cn_ddp_bucket_count(const cn_ddp *d) { return d ? d->n_buckets : 0; }
 
+int cn_ddp_started(const cn_ddp *d) { return d ? d->next_launch : 0; }
+
 /* ---- the end of a step ----------------------------------------------------------------------- */
 
 cn_status cn_ddp_sync(cn_ddp *d, cn_grads *grads) {

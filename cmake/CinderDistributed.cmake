@@ -12,7 +12,8 @@
 # over the CUDA runtime's and NCCL's C APIs, so it needs no nvcc.
 include_guard(GLOBAL)
 
-set(CINDER_DISTRIBUTED AUTO CACHE STRING "Build the distributed layer: AUTO (when MPI is found), ON or OFF")
+set(CINDER_DISTRIBUTED AUTO CACHE STRING
+  "Build the distributed layer: AUTO (when MPI is found), ON or OFF")
 set_property(CACHE CINDER_DISTRIBUTED PROPERTY STRINGS AUTO ON OFF)
 
 set(CINDER_HAVE_MPI OFF)

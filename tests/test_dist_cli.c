@@ -53,7 +53,9 @@ static void compare_saved(const char *one, const char *two) {
     cn_safetensors_free(b);
 }
 
-static const char *epoch_line(const char *out) { return out ? strstr(out, "epoch 1/1: train loss") : NULL; }
+static const char *epoch_line(const char *out) {
+    return out ? strstr(out, "epoch 1/1: train loss") : NULL;
+}
 
 static void test_ddp_run_matches_one_process(void) {
     char cmd[10240], one[128], two[128];
@@ -67,7 +69,8 @@ static void test_ddp_run_matches_one_process(void) {
     run_result r2 = run_shell(cmd);
     CHECK(r2.status == 0);
     if (r2.status != 0) fprintf(stderr, "%s\n", r2.out ? r2.out : "");
-    CHECK(r2.out && strstr(r2.out, "data-parallel over 2 ranks (64 images of each batch per rank)"));
+    CHECK(r2.out &&
+          strstr(r2.out, "data-parallel over 2 ranks (64 images of each batch per rank)"));
     /* rank 0 alone prints; the loss it prints is the mean over the ranks, the whole batch's */
     const char *l1 = epoch_line(r1.out), *l2 = epoch_line(r2.out);
     CHECK(l1 && l2 && !strstr(l2 + 1, "epoch 1/1: train loss"));
@@ -98,8 +101,9 @@ static void test_ddp_misuse(void) {
  * while rank 0 waits for it in cn_ddp_new, instead of leaving rank 0 waiting until the timeout. */
 static void test_failing_rank_stops_the_job(void) {
     char cmd[10240];
-    snprintf(cmd, sizeof cmd, "'%s' -np 2 --oversubscribe sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; "
-             "then d=/nonexistent; else d=" DATA "; fi; exec \"$0\" " RUN_ARGS " --ddp --data $d' "
+    snprintf(cmd, sizeof cmd,
+             "'%s' -np 2 --oversubscribe sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then "
+             "d=/nonexistent; else d=" DATA "; fi; exec \"$0\" " RUN_ARGS " --ddp --data $d' "
              "'%s' 2>&1", getenv("MPIEXEC"), cli_path);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -108,7 +108,8 @@ static void test_ddp_matches_one_process(void) {
         cn_tensor *copy = cn_clone(inner);
         cn_release(inner);
         CHECK(cn_dist_broadcast(copy, 0) == CN_OK);
-        float *mine_f = malloc(sizeof *mine_f * (size_t)k), *root_f = malloc(sizeof *root_f * (size_t)k);
+        float *mine_f = malloc(sizeof *mine_f * (size_t)k);
+        float *root_f = malloc(sizeof *root_f * (size_t)k);
         CHECK(cn_read(params[i].tensor, mine_f, sizeof *mine_f * (size_t)k) == CN_OK);
         CHECK(cn_read(copy, root_f, sizeof *root_f * (size_t)k) == CN_OK);
         CHECK(memcmp(mine_f, root_f, sizeof *mine_f * (size_t)k) == 0);
@@ -156,7 +157,8 @@ static void test_zero_matches_ddp(void) {
         const cn_param *state = cn_optimizer_state(cn_zero_optimizer(z), &ns);
         CHECK(state && ns >= 1);
         for (int k = 0; k < ns; k++)
-            CHECK(cn_numel(state[k].tensor) == 1 || cn_numel(state[k].tensor) == cn_zero_shard_numel(z));
+            CHECK(cn_numel(state[k].tensor) == 1 ||
+                  cn_numel(state[k].tensor) == cn_zero_shard_numel(z));
         pa = cn_module_params(a, &na);
         pb = cn_module_params(b, &nb);
         double worst = 0;

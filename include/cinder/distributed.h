@@ -205,7 +205,7 @@ CN_API int cn_ddp_started(const cn_ddp *d);
 /* Removes the hooks and frees d (NULL-safe). Waits for collectives still in flight. */
 CN_API void cn_ddp_free(cn_ddp *d);
 
-/* ---- ZeRO-1: the optimizer's state sharded over the ranks -------------------------------------- *
+/* ---- ZeRO-1: the optimizer's state sharded over the ranks --------------------------------- *
  *
  * As llm.c and DeepSpeed's stage 1: the parameters (all of one float dtype) are laid end to end
  * in one flat vector, padded with zeros to a multiple of the world size, and rank r owns the

@@ -44,7 +44,8 @@ cn_status cn_dist_set_timeout(double seconds) {
 cn_status dist__mpi_error(const char *op, const char *call, int code) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
-    if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "code %d", code);
+    if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "code %d", code);
     return cn_set_error(CN_ERR_BACKEND, op, "%s failed on rank %d: %s", call, dist__state.rank,
                         text);
 }
@@ -139,7 +140,8 @@ cn_status cn_dist_init(cn_dist_engine engine) {
     st.device = cn_cpu();
     st.initialized = 1;
     dist__state = st;
-    cn_status s = rc == MPI_SUCCESS ? CN_OK : dist__mpi_error(op, "setting up the communicator", rc);
+    cn_status s = rc == MPI_SUCCESS ? CN_OK
+                                    : dist__mpi_error(op, "setting up the communicator", rc);
 #ifdef CINDER_HAVE_NCCL
     if (s == CN_OK && engine == CN_DIST_NCCL) s = dist__nccl_init();
 #endif

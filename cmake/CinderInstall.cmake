@@ -21,6 +21,13 @@ if(TARGET cinder_cuda)
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(EXPORT cinderCudaTargets NAMESPACE cinder:: DESTINATION ${CINDER_CMAKE_DIR})
 endif()
+# The distributed layer (libcinder_distributed.a, cinder::distributed) is a component of its own:
+# its users need MPI (and, when it has the NCCL engine, the CUDA toolkit).
+if(TARGET cinder_distributed)
+  install(TARGETS cinder_distributed EXPORT cinderDistributedTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(EXPORT cinderDistributedTargets NAMESPACE cinder:: DESTINATION ${CINDER_CMAKE_DIR})
+endif()
 install(TARGETS cinder_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 install(EXPORT cinderTargets NAMESPACE cinder:: DESTINATION ${CINDER_CMAKE_DIR})

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages cinder builds and runs with. Safe to run again.
 set -euo pipefail
-packages=(build-essential cmake pkg-config libopenblas-dev libdnnl-dev libkissfft-dev zlib1g-dev libdlpack-dev dataset-fashion-mnist fortunes)
+packages=(build-essential cmake pkg-config libopenblas-dev libdnnl-dev libkissfft-dev zlib1g-dev libdlpack-dev
+  dataset-fashion-mnist fortunes openmpi-bin libopenmpi-dev)
 if [ "${1:-}" = "--test" ]; then
   # libtsan2: gcc's ThreadSanitizer runtime (scripts/tsan.sh); libclang-rt-14-dev: clang's sanitizers
   # and libFuzzer, with clang and its OpenMP runtime libomp-dev (scripts/fuzz.sh)

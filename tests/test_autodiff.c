@@ -279,6 +279,110 @@ static void test_prod_gradient_with_zeros(void) {
     }
 }
 
+/* The gradient-ready hook (cn_set_grad_ready_hook): called once per leaf, after every
+ * contribution to its gradient is summed, with the gradient the cn_grads then holds. Hand
+ * computed: loss = sum(a * b + a * a + 3 b) with a = [1, 2], b = [3, 4] gives da = b + 2a =
+ * [5, 8] and db = a + 3 = [4, 5]. */
+typedef struct hook_log {
+    int calls;
+    double seen[2];
+    cn_tensor *grad; /* the tensor the hook was given */
+    cn_status answer;
+} hook_log;
+
+static cn_status log_hook(cn_tensor *grad, void *ctx) {
+    hook_log *h = ctx;
+    h->calls++;
+    h->grad = grad;
+    if (cn_read(grad, h->seen, sizeof h->seen) != CN_OK) return cn_last_status();
+    if (h->answer != CN_OK) return cn_set_error(h->answer, "test_hook", "refused on purpose");
+    return CN_OK;
+}
+
+static void test_grad_ready_hook(void) {
+    cn_device dev = cn_autodiff(cn_cpu());
+    int64_t n = 2;
+    double av[2] = {1, 2}, bv[2] = {3, 4};
+    cn_tensor *a = cn_require_grad(cn_from_data(av, &n, 1, CN_F64, dev));
+    cn_tensor *b = cn_require_grad(cn_from_data(bv, &n, 1, CN_F64, dev));
+    hook_log ha = {0}, hb = {0};
+    CHECK(cn_set_grad_ready_hook(a, log_hook, &ha) == CN_OK);
+    CHECK(cn_set_grad_ready_hook(b, log_hook, &hb) == CN_OK);
+    cn_scope_begin();
+    cn_tensor *loss = cn_sum(cn_add(cn_add(cn_mul(a, b), cn_mul(a, a)), cn_mul_scalar(b, 3)));
+    cn_grads *g = cn_backward(loss);
+    CHECK(g != NULL);
+    CHECK(ha.calls == 1 && hb.calls == 1);
+    CHECK(ha.seen[0] == 5 && ha.seen[1] == 8);
+    CHECK(hb.seen[0] == 4 && hb.seen[1] == 5);
+    CHECK(g && ha.grad == cn_grad(g, a) && hb.grad == cn_grad(g, b));
+    cn_grads_free(g);
+
+    /* a hook's error fails that backward with its status, and the graph stays usable */
+    hb.answer = CN_ERR_BACKEND;
+    cn_tensor *loss2 = cn_sum(cn_mul(a, b));
+    cn_clear_error();
+    CHECK(cn_backward(loss2) == NULL);
+    CHECK(cn_last_status() == CN_ERR_BACKEND && strstr(cn_last_error(), "refused on purpose"));
+    cn_clear_error();
+    hb.answer = CN_OK;
+    g = cn_backward(loss2);
+    CHECK(g != NULL && hb.seen[0] == 1 && hb.seen[1] == 2);
+    cn_grads_free(g);
+
+    /* removed: not called again; only leaves take one */
+    int before = ha.calls;
+    CHECK(cn_set_grad_ready_hook(a, NULL, NULL) == CN_OK);
+    g = cn_backward(cn_sum(cn_mul(a, b)));
+    CHECK(g != NULL && ha.calls == before);
+    cn_grads_free(g);
+    CHECK_STATUS_FAILS(cn_set_grad_ready_hook(cn_mul(a, b), log_hook, &ha),
+                       CN_ERR_AUTODIFF_NO_GRAD, "computed from one");
+    CHECK_STATUS_FAILS(cn_set_grad_ready_hook(cn_ones(&n, 1, CN_F64, dev), log_hook, &ha),
+                       CN_ERR_AUTODIFF_NO_GRAD, "cn_require_grad");
+    CHECK_STATUS_FAILS(cn_set_grad_ready_hook(NULL, log_hook, &ha), CN_ERR_NULL_ARG, "t");
+    cn_scope_end();
+    (void)loss;
+    cn_release(a);
+    cn_release(b);
+}
+
+/* cn_grads_new / cn_grads_set: gradients from elsewhere, read back by cn_grad as copies, and an
+ * optimizer step from them: SGD without momentum moves w by -lr * g (hand computed). */
+static void test_grads_set(void) {
+    cn_device dev = cn_autodiff(cn_cpu());
+    int64_t n = 2;
+    double wv[2] = {1, -1}, gv[2] = {0.5, 2}, got[2];
+    cn_tensor *w = cn_require_grad(cn_from_data(wv, &n, 1, CN_F64, dev));
+    cn_tensor *g = cn_from_data(gv, &n, 1, CN_F64, cn_cpu());
+    cn_grads *grads = cn_grads_new();
+    CHECK(grads && cn_grads_set(grads, w, g) == CN_OK);
+    CHECK(cn_grad(grads, w) != g && cn_read(cn_grad(grads, w), got, sizeof got) == CN_OK);
+    CHECK(got[0] == 0.5 && got[1] == 2);
+    gv[0] = 4; /* replacing */
+    cn_tensor *g2 = cn_from_data(gv, &n, 1, CN_F64, cn_cpu());
+    CHECK(cn_grads_set(grads, w, g2) == CN_OK);
+    cn_param p = {"w", w};
+    cn_optimizer *opt = cn_sgd_new(&p, 1, 0.5, 0, 0, 0, 0);
+    CHECK(opt && cn_optimizer_step(opt, grads) == CN_OK);
+    CHECK(cn_read(w, got, sizeof got) == CN_OK && got[0] == 1 - 0.5 * 4 && got[1] == -1 - 0.5 * 2);
+    cn_optimizer_free(opt);
+    int64_t three = 3;
+    cn_tensor *bad_shape = cn_ones(&three, 1, CN_F64, cn_cpu());
+    cn_tensor *bad_dtype = cn_ones(&n, 1, CN_F32, cn_cpu());
+    CHECK_STATUS_FAILS(cn_grads_set(grads, w, bad_shape), CN_ERR_SHAPE, "shape of 't'");
+    CHECK_STATUS_FAILS(cn_grads_set(grads, w, bad_dtype), CN_ERR_DTYPE, "dtype of 't'");
+    CHECK_STATUS_FAILS(cn_grads_set(grads, g, g), CN_ERR_AUTODIFF_NO_GRAD, "not tracked");
+    CHECK_STATUS_FAILS(cn_grads_set(NULL, w, g), CN_ERR_NULL_ARG, "grads");
+    CHECK(cn_read(cn_grad(grads, w), got, sizeof got) == CN_OK && got[0] == 4); /* unchanged */
+    cn_grads_free(grads);
+    cn_release(bad_shape);
+    cn_release(bad_dtype);
+    cn_release(g);
+    cn_release(g2);
+    cn_release(w);
+}
+
 int main(void) {
     devices[0] = cn_autodiff(cn_cpu());
     devices[1] = cn_autodiff_checkpointed(cn_cpu(), CN_CHECKPOINT_BALANCED);
@@ -293,5 +397,7 @@ int main(void) {
     RUN(test_retain_grad);
     RUN(test_errors);
     RUN(test_prod_gradient_with_zeros);
+    RUN(test_grad_ready_hook);
+    RUN(test_grads_set);
     return th_finish();
 }

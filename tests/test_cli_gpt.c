@@ -209,6 +209,7 @@ static void test_misuse_gives_clear_messages(void) {
     } cases[] = {
         {"train --model gpt --embd 30 --heads 4", 2, "--embd 30 is not a multiple of --heads 4"},
         {"train --model gpt --test-limit 5", 2, "--test-limit is for mlp and cnn"},
+        {"train --model gpt --ddp", 2, "--ddp is for mlp and cnn"},
         {"train --model gpt --data /nonexistent/text.txt", 1, "cannot read the text"},
         {"train " TINY " --data TEXT --limit 20", 2, "too few for --block 16"},
         {"train --model gpt --block 0", 2, "--block takes a whole number from 1"},

@@ -515,6 +515,49 @@ static void test_drop_last_and_unshuffled_order(void) {
     cn_release(labels);
 }
 
+/* cn_batches_new_sharded: 3 ranks over 11 samples each take 3 (11 / 3; the last 2 positions of
+ * each epoch's order are left out), rank r the positions r, r + 3, r + 6 of the order io.h
+ * specifies (computed here), and batch i of the 3 ranks together is batch i of one process
+ * with 3 times the batch. */
+static void test_sharded_batches_deal_out_the_epoch(void) {
+    cn_tensor *images, *labels;
+    make_data(11, &images, &labels);
+    const int world = 3;
+    int64_t want[11], got[3][11], batches, last;
+    for (uint64_t e = 0; e < 2; e++) {
+        reference_order(want, 11, 99, e);
+        for (int r = 0; r < world; r++) {
+            cn_batches *b = cn_batches_new_sharded(images, labels, 2, 1, 99, 0, r, world);
+            CHECK(b && cn_batches_count(b) == 2);
+            cn_batches_reset(b, e);
+            CHECK(run_epoch(b, got[r], 11, &batches, &last) == 3);
+            CHECK(batches == 2 && last == 1);
+            for (int i = 0; i < 3; i++) CHECK(got[r][i] == want[i * world + r]);
+            cn_batches_free(b);
+        }
+        /* batch 0 of the ranks = the first 6 of one process's order with batch 6 */
+        cn_batches *one = cn_batches_new(images, labels, 6, 1, 99, 0);
+        int64_t whole[11];
+        cn_batches_reset(one, e);
+        run_epoch(one, whole, 11, &batches, &last);
+        int seen[11] = {0};
+        for (int r = 0; r < world; r++)
+            for (int i = 0; i < 2; i++) seen[got[r][i]]++;
+        for (int i = 0; i < 6; i++) CHECK(seen[whole[i]] == 1);
+        cn_batches_free(one);
+    }
+    /* rank 0 of 1 is cn_batches_new; a rank outside the world is refused */
+    cn_clear_error();
+    CHECK(cn_batches_new_sharded(images, labels, 2, 1, 0, 0, 3, 3) == NULL);
+    CHECK(cn_last_status() == CN_ERR_INVALID_ARG && strstr(cn_last_error(), "0 <= rank < world"));
+    cn_clear_error();
+    CHECK(cn_batches_new_sharded(images, labels, 2, 1, 0, 0, 0, 0) == NULL);
+    CHECK(cn_last_status() == CN_ERR_INVALID_ARG);
+    cn_clear_error();
+    cn_release(images);
+    cn_release(labels);
+}
+
 static void test_batches_without_labels_in_scopes_and_errors(void) {
     cn_tensor *images, *labels;
     make_data(5, &images, &labels);
@@ -577,6 +620,7 @@ int main(void) {
     RUN(test_batches_are_reproducible_from_the_seed);
     RUN(test_drop_last_and_unshuffled_order);
     RUN(test_batches_without_labels_in_scopes_and_errors);
+    RUN(test_sharded_batches_deal_out_the_epoch);
     rmdir(dir);
     return th_finish();
 }

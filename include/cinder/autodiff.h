@@ -90,6 +90,36 @@ CN_API cn_tensor *cn_grad_remove(cn_grads *grads, const cn_tensor *t);
 
 CN_API void cn_grads_free(cn_grads *grads);
 
+/* An empty container, for gradients computed elsewhere (an all-reduce, a sharded optimizer's
+ * reduce-scatter) that cn_optimizer_step should read. NULL with CN_ERR_OUT_OF_MEMORY. */
+CN_API cn_grads *cn_grads_new(void);
+
+/* Sets t's gradient in grads to a copy of grad (dense, memory of its own, untracked), replacing
+ * the one it had; cn_grad(grads, t) then returns it. t must be tracked (a leaf that requires
+ * grad, or computed from one); grad must have t's shape and dtype and live on t's concrete
+ * device. Errors: CN_ERR_NULL_ARG, CN_ERR_AUTODIFF_NO_GRAD (t not tracked), CN_ERR_SHAPE,
+ * CN_ERR_DTYPE, CN_ERR_DEVICE_MISMATCH, CN_ERR_OUT_OF_MEMORY; grads unchanged on failure. */
+CN_API cn_status cn_grads_set(cn_grads *grads, const cn_tensor *t, cn_tensor *grad);
+
+/* ---- gradient-ready hooks ---------------------------------------------------------------------- */
+
+/* Called by cn_backward when the gradient of a leaf is final: every node that feeds it has run,
+ * so nothing will be added to it in this backward (PyTorch's post-accumulate-grad hook). `grad`
+ * is the leaf's gradient as the cn_grads being built will hold it (dense, memory of its own,
+ * untracked, on the leaf's concrete device), borrowed for the call; the hook may read it (copy it
+ * into a communication buffer, start a collective) and, in no-grad mode as it runs, write it in
+ * place. Anything it makes lives in the backward's own scope unless it takes it out. It runs on
+ * the thread running cn_backward, between two nodes' formulas, once per backward that reaches
+ * the leaf (never for a leaf the root does not depend on). A status other than CN_OK fails that
+ * backward with that status (set the error with cn_set_error), and the graph stays usable. */
+typedef cn_status (*cn_grad_ready_fn)(cn_tensor *grad, void *ctx);
+
+/* Sets (fn non-NULL) or removes (fn NULL) leaf t's gradient-ready hook; one per leaf, a new one
+ * replaces the old. The hook is kept by t's graph node, so it lasts as long as t stays the same
+ * leaf. Errors: CN_ERR_NULL_ARG (t), CN_ERR_AUTODIFF_NO_GRAD (t is not a leaf that requires
+ * grad: call cn_require_grad first; intermediates have no final gradient to hook). */
+CN_API cn_status cn_set_grad_ready_hook(cn_tensor *t, cn_grad_ready_fn fn, void *ctx);
+
 /* ---- no-grad mode ---------------------------------------------------------------------------- */
 
 /* While no-grad mode is on (per thread, nestable), ops record nothing: their outputs are

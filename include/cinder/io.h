@@ -182,6 +182,18 @@ typedef struct cn_batches cn_batches;
 CN_API cn_batches *cn_batches_new(cn_tensor *images, cn_tensor *labels, int64_t batch, int shuffle,
                            uint64_t seed, int drop_last);
 
+/* A data-parallel share of the same epochs, as PyTorch's DistributedSampler gives it: each
+ * epoch's order (shuffled as cn_batches_new shuffles it for the same seed, the same on every
+ * rank) is dealt out in turn, so rank r of world gets the samples at positions r, r + world,
+ * r + 2 world, ... of it, floor(N / world) of them (the last N mod world positions are left out
+ * so that every rank has as many batches), in batches of `batch`. Batch i of all the ranks
+ * together holds the samples of batch i of cn_batches_new with batch * world. rank 0 of world 1
+ * is cn_batches_new. Errors: those of cn_batches_new, and CN_ERR_INVALID_ARG for world < 1 or a
+ * rank outside 0 .. world - 1. */
+CN_API cn_batches *cn_batches_new_sharded(cn_tensor *images, cn_tensor *labels, int64_t batch,
+                                          int shuffle, uint64_t seed, int drop_last, int rank,
+                                          int world);
+
 /* The next batch of this epoch: sets *x (and *y, when labels were given and y is not NULL) to new
  * references and returns 1; returns 0 at the end of the epoch (setting them to NULL), and -1 with
  * the error set on failure. x: [k, ...images' other dims], y: [k, ...], k = batch except for the

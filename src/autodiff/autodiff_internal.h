@@ -69,6 +69,8 @@ struct ad_node {
     int checkpointed;     /* recorded on a CN_CHECKPOINT_BALANCED device */
     int retain_grad;      /* the tensor's gradient goes into cn_grads */
     int consumed;         /* a backward has run through it: its saved values are gone */
+    cn_grad_ready_fn grad_ready; /* leaves: called when the gradient is final (autodiff.h) */
+    void *grad_ready_ctx;
     cn_device device;     /* the autodiff device the output lives on */
     cn_dtype dtype;       /* the output's */
     int ndim;

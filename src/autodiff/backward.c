@@ -65,6 +65,51 @@ static int grads_find(const cn_grads *g, const cn_tensor *t) {
     return -1;
 }
 
+cn_grads *cn_grads_new(void) { return cn__calloc("grads_new", 1, sizeof(cn_grads)); }
+
+cn_status cn_grads_set(cn_grads *grads, const cn_tensor *t, cn_tensor *grad) {
+    const char *op = "grads_set";
+    CN__CHECK_LIVE(op, t);
+    CN__CHECK_LIVE(op, grad);
+    if (!grads || !t || !grad) {
+        cn__null_arg(op, !grads ? "grads" : !t ? "t" : "grad");
+        return cn_last_status();
+    }
+    char a[128], b[128], da[48], db[48];
+    if (!t->autograd)
+        return cn_set_error(CN_ERR_AUTODIFF_NO_GRAD, op, "'t' %s is not tracked, so no optimizer "
+                            "looks for its gradient; mark it with cn_require_grad",
+                            cn_tensor_str(t, a, sizeof a));
+    if (cn_ndim(t) != cn_ndim(grad) ||
+        memcmp(cn_shape(t), cn_shape(grad), sizeof(int64_t) * (size_t)cn_ndim(t)) != 0)
+        return cn_set_error(CN_ERR_SHAPE, op, "'grad' %s must have the shape of 't' %s",
+                            cn_tensor_str(grad, b, sizeof b), cn_tensor_str(t, a, sizeof a));
+    if (cn_dtype_of(t) != cn_dtype_of(grad))
+        return cn_set_error(CN_ERR_DTYPE, op, "'grad' %s must have the dtype of 't' %s; cast it",
+                            cn_tensor_str(grad, b, sizeof b), cn_tensor_str(t, a, sizeof a));
+    cn_device want = cn_inner_device(cn_device_of(t));
+    if (!cn_device_eq(cn_inner_device(cn_device_of(grad)), want))
+        return cn_set_error(CN_ERR_DEVICE_MISMATCH, op, "'grad' is on %s, but gradients of 't' "
+                            "live on %s; move it with cn_to_device",
+                            cn_device_str(cn_device_of(grad), db, sizeof db),
+                            cn_device_str(want, da, sizeof da));
+    int i = grads_find(grads, t);
+    if (i < 0) {
+        cn_tensor *plain = cn_inner(grad); /* untracked, on the concrete device */
+        cn_status s = plain ? grads_put(grads, t->autograd, plain) : cn_last_status();
+        cn_release(plain);
+        return s;
+    }
+    cn_tensor *plain = cn_inner(grad);
+    cn_tensor *own = plain ? cn_clone(plain) : NULL;
+    cn_release(plain);
+    if (!own) return cn_last_status();
+    cn__scope_forget(own);
+    cn_release(grads->grads[i]);
+    grads->grads[i] = own;
+    return CN_OK;
+}
+
 static void no_grad_error(const char *op, const cn_tensor *t) {
     char buf[128];
     cn_set_error(CN_ERR_AUTODIFF_NO_GRAD, op, "'t' %s has no gradient here: it is not tracked, or "
@@ -209,6 +254,9 @@ static cn_status run_backward(const node_list *order, cn_grads *grads) {
             continue;
         }
         if (n->op == AD_OP_LEAF || n->retain_grad) s = grads_put(grads, n, n->grad);
+        /* a leaf comes after every node that uses it in this order: its gradient is final */
+        if (s == CN_OK && n->op == AD_OP_LEAF && n->grad_ready)
+            s = n->grad_ready(grads->grads[grads->count - 1], n->grad_ready_ctx);
         if (s != CN_OK || n->op == AD_OP_LEAF) continue;
         cn_tensor **gin = cn__calloc("backward", (size_t)n->n_in, sizeof *gin);
         if (!gin) return CN_ERR_OUT_OF_MEMORY;

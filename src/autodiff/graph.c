@@ -240,6 +240,26 @@ cn_tensor *cn_retain_grad(cn_tensor *t) {
     return t;
 }
 
+cn_status cn_set_grad_ready_hook(cn_tensor *t, cn_grad_ready_fn fn, void *ctx) {
+    const char *op = "set_grad_ready_hook";
+    CN__CHECK_LIVE(op, t);
+    if (!t) {
+        cn__null_arg(op, "t");
+        return cn_last_status();
+    }
+    ad_node *n = t->autograd;
+    if (!n || n->op != AD_OP_LEAF) {
+        char buf[128];
+        return cn_set_error(CN_ERR_AUTODIFF_NO_GRAD, op, "'t' %s is not a leaf that requires "
+                            "grad (%s), so no final gradient of its own reaches a hook; mark it "
+                            "with cn_require_grad first", cn_tensor_str(t, buf, sizeof buf),
+                            n ? "it is computed from one" : "it is not tracked");
+    }
+    n->grad_ready = fn;
+    n->grad_ready_ctx = fn ? ctx : NULL;
+    return CN_OK;
+}
+
 /* ---- in-place ------------------------------------------------------------------------------ */
 
 cn_status cn_copy_(cn_tensor *dst, cn_tensor *src) {

@@ -81,6 +81,13 @@ static const char train_options[] =
     "                         agree)\n"
     "  --stop-after-steps N   stop after N steps as an interrupt does, saving the run to\n"
     "                         resume (for tests)\n"
+    "  --ddp                  data-parallel over the ranks of an MPI launch (`mpirun -np N\n"
+    "                         cinder train --ddp ...`): rank 0's initial parameters go to\n"
+    "                         every rank, each trains on its share of every batch of B (B\n"
+    "                         must be a multiple of N), gradients and losses are averaged\n"
+    "                         over the ranks (MPI on the CPU, NCCL on CUDA), and rank 0\n"
+    "                         alone prints and writes --save, --plot and --log; not with\n"
+    "                         --resume or --stop-after-steps\n"
     "  --limit N              train on the first N training images only (for tests)\n"
     "  --test-limit N         evaluate on the first N test images only (for tests)\n"
     "\n"
@@ -188,13 +195,14 @@ static const cli_command commands[] = {
      "[--model mlp|cnn|gpt] [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw] "
      "[--schedule cosine|constant] [--device cpu|cuda] [--threads N] "
      "[--checkpointing none|balanced] [--data DIR] [--save FILE] [--seed S] [--plot FILE.svg] "
-     "[--log FILE] [--resume FILE] [--stop-after-steps N] [--limit N] [--test-limit N] "
+     "[--log FILE] [--resume FILE] [--stop-after-steps N] [--limit N] [--test-limit N] [--ddp] "
      "[--block N] [--layers N] [--heads N] [--embd N]",
      "train a model on Fashion-MNIST, or a GPT on a text", cli_train, train_options,
      "cinder train --epochs 3 --save mlp.safetensors --plot curves.svg --log run.jsonl\n"
      "cinder train --model cnn --optimizer adamw --device cuda\n"
      "cinder train --threads 4 --log run.jsonl 2>/dev/null   # epoch lines only\n"
      "cinder train --model gpt --data input.txt --epochs 20 --save gpt.safetensors\n"
+     "mpirun -np 2 cinder train --ddp --threads 1 --batch 128 --save mlp.safetensors\n"
      "jq -r 'select(.event==\"epoch\") | [.epoch, .test_accuracy] | @tsv' run.jsonl\n"},
     {"generate",
      "--load FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P] "

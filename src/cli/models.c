@@ -173,6 +173,7 @@ cn_status cli_model_train_step(cli_model *m, cn_optimizer *opt, cn_tensor *x, cn
     if (!g) st = cn_last_status();
     /* the loss is read before the parameters change: a failure here must not follow an update */
     if (st == CN_OK) st = cn_read(l, loss, sizeof *loss);
+    if (st == CN_OK && m->sync) st = m->sync(m->sync_ctx, g, loss);
     if (st == CN_OK && isfinite(*loss)) {
         st = cn_optimizer_step(opt, g);
         *applied = st == CN_OK;

@@ -29,6 +29,12 @@ typedef enum cli_model_kind { CLI_MODEL_MLP = 0, CLI_MODEL_CNN = 1 } cli_model_k
 typedef struct cli_model {
     cli_model_kind kind;
     cn_module *net; /* owns the parameters */
+    /* Data-parallel runs (`cinder train --ddp`, ddp.h): called by cli_model_train_step after the
+     * backward, with the step's gradients and the loss read back, before the loss is checked and
+     * the optimizer steps; it replaces both by their means over the ranks, so every rank takes
+     * the same step (or skips the same non-finite one). NULL: one process. */
+    cn_status (*sync)(void *ctx, cn_grads *grads, float *loss);
+    void *sync_ctx;
 } cli_model;
 
 /* "mlp" / "cnn". */

@@ -114,6 +114,7 @@ void cli_progress_step(cli_progress *p, double loss, int64_t samples) {
     p->chunk_sum += loss;
     p->chunk_n++;
     double now = cli_now(), elapsed = now - p->start;
+    if (p->quiet) return;
     if (p->tty) {
         if (now - p->drawn >= REDRAW_SECONDS || p->done == p->total) {
             draw_line(p, elapsed);

@@ -29,6 +29,7 @@ typedef struct cli_progress {
     int64_t chunk_n;
     double start, drawn; /* cli_now() at the start and at the last redraw */
     int shown;           /* the line has been drawn at least once (it needs its newline) */
+    int quiet;           /* counts but shows nothing (the ranks other than 0 of --ddp) */
 } cli_progress;
 
 /* Seconds on a monotonic clock. */

@@ -25,6 +25,7 @@
 
 #include "cinder/cinder.h"
 #include "cli/cli.h"
+#include "cli/ddp.h"
 #include "cli/models.h"
 #include "cli/plot.h"
 #include "cli/progress.h"
@@ -56,6 +57,8 @@ typedef struct train_options {
     int argc;           /* the command line, for the resume command an interrupt prints */
     char **argv;
     unsigned given; /* bit k: settings[k] was given on the command line */
+    int ddp;         /* --ddp: data-parallel over an MPI launch's ranks (ddp.h) */
+    int rank, world; /* this process's rank and their number (0 and 1 without --ddp) */
 } train_options;
 
 /* The checkpoint of --resume, loaded (cli_train frees it). */
@@ -298,6 +301,8 @@ static int parse_options(int argc, char **argv, train_options *o) {
         } else if ((r = cli_option(argc, argv, &i, CMD, "--stop-after-steps", &v)) != 0) {
             bad =
                 r > 0 && cli_parse_int(CMD, "--stop-after-steps", v, 1, INT64_MAX, &o->stop_after);
+        } else if ((r = cli_flag(argv[i], CMD, "--ddp")) != 0) {
+            o->ddp = r > 0;
         } else {
             fprintf(stderr, "cinder train: unknown argument '%s' (see `cinder train --help`)\n",
                     argv[i]);
@@ -307,6 +312,13 @@ static int parse_options(int argc, char **argv, train_options *o) {
         mark_given(o, argv[at]);
     }
     if (o->lr < 0) o->lr = o->optimizer == OPT_SGD ? SGD_LR : ADAMW_LR;
+    if (o->ddp && (o->resume || o->stop_after)) {
+        fprintf(stderr, "cinder train: --ddp does not go with %s: a data-parallel run cannot be "
+                "interrupted and resumed yet; drop one of them\n",
+                o->resume ? "--resume" : "--stop-after-steps");
+        return CLI_EXIT_USAGE;
+    }
+    o->world = 1;
     return CLI_EXIT_OK;
 }
 
@@ -356,6 +368,11 @@ typedef struct history {
 static int stop_interrupted(const train_options *o, cli_model *m, cn_optimizer *opt,
                             const history *h, const cli_data *d, int64_t per_epoch) {
     int sig = cli_interrupt_signal();
+    if (o->ddp) { /* a data-parallel run cannot be resumed yet: nothing to write */
+        fprintf(stderr, "cinder train: rank %d interrupted by %s; a --ddp run is not saved for "
+                "--resume\n", o->rank, cli_signal_name(sig));
+        return 128 + sig;
+    }
     const char *path = o->save ? o->save : INTERRUPT_PATH;
     int64_t epoch = h->epochs, step = h->steps - (int64_t)h->epochs * per_epoch;
     enum { N_META = N_SETTINGS + 5 };
@@ -474,6 +491,9 @@ static void describe_run(const train_options *o, cn_device inner, const cli_data
            o->balanced ? " (balanced checkpointing)" : "", threads, threads == 1 ? "" : "s",
            (long long)cn_shape(d->train_x)[0],
            (long long)batches, (long long)o->batch, (long long)cn_shape(d->test_x)[0]);
+    if (o->ddp)
+        printf("data-parallel over %d ranks (%lld images of each batch per rank), ", o->world,
+               (long long)(o->batch / o->world));
     if (o->optimizer == OPT_SGD)
         printf("sgd lr %g momentum %g, seed %lld\n", o->lr, SGD_MOMENTUM, (long long)o->seed);
     else
@@ -527,6 +547,7 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
     for (int e = h->epochs; e < o->epochs; e++) {
         cli_progress p;
         cli_progress_begin(&p, e + 1, (int)o->epochs, per_epoch, tty);
+        p.quiet = o->rank != 0; /* --ddp: rank 0 shows the progress of all */
         if (start_epoch(batches, &p, h, e, per_epoch) != CN_OK) {
             fprintf(stderr, "cinder train: cannot start epoch %d: %s\n", e + 1, cn_last_error());
             return CLI_EXIT_FAILURE;
@@ -557,7 +578,7 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
                 return CLI_EXIT_FAILURE;
             }
             h->batch_loss[h->steps++] = loss;
-            cli_progress_step(&p, loss, samples);
+            cli_progress_step(&p, loss, samples * o->world); /* --ddp: the whole batch's */
             double now = cli_now();
             step_lr = cn_optimizer_get_lr(opt); /* the rate this step used */
             cli_log_step(log, e + 1, p.done, h->steps, loss, step_lr,
@@ -623,12 +644,16 @@ static int run(const train_options *o, cn_device inner, cn_device device, const 
     cn_batches *batches = NULL;
     history h = {0};
     int rc = CLI_EXIT_FAILURE;
+    /* with --ddp each rank gathers its share of every batch: batch i of all the ranks together
+     * is batch i of one process */
     if (cli_model_new(o->model, device, &gen, &m) != CN_OK || !(opt = make_optimizer(o, &m)) ||
-        !(batches = cn_batches_new(d->train_x, d->train_y, o->batch, 1, (uint64_t)o->seed, 0))) {
+        !(batches = cn_batches_new_sharded(d->train_x, d->train_y, o->batch / o->world, 1,
+                                           (uint64_t)o->seed, 0, o->rank, o->world))) {
         fprintf(stderr, "cinder train: cannot set up the %s: %s\n", cli_model_name(o->model),
                 cn_last_error());
         goto done;
     }
+    if (o->ddp && cli_ddp_attach(&m) != 0) goto done;
     int64_t per_epoch = cn_batches_count(batches);
     h.batch_loss = malloc(sizeof *h.batch_loss * (size_t)(per_epoch * o->epochs));
     h.epoch_loss = malloc(sizeof *h.epoch_loss * (size_t)o->epochs);
@@ -649,6 +674,7 @@ done:
     free(h.accuracy);
     cn_batches_free(batches);
     cn_optimizer_free(opt);
+    if (o->ddp) rc = cli_ddp_end(&m, rc); /* a failed rank stops the job here */
     cli_model_free(&m);
     return rc;
 }
@@ -662,6 +688,23 @@ static int train_command(int argc, char **argv) {
     if (o.resume && (rc = load_resumed(&o, inner)) != CLI_EXIT_OK) return rc;
     cn_device device =
         o.balanced ? cn_autodiff_checkpointed(inner, CN_CHECKPOINT_BALANCED) : cn_autodiff(inner);
+    if (o.ddp) {
+        /* on CUDA each rank trains on its own GPU, the one its engine took */
+        if (cli_ddp_begin(&inner, &o.rank, &o.world) != 0) return CLI_EXIT_FAILURE;
+        device = o.balanced ? cn_autodiff_checkpointed(inner, CN_CHECKPOINT_BALANCED)
+                            : cn_autodiff(inner);
+        if (o.batch % o.world != 0) {
+            fprintf(stderr, "cinder train: --batch %lld is not a multiple of the %d ranks; give a "
+                    "multiple, so that every rank has an equal share of each batch\n",
+                    (long long)o.batch, o.world);
+            return CLI_EXIT_USAGE;
+        }
+        /* rank 0 alone prints and writes the outputs: the others' numbers are the same */
+        if (o.rank != 0) {
+            o.save = o.plot = o.log = NULL;
+            if (!freopen("/dev/null", "w", stdout)) return CLI_EXIT_FAILURE;
+        }
+    }
     /* an output that cannot be written should fail now, not after the training */
     const char *outputs[3] = {o.save, o.plot, o.log};
     for (int k = 0; k < 3; k++) {
@@ -722,6 +765,7 @@ static int wants_gpt(int argc, char **argv) {
 int cli_train(int argc, char **argv) {
     cli_interrupt_install(); /* from here on a signal stops the run between two steps */
     int rc = wants_gpt(argc, argv) ? cli_train_gpt(argc, argv) : train_command(argc, argv);
+    rc = cli_ddp_end(NULL, rc); /* --ddp: leaves the job, or stops it if this rank failed */
     if (rc == CLI_EXIT_OK && cli_interrupt_signal()) /* it came after the last step */
         fprintf(stderr,
                 "cinder train: the %s came after the last step; the run is complete and "

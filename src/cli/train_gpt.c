@@ -213,6 +213,10 @@ static int parse_options(int argc, char **argv, gpt_options *o) {
             fprintf(stderr, "cinder train: --test-limit is for mlp and cnn; the gpt validates on "
                             "the last 10%% of its text (shorten the text with --limit)\n");
             bad = 1;
+        } else if (strcmp(argv[i], "--ddp") == 0) {
+            fprintf(stderr, "cinder train: --ddp is for mlp and cnn; the gpt trains in one "
+                            "process (run it without mpirun and --ddp)\n");
+            bad = 1;
         } else {
             fprintf(stderr, "cinder train: unknown argument '%s' (see `cinder train --help`)\n",
                     argv[i]);

@@ -15,7 +15,9 @@ struct cn_batches {
     int64_t n, batch;           /* samples, samples per batch */
     int shuffle, drop_last;
     uint64_t seed;
-    int64_t *order; /* this epoch's order of the n samples */
+    int64_t *order; /* this epoch's order of the n samples (of this rank's share when sharded) */
+    int64_t n_all;  /* samples in the data set (n is this rank's share) */
+    int rank, world;
     int64_t next;   /* position in order of the next batch */
 };
 
@@ -39,7 +41,18 @@ static void shuffle_order(int64_t *order, int64_t n, uint64_t seed, uint64_t epo
 
 cn_batches *cn_batches_new(cn_tensor *images, cn_tensor *labels, int64_t batch, int shuffle,
                            uint64_t seed, int drop_last) {
-    const char *op = "batches_new";
+    return cn_batches_new_sharded(images, labels, batch, shuffle, seed, drop_last, 0, 1);
+}
+
+cn_batches *cn_batches_new_sharded(cn_tensor *images, cn_tensor *labels, int64_t batch,
+                                   int shuffle, uint64_t seed, int drop_last, int rank,
+                                   int world) {
+    const char *op = world == 1 && rank == 0 ? "batches_new" : "batches_new_sharded";
+    if (world < 1 || rank < 0 || rank >= world) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "rank = %d of world = %d; give world >= 1 and "
+                     "0 <= rank < world (cn_dist_rank(), cn_dist_world_size())", rank, world);
+        return NULL;
+    }
     if (!images) {
         cn__null_arg(op, "images");
         return NULL;
@@ -65,14 +78,17 @@ cn_batches *cn_batches_new(cn_tensor *images, cn_tensor *labels, int64_t batch, 
     }
     cn_batches *it = cn__calloc(op, 1, sizeof *it);
     if (!it) return NULL;
-    it->order = cn__malloc(op, n ? (size_t)n * sizeof *it->order : 1);
+    it->order = cn__malloc(op, n ? (size_t)n * sizeof *it->order : 1); /* the whole epoch */
     if (!it->order) {
         cn__free(it);
         return NULL;
     }
     it->images = cn_retain(images);
     it->labels = cn_retain(labels);
-    it->n = n;
+    it->n_all = n;
+    it->n = n / world; /* every rank the same count: the last n mod world samples are left out */
+    it->rank = rank;
+    it->world = world;
     it->batch = batch;
     it->shuffle = shuffle != 0;
     it->drop_last = drop_last != 0;
@@ -84,11 +100,16 @@ cn_batches *cn_batches_new(cn_tensor *images, cn_tensor *labels, int64_t batch, 
 void cn_batches_reset(cn_batches *b, uint64_t epoch) {
     if (!b) return;
     if (b->shuffle) {
-        shuffle_order(b->order, b->n, b->seed, epoch);
+        shuffle_order(b->order, b->n_all, b->seed, epoch);
     } else {
-        for (int64_t i = 0; i < b->n; i++)
+        for (int64_t i = 0; i < b->n_all; i++)
             b->order[i] = i;
     }
+    /* this rank's share: every world-th sample of the epoch's order from the rank's own, as
+     * PyTorch's DistributedSampler splits it (in place: i * world + rank >= i) */
+    if (b->world > 1)
+        for (int64_t i = 0; i < b->n; i++)
+            b->order[i] = b->order[i * b->world + b->rank];
     b->next = 0;
 }
 

@@ -147,14 +147,21 @@ static cn_tensor *attention_forward(cn_module *m, cn_tensor *x) {
         return NULL;
     }
     const int64_t b = cn_shape(x)[0], t = cn_shape(x)[1], c = s->n_embd, nh = s->n_head;
-    cn_tensor *qkv = cn_module_forward(cn_module_child(m, 0), x); /* c_attn: [B, T, 3C] */
-    cn_tensor *parts[3] = {NULL, NULL, NULL};
-    if (!qkv || cn_split(qkv, c, 2, parts, 3) != 3) return NULL;
+    /* c_attn's q, k and v as three products with the thirds of its weight and bias (views): the
+     * same values as one product split in three, but the backward then adds three [B, T, C]
+     * input gradients instead of three zero-filled [B, T, 3C] ones, one per slice of the split */
+    cn_module *c_attn = cn_module_child(m, 0);
+    cn_tensor *w = cn_module_find(c_attn, "weight"), *bias = cn_module_find(c_attn, "bias");
+    cn_clear_error(); /* without bias, "bias" is not found: that is no error */
     /* each [B, T, C] -> [B, T, nh, hs] -> [B, nh, T, hs] (views) */
     const int64_t heads[4] = {b, t, nh, c / nh}, merged[3] = {b, t, c};
     cn_tensor *qkvh[3];
-    for (int i = 0; i < 3; i++)
-        qkvh[i] = cn_transpose(cn_reshape(parts[i], heads, 4), 1, 2);
+    for (int i = 0; i < 3; i++) {
+        cn_tensor *wi = cn_slice(w, 0, i * c, (i + 1) * c, 1);
+        cn_tensor *bi = bias ? cn_slice(bias, 0, i * c, (i + 1) * c, 1) : NULL;
+        if (!wi || (bias && !bi)) return NULL;
+        qkvh[i] = cn_transpose(cn_reshape(cn_linear(x, wi, bi), heads, 4), 1, 2);
+    }
     cn_tensor *y = cn_scaled_dot_product_attention(qkvh[0], qkvh[1], qkvh[2], NULL, 1, 0.0);
     y = cn_reshape(cn_transpose(y, 1, 2), merged, 3); /* [B, T, nh, hs] -> [B, T, C], a copy */
     return y ? cn_module_forward(cn_module_child(m, 1), y) : NULL; /* c_proj */

@@ -697,13 +697,38 @@ static void test_softmax_relative_accuracy(void) {
     cn_release(x);
 }
 
+/* mean of ints, as burn's int_mean: the sum over the count truncated toward zero, in the
+ * tensor's dtype; hand-computed. */
+static void test_int_mean_truncates_as_burn(void) {
+    cn_scope_begin();
+    const int64_t s22[2] = {2, 2}, s3[1] = {3}, s0[2] = {0, 3};
+    const double v[4] = {1, 2, 3, -4};
+    cn_dtype dts[2] = {CN_I32, CN_I64};
+    for (int k = 0; k < 2; k++) {
+        cn_tensor *x = th_tensor(v, s22, 2, dts[k]);
+        cn_tensor *all = cn_mean(x), *d0 = cn_mean_dim(x, 0, 0), *d1 = cn_mean_dim(x, 1, 1);
+        CHECK(all && cn_dtype_of(all) == dts[k] && cn_ndim(all) == 0);
+        th_check_values("int mean, all (2 / 4)", all, (double[]){0}, 1, 0);
+        th_check_values("int mean, dim 0 (4 / 2, -2 / 2)", d0, (double[]){2, -1}, 2, 0);
+        th_check_values("int mean, dim 1 (3 / 2, -1 / 2)", d1, (double[]){1, 0}, 2, 0);
+        CHECK(d1 && cn_ndim(d1) == 2 && cn_shape(d1)[1] == 1);
+    }
+    th_check_values("int mean of 7, 8, -9", cn_mean(th_tensor((double[]){7, 8, -9}, s3, 1, CN_I64)),
+                    (double[]){2}, 1, 0);
+    CHECK_FAILS(cn_mean(th_tensor(v, s0, 2, CN_I32)), CN_ERR_INVALID_ARG, "cast 'x' to a float");
+    CHECK_FAILS(cn_mean_dim(th_tensor(v, s22, 2, CN_I32), 2, 0), CN_ERR_INVALID_ARG, "mean");
+    cn_scope_end();
+}
+
 static void test_errors(void) {
     const int64_t s[3] = {2, 3, 4};
     cn_tensor *x = cn_zeros(s, 3, CN_F32, cn_cpu()), *i = cn_zeros(s, 3, CN_I32, cn_cpu());
     CHECK_FAILS(cn_sum_dim(x, 3, 0), CN_ERR_INVALID_ARG, "sum");
     CHECK_FAILS(cn_argmax_dim(x, -4, 1), CN_ERR_INVALID_ARG, "argmax");
     CHECK_FAILS(cn_softmax(x, 5), CN_ERR_INVALID_ARG, "softmax");
-    CHECK_FAILS(cn_mean(i), CN_ERR_KIND, "mean");
+    cn_tensor *bo = cn_zeros(s, 3, CN_BOOL, cn_cpu());
+    CHECK_FAILS(cn_mean(bo), CN_ERR_KIND, "mean"); /* ints average as burn's int_mean */
+    cn_release(bo);
     CHECK_FAILS(cn_var_dim(i, 0, 1, 0), CN_ERR_KIND, "var");
     CHECK_FAILS(cn_logsumexp(i), CN_ERR_KIND, "logsumexp");
     CHECK_FAILS(cn_softmax(i, 0), CN_ERR_KIND, "softmax");
@@ -738,6 +763,7 @@ int main(void) {
     RUN(test_softmax_large_values);
     RUN(test_softmax_extremes_every_layout);
     RUN(test_softmax_relative_accuracy);
+    RUN(test_int_mean_truncates_as_burn);
     RUN(test_errors);
     return th_finish();
 }

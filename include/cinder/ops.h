@@ -215,8 +215,10 @@ CN_API cn_tensor *cn_softmin(cn_tensor *x, int dim);
 
 /* ---- reductions ----------------------------------------------------------------------------- *
  * The plain form reduces all elements to a 0-d tensor; the _dim form reduces one dim, keeping it
- * with size 1 when keepdim is non-zero. sum/prod/max/min accept float and int, mean/var/logsumexp
- * float only. argmax/argmin return i64 (the first index of the extreme; over all elements: the
+ * with size 1 when keepdim is non-zero. sum/prod/max/min accept float and int, var/logsumexp
+ * float only; mean float, and int as burn's int_mean does (PyTorch has no int mean): the sum in
+ * the tensor's dtype divided by the count, truncated toward zero, in that dtype (an int tensor
+ * with no element to average is CN_ERR_INVALID_ARG). argmax/argmin return i64 (the first index of the extreme; over all elements: the
  * index into the row-major flattening). */
 CN_API cn_tensor *cn_sum(cn_tensor *x);
 CN_API cn_tensor *cn_sum_dim(cn_tensor *x, int dim, int keepdim);

@@ -80,8 +80,41 @@ cn_tensor *cn_sum(cn_tensor *x) { return reduce_all(CN_OP_SUM, x, 0); }
 cn_tensor *cn_sum_dim(cn_tensor *x, int dim, int keepdim) {
     return reduce_dim(CN_OP_SUM, x, dim, keepdim, 0);
 }
-cn_tensor *cn_mean(cn_tensor *x) { return reduce_all(CN_OP_MEAN, x, 0); }
+/* The mean of an int tensor, as burn's int_mean (PyTorch has none): the sum in x's dtype divided
+ * by the count, truncated toward zero (cn_div on ints). whole: over all elements, else along
+ * dim. No elements is an error: an int has no NaN to give. */
+static cn_tensor *int_mean(cn_tensor *x, int whole, int dim, int keepdim) {
+    const char *op = "mean";
+    int64_t count = 1;
+    if (whole) {
+        count = cn_numel(x);
+    } else {
+        int d = cn__norm_dim(op, "dim", dim, x->ndim);
+        if (d < 0) return NULL;
+        count = x->ndim == 0 ? 1 : x->shape[d];
+    }
+    if (count == 0) {
+        char buf[128];
+        cn_set_error(CN_ERR_INVALID_ARG, op,
+                     "'x' is %s, with no element to average; an int mean of nothing has no "
+                     "value (a float one is NaN): cast 'x' to a float dtype first",
+                     cn_tensor_str(x, buf, sizeof buf));
+        return NULL;
+    }
+    cn_tensor *sum = whole ? cn_sum(x) : cn_sum_dim(x, dim, keepdim);
+    cn_tensor *n = sum ? cn_full(NULL, 0, (double)count, x->dtype, x->device) : NULL;
+    cn_tensor *out = n ? cn_div(sum, n) : NULL;
+    cn_release(sum);
+    cn_release(n);
+    return out;
+}
+
+cn_tensor *cn_mean(cn_tensor *x) {
+    if (x && cn__dtype_kind(x->dtype) == CN_KIND_INT) return int_mean(x, 1, 0, 0);
+    return reduce_all(CN_OP_MEAN, x, 0);
+}
 cn_tensor *cn_mean_dim(cn_tensor *x, int dim, int keepdim) {
+    if (x && cn__dtype_kind(x->dtype) == CN_KIND_INT) return int_mean(x, 0, dim, keepdim);
     return reduce_dim(CN_OP_MEAN, x, dim, keepdim, 0);
 }
 cn_tensor *cn_max(cn_tensor *x) { return reduce_all(CN_OP_MAX, x, 0); }

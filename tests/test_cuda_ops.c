@@ -335,9 +335,9 @@ static cn_tensor *f_matmul(cn_tensor *const *x, const void *a) {
     (void)a;
     return cn_matmul(x[0], x[1]);
 }
+/* a: the number of inputs (3: with the bias) */
 static cn_tensor *f_linear(cn_tensor *const *x, const void *a) {
-    (void)a;
-    return cn_linear(x[0], x[1], x[2]);
+    return cn_linear(x[0], x[1], *(const int *)a > 2 ? x[2] : NULL);
 }
 static cn_tensor *f_gather(cn_tensor *const *x, const void *a) {
     return cn_gather(x[0], (int)A(a)->i0, x[1]);
@@ -1409,12 +1409,18 @@ static void test_matmul(void) {
         matmul_case("K = 0", e1, 2, CONTIG, e2, 2, CONTIG, dt);
         const int64_t big_a[2] = {300, 257}, big_b[2] = {257, 129};
         matmul_case("larger", big_a, 2, TRANSPOSED, big_b, 2, CONTIG, dt);
-        /* linear: x @ w^T + b */
+        /* linear: x @ w^T + b, one kernel (CN_OP_LINEAR), x and w in each layout, with and
+         * without the bias */
         const int64_t xs[3] = {2, 5, 16}, ws[2] = {24, 16}, bs[1] = {24};
-        pair in[3] = {input(xs, 3, dt, -1, 1, CONTIG), input(ws, 2, dt, -1, 1, CONTIG),
-                      input(bs, 1, dt, -1, 1, CONTIG)};
-        check_op(label("linear %s", cn_dtype_name(dt)), CN_OP_MATMUL, f_linear, NULL, in, 3, 2);
-        for (int i = 0; i < 3; i++) pair_free(in[i]);
+        for (int l = 0; l < 3; l++)
+            for (int nb = 2; nb <= 3; nb++) {
+                pair in[3] = {input(xs, 3, dt, -1, 1, l), input(ws, 2, dt, -1, 1, 2 - l),
+                              input(bs, 1, dt, -1, 1, CONTIG)};
+                check_op(label("linear %s %s%s", cn_dtype_name(dt), layout_names[l],
+                               nb == 3 ? " bias" : ""),
+                         CN_OP_LINEAR, f_linear, &nb, in, nb, 2);
+                for (int i = 0; i < 3; i++) pair_free(in[i]);
+            }
     }
     /* i32 and i64: exact, as the CPU's loop */
     const cn_dtype ints[2] = {CN_I32, CN_I64};

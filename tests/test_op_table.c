@@ -450,6 +450,11 @@ static cn_tensor *run_adamw(const oc_call *c) {
     return s == CN_OK ? cn_inner(p) : NULL;
 }
 
+/* linear: x, w[, b] (x of any rank, as cn_linear takes it) */
+static cn_tensor *run_linear(const oc_call *c) {
+    return cn_linear(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL);
+}
+
 static cn_tensor *run_transpose(const oc_call *c) {
     return cn_transpose(c->x[0], INT_AT(0), INT_AT(1));
 }
@@ -746,6 +751,7 @@ static const oc_op ops[CN__OP_ALL] = {
      * decay, dampening, and plain (no momentum buffer) */
     [CN_OP_SGD_STEP] = {run_sgd},
     [CN_OP_ADAMW_STEP] = {run_adamw},
+    [CN_OP_LINEAR] = {run_linear},
     /* scans along a dim (cumprod with zeros: its gradient must not divide by x), cumprod's
      * backward kernel against autograd's, cummax / cummin / sort values and indices (distinct
      * values for the gradients, ties on ints), any / all on float, int and bool */

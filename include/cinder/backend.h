@@ -288,6 +288,11 @@ typedef enum cn_op {
      * reals[0] = eps; out = y, rstd = 1 / sqrt(mean(x^2) + eps)) and its backward (in = g, x,
      * rstd[, w]; ints = k, has_w, want_dw; out = dx[, dw]) */
     CN_OP_LAYER_NORM, CN_OP_LAYER_NORM_BACKWARD, CN_OP_RMS_NORM, CN_OP_RMS_NORM_BACKWARD,
+    /* added for speed (issue 17): linear, y = x w^T + b as torch.nn.functional.linear (addmm)
+     * in one kernel: in = (x [M, K], w [N, K][, b [N]]), any strides (the router folds x's
+     * leading dims into M); out [M, N] contiguous, the bias added to each block of rows while
+     * it is in cache instead of in a pass of its own; float */
+    CN_OP_LINEAR,
     CN_OP_COUNT
 } cn_op;
 

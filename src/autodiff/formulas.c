@@ -699,6 +699,7 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_DEFORM_CONV2D] = {.node = ad_grad_deform_conv2d},
     [CN_OP_RFFT] = {.input = ad_grad_rfft},
     [CN_OP_IRFFT] = {.input = ad_grad_irfft},
+    [CN_OP_LINEAR] = {.input = ad_grad_linear},
     [CN_OP_LAYER_NORM] = {.node = ad_grad_layer_norm},
     [CN_OP_RMS_NORM] = {.node = ad_grad_rms_norm},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},

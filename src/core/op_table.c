@@ -257,6 +257,9 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     /* in-place parameter updates (under no-grad) */
     [CN_OP_SGD_STEP] = {.name = "sgd_step", .family = CN__FAMILY_OPTIM, .n_in = 3,
                         .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 2, .n_reals = 4},
+    /* y = x w^T (+ b); the formula needs x and w (ad_grad_linear) */
+    [CN_OP_LINEAR] = {.name = "linear", .family = CN__FAMILY_MATMUL, .n_in = 3, .kinds = {F, F, F},
+                      .out = CN__OUT_INPUT, .saves = IN0 | IN1, .differentiable = 1},
     [CN_OP_ADAMW_STEP] = {.name = "adamw_step", .family = CN__FAMILY_OPTIM, .n_in = 4,
                           .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 2, .n_reals = 5},
     /* scans and sorts along ints[0] (cumsum: ints[1] = reverse; sort: ints[1] = descending);

@@ -3,6 +3,7 @@
 
 #include "cinder/ops.h"
 #include "core/error_internal.h"
+#include "dispatch/backward_ops.h"
 #include "dispatch/router.h"
 
 cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b) {
@@ -98,6 +99,48 @@ cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b) {
     return cn__record(CN_OP_MATMUL, out, in, 2, NULL, 0, NULL, 0);
 }
 
+/* The linear kernel on x [.., K] folded to [M, K] (a view, or a copy when its leading dims do
+ * not fold), recorded as one node; the result is viewed back as [.., N]. */
+static cn_tensor *linear_fused(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
+    const char *op = "linear";
+    cn_tensor *in[3] = {x, w, b};
+    const char *names[3] = {"x", "w", "b"};
+    int n = b ? 3 : 2;
+    cn_device dev;
+    const cn_backend *be = cn__route(op, in, names, n, &dev);
+    if (!be) return NULL;
+    for (int i = 0; i < n; i++)
+        if (cn__check_kind(op, names[i], in[i], CN_KINDS_FLOAT) != CN_OK ||
+            cn__check_same_dtype(op, "x", x, names[i], in[i]) != CN_OK)
+            return NULL;
+    int64_t K = w->shape[1], N = w->shape[0], M = 1, shape[CN_MAX_DIMS];
+    for (int d = 0; d < x->ndim - 1; d++) {
+        if (__builtin_mul_overflow(M, x->shape[d], &M)) { /* possible only when K is 0 */
+            char buf[128];
+            cn_set_error(CN_ERR_OVERFLOW, op, "'x' is %s: its rows number past int64; give it "
+                         "fewer", cn_tensor_str(x, buf, sizeof buf));
+            return NULL;
+        }
+        shape[d] = x->shape[d];
+    }
+    shape[x->ndim - 1] = N;
+    const int64_t flat[2] = {M, K}, out_shape[2] = {M, N};
+    cn_tensor *x2 = cn_reshape(x, flat, 2);
+    cn_tensor *out = x2 ? cn__tensor_alloc(op, out_shape, 2, x->dtype, dev) : NULL;
+    cn_view views[3];
+    cn_tensor *args[3] = {x2, w, b};
+    for (int i = 0; out && i < n; i++) cn__tensor_as_view(args[i], &views[i]);
+    if (out && cn__launch(be, dev, CN_OP_LINEAR, views, n, &out, 1, NULL, 0, NULL, 0) != CN_OK) {
+        cn_release(out);
+        out = NULL;
+    }
+    out = out ? cn__record(CN_OP_LINEAR, out, args, n, NULL, 0, NULL, 0) : NULL;
+    cn_release(x2);
+    cn_tensor *y = out ? cn_reshape(out, shape, x->ndim) : NULL;
+    cn_release(out);
+    return y;
+}
+
 cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
     const char *op = "linear";
     if (!x || !w) {
@@ -115,6 +158,9 @@ cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
                      cn_tensor_str(b, s, sizeof s), (long long)w->shape[0]);
         return NULL;
     }
+    if (x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[1] && cn__has_kernel(CN_OP_LINEAR, x))
+        return linear_fused(x, w, b);
+    /* matmul's checks (and errors) for anything else, and a backend without the kernel */
     cn_tensor *wt = cn_transpose(w, 0, 1);
     cn_tensor *y = cn_matmul(x, wt);
     cn_release(wt);

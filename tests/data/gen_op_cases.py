@@ -344,6 +344,9 @@ for name, fn in (("any", torch.any), ("all", torch.all)):
     case(name, name + "_all_b", [Bo([2, 3], [1, 1, 1, 1, 1, 1])], fn)
 
 # ---- linear algebra, indexing ------------------------------------------------------------------
+case("linear", "linear_bias", [Fl([3, 4]), Fl([5, 4]), Fl([5])], F.linear)
+case("linear", "linear_batched_no_bias", [Fl([2, 3, 4]), Fl([5, 4])], F.linear)
+case("linear", "linear_vector", [Fl([4]), Fl([2, 4]), Fl([2])], F.linear)
 case("matmul", "matmul", [Fl([2, 3]), Fl([3, 4])], torch.matmul)
 case("matmul", "matmul_batched", [Fl([2, 2, 3]), Fl([3, 2])], torch.matmul)
 case("matmul", "matmul_i64", [In([2, 2, 3], [1, -2, 3, 0, 4, 5, -1, 2, 0, 3, 1, -4]),

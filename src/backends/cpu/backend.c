@@ -256,6 +256,8 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_SGD_STEP] = F;
     k[CN_OP_ADAMW_STEP] = cpu_adamw_step;
     dt[CN_OP_ADAMW_STEP] = F;
+    k[CN_OP_LINEAR] = cpu_linear;
+    dt[CN_OP_LINEAR] = F;
     k[CN_OP_ACTIVATION_BACKWARD] = cpu_activation_backward;
     dt[CN_OP_ACTIVATION_BACKWARD] = F;
     k[CN_OP_SOFTMAX_BACKWARD] = cpu_softmax_backward;

@@ -250,6 +250,7 @@ cn_status cuda_cumprod_backward(const cn_kernel_args *a);
 /* optim.cu */
 cn_status cuda_sgd_step(const cn_kernel_args *a);
 cn_status cuda_adamw_step(const cn_kernel_args *a);
+cn_status cuda_linear(const cn_kernel_args *a);
 /* attention.cu: scaled_dot_product_attention and its backward */
 cn_status cuda_sdpa(const cn_kernel_args *a);
 cn_status cuda_sdpa_backward(const cn_kernel_args *a);

@@ -1,0 +1,124 @@
+/* CPU linear: y = x w^T + b (torch.nn.functional.linear, PyTorch's addmm) in one kernel.
+ *
+ * x [M, K], w [N, K], b [N] (optional), any strides; y [M, N] contiguous. Blocks of rows go to
+ * the pool's threads; each block is one single-threaded GEMM (cn_cpu_gemm) and then gets the
+ * bias while its rows are still in cache, instead of the separate add over the whole output
+ * (another allocation, read and write) that matmul + add costs. x and w are read in place when
+ * either of their dims has unit stride (the GEMM's transpose flags and leading dimensions), else
+ * packed once into a dense copy. */
+#include <limits.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "core/alloc.h"
+#include "core/backend_common.h"
+
+/* Rows per block: a multiple of the GEMM kernels' register tile, and about 64 KB of output at
+ * N = 256 in f32, so that a block's output is still in L2 when its bias is added. */
+#define LINEAR_ROWS 64
+
+/* How the GEMM reads one [rows, cols] operand: in place (trans = 0: row-major, ld = row stride;
+ * trans = 1: column-major, ld = column stride) or from a dense copy (packed != NULL). */
+typedef struct lin_operand {
+    const char *data;
+    int trans;
+    int64_t ld;
+    char *packed;
+} lin_operand;
+
+static cn_status plan(const char *op, const cn_view *v, lin_operand *o) {
+    int64_t rows = v->shape[0], cols = v->shape[1], rs = v->strides[0], cs = v->strides[1];
+    size_t es = cn_dtype_size(v->dtype);
+    memset(o, 0, sizeof *o);
+    if ((cols <= 1 || cs == 1) && rs >= (cols > 1 ? cols : 1) && rs <= INT_MAX) {
+        o->data = v->data, o->ld = rows > 1 ? rs : (cols > 1 ? cols : 1);
+        return CN_OK;
+    }
+    if ((rows <= 1 || rs == 1) && cs >= (rows > 1 ? rows : 1) && cs <= INT_MAX) {
+        o->data = v->data, o->trans = 1, o->ld = cols > 1 ? cs : (rows > 1 ? rows : 1);
+        return CN_OK;
+    }
+    o->packed = cn__malloc(op, (size_t)(rows * cols) * es + 1);
+    if (!o->packed) return CN_ERR_OUT_OF_MEMORY;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            memcpy(o->packed + (size_t)(r * cols + c) * es,
+                   (const char *)v->data + (size_t)(r * rs + c * cs) * es, es);
+    o->data = o->packed, o->ld = cols > 1 ? cols : 1;
+    return CN_OK;
+}
+
+typedef struct linear_job {
+    cn_dtype dt;
+    int64_t M, N, K;
+    lin_operand x, w;
+    const cn_view *b;
+    char *y;
+    int no_k; /* K = 0: y is the bias alone (zeroed first), no GEMM */
+} linear_job;
+
+/* A [rows, K] operand stored as x (trans 0: row r at r * ld; 1: column r at r) from row r0. */
+static const char *rows_from(const lin_operand *o, int64_t r0, size_t es) {
+    return o->data + (size_t)(o->trans ? r0 : r0 * o->ld) * es;
+}
+
+static void linear_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const linear_job *j = ctx;
+    size_t es = cn_dtype_size(j->dt);
+    for (int64_t blk = begin; blk < end; blk++) {
+        int64_t r0 = blk * LINEAR_ROWS, rows = j->M - r0 < LINEAR_ROWS ? j->M - r0 : LINEAR_ROWS;
+        char *y = j->y + (size_t)(r0 * j->N) * es;
+        /* y rows = x rows [rows, K] @ w^T: w [N, K] read as b^T (tb = 1) when row-major */
+        if (j->no_k)
+            memset(y, 0, (size_t)(rows * j->N) * es);
+        else
+            cn_cpu_gemm(j->dt, j->x.trans, !j->w.trans, rows, j->N, j->K,
+                        rows_from(&j->x, r0, es), j->x.ld, j->w.data, j->w.ld, 0.0, y, j->N);
+        if (!j->b) continue;
+        int64_t bs = j->b->strides[0];
+        if (j->dt == CN_F32) {
+            const float *b = (const float *)j->b->data;
+            for (int64_t r = 0; r < rows; r++) {
+                float *row = (float *)y + r * j->N;
+                for (int64_t c = 0; c < j->N; c++) row[c] += b[c * bs];
+            }
+        } else {
+            const double *b = (const double *)j->b->data;
+            for (int64_t r = 0; r < rows; r++) {
+                double *row = (double *)y + r * j->N;
+                for (int64_t c = 0; c < j->N; c++) row[c] += b[c * bs];
+            }
+        }
+    }
+}
+
+cn_status cpu_linear(const cn_kernel_args *a) {
+    const char *op = "linear";
+    const cn_view *xv = &a->in[0], *wv = &a->in[1], *yv = &a->out[0];
+    cn_dtype dt = yv->dtype; /* f32 or f64, one for all (the router's and dtypes[op]) */
+    if (dt != CN_F32 && dt != CN_F64) return cn__kernel_dtype_error("cpu", a->op, dt);
+    int64_t M = xv->shape[0], K = xv->shape[1], N = wv->shape[0];
+    if (M == 0 || N == 0) return CN_OK;
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
+        return cn_set_error(CN_ERR_OVERFLOW, op,
+                            "[%lld, %lld] x [%lld, %lld]^T exceeds the int sizes of the GEMM "
+                            "libraries; split the rows",
+                            (long long)M, (long long)K, (long long)N, (long long)K);
+    linear_job j = {.dt = dt, .M = M, .N = N, .K = K, .b = a->n_in > 2 ? &a->in[2] : NULL,
+                    .y = (char *)yv->data, .no_k = K == 0};
+    cn_status s = plan(op, xv, &j.x);
+    if (s == CN_OK) s = plan(op, wv, &j.w);
+    if (s == CN_OK) {
+        int64_t blocks = (M + LINEAR_ROWS - 1) / LINEAR_ROWS;
+        /* about one block's multiply-adds per grain of the pool's split */
+        int64_t chunks = cpu_chunks(blocks * LINEAR_ROWS * N * (K > 0 ? K : 1) / 64,
+                                    CPU_PARALLEL_GRAIN);
+        if (chunks > blocks) chunks = blocks;
+        if (chunks < 1) chunks = 1;
+        cpu_parallel(blocks, chunks, linear_blocks, &j);
+    }
+    cn__free(j.x.packed);
+    cn__free(j.w.packed);
+    return s;
+}

@@ -64,6 +64,20 @@ int cli_option(int argc, char **argv, int *i, const char *cmd, const char *name,
  * flag is not in the help. */
 int cli_flag(const char *arg, const char *cmd, const char *name);
 
+/* Where the options that every model of `cinder train` reads alike go (train.c, train_gpt.c). */
+typedef struct cli_run_fields {
+    const char **device, **data, **save, **plot, **log, **resume;
+    int *balanced;        /* --checkpointing balanced */
+    int64_t *stop_after;  /* --stop-after-steps */
+} cli_run_fields;
+
+/* Reads argv[*i] when it is one of --device, --threads (which sets the CPU pool),
+ * --checkpointing, --data, --save, --plot, --log, --resume or --stop-after-steps, into the
+ * fields f points to. Returns what cli_option returns (0: none of them); *bad is set to 1 when
+ * the value is wrong (printed). */
+int cli_run_option(int argc, char **argv, int *i, const char *cmd, const cli_run_fields *f,
+                   int *bad);
+
 /* Parses a whole decimal integer in [min, max]; 0, or -1 (printed). */
 int cli_parse_int(const char *cmd, const char *name, const char *text, int64_t min, int64_t max,
                   int64_t *out);

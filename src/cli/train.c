@@ -231,6 +231,8 @@ static int parse_options(int argc, char **argv, train_options *o) {
     *o = defaults;
     o->argc = argc;
     o->argv = argv;
+    const cli_run_fields run = {&o->device, &o->data,     &o->save,       &o->plot,
+                                &o->log,    &o->resume,   &o->balanced,   &o->stop_after};
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r, bad = 0, at = i;
@@ -254,18 +256,9 @@ static int parse_options(int argc, char **argv, train_options *o) {
                 fprintf(stderr, "cinder train: unknown optimizer '%s': choose sgd or adamw\n", v);
                 bad = 1;
             }
-        } else if ((r = cli_option(argc, argv, &i, CMD, "--device", &v)) != 0) {
-            o->device = v;
-        } else if ((r = cli_option(argc, argv, &i, CMD, "--checkpointing", &v)) != 0) {
-            if (r > 0 && (strcmp(v, "balanced") == 0 || strcmp(v, "none") == 0))
-                o->balanced = strcmp(v, "balanced") == 0;
-            else if (r > 0) {
-                fprintf(stderr,
-                        "cinder train: unknown checkpointing '%s': choose balanced or "
-                        "none\n",
-                        v);
-                bad = 1;
-            }
+        } else if ((r = cli_run_option(argc, argv, &i, CMD, &run, &bad)) != 0) {
+            /* --device, --threads, --checkpointing, --data, --save, --plot, --log, --resume,
+             * --stop-after-steps */
         } else if ((r = cli_option(argc, argv, &i, CMD, "--schedule", &v)) != 0) {
             if (r > 0 && (strcmp(v, "cosine") == 0 || strcmp(v, "constant") == 0))
                 o->cosine = strcmp(v, "cosine") == 0;
@@ -274,33 +267,12 @@ static int parse_options(int argc, char **argv, train_options *o) {
                         v);
                 bad = 1;
             }
-        } else if ((r = cli_option(argc, argv, &i, CMD, "--data", &v)) != 0) {
-            o->data = v;
-        } else if ((r = cli_option(argc, argv, &i, CMD, "--save", &v)) != 0) {
-            o->save = v;
-        } else if ((r = cli_option(argc, argv, &i, CMD, "--plot", &v)) != 0) {
-            o->plot = v;
-            if (r > 0 && !cli_plot_supported(v)) {
-                fprintf(stderr,
-                        "cinder train: cannot write --plot %s: the plot is " CLI_PLOT_FORMATS "\n",
-                        v);
-                bad = 1;
-            }
-        } else if ((r = cli_option(argc, argv, &i, CMD, "--log", &v)) != 0) {
-            o->log = v;
-        } else if ((r = cli_option(argc, argv, &i, CMD, "--threads", &v)) != 0) {
-            bad = r > 0 && cli_parse_threads(CMD, v); /* sets the pool before any CPU op */
         } else if ((r = cli_option(argc, argv, &i, CMD, "--seed", &v)) != 0) {
             bad = r > 0 && cli_parse_int(CMD, "--seed", v, 0, INT64_MAX, &o->seed);
         } else if ((r = cli_option(argc, argv, &i, CMD, "--limit", &v)) != 0) {
             bad = r > 0 && cli_parse_int(CMD, "--limit", v, 1, 60000, &o->limit);
         } else if ((r = cli_option(argc, argv, &i, CMD, "--test-limit", &v)) != 0) {
             bad = r > 0 && cli_parse_int(CMD, "--test-limit", v, 1, 10000, &o->test_limit);
-        } else if ((r = cli_option(argc, argv, &i, CMD, "--resume", &v)) != 0) {
-            o->resume = v;
-        } else if ((r = cli_option(argc, argv, &i, CMD, "--stop-after-steps", &v)) != 0) {
-            bad =
-                r > 0 && cli_parse_int(CMD, "--stop-after-steps", v, 1, INT64_MAX, &o->stop_after);
         } else if ((r = cli_flag(argv[i], CMD, "--ddp")) != 0) {
             o->ddp = r > 0;
         } else {

@@ -73,21 +73,23 @@ static void linear_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
         if (j->no_k)
             memset(y, 0, (size_t)(rows * j->N) * es);
         else
-            cn_cpu_gemm(j->dt, j->x.trans, !j->w.trans, rows, j->N, j->K,
-                        rows_from(&j->x, r0, es), j->x.ld, j->w.data, j->w.ld, 0.0, y, j->N);
+            cn_cpu_gemm(j->dt, j->x.trans, !j->w.trans, rows, j->N, j->K, rows_from(&j->x, r0, es),
+                        j->x.ld, j->w.data, j->w.ld, 0.0, y, j->N);
         if (!j->b) continue;
         int64_t bs = j->b->strides[0];
         if (j->dt == CN_F32) {
             const float *b = (const float *)j->b->data;
             for (int64_t r = 0; r < rows; r++) {
                 float *row = (float *)y + r * j->N;
-                for (int64_t c = 0; c < j->N; c++) row[c] += b[c * bs];
+                for (int64_t c = 0; c < j->N; c++)
+                    row[c] += b[c * bs];
             }
         } else {
             const double *b = (const double *)j->b->data;
             for (int64_t r = 0; r < rows; r++) {
                 double *row = (double *)y + r * j->N;
-                for (int64_t c = 0; c < j->N; c++) row[c] += b[c * bs];
+                for (int64_t c = 0; c < j->N; c++)
+                    row[c] += b[c * bs];
             }
         }
     }
@@ -105,15 +107,20 @@ cn_status cpu_linear(const cn_kernel_args *a) {
                             "[%lld, %lld] x [%lld, %lld]^T exceeds the int sizes of the GEMM "
                             "libraries; split the rows",
                             (long long)M, (long long)K, (long long)N, (long long)K);
-    linear_job j = {.dt = dt, .M = M, .N = N, .K = K, .b = a->n_in > 2 ? &a->in[2] : NULL,
-                    .y = (char *)yv->data, .no_k = K == 0};
+    linear_job j = {.dt = dt,
+                    .M = M,
+                    .N = N,
+                    .K = K,
+                    .b = a->n_in > 2 ? &a->in[2] : NULL,
+                    .y = (char *)yv->data,
+                    .no_k = K == 0};
     cn_status s = plan(op, xv, &j.x);
     if (s == CN_OK) s = plan(op, wv, &j.w);
     if (s == CN_OK) {
         int64_t blocks = (M + LINEAR_ROWS - 1) / LINEAR_ROWS;
         /* about one block's multiply-adds per grain of the pool's split */
-        int64_t chunks = cpu_chunks(blocks * LINEAR_ROWS * N * (K > 0 ? K : 1) / 64,
-                                    CPU_PARALLEL_GRAIN);
+        int64_t chunks =
+            cpu_chunks(blocks * LINEAR_ROWS * N * (K > 0 ? K : 1) / 64, CPU_PARALLEL_GRAIN);
         if (chunks > blocks) chunks = blocks;
         if (chunks < 1) chunks = 1;
         cpu_parallel(blocks, chunks, linear_blocks, &j);

@@ -18,8 +18,8 @@ int cli_run_option(int argc, char **argv, int *i, const char *cmd, const cli_run
         if (r > 0 && (strcmp(v, "balanced") == 0 || strcmp(v, "none") == 0)) {
             *f->balanced = strcmp(v, "balanced") == 0;
         } else if (r > 0) {
-            fprintf(stderr, "cinder %s: unknown checkpointing '%s': choose balanced or none\n",
-                    cmd, v);
+            fprintf(stderr, "cinder %s: unknown checkpointing '%s': choose balanced or none\n", cmd,
+                    v);
             *bad = 1;
         }
     } else if ((r = cli_option(argc, argv, i, cmd, "--data", &v)) != 0) {

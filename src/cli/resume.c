@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "cli/resume.h"
 
 /* ---- interrupts ------------------------------------------------------------------------------
@@ -203,4 +204,53 @@ int cli_state_history(const cn_safetensors *h, const char *path, float *batch_lo
     if (rc == 0) rc = copy_history(h, path, name, CN_F64, epochs, accuracy);
     cn_scope_end();
     return rc;
+}
+
+int cli_resume_open(const char *path, cn_device inner, cn_safetensors **h) {
+    if (cn_safetensors_load(path, inner, h) != CN_OK) {
+        fprintf(stderr, "cinder train: cannot resume from %s: %s\n", path, cn_last_error());
+        return CLI_EXIT_FAILURE;
+    }
+    if (!cn_safetensors_metadata(*h, "cinder.train_state")) {
+        fprintf(stderr,
+                "cinder train: cannot resume from %s: it holds a model only, not a run's training "
+                "state (a finished run's --save writes the model only); resume from the "
+                "checkpoint that an interrupted run wrote, or start anew without --resume\n",
+                path);
+        return CLI_EXIT_FAILURE;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_resume_settings(const cn_safetensors *h, const char *path, const cli_settings *s) {
+    for (int k = 0; k < s->n; k++) {
+        const char *saved = cli_state_text(h, path, s->keys[k]);
+        if (!saved) return CLI_EXIT_FAILURE;
+        char mine[64], shown[64];
+        if (s->given & (1u << k)) {
+            const char *now = s->text(s->ctx, k, mine, sizeof mine);
+            if (strcmp(now, saved) == 0) continue;
+            if (k == s->real_k) { /* as a number, and shown as the user would write it */
+                double a = strtod(now, NULL), b = strtod(saved, NULL);
+                if (a == b) continue;
+                snprintf(mine, sizeof mine, "%g", a);
+                snprintf(shown, sizeof shown, "%g", b);
+                now = mine, saved = shown;
+            }
+            fprintf(stderr,
+                    "cinder train: cannot resume from %s: the run was started with --%s %s, not "
+                    "--%s %s; drop --%s (the checkpoint keeps it), or start a new run without "
+                    "--resume\n",
+                    path, s->keys[k], saved, s->keys[k], now, s->keys[k]);
+            return CLI_EXIT_USAGE;
+        }
+        if (s->set(s->ctx, k, saved) != 0) {
+            fprintf(stderr,
+                    "cinder train: cannot resume from %s: its metadata '%s' is '%s', which is not "
+                    "a value of --%s; the file is damaged: start the run anew\n",
+                    path, s->keys[k], saved, s->keys[k]);
+            return CLI_EXIT_FAILURE;
+        }
+    }
+    return CLI_EXIT_OK;
 }

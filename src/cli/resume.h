@@ -67,6 +67,29 @@ cn_status cli_state_save(const char *path, cn_module *net, cn_optimizer *opt,
  * "cinder train: cannot resume from PATH: ..." when it is absent. */
 const char *cli_state_text(const cn_safetensors *h, const char *path, const char *key);
 
+/* Loads the checkpoint of --resume at `path` into *h and checks that it holds a run's training
+ * state; CLI_EXIT_OK, else CLI_EXIT_FAILURE (printed; *h may need cn_safetensors_free). */
+int cli_resume_open(const char *path, cn_device inner, cn_safetensors **h);
+
+/* A run's settings as --resume takes them from a checkpoint: setting k is saved under keys[k]
+ * and set with the option --keys[k]. text(ctx, k, buf, size) gives its value in the run as
+ * text, set(ctx, k, text) sets it from text (0, or -1 when the text is not one of its values);
+ * setting real_k (-1: none) is a real number, compared as one. */
+typedef struct cli_settings {
+    const char *const *keys;
+    int n;
+    unsigned given; /* bit k: setting k was given on the command line */
+    int real_k;
+    const char *(*text)(void *ctx, int k, char *buf, size_t size);
+    int (*set)(void *ctx, int k, const char *text);
+    void *ctx;
+} cli_settings;
+
+/* Takes the settings of the run saved in h (from `path`): each one given on the command line
+ * must agree with the saved one (else CLI_EXIT_USAGE, printed with the way out); the others are
+ * set from it (CLI_EXIT_FAILURE, printed, when the file's value is not one of the setting's). */
+int cli_resume_settings(const cn_safetensors *h, const char *path, const cli_settings *s);
+
 /* The same as a whole number in [min, max]; 0, or -1 (printed). */
 int cli_state_int(const cn_safetensors *h, const char *path, const char *key, int64_t min,
                   int64_t max, int64_t *out);

@@ -183,47 +183,16 @@ static int set_setting(train_options *o, int k, const char *text) {
 /* Loads the checkpoint of --resume into resumed and takes the run's settings from it;
  * CLI_EXIT_OK, CLI_EXIT_USAGE when the command line contradicts it, CLI_EXIT_FAILURE when it
  * cannot be read or is not a run's checkpoint (both printed). */
+static const char *text_of(void *o, int k, char *buf, size_t size) {
+    return setting_text(o, k, buf, size);
+}
+static int set_from(void *o, int k, const char *text) { return set_setting(o, k, text); }
+
 static int load_resumed(train_options *o, cn_device inner) {
-    if (cn_safetensors_load(o->resume, inner, &resumed) != CN_OK) {
-        fprintf(stderr, "cinder train: cannot resume from %s: %s\n", o->resume, cn_last_error());
-        return CLI_EXIT_FAILURE;
-    }
-    if (!cn_safetensors_metadata(resumed, "cinder.train_state")) {
-        fprintf(stderr,
-                "cinder train: cannot resume from %s: it holds a model only, not a run's training "
-                "state (a finished run's --save writes the model only); resume from the "
-                "checkpoint that an interrupted run wrote, or start anew without --resume\n",
-                o->resume);
-        return CLI_EXIT_FAILURE;
-    }
-    for (int k = 0; k < N_SETTINGS; k++) {
-        const char *saved = cli_state_text(resumed, o->resume, setting_keys[k]);
-        if (!saved) return CLI_EXIT_FAILURE;
-        char mine[64];
-        if (o->given & (1u << k)) {
-            if (strcmp(setting_text(o, k, mine, sizeof mine), saved) == 0) continue;
-            char shown[64]; /* --lr as the user would write it */
-            if (k == SET_LR) {
-                snprintf(mine, sizeof mine, "%g", o->lr);
-                snprintf(shown, sizeof shown, "%g", strtod(saved, NULL));
-                saved = shown;
-            }
-            fprintf(stderr,
-                    "cinder train: cannot resume from %s: the run was started with --%s %s, not "
-                    "--%s %s; drop --%s (the checkpoint keeps it), or start a new run without "
-                    "--resume\n",
-                    o->resume, setting_keys[k], saved, setting_keys[k], mine, setting_keys[k]);
-            return CLI_EXIT_USAGE;
-        }
-        if (set_setting(o, k, saved) != 0) {
-            fprintf(stderr,
-                    "cinder train: cannot resume from %s: its metadata '%s' is '%s', which is not "
-                    "a value of --%s; the file is damaged: start the run anew\n",
-                    o->resume, setting_keys[k], saved, setting_keys[k]);
-            return CLI_EXIT_FAILURE;
-        }
-    }
-    return CLI_EXIT_OK;
+    int rc = cli_resume_open(o->resume, inner, &resumed);
+    if (rc != CLI_EXIT_OK) return rc;
+    const cli_settings s = {setting_keys, N_SETTINGS, o->given, SET_LR, text_of, set_from, o};
+    return cli_resume_settings(resumed, o->resume, &s);
 }
 
 /* Fills *o from the command line; CLI_EXIT_OK, or CLI_EXIT_USAGE after printing why. */

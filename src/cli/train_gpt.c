@@ -396,41 +396,16 @@ static int stop_interrupted(gpt_run *r) {
 
 /* Takes the settings of the run saved in o->resume (loaded into *h); CLI_EXIT_OK, or the exit
  * status after printing why. */
+static const char *text_of(void *o, int k, char *buf, size_t size) {
+    return setting_text(o, k, buf, size);
+}
+static int set_from(void *o, int k, const char *text) { return set_setting(o, k, text); }
+
 static int load_resumed(gpt_options *o, cn_device inner, cn_safetensors **h) {
-    if (cn_safetensors_load(o->resume, inner, h) != CN_OK) {
-        fprintf(stderr, "cinder train: cannot resume from %s: %s\n", o->resume, cn_last_error());
-        return CLI_EXIT_FAILURE;
-    }
-    if (!cn_safetensors_metadata(*h, "cinder.train_state")) {
-        fprintf(stderr,
-                "cinder train: cannot resume from %s: it holds a model only, not a run's "
-                "training state; resume from the checkpoint that an interrupted run wrote\n",
-                o->resume);
-        return CLI_EXIT_FAILURE;
-    }
-    for (int k = 0; k < N_SETTINGS; k++) {
-        const char *saved = cli_state_text(*h, o->resume, setting_keys[k]);
-        if (!saved) return CLI_EXIT_FAILURE;
-        char mine[64];
-        if (o->given & (1u << k)) {
-            if (strcmp(setting_text(o, k, mine, sizeof mine), saved) == 0) continue;
-            if (k == SET_LR && strtod(saved, NULL) == o->lr) continue;
-            fprintf(stderr,
-                    "cinder train: cannot resume from %s: the run was started with "
-                    "--%s %s, not --%s %s; drop --%s (the checkpoint keeps it), or start a new "
-                    "run without --resume\n",
-                    o->resume, setting_keys[k], saved, setting_keys[k], mine, setting_keys[k]);
-            return CLI_EXIT_USAGE;
-        }
-        if (set_setting(o, k, saved) != 0) {
-            fprintf(stderr,
-                    "cinder train: cannot resume from %s: its metadata '%s' is '%s', "
-                    "which is not a value of --%s; the file is damaged: start the run anew\n",
-                    o->resume, setting_keys[k], saved, setting_keys[k]);
-            return CLI_EXIT_FAILURE;
-        }
-    }
-    return CLI_EXIT_OK;
+    int rc = cli_resume_open(o->resume, inner, h);
+    if (rc != CLI_EXIT_OK) return rc;
+    const cli_settings s = {setting_keys, N_SETTINGS, o->given, SET_LR, text_of, set_from, o};
+    return cli_resume_settings(*h, o->resume, &s);
 }
 
 static int restore_run(gpt_run *r) {

@@ -11,7 +11,8 @@
 # Prints a table of medians, their ratio and whether the bar is met; --out also writes the raw
 # figures (one run per line).
 #
-# Workloads: overhead elementwise softmax matmul conv mlp cnn gpt. On a device that this build or
+# Workloads: overhead elementwise softmax matmul conv mlp cnn gpt, and ddp (cinder alone, not in
+# the default list: data parallelism over MPI, issue 18). On a device that this build or
 # machine lacks (--device cuda without a GPU), each program says so and the table shows "skipped".
 # cnn is `cinder train --model cnn` against bench/torch/cnn.py: about a minute per run on each
 # side at 2 threads, so most of a full run. gpt is bench/bench_gpt.c against bench/torch/gpt.py:
@@ -24,6 +25,11 @@
 # rate of matmul), add_16m and softmax_4096 against the memory bandwidth that elementwise measures,
 # and the peak RSS of `cinder train --model mlp` against the data set's f32 size + 100 MB. A row
 # whose figures come from a workload left out by --only says which to add.
+#
+# ddp times one epoch of `cinder train` for the CNN (12,800 images) and the MLP (60,000), 1
+# process x 1 thread against `mpirun -np 2` processes x 1 thread with --ddp (Open MPI; as root,
+# its allow-run-as-root variables are set for that command only), and prints each model's
+# scaling efficiency T(1 x 1) / (2 T(2 x 1)) against the bar of 0.9 for the CNN.
 #
 # Both run with 2 threads (cinder: OMP_NUM_THREADS, PyTorch: torch.set_num_threads), or N with
 # --threads N (--threads 1 compares the kernels alone, free of thread scheduling on a loaded
@@ -109,11 +115,30 @@ run_cinder() {
     gpt)
       "${bench_env[@]}" "$py" bench/peak_rss.py gpt_peak_rss \
         "$build/bench/bench_gpt" --device "$device" --weights "$gpt_weights" ;;
+    ddp)
+      [ "$device" = cpu ] || { echo "skip ddp_cnn_1x1: the MPI engine runs on the CPU"; return 0; }
+      command -v mpirun > /dev/null || { echo "skip ddp_cnn_1x1: no mpirun (scripts/deps.sh)"; return 0; }
+      local root_env=() m limit t1 t2
+      [ "$(id -u)" -eq 0 ] && root_env=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+      for m in cnn mlp; do
+        limit=$([ "$m" = cnn ] && echo 12800 || echo 60000)
+        local args=(train --model "$m" --epochs 1 --limit "$limit" --test-limit 1000 --threads 1
+                    --schedule constant)
+        t1=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$build/cinder" "${args[@]}" 2>/dev/null |
+             sed -n 's/^epoch 1\/1: .*epoch time \([0-9.]*\) s$/\1/p')
+        t2=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${root_env[@]}" \
+               mpirun -np 2 --oversubscribe "$build/cinder" "${args[@]}" --ddp 2>/dev/null |
+             sed -n 's/^epoch 1\/1: .*epoch time \([0-9.]*\) s$/\1/p')
+        [ -n "$t1" ] && [ -n "$t2" ] || { echo "bench.sh: ddp $m did not run" >&2; return 1; }
+        echo "ddp_${m}_1x1 $t1 s"
+        echo "ddp_${m}_2x1 $t2 s"
+      done ;;
     *) "${bench_env[@]}" "$build/bench/bench_$1" --device "$device" ;;
   esac
 }
 
 run_torch() {
+  [ "$1" = ddp ] && return 0 # cinder's own: no PyTorch twin (DDP over NCCL/gloo is another run)
   local args=(--device "$device")
   [ "$1" = overhead ] && args+=(--iters 100000)
   [ "$1" = gpt ] && args+=(--weights "$gpt_weights")
@@ -131,7 +156,7 @@ record() {
     exit 1
   fi
   while IFS= read -r line; do
-    [ -n "$line" ] && echo "$impl $rep $line" >> "$raw"
+    [ -z "$line" ] || echo "$impl $rep $line" >> "$raw"
   done <<< "$lines"
 }
 
@@ -311,6 +336,24 @@ for name, what, source, limit, limit_source, fraction, bar, below in LIMITS:
     ok = fc <= bar if below else fc >= bar
     print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {fmt(limit)} | {fc:.3f} | {fmt(ft)} | "
           f"{'<=' if below else '>='} {bar:g} | {'yes' if ok else 'NO'} |")
+
+# Data parallelism (issue 18): one process x 1 thread against 2 processes x 1 thread.
+ddp = [(m, med("cinder", f"ddp_{m}_1x1"), med("cinder", f"ddp_{m}_2x1")) for m in ("cnn", "mlp")]
+if any(t1 is not None for _, t1, _ in ddp):
+    print()
+    print("Data parallelism: one epoch, 1 process x 1 thread against 2 processes x 1 thread "
+          "(mpirun -np 2, --ddp); scaling efficiency T(1x1) / (2 T(2x1)).")
+    print()
+    print("| model | 1 x 1, s | 2 x 1, s | efficiency | bar | met |")
+    print("|---|---|---|---|---|---|")
+    for m, t1, t2 in ddp:
+        shown.update({f"ddp_{m}_1x1", f"ddp_{m}_2x1"})
+        if t1 is None or t2 is None:
+            continue
+        eff = t1 / (2 * t2)
+        bar = ">= 0.9" if m == "cnn" else "-"
+        met = ("yes" if eff >= 0.9 else "NO") if m == "cnn" else "-"
+        print(f"| {m} | {t1:.4g} | {t2:.4g} | {eff:.3f} | {bar} | {met} |")
 
 others = sorted({n for (_, n) in values} - shown)
 if others:

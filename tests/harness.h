@@ -174,6 +174,27 @@ static inline double *th_values(cn_tensor *t) {
     return v;
 }
 
+/* got against want element by element, within tol relative to max(1, |want|); the first few
+ * differences are printed and counted as failed checks. */
+static inline void th_check_close(const char *what, cn_tensor *got, cn_tensor *want, double tol) {
+    CHECK(got && want);
+    if (!got || !want) return;
+    int64_t n = cn_numel(want);
+    CHECK(cn_numel(got) == n);
+    double *g = th_values(got), *w = th_values(want);
+    int bad = 0;
+    for (int64_t i = 0; i < n && bad < 3; i++) {
+        double s = fabs(w[i]) > 1 ? fabs(w[i]) : 1;
+        if (!(fabs(g[i] - w[i]) <= tol * s)) {
+            fprintf(stderr, "%s[%lld] = %.17g, want %.17g\n", what, (long long)i, g[i], w[i]);
+            bad++;
+            th_checks_failed++;
+        }
+    }
+    free(g);
+    free(w);
+}
+
 /* n zeroed doubles (at least one, so that empty tensors need no special case); caller frees. */
 static inline double *th_alloc_doubles(int64_t n) {
     return calloc((size_t)(n > 0 ? n : 1), sizeof(double));

@@ -38,24 +38,6 @@ static cn_tensor *composed(cn_tensor *q, cn_tensor *k, cn_tensor *v, cn_tensor *
     return cn_matmul(cn_softmax(s, -1), v);
 }
 
-static void check_close(const char *what, cn_tensor *got, cn_tensor *want, double tol) {
-    CHECK(got && want);
-    if (!got || !want) return;
-    int64_t n = cn_numel(want);
-    CHECK(cn_numel(got) == n);
-    double *g = th_values(got), *w = th_values(want);
-    int bad = 0;
-    for (int64_t i = 0; i < n && bad < 3; i++) {
-        double s = fabs(w[i]) > 1 ? fabs(w[i]) : 1;
-        if (!(fabs(g[i] - w[i]) <= tol * s)) {
-            fprintf(stderr, "%s[%lld] = %.17g, want %.17g\n", what, (long long)i, g[i], w[i]);
-            bad++;
-            th_checks_failed++;
-        }
-    }
-    free(g);
-    free(w);
-}
 
 /* The fused op against the composed one on q [shape.., Lq, D] etc., values and the gradients of
  * L = sum(out * r) for q, k, v and the mask (when given, shape mshape). permuted 1: q, k, v are
@@ -84,7 +66,7 @@ static void compare(int64_t B, int64_t H, int64_t lq, int64_t lk, int64_t d, int
     /* values */
     cn_tensor *got = cn_scaled_dot_product_attention(x[0], x[1], x[2], x[3], causal, scale);
     cn_tensor *want = composed(x[0], x[1], x[2], x[3], causal, sc);
-    check_close("out", got, want, tol);
+    th_check_close("out", got, want, tol);
     /* gradients, in each path on leaves of the same values */
     int64_t os[4] = {B, H, lq, dv};
     cn_tensor *r = randn(5, os, 4, dt);
@@ -104,7 +86,7 @@ static void compare(int64_t B, int64_t H, int64_t lq, int64_t lk, int64_t d, int
         cn_grads_free(g);
     }
     const char *names[4] = {"dq", "dk", "dv", "dmask"};
-    for (int i = 0; i < n_in; i++) check_close(names[i], gf[i], gc[i], tol);
+    for (int i = 0; i < n_in; i++) th_check_close(names[i], gf[i], gc[i], tol);
     cn_scope_end();
 }
 

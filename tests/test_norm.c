@@ -21,24 +21,6 @@ static cn_tensor *leaf(cn_tensor *t) {
     return t ? cn_require_grad(cn_from_inner(t, cn_autodiff(cn_cpu()))) : NULL;
 }
 
-static void check_close(const char *what, cn_tensor *got, cn_tensor *want, double tol) {
-    CHECK(got && want);
-    if (!got || !want) return;
-    int64_t n = cn_numel(want);
-    CHECK(cn_numel(got) == n);
-    double *g = th_values(got), *w = th_values(want);
-    int bad = 0;
-    for (int64_t i = 0; i < n && bad < 3; i++) {
-        double s = fabs(w[i]) > 1 ? fabs(w[i]) : 1;
-        if (!(fabs(g[i] - w[i]) <= tol * s)) {
-            fprintf(stderr, "%s[%lld] = %.17g, want %.17g\n", what, (long long)i, g[i], w[i]);
-            bad++;
-            th_checks_failed++;
-        }
-    }
-    free(g);
-    free(w);
-}
 
 /* The mean over x's last k dims, kept. */
 static cn_tensor *trailing_mean(cn_tensor *x, int k) {
@@ -72,7 +54,7 @@ static void compare(int rms, int64_t A, int64_t B, int64_t C, int k, int has_w, 
     cn_tensor *w = has_w ? cn_add_scalar(randn(2, ns, k, dt), 1.0) : NULL;
     cn_tensor *b = has_b && !rms ? randn(3, ns, k, dt) : NULL;
     cn_tensor *r = randn(4, xs, 3, dt);
-    check_close("y", fused(rms, x, k, w, b, 1e-5), composed(rms, x, k, w, b, 1e-5), tol);
+    th_check_close("y", fused(rms, x, k, w, b, 1e-5), composed(rms, x, k, w, b, 1e-5), tol);
     cn_tensor *in[3] = {x, w, b}, *grads[2][3] = {{0}};
     for (int path = 0; path < 2; path++) {
         cn_tensor *l[3];
@@ -91,7 +73,7 @@ static void compare(int rms, int64_t A, int64_t B, int64_t C, int k, int has_w, 
     }
     const char *names[3] = {"dx", "dw", "db"};
     for (int i = 0; i < 3; i++)
-        if (in[i]) check_close(names[i], grads[0][i], grads[1][i], tol);
+        if (in[i]) th_check_close(names[i], grads[0][i], grads[1][i], tol);
     cn_scope_end();
 }
 
@@ -182,7 +164,7 @@ static void test_a_backend_without_the_kernels_gets_the_composed_ops(void) {
             cn_grads_free(g);
         }
         for (int i = 0; i < 4; i++)
-            if (i < 3 || !rms) check_close(names[i], got[1][i], got[0][i], 1e-13);
+            if (i < 3 || !rms) th_check_close(names[i], got[1][i], got[0][i], 1e-13);
     }
     cn_scope_end();
 }
@@ -198,7 +180,7 @@ static void test_layernorm_module_is_the_fused_op(void) {
     cn_tensor *w = cn_module_find(ln, "weight"), *b = cn_module_find(ln, "bias");
     CHECK(w && b);
     cn_tensor *y = cn_module_forward(ln, x), *want = cn_layer_norm(x, xs + 1, 2, w, b, 1e-5);
-    check_close("LayerNorm", y, want, 0); /* bit for bit */
+    th_check_close("LayerNorm", y, want, 0); /* bit for bit */
     cn_module_free(ln);
     cn_scope_end();
 }
@@ -218,7 +200,7 @@ static void test_rmsnorm_module(void) {
     CHECK(w && th_read(w, wv) == 6);
     for (int i = 0; i < 6; i++) CHECK(wv[i] == 1.0); /* ones, as torch.nn.RMSNorm */
     cn_tensor *y = cn_module_forward(m, cn_from_inner(x, cn_autodiff(cn_cpu())));
-    check_close("RMSNorm", y, composed(1, x, 1, NULL, NULL, DBL_EPSILON), 1e-14);
+    th_check_close("RMSNorm", y, composed(1, x, 1, NULL, NULL, DBL_EPSILON), 1e-14);
     CHECK(cn_requires_grad(y));
     cn_module_free(m);
     /* without affine: no parameter */

@@ -137,12 +137,8 @@ cn_status cn__sdpa_backward(cn_tensor *g, cn_tensor *q, cn_tensor *k, cn_tensor 
     const char *names[7] = {"g", "q", "k", "v", "o", "lse", "attn_mask"};
     int n_in = mask ? 7 : 6;
     cn_device dev;
-    const cn_backend *be = cn__route(op, in, names, n_in, &dev);
+    const cn_backend *be = cn__route_floats(op, in, names, n_in, 1, &dev);
     if (!be) return cn_last_status();
-    for (int i = 0; i < n_in; i++)
-        if (cn__check_kind(op, names[i], in[i], CN_KINDS_FLOAT) != CN_OK ||
-            cn__check_same_dtype(op, "q", q, names[i], in[i]) != CN_OK)
-            return cn_last_status();
     int nb;
     if (check_shapes(q, k, v, mask, &nb) != CN_OK) return cn_last_status();
     int ok = g->ndim == nb + 2 && o->ndim == nb + 2 && lse->ndim == nb + 1;

@@ -40,12 +40,8 @@ static cn_tensor *conv_more(cn_op kind, cn_tensor *x, cn_tensor *w, cn_tensor *b
     const char *names[3] = {"x", "w", "b"};
     int n = b ? 3 : 2, nd = sp->nd, tr = sp->transposed;
     cn_device dev;
-    const cn_backend *be = cn__route(op, in, names, n, &dev);
+    const cn_backend *be = cn__route_floats(op, in, names, n, 0, &dev);
     if (!be) return NULL;
-    for (int i = 0; i < n; i++)
-        if (cn__check_kind(op, names[i], in[i], CN_KINDS_FLOAT) != CN_OK ||
-            cn__check_same_dtype(op, "x", x, names[i], in[i]) != CN_OK)
-            return NULL;
     char a[128], c[128];
     if (x->ndim != nd + 2) {
         cn_set_error(CN_ERR_SHAPE, op, "'x' is %s; it must be %d-D %s (add a batch dim with "

@@ -107,12 +107,8 @@ static cn_tensor *linear_fused(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
     const char *names[3] = {"x", "w", "b"};
     int n = b ? 3 : 2;
     cn_device dev;
-    const cn_backend *be = cn__route(op, in, names, n, &dev);
+    const cn_backend *be = cn__route_floats(op, in, names, n, 0, &dev);
     if (!be) return NULL;
-    for (int i = 0; i < n; i++)
-        if (cn__check_kind(op, names[i], in[i], CN_KINDS_FLOAT) != CN_OK ||
-            cn__check_same_dtype(op, "x", x, names[i], in[i]) != CN_OK)
-            return NULL;
     int64_t K = w->shape[1], N = w->shape[0], M = 1, shape[CN_MAX_DIMS];
     for (int d = 0; d < x->ndim - 1; d++) {
         if (__builtin_mul_overflow(M, x->shape[d], &M)) { /* possible only when K is 0 */

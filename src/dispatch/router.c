@@ -364,3 +364,14 @@ cn_status cn__kernel_failed_silently(const char *name, const cn_backend *b, cn_o
                         "a kernel reports its failure with cn_set_error (or the error function "
                         "its module was handed)", name, b->name);
 }
+
+const cn_backend *cn__route_floats(const char *op, cn_tensor *const *in, const char *const *names,
+                                   int n, int lead, cn_device *device) {
+    const cn_backend *b = cn__route(op, in, names, n, device);
+    if (!b) return NULL;
+    for (int i = 0; i < n; i++)
+        if (cn__check_kind(op, names[i], in[i], CN_KINDS_FLOAT) != CN_OK ||
+            cn__check_same_dtype(op, names[lead], in[lead], names[i], in[i]) != CN_OK)
+            return NULL;
+    return b;
+}

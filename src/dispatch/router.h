@@ -15,6 +15,12 @@
 const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *const *names, int n,
                             cn_device *device);
 
+/* cn__route, then the checks of an op on floats of one dtype: every input float (cn__check_kind)
+ * and of in[lead]'s dtype (cn__check_same_dtype, naming names[lead]). NULL with the error of the
+ * first that fails. */
+const cn_backend *cn__route_floats(const char *op, cn_tensor *const *in, const char *const *names,
+                                   int n, int lead, cn_device *device);
+
 /* Checks t is well formed for routing: no graph node on an int/bool tensor
  * (CN_ERR_AUTODIFF_NONFLOAT), no checkpointing context on a plain device
  * (CN_ERR_AUTODIFF_PLAIN_ENABLED). */

@@ -3,6 +3,7 @@
  * double-precision bound, the packed layout through cn_quant_parts, views that keep blocks
  * whole, transfers, printing, safetensors round trips bit for bit, and every misuse: a clear
  * status and message, the inputs untouched and nothing leaked. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "harness.h"
 
 #include <stdint.h>
@@ -331,6 +332,211 @@ static void test_safetensors_bit_identical(void) {
     cn_scope_end();
 }
 
+/* ---- the quantized linear ------------------------------------------------------------------- */
+
+/* x [M, K] and the float weight [N, K] in double; the weight quantized with scheme; y =
+ * cn_quant_linear(x, wq, bias) against the product of x and the dequantized weight in double.
+ * The bound is the activation quantization error the kernel adds: x is quantized per row (per
+ * block of 32 for the block schemes) with step dx = amax / 127 and rounding error <= dx / 2 per
+ * element, so |y - y_ref| <= sum_k dx(k) / 2 * |Wq[n, k]| (plus f32 rounding: 1e-5 of sum |x W|).
+ * The results of every ISA path are returned in *out (M * N) for comparison. */
+static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int with_bias,
+                         uint64_t seed, float *out) {
+    double *x = th_alloc_doubles(M * K), *w = th_alloc_doubles(N * K), *bias = th_alloc_doubles(N);
+    for (int64_t i = 0; i < M * K; i++)
+        x[i] = (float)(((double)(th_lcg(&seed) >> 11) / 9007199254740992.0 - 0.5) * 4);
+    for (int64_t i = 0; i < N * K; i++)
+        w[i] = ((double)(th_lcg(&seed) >> 11) / 9007199254740992.0 - 0.5) * (1 + i % 3);
+    for (int64_t i = 0; i < N; i++) bias[i] = (float)(i * 0.25 - 1);
+    const int64_t xs[2] = {M, K}, ws[2] = {N, K}, bs[1] = {N};
+    cn_tensor *xt = th_tensor(x, xs, 2, CN_F32), *wt = th_tensor(w, ws, 2, CN_F32);
+    cn_tensor *bt = with_bias ? th_tensor(bias, bs, 1, CN_F32) : NULL;
+    cn_tensor *wq = cn_quantize(wt, scheme);
+    double *wd = th_values(cn_dequantize(wq, CN_F64));
+    cn_tensor *y = cn_quant_linear(xt, wq, bt);
+    CHECK(y != NULL);
+    double *got = y ? th_values(y) : NULL;
+    int per = scheme == CN_Q8_BLOCK || scheme == CN_Q4_BLOCK ? 32 : (int)K;
+    for (int64_t m = 0; got && m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double ref = with_bias ? bias[n] : 0, bound = 1e-6, mag = 0;
+            for (int64_t g = 0; g * per < K || (K == 0 && g == 0); g++) {
+                int64_t k1 = (g + 1) * per < K ? (g + 1) * per : K;
+                float amax = 0;
+                for (int64_t k = g * per; k < k1; k++) amax = fmaxf(amax, fabsf((float)x[m * K + k]));
+                double dx = amax / 127.0f;
+                for (int64_t k = g * per; k < k1; k++) {
+                    ref += x[m * K + k] * wd[n * K + k];
+                    bound += dx / 2 * fabs(wd[n * K + k]);
+                    mag += fabs(x[m * K + k] * wd[n * K + k]);
+                }
+                if (K == 0) break;
+            }
+            bound += 1e-5 * mag;
+            double err = fabs(got[m * N + n] - ref);
+            if (!(err <= bound)) {
+                fprintf(stderr, "%s [%lld, %lld, %lld] (%s) y[%lld, %lld] = %.9g, want %.9g "
+                        "within %.3g\n", cn_dtype_name(scheme), (long long)M, (long long)N,
+                        (long long)K, cn_cpu_quant_isa(), (long long)m, (long long)n,
+                        got[m * N + n], ref, bound);
+                th_checks_failed++;
+                m = M;
+                break;
+            }
+            if (out) out[m * N + n] = (float)got[m * N + n];
+        }
+    free(got);
+    free(wd);
+    free(x);
+    free(w);
+    free(bias);
+    cn_release(y);
+    cn_release(wq);
+}
+
+/* Every scheme on every ISA path this CPU has (CINDER_QUANT_ISA forces the narrower ones), at odd
+ * sizes: N and K not multiples of the vector width (K a multiple of 32 for the blocks), one row
+ * (the decode case), a product big enough to run on the pool's threads. The paths agree: exactly
+ * for q8_tensor / q8_channel (the int dots are exact and scaled alike), within f32 rounding of
+ * the block sums for the blocks. */
+static void test_linear_every_isa(void) {
+    cn_scope_begin();
+    const char *isas[3] = {"c", "avx2", "vnni"};
+    const int64_t sizes[5][3] = {{1, 7, 64}, {5, 13, 96}, {3, 33, 160}, {4, 300, 256}, {2, 1, 32}};
+    const int64_t row_k[5] = {37, 100, 1, 64, 333};
+    float *res[3];
+    for (int i = 0; i < 3; i++) res[i] = malloc(sizeof(float) * 4 * 300);
+    for (int k = 0; k < 4; k++)
+        for (int z = 0; z < 5; z++) {
+            int64_t M = sizes[z][0], N = sizes[z][1];
+            int64_t K = schemes[k] == CN_Q8_BLOCK || schemes[k] == CN_Q4_BLOCK ? sizes[z][2]
+                                                                                : row_k[z];
+            int ran[3] = {0};
+            for (int i = 0; i < 3; i++) {
+                setenv("CINDER_QUANT_ISA", isas[i], 1);
+                if (strcmp(cn_cpu_quant_isa(), isas[i]) != 0) continue; /* the CPU lacks it */
+                ran[i] = 1;
+                check_linear(schemes[k], M, N, K, z % 2, 11 + (uint64_t)z, res[i]);
+            }
+            for (int i = 1; i < 3; i++) {
+                if (!ran[i] || !ran[0]) continue;
+                for (int64_t e = 0; e < M * N; e++) {
+                    double a = res[0][e], b = res[i][e];
+                    int same = schemes[k] == CN_Q8_BLOCK || schemes[k] == CN_Q4_BLOCK
+                                   ? fabs(a - b) <= 1e-5 * (1 + fabs(a))
+                                   : a == b;
+                    if (!same) {
+                        fprintf(stderr, "%s: %s %.9g vs c %.9g at %lld\n",
+                                cn_dtype_name(schemes[k]), isas[i], b, a, (long long)e);
+                        th_checks_failed++;
+                        break;
+                    }
+                }
+            }
+            if (k == 0 && z == 0)
+                printf("     paths run here: c%s%s\n", ran[1] ? ", avx2" : "", ran[2] ? ", vnni" : "");
+        }
+    unsetenv("CINDER_QUANT_ISA");
+    for (int i = 0; i < 3; i++) free(res[i]);
+    cn_scope_end();
+}
+
+/* Hand case: x = [[1, 2, ..., 32]] (amax 32: dx = 32 / 127, x quantized to round(127 k / 32)),
+ * W = one row of 1s in q8_block (d = 1/127 stored as f16 0x2008, q = 127). y = dx * s16 *
+ * 127 * sum_k round(127 k / 32), computed here by hand, and within the bound of 528. */
+static void test_linear_by_hand(void) {
+    cn_scope_begin();
+    double x[32], w[32];
+    int64_t qsum = 0;
+    for (int k = 0; k < 32; k++) {
+        x[k] = k + 1;
+        w[k] = 1;
+        qsum += (int64_t)lround(127.0 * (k + 1) / 32.0);
+    }
+    const int64_t s[2] = {1, 32};
+    cn_tensor *wq = cn_quantize(th_tensor(w, s, 2, CN_F32), CN_Q8_BLOCK);
+    double want = (double)(32.0f / 127.0f) * half_value(0x2008) * 127.0 * (double)qsum;
+    cn_tensor *y = cn_quant_linear(th_tensor(x, s, 2, CN_F32), wq, NULL);
+    th_check_values("by hand", y, &want, 1, 1e-6);
+    CHECK(fabs(want - 528 * 127 * half_value(0x2008)) < 0.5);
+    cn_scope_end();
+}
+
+/* Views of the weight and of x: rows of a block weight (a slice, every other row), a 3-D x, a
+ * transposed x; against the same product on the dense copies. */
+static void test_linear_views(void) {
+    cn_scope_begin();
+    enum { N = 6, K = 64 };
+    double w[N * K], x[3 * 2 * K];
+    for (int i = 0; i < N * K; i++) w[i] = sin(i * 0.7);
+    for (int i = 0; i < 3 * 2 * K; i++) x[i] = cos(i * 0.3);
+    const int64_t ws[2] = {N, K}, x3[3] = {3, 2, K}, x2[2] = {6, K};
+    cn_tensor *wq = cn_quantize(th_tensor(w, ws, 2, CN_F32), CN_Q4_BLOCK);
+    cn_tensor *rows = cn_slice(wq, 0, 1, 6, 2); /* rows 1, 3, 5 */
+    cn_tensor *xt3 = th_tensor(x, x3, 3, CN_F32);
+    cn_tensor *y = cn_quant_linear(xt3, rows, NULL);
+    const int64_t ys[3] = {3, 2, 3};
+    th_check_shape("3-D x", y, ys, 3);
+    /* the same rows quantized on their own give the same bits (blocks are independent) */
+    double wr[3 * K];
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < K; k++) wr[r * K + k] = (float)w[(2 * r + 1) * K + k];
+    const int64_t wrs[2] = {3, K};
+    cn_tensor *wq2 = cn_quantize(th_tensor(wr, wrs, 2, CN_F32), CN_Q4_BLOCK);
+    const int64_t y2[2] = {6, 3};
+    check_same("weight rows", cn_reshape(y, y2, 2),
+               cn_quant_linear(th_tensor(x, x2, 2, CN_F32), wq2, NULL));
+    /* a transposed x: [K, 6] seen as [6, K] */
+    double xt[K * 6];
+    for (int r = 0; r < 6; r++)
+        for (int k = 0; k < K; k++) xt[k * 6 + r] = x[r * K + k];
+    const int64_t ts[2] = {K, 6};
+    check_same("transposed x", cn_quant_linear(cn_transpose(th_tensor(xt, ts, 2, CN_F32), 0, 1), wq2, NULL),
+               cn_quant_linear(th_tensor(x, x2, 2, CN_F32), wq2, NULL));
+    /* K = 0: the output is the bias */
+    const int64_t e2[2] = {2, 0}, z2[2] = {3, 0}, b1[1] = {3};
+    const double bias[3] = {1, 2, 3}, want0[6] = {1, 2, 3, 1, 2, 3};
+    cn_tensor *wq0 = cn_quantize(th_own(cn_zeros(z2, 2, CN_F32, cn_cpu())), CN_Q8_CHANNEL);
+    th_check_values("K = 0", cn_quant_linear(th_own(cn_zeros(e2, 2, CN_F32, cn_cpu())), wq0,
+                                             th_tensor(bias, b1, 1, CN_F32)), want0, 6, 0);
+    th_release_owned();
+    cn_scope_end();
+}
+
+static void test_linear_misuse(void) {
+    cn_scope_begin();
+    double v[4 * 64];
+    for (int i = 0; i < 4 * 64; i++) v[i] = i % 9 - 4;
+    const int64_t s[2] = {4, 64}, s1[1] = {64}, b4[1] = {4}, b5[1] = {5}, s832[2] = {8, 32};
+    cn_tensor *x = th_tensor(v, s, 2, CN_F32), *w = th_tensor(v, s, 2, CN_F32);
+    cn_tensor *wq = cn_quantize(w, CN_Q8_BLOCK), *wt = cn_quantize(w, CN_Q8_TENSOR);
+    cn_tensor *wc = cn_quantize(w, CN_Q8_CHANNEL);
+    cn_tensor *x64 = th_tensor(v, s, 2, CN_F64), *xi = th_tensor(v, s, 2, CN_I64);
+    cn_tensor *b = th_tensor(v, b4, 1, CN_F32), *bb = th_tensor(v, b5, 1, CN_F32);
+    cn_tensor *b64 = th_tensor(v, b4, 1, CN_F64), *w1 = cn_quantize(th_tensor(v, s1, 1, CN_F32),
+                                                                     CN_Q8_BLOCK);
+    cn_tensor *tq = cn_transpose(wt, 0, 1), *wc8 = cn_reshape(wc, s832, 2);
+    cn_tensor *x32 = cn_slice(x, 1, 0, 32, 1), *x4 = cn_slice(x, 1, 0, 4, 1);
+    int64_t live = cn_live_tensors();
+    CHECK_FAILS(cn_quant_linear(NULL, wq, NULL), CN_ERR_NULL_ARG, "x");
+    CHECK_FAILS(cn_quant_linear(x, NULL, NULL), CN_ERR_NULL_ARG, "wq");
+    CHECK_FAILS(cn_quant_linear(x, w, NULL), CN_ERR_KIND, "cn_quantize(w, CN_Q8_BLOCK)");
+    CHECK_FAILS(cn_quant_linear(xi, wq, NULL), CN_ERR_KIND, "'x'");
+    CHECK_FAILS(cn_quant_linear(x64, wq, NULL), CN_ERR_DTYPE, "cn_cast(x, CN_F32)");
+    CHECK_FAILS(cn_quant_linear(x, wq, b64), CN_ERR_DTYPE, "cn_cast(bias, CN_F32)");
+    CHECK_FAILS(cn_quant_linear(x, wq, bb), CN_ERR_SHAPE, "shape [4]");
+    CHECK_FAILS(cn_quant_linear(x, w1, NULL), CN_ERR_SHAPE, "2-D");
+    CHECK_FAILS(cn_quant_linear(x32, wq, NULL), CN_ERR_SHAPE, "K = 64");
+    CHECK_FAILS(cn_quant_linear(x4, tq, NULL), CN_ERR_INVALID_ARG, "transposed");
+    CHECK_FAILS(cn_quant_linear(x32, wc8, NULL), CN_ERR_INVALID_ARG, "channels");
+    CHECK_FAILS(cn_quant_linear(wq, wq, NULL), CN_ERR_KIND, "cn_dequantize");
+    cn_clear_error();
+    CHECK(cn_live_tensors() == live);
+    th_check_values("x untouched", x, v, 4 * 64, 0);
+    CHECK(cn_quant_linear(x, wq, b) != NULL);
+    cn_scope_end();
+}
+
 /* ---- misuse ----------------------------------------------------------------------------------- */
 
 static void test_misuse(void) {
@@ -414,5 +620,9 @@ int main(void) {
     RUN(test_printing);
     RUN(test_safetensors_bit_identical);
     RUN(test_misuse);
+    RUN(test_linear_by_hand);
+    RUN(test_linear_every_isa);
+    RUN(test_linear_views);
+    RUN(test_linear_misuse);
     return th_finish();
 }

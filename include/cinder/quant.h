@@ -82,6 +82,29 @@ CN_API cn_status cn_quant_parts(cn_tensor *q, cn_tensor **values, cn_tensor **sc
 CN_API cn_tensor *cn_quant_from_parts(cn_tensor *values, cn_tensor *scales, cn_dtype scheme,
                                       const int64_t *shape, int ndim);
 
+/* The quantized linear: out[.., n] = sum_k x[.., k] * W[n, k] + bias[n], for x f32 [.., K] and
+ * wq quantized [N, K] (q8_tensor, q8_channel, q8_block or q4_block; for q8_channel the rows of
+ * wq must be its channels, as for any view of an [N, K] weight that slices rows), bias f32 [N]
+ * or NULL. Each row of x is quantized on the fly to int8 (symmetric, per row for the q8_tensor /
+ * q8_channel weights, per block of 32 for the block weights: scale amax / 127, rounded to
+ * nearest), the products are summed in int32 and scaled to f32: the result differs from the
+ * exact product of x and the dequantized weight by at most the activation quantization error,
+ * sum_k |x_scale(k)| / 2 * |W(n, k)| (tests/test_quant.c checks this bound). CPU: AVX-512 VNNI,
+ * AVX2 or portable C, chosen at run time (CINDER_QUANT_ISA=vnni|avx2|c forces a path no wider
+ * than the CPU has), threaded over the CPU pool. The output, f32 [.., N], lives on x's device.
+ * On an autodiff device the result is differentiable with respect to x and bias only (the
+ * weight is a constant). Errors: a NULL x or wq keeps the earlier error; x not f32 or bias not
+ * f32 is CN_ERR_DTYPE; wq not quantized is CN_ERR_KIND; shapes that do not match (x's last dim
+ * vs K, bias vs N, wq not 2-D) are CN_ERR_SHAPE; tensors on different devices are
+ * CN_ERR_DEVICE_MISMATCH; a wq view whose rows do not start blocks (or, for q8_channel, are not
+ * its channels) is CN_ERR_INVALID_ARG. */
+CN_API cn_tensor *cn_quant_linear(cn_tensor *x, cn_tensor *wq, cn_tensor *bias);
+
+/* The CPU path cn_quant_linear takes now: "vnni" (AVX-512 VNNI), "avx2" or "c" (portable): the
+ * widest the CPU has, or the narrower one CINDER_QUANT_ISA (vnni, avx2 or c) asks for (read at
+ * each call). Static string; any thread. */
+CN_API const char *cn_cpu_quant_isa(void);
+
 #ifdef __cplusplus
 }
 #endif

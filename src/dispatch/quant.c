@@ -408,3 +408,116 @@ cn_tensor *cn_quant_from_parts(cn_tensor *values, cn_tensor *scales, cn_dtype sc
     cn__free(host);
     return out;
 }
+
+/* ---- the quantized linear -------------------------------------------------------------------- */
+
+cn_tensor *cn_quant_linear(cn_tensor *x, cn_tensor *wq, cn_tensor *bias) {
+    const char *op = "quant_linear";
+    CN__CHECK_LIVE(op, x);
+    CN__CHECK_LIVE(op, wq);
+    CN__CHECK_LIVE(op, bias);
+    if (!x || !wq) {
+        cn__null_arg(op, !x ? "x" : "wq");
+        return NULL;
+    }
+    char a[128], b[128];
+    if (!cn__is_quant(wq->dtype)) {
+        cn_set_error(CN_ERR_KIND, op, "'wq' is %s, not quantized; quantize the weight first, "
+                     "e.g. cn_quantize(w, CN_Q8_BLOCK) (or use cn_linear with a float weight)",
+                     cn_tensor_str(wq, a, sizeof a));
+        return NULL;
+    }
+    if (cn__check_kind(op, "x", x, CN_KINDS_FLOAT) != CN_OK ||
+        (bias && cn__check_kind(op, "bias", bias, CN_KINDS_FLOAT) != CN_OK))
+        return NULL;
+    if (x->dtype != CN_F32 || (bias && bias->dtype != CN_F32)) {
+        cn_tensor *t = x->dtype != CN_F32 ? x : bias;
+        cn_set_error(CN_ERR_DTYPE, op, "'%s' is %s; the quantized linear takes f32 "
+                     "activations and bias: cast it, e.g. cn_cast(%s, CN_F32)",
+                     t == x ? "x" : "bias", cn_tensor_str(t, a, sizeof a), t == x ? "x" : "bias");
+        return NULL;
+    }
+    if (wq->ndim != 2) {
+        cn_set_error(CN_ERR_SHAPE, op, "'wq' is %s; the weight must be 2-D [N, K] (reshape a "
+                     "weight of more dims keeping its last dim)", cn_tensor_str(wq, a, sizeof a));
+        return NULL;
+    }
+    int64_t N = wq->shape[0], K = wq->shape[1];
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != K) {
+        cn_set_error(CN_ERR_SHAPE, op, "'x' is %s but 'wq' is %s: x's last dim must be K = "
+                     "%lld, wq's second", cn_tensor_str(x, a, sizeof a),
+                     cn_tensor_str(wq, b, sizeof b), (long long)K);
+        return NULL;
+    }
+    if (bias && (bias->ndim != 1 || bias->shape[0] != N)) {
+        cn_set_error(CN_ERR_SHAPE, op, "'bias' is %s but 'wq' has N = %lld output features; "
+                     "pass a bias of shape [%lld] or NULL", cn_tensor_str(bias, a, sizeof a),
+                     (long long)N, (long long)N);
+        return NULL;
+    }
+    /* the kernels read each weight row as one run of K elements with its scales */
+    const cn_storage *st = wq->storage;
+    int64_t off = wq->offset, s0 = wq->strides[0], group = st->q_group;
+    const char *why = NULL;
+    if (K > 1 && wq->strides[1] != 1)
+        why = "its rows are not contiguous (a transposed view)";
+    else if (wq->dtype == CN_Q8_CHANNEL && K > 0 && N > 0 &&
+             (group != K || off % K || (N > 1 && s0 % K)))
+        why = "its rows are not the channels it was quantized along (quantize the [N, K] "
+              "weight itself)";
+    if (why) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "'wq' is %s: %s", cn_tensor_str(wq, a, sizeof a),
+                     why);
+        return NULL;
+    }
+    cn_tensor *in[2] = {x, bias};
+    const char *names[2] = {"x", "bias"};
+    cn_device dev;
+    const cn_backend *be = cn__route(op, in, names, bias ? 2 : 1, &dev);
+    if (!be) return NULL;
+    if (wq->device.backend != dev.backend || wq->device.index != dev.index) {
+        cn_set_error(CN_ERR_DEVICE_MISMATCH, op, "'x' is %s but 'wq' is %s; move one with "
+                     "cn_to_device so both live on one device", cn_tensor_str(x, a, sizeof a),
+                     cn_tensor_str(wq, b, sizeof b));
+        return NULL;
+    }
+    cn_tensor *xc = cn_contiguous(x);
+    if (!xc) return NULL;
+    int64_t shape[CN_MAX_DIMS];
+    for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
+    shape[x->ndim - 1] = N;
+    cn_tensor *out = cn__tensor_alloc_routed(op, be, shape, x->ndim, CN_F32, dev);
+    if (!out) {
+        cn_release(xc);
+        return NULL;
+    }
+    cn_view views[3];
+    cn__tensor_as_view(xc, &views[0]);
+    views[0].ndim = 2;
+    int64_t M = 1; /* the rows: out has M * N elements, so M fits unless out is empty */
+    for (int d = 0; d < x->ndim - 1; d++)
+        if (__builtin_mul_overflow(M, x->shape[d], &M)) M = 0;
+    views[0].shape[0] = out->numel ? M : 0;
+    views[0].shape[1] = K;
+    views[0].strides[0] = K;
+    views[0].strides[1] = 1;
+    memset(&views[1], 0, sizeof views[1]);
+    views[1].data = st->data;
+    views[1].dtype = wq->dtype;
+    views[1].ndim = 2;
+    views[1].shape[0] = N;
+    views[1].shape[1] = K;
+    views[1].strides[0] = s0;
+    views[1].strides[1] = 1;
+    if (bias) cn__tensor_as_view(bias, &views[2]);
+    const int64_t ints[4] = {bias != NULL, off, group, st->q_scales_at};
+    cn_status s = cn__launch(be, dev, CN_OP_QUANT_LINEAR, views, bias ? 3 : 2, &out, 1, ints, 4,
+                             NULL, 0);
+    cn_release(xc);
+    if (s != CN_OK) {
+        cn_release(out);
+        return NULL;
+    }
+    cn_tensor *rec[3] = {x, wq, bias};
+    return cn__record(CN_OP_QUANT_LINEAR, out, rec, bias ? 3 : 2, ints, 4, NULL, 0);
+}

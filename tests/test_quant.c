@@ -503,6 +503,80 @@ static void test_linear_views(void) {
     cn_scope_end();
 }
 
+/* Gradients with the quantized weight constant: L = sum(G * quant_linear(x, Wq, b)) on the
+ * autodiff device; dL/dx and dL/db against central finite differences, in double, of the same
+ * loss with the dequantized weight (the straight-through estimator: the activations' rounding
+ * is not differentiated), for a 3-D x and a q4 and a q8 channel weight. */
+static double dequant_loss(const double *x, const double *wd, const double *b, const double *G,
+                           int64_t M, int64_t N, int64_t K) {
+    double l = 0;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double y = b[n];
+            for (int64_t k = 0; k < K; k++) y += x[m * K + k] * wd[n * K + k];
+            l += G[m * N + n] * y;
+        }
+    return l;
+}
+
+static void test_linear_gradients(void) {
+    cn_scope_begin();
+    enum { M = 6, N = 5, K = 64 };
+    const cn_dtype sch[2] = {CN_Q4_BLOCK, CN_Q8_CHANNEL};
+    double x[M * K], w[N * K], b[N], G[M * N];
+    for (int i = 0; i < M * K; i++) x[i] = sin(0.1 * i);
+    for (int i = 0; i < N * K; i++) w[i] = cos(0.05 * i + 0.3);
+    for (int i = 0; i < N; i++) b[i] = 0.5 * i;
+    for (int i = 0; i < M * N; i++) G[i] = (i % 7) - 3;
+    const int64_t xs3[3] = {2, 3, K}, ws[2] = {N, K}, bs[1] = {N}, gs3[3] = {2, 3, N};
+    cn_device ad = cn_autodiff(cn_cpu());
+    for (int s = 0; s < 2; s++) {
+        cn_tensor *wq = cn_quantize(th_tensor(w, ws, 2, CN_F32), sch[s]);
+        double *wd = th_values(cn_dequantize(wq, CN_F64));
+        cn_tensor *xt = cn_require_grad(cn_from_inner(th_tensor(x, xs3, 3, CN_F32), ad));
+        cn_tensor *bt = cn_require_grad(cn_from_inner(th_tensor(b, bs, 1, CN_F32), ad));
+        cn_tensor *y = cn_quant_linear(xt, wq, bt);
+        CHECK(y && cn_requires_grad(y));
+        cn_grads *g = y ? cn_backward(cn_sum(cn_mul(y, th_tensor(G, gs3, 3, CN_F32)))) : NULL;
+        CHECK(g != NULL);
+        double gx[M * K] = {0}, gb[N] = {0};
+        if (g) {
+            CHECK(th_read(cn_grad(g, xt), gx) == M * K);
+            CHECK(th_read(cn_grad(g, bt), gb) == N);
+            cn_grads_free(g);
+        }
+        double xv[M * K], bv[N];
+        for (int i = 0; i < M * K; i++) xv[i] = (float)x[i];
+        for (int i = 0; i < N; i++) bv[i] = b[i];
+        const double e = 1e-3; /* the loss is linear: the differences are exact up to rounding */
+        for (int i = 0; i < M * K; i++) {
+            double keep = xv[i];
+            xv[i] = keep + e;
+            double lp = dequant_loss(xv, wd, bv, G, M, N, K);
+            xv[i] = keep - e;
+            double lm = dequant_loss(xv, wd, bv, G, M, N, K);
+            xv[i] = keep;
+            CHECK_NEAR(gx[i], (lp - lm) / (2 * e), 1e-5);
+        }
+        for (int i = 0; i < N; i++) {
+            double keep = bv[i];
+            bv[i] = keep + e;
+            double lp = dequant_loss(xv, wd, bv, G, M, N, K);
+            bv[i] = keep - e;
+            double lm = dequant_loss(xv, wd, bv, G, M, N, K);
+            bv[i] = keep;
+            CHECK_NEAR(gb[i], (lp - lm) / (2 * e), 1e-6);
+        }
+        free(wd);
+    }
+    /* the weight is never tracked, and a graph without tracked input records nothing */
+    cn_tensor *wq = cn_quantize(th_tensor(w, ws, 2, CN_F32), CN_Q8_BLOCK);
+    cn_tensor *xa = cn_from_inner(th_tensor(x, xs3, 3, CN_F32), ad);
+    cn_tensor *y = cn_quant_linear(xa, cn_to_device(wq, ad), NULL);
+    CHECK(y && !cn_requires_grad(y) && cn_device_of(y).autodiff);
+    cn_scope_end();
+}
+
 static void test_linear_misuse(void) {
     cn_scope_begin();
     double v[4 * 64];
@@ -623,6 +697,7 @@ int main(void) {
     RUN(test_linear_by_hand);
     RUN(test_linear_every_isa);
     RUN(test_linear_views);
+    RUN(test_linear_gradients);
     RUN(test_linear_misuse);
     return th_finish();
 }

@@ -93,7 +93,9 @@ CN_API cn_tensor *cn_quant_from_parts(cn_tensor *values, cn_tensor *scales, cn_d
  * AVX2 or portable C, chosen at run time (CINDER_QUANT_ISA=vnni|avx2|c forces a path no wider
  * than the CPU has), threaded over the CPU pool. The output, f32 [.., N], lives on x's device.
  * On an autodiff device the result is differentiable with respect to x and bias only (the
- * weight is a constant). Errors: a NULL x or wq keeps the earlier error; x not f32 or bias not
+ * weight is a constant, as for a frozen quantized base fine-tuned with adapters): dx = g @ W and
+ * dbias = g summed over the rows, W the dequantized weight, the activations' int8 rounding
+ * passed straight through (the straight-through estimator). Errors: a NULL x or wq keeps the earlier error; x not f32 or bias not
  * f32 is CN_ERR_DTYPE; wq not quantized is CN_ERR_KIND; shapes that do not match (x's last dim
  * vs K, bias vs N, wq not 2-D) are CN_ERR_SHAPE; tensors on different devices are
  * CN_ERR_DEVICE_MISMATCH; a wq view whose rows do not start blocks (or, for q8_channel, are not

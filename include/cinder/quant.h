@@ -82,6 +82,14 @@ CN_API cn_status cn_quant_parts(cn_tensor *q, cn_tensor **values, cn_tensor **sc
 CN_API cn_tensor *cn_quant_from_parts(cn_tensor *values, cn_tensor *scales, cn_dtype scheme,
                                       const int64_t *shape, int ndim);
 
+/* Where quantized q's elements and scales lie in its storage (for extension kernels, whose view
+ * of a quantized input starts at the storage's first byte: cinder/extension.h): *offset the
+ * storage element of q's first element, *group the storage elements per scale, *scales_at the
+ * byte offset of the scales. Element e (offset + sum of index * stride) has the value
+ * q(e) * scale(e / group), as the layout above says. CN_ERR_KIND when q is not quantized. */
+CN_API cn_status cn_quant_layout(const cn_tensor *q, int64_t *offset, int64_t *group,
+                                 int64_t *scales_at);
+
 /* The quantized linear: out[.., n] = sum_k x[.., k] * W[n, k] + bias[n], for x f32 [.., K] and
  * wq quantized [N, K] (q8_tensor, q8_channel, q8_block or q4_block; for q8_channel the rows of
  * wq must be its channels, as for any view of an [N, K] weight that slices rows), bias f32 [N]

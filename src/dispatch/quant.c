@@ -521,3 +521,21 @@ cn_tensor *cn_quant_linear(cn_tensor *x, cn_tensor *wq, cn_tensor *bias) {
     cn_tensor *rec[3] = {x, wq, bias};
     return cn__record(CN_OP_QUANT_LINEAR, out, rec, bias ? 3 : 2, ints, 4, NULL, 0);
 }
+
+cn_status cn_quant_layout(const cn_tensor *q, int64_t *offset, int64_t *group,
+                          int64_t *scales_at) {
+    const char *op = "quant_layout";
+    CN__CHECK_LIVE(op, q);
+    if (!q || !offset || !group || !scales_at) {
+        cn__null_arg(op, !q ? "q" : !offset ? "offset" : !group ? "group" : "scales_at");
+        return cn_last_status();
+    }
+    char buf[128];
+    if (!cn__is_quant(q->dtype))
+        return cn_set_error(CN_ERR_KIND, op, "'q' is %s, not quantized; make one with "
+                            "cn_quantize", cn_tensor_str(q, buf, sizeof buf));
+    *offset = q->offset;
+    *group = q->storage->q_group;
+    *scales_at = q->storage->q_scales_at;
+    return CN_OK;
+}

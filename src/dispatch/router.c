@@ -20,6 +20,7 @@ static const char *mask_str(unsigned mask) {
     case CN_KINDS_INT: return "int";
     case CN_KINDS_BOOL: return "bool";
     case CN_KINDS_NUMERIC: return "float or int";
+    case 1u << CN_KIND_QUANTIZED: return "quantized";
     default: return "float, int or bool";
     }
 }
@@ -138,6 +139,10 @@ cn_status cn__kind_error(const char *op, const char *arg, const cn_tensor *t, un
         return cn_set_error(CN_ERR_KIND, op, "'%s' is %s, of kind quantized, but %s takes %s "
                             "tensors; dequantize it first, e.g. cn_dequantize(%s, CN_F32)", arg,
                             cn_tensor_str(t, buf, sizeof buf), op, mask_str(mask), arg);
+    if (mask == 1u << CN_KIND_QUANTIZED)
+        return cn_set_error(CN_ERR_KIND, op, "'%s' is %s, of kind %s, but %s takes quantized "
+                            "tensors; quantize it first, e.g. cn_quantize(%s, CN_Q8_BLOCK)", arg,
+                            cn_tensor_str(t, buf, sizeof buf), kind_names[k], op, arg);
     return cn_set_error(CN_ERR_KIND, op, "'%s' is %s, of kind %s, but %s takes %s tensors; "
                         "convert it first, e.g. cn_cast(%s, %s)", arg,
                         cn_tensor_str(t, buf, sizeof buf), kind_names[k], op, mask_str(mask), arg,

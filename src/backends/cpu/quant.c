@@ -33,11 +33,12 @@ typedef enum { ISA_C = 0, ISA_AVX2 = 1, ISA_VNNI = 2 } qisa;
 static qisa best_isa(void) {
 #if QX86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma"))
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    if (avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw"))
         return ISA_VNNI;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ISA_AVX2;
+    if (avx2) return ISA_AVX2;
 #endif
     return ISA_C;
 }
@@ -79,8 +80,8 @@ static int64_t dot_row_c(const int8_t *a, const int8_t *b, int64_t nb) {
 }
 
 #if QX86
-#define T_AVX2 __attribute__((target("avx2,fma")))
-#define T_VNNI __attribute__((target("avx2,fma,avx512f,avx512vl,avx512bw,avx512vnni")))
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define T_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 
 T_AVX2 static inline int32_t hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -102,15 +103,26 @@ T_AVX2 static inline __m256i dot32_avx2(__m256i a, __m256i b) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
+/* two accumulators: consecutive blocks do not wait on each other's fmadd */
 T_AVX2 static float dot_blocks_avx2(const int8_t *a, const float *sa, const int8_t *b,
                                     const float *sb, int64_t nb) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m256i d0 = dot32_avx2(_mm256_loadu_si256((const __m256i *)(a + 32 * i)),
+                                _mm256_loadu_si256((const __m256i *)(b + 32 * i)));
+        __m256i d1 = dot32_avx2(_mm256_loadu_si256((const __m256i *)(a + 32 * i + 32)),
+                                _mm256_loadu_si256((const __m256i *)(b + 32 * i + 32)));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(sa[i] * sb[i]), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(sa[i + 1] * sb[i + 1]),
+                               acc1);
+    }
+    for (; i < nb; i++) {
         __m256i d = dot32_avx2(_mm256_loadu_si256((const __m256i *)(a + 32 * i)),
                                _mm256_loadu_si256((const __m256i *)(b + 32 * i)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sa[i] * sb[i]), acc);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sa[i] * sb[i]), acc0);
     }
-    return hsum_f32(acc);
+    return hsum_f32(_mm256_add_ps(acc0, acc1));
 }
 
 T_AVX2 static int64_t dot_row_avx2(const int8_t *a, const int8_t *b, int64_t nb) {
@@ -134,14 +146,24 @@ T_VNNI static inline __m256i dot32_vnni(__m256i acc, __m256i a, __m256i b) {
 
 T_VNNI static float dot_blocks_vnni(const int8_t *a, const float *sa, const int8_t *b,
                                     const float *sb, int64_t nb) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        __m256i d = dot32_vnni(_mm256_setzero_si256(),
-                               _mm256_loadu_si256((const __m256i *)(a + 32 * i)),
-                               _mm256_loadu_si256((const __m256i *)(b + 32 * i)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sa[i] * sb[i]), acc);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const __m256i z = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m256i d0 = dot32_vnni(z, _mm256_loadu_si256((const __m256i *)(a + 32 * i)),
+                                _mm256_loadu_si256((const __m256i *)(b + 32 * i)));
+        __m256i d1 = dot32_vnni(z, _mm256_loadu_si256((const __m256i *)(a + 32 * i + 32)),
+                                _mm256_loadu_si256((const __m256i *)(b + 32 * i + 32)));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(sa[i] * sb[i]), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(sa[i + 1] * sb[i + 1]),
+                               acc1);
     }
-    return hsum_f32(acc);
+    for (; i < nb; i++) {
+        __m256i d = dot32_vnni(z, _mm256_loadu_si256((const __m256i *)(a + 32 * i)),
+                               _mm256_loadu_si256((const __m256i *)(b + 32 * i)));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sa[i] * sb[i]), acc0);
+    }
+    return hsum_f32(_mm256_add_ps(acc0, acc1));
 }
 
 T_VNNI static int64_t dot_row_vnni(const int8_t *a, const int8_t *b, int64_t nb) {
@@ -155,6 +177,14 @@ T_VNNI static int64_t dot_row_vnni(const int8_t *a, const int8_t *b, int64_t nb)
         sum += hsum_i32(acc);
     }
     return sum;
+}
+
+/* n f16 scales to f32 (F16C: exact, as the scalar conversion) */
+T_AVX2 static void scales_f16_avx2(const uint8_t *src, int64_t n, float *dst) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * i))));
+    for (; i < n; i++) dst[i] = cn__quant_scale(CN_Q8_BLOCK, src, i);
 }
 
 /* 16 packed bytes (32 nibbles, element 2j low) to 32 int8 values q - 8 */
@@ -225,7 +255,10 @@ static void weight_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
     memset(wrow, 0, (size_t)(32 * nb));
     for (int64_t n = n0; n < n1; n++) {
         int64_t e0 = j->w_off + n * j->w_s0;
-        if (j->scheme == CN_Q4_BLOCK) {
+        const int8_t *wr = wrow;
+        if (j->scheme != CN_Q4_BLOCK && K % 32 == 0) {
+            wr = (const int8_t *)(j->w + e0); /* whole blocks: read the row in place */
+        } else if (j->scheme == CN_Q4_BLOCK) {
             const uint8_t *src = j->w + (e0 >> 1);
             for (int64_t b = 0; b < nb; b++) {
 #if QX86
@@ -244,9 +277,15 @@ static void weight_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
             memcpy(wrow, j->w + e0, (size_t)K); /* the padding past K stays zero */
         }
         float sw = 0.0f;
-        if (j->block)
-            for (int64_t b = 0; b < nb; b++) ws[b] = cn__quant_scale(j->scheme, j->scales, e0 / 32 + b);
-        else
+        if (j->block) {
+#if QX86
+            if (j->isa != ISA_C)
+                scales_f16_avx2(j->scales + 2 * (e0 / 32), nb, ws);
+            else
+#endif
+                for (int64_t b = 0; b < nb; b++)
+                    ws[b] = cn__quant_scale(j->scheme, j->scales, e0 / 32 + b);
+        } else
             sw = cn__quant_scale(j->scheme, j->scales, e0 / j->group);
         float bias = j->bias ? j->bias[n * j->bias_stride] : 0.0f;
         for (int64_t m = 0; m < M; m++) {
@@ -255,20 +294,20 @@ static void weight_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
             if (j->block) {
                 const float *xs = j->xs + m * nb;
 #if QX86
-                v = j->isa == ISA_VNNI   ? dot_blocks_vnni(xq, xs, wrow, ws, nb)
-                    : j->isa == ISA_AVX2 ? dot_blocks_avx2(xq, xs, wrow, ws, nb)
-                                         : dot_blocks_c(xq, xs, wrow, ws, nb);
+                v = j->isa == ISA_VNNI   ? dot_blocks_vnni(xq, xs, wr, ws, nb)
+                    : j->isa == ISA_AVX2 ? dot_blocks_avx2(xq, xs, wr, ws, nb)
+                                         : dot_blocks_c(xq, xs, wr, ws, nb);
 #else
-                v = dot_blocks_c(xq, xs, wrow, ws, nb);
+                v = dot_blocks_c(xq, xs, wr, ws, nb);
 #endif
             } else {
                 int64_t d;
 #if QX86
-                d = j->isa == ISA_VNNI   ? dot_row_vnni(xq, wrow, nb)
-                    : j->isa == ISA_AVX2 ? dot_row_avx2(xq, wrow, nb)
-                                         : dot_row_c(xq, wrow, nb);
+                d = j->isa == ISA_VNNI   ? dot_row_vnni(xq, wr, nb)
+                    : j->isa == ISA_AVX2 ? dot_row_avx2(xq, wr, nb)
+                                         : dot_row_c(xq, wr, nb);
 #else
-                d = dot_row_c(xq, wrow, nb);
+                d = dot_row_c(xq, wr, nb);
 #endif
                 v = j->xs[m] * sw * (float)d;
             }

@@ -2713,6 +2713,33 @@ static void test_fft(void) {
     }
 }
 
+/* x = (x, w float, bias); i0 = the scheme; i1 = has bias. The weight is quantized on each device
+ * (the same bits: cn_quantize works on the host), then the quantized linear runs there. */
+static cn_tensor *f_quant_linear(cn_tensor *const *x, const void *a) {
+    cn_tensor *wq = cn_quantize(x[1], (cn_dtype)A(a)->i0);
+    cn_tensor *y = wq ? cn_quant_linear(x[0], wq, A(a)->i1 ? x[2] : NULL) : NULL;
+    cn_release(wq);
+    return y;
+}
+
+/* the quantized linear (issue 19): the four schemes, odd sizes, a 3-D and a transposed x, with
+ * and without bias */
+static void test_quant_linear(void) {
+    const cn_dtype schemes[4] = {CN_Q8_TENSOR, CN_Q8_CHANNEL, CN_Q8_BLOCK, CN_Q4_BLOCK};
+    for (int s = 0; s < 4; s++)
+        for (int v = 0; v < 2; v++) {
+            int64_t K = s >= 2 ? 96 : 37, N = v ? 33 : 7;
+            const int64_t xs[3] = {2, 5, K}, ws[2] = {N, K}, bs[1] = {N};
+            pair in[3] = {input(xs, 3, CN_F32, -2, 2, v ? TRANSPOSED : CONTIG),
+                          input(ws, 2, CN_F32, -1, 1, CONTIG), input(bs, 1, CN_F32, -1, 1, CONTIG)};
+            args a = {.i0 = schemes[s], .i1 = v};
+            check_op(label("quant_linear %s N %lld bias %d", cn_dtype_name(schemes[s]),
+                           (long long)N, v),
+                     CN_OP_QUANT_LINEAR, f_quant_linear, &a, in, 3, 64);
+            for (int i = 0; i < 3; i++) pair_free(in[i]);
+        }
+}
+
 static void test_every_op_has_a_kernel_and_a_check(void) {
     const cn_backend *b = cn_backend_get(gpu.backend);
     CHECK(b != NULL);
@@ -2762,6 +2789,7 @@ int main(void) {
     RUN(test_adamw_step);
     RUN(test_attention);
     RUN(test_norm);
+    RUN(test_quant_linear);
     RUN(test_ctc);
     RUN(test_autodiff_oracle);
     RUN(test_network_gradients);

@@ -230,6 +230,103 @@ static cn_tensor *call1(const cn_ext_op *op, cn_ext_route route, cn_tensor *x, d
     return out;
 }
 
+/* ---- a quantized input (issue 19): y = x * dequantize(w), x f64 and w q8_tensor, both 1-D;
+ * ints = w's layout (cn_quant_layout: offset, group, scales_at) --------------------------------- */
+
+static const cn_ext_op *qscale;
+
+static cn_status qscale_cpu(const cn_kernel_args *a) {
+    const double *x = a->in[0].data;
+    const uint8_t *w = a->in[1].data; /* the storage's first byte */
+    double *y = a->out[0].data;
+    int64_t off = a->ints[0], group = a->ints[1], at = a->ints[2];
+    for (int64_t i = 0; i < numel_of(&a->out[0]); i++) {
+        int64_t e = off + i * a->in[1].strides[0];
+        float scale;
+        memcpy(&scale, w + at + 4 * (e / group), 4);
+        y[i] = x[i] * (double)(int8_t)w[e] * scale;
+    }
+    return CN_OK;
+}
+
+static cn_status qscale_backward(cn_tensor *const *in, const int *needs_grad, int n_in,
+                                 cn_tensor *const *out, cn_tensor *const *gout, int n_out,
+                                 const int64_t *ints, const double *reals, cn_tensor **gin) {
+    (void)n_in, (void)out, (void)n_out, (void)ints, (void)reals;
+    if (needs_grad[1]) return cn_set_error(CN_ERR_BACKEND, "test_qscale", "w asked for a grad");
+    gin[0] = cn_mul(gout[0], cn_dequantize(in[1], CN_F64));
+    return gin[0] ? CN_OK : cn_last_status();
+}
+
+static cn_tensor *call_qscale(cn_ext_route route, cn_tensor *x, cn_tensor *w) {
+    int64_t ints[3] = {0, 1, 0};
+    if (cn_kind_of(w) == CN_KIND_QUANTIZED) cn_quant_layout(w, &ints[0], &ints[1], &ints[2]);
+    cn_tensor *in[2] = {x, w}, *out = NULL;
+    cn_ext_call(qscale, route, in, NULL, ints, NULL, &out);
+    return out;
+}
+
+/* w = quantize([127, -63.5, 10]) per tensor: scale 1, q = [127, -64, 10] (ties to even) */
+static cn_tensor *q_weight(cn_device dev) {
+    double v[3] = {127, -63.5, 10};
+    int64_t n = 3;
+    cn_tensor *f = cn_from_data(v, &n, 1, CN_F64, dev);
+    cn_tensor *q = cn_quantize(f, CN_Q8_TENSOR);
+    cn_release(f);
+    return q;
+}
+
+/* The quantized arm of the routing: a declared quantized input passes through unchanged on the
+ * concrete and on the autodiff route (untracked, no gradient asked for), and the kinds are
+ * checked both ways. */
+static void test_quantized_input(void) {
+    static const cn_ext_tensor_arg args[] = {{"x", CN_KIND_FLOAT, 0, -1, 0},
+                                             {"w", CN_KIND_QUANTIZED, 0, -1, 0}};
+    static const char *const qi[] = {"offset", "group", "scales_at"};
+    cn_ext_schema s = {.name = "test_qscale", .n_tensors = 2, .tensors = args, .n_ints = 3,
+                       .int_names = qi, .n_outputs = 1, .output_names = y_name,
+                       .shape = like_first};
+    if (!qscale) {
+        qscale = cn_ext_define(&s);
+        CHECK(qscale != NULL);
+        CHECK(cn_ext_register_kernel(qscale, "cpu", qscale_cpu) == CN_OK);
+        CHECK(cn_ext_register_backward(qscale, qscale_backward) == CN_OK);
+    }
+    cn_scope_begin();
+    int64_t n3 = 3;
+    double xv[3] = {1, 2, -0.5};
+    /* concrete */
+    cn_tensor *w = q_weight(cn_cpu()), *x = cn_from_data(xv, &n3, 1, CN_F64, cn_cpu());
+    th_check_values("quantized input, concrete", call_qscale(CN_EXT_ROUTE_AUTO, x, w),
+                    (double[]){127, -128, -5}, 3, 0);
+    /* a view of w (its last two elements): the layout follows it */
+    th_check_values("quantized view", call_qscale(CN_EXT_ROUTE_AUTO, cn_slice(x, 0, 1, 3, 1),
+                                                   cn_slice(w, 0, 1, 3, 1)),
+                    (double[]){-128, -5}, 2, 0);
+    /* autodiff: x tracked, w (plain or on the autodiff device) passes through untracked */
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_tensor *wa = cn_to_device(w, ad);
+    cn_tensor *ws[2] = {w, wa};
+    for (int k = 0; k < 2; k++) {
+        cn_tensor *xt = cn_require_grad(cn_from_data(xv, &n3, 1, CN_F64, ad));
+        cn_tensor *y = call_qscale(CN_EXT_ROUTE_AUTO, xt, ws[k]);
+        CHECK(y && cn_requires_grad(y) && !cn_requires_grad(ws[k]));
+        cn_grads *g = y ? cn_backward(cn_sum(y)) : NULL;
+        th_check_values("quantized input, gradient", g ? cn_grad(g, xt) : NULL,
+                        (double[]){127, -64, 10}, 3, 0);
+        if (g) CHECK(cn_grad_find(g, ws[k]) == NULL);
+        cn_grads_free(g);
+    }
+    /* the kinds, both ways; a tracked float in the quantized slot */
+    cn_tensor *wf = cn_from_data(xv, &n3, 1, CN_F64, cn_cpu());
+    CHECK_FAILS(call_qscale(CN_EXT_ROUTE_AUTO, x, wf), CN_ERR_KIND, "cn_quantize(w");
+    CHECK_FAILS(call_qscale(CN_EXT_ROUTE_AUTO, w, w), CN_ERR_KIND, "cn_dequantize(x");
+    cn_tensor *xt = cn_require_grad(cn_from_data(xv, &n3, 1, CN_F64, ad));
+    CHECK_FAILS(call_qscale(CN_EXT_ROUTE_AUTO, xt, xt), CN_ERR_AUTODIFF_NONFLOAT,
+                "only float tensors may use an autodiff primitive");
+    cn_scope_end();
+}
+
 /* ---- tests --------------------------------------------------------------------------------- */
 
 static void test_concrete_call(void) {
@@ -690,5 +787,6 @@ int main(void) {
     RUN(test_registration_errors);
     RUN(test_routed_like_builtin_ops);
     RUN(test_checkpoint_replays_kernel);
+    RUN(test_quantized_input);
     return th_finish();
 }

@@ -590,6 +590,99 @@ static cn_tensor *run_norm_bwd(const oc_call *c) {
 
 #include "op_table_random.h" /* check_rand_uniform, check_rand_normal */
 
+/* cn_quant_linear on dev: x [3, 64] and W [5, 64] with bias, the weight quantized with each
+ * scheme; y within sum_k dx(k) / 2 |Wq[n, k]| (+ f32 rounding) of x @ dequant(W)^T + b in double,
+ * dx = the step of x's int8 quantization (amax / 127 per block of 32, per row for q8_tensor and
+ * q8_channel). */
+static void check_quant_linear(cn_device dev, const char *backend) {
+    enum { M = 3, N = 5, K = 64 };
+    const cn_dtype schemes[4] = {CN_Q8_TENSOR, CN_Q8_CHANNEL, CN_Q8_BLOCK, CN_Q4_BLOCK};
+    double x[M * K], w[N * K], b[N];
+    for (int i = 0; i < M * K; i++) x[i] = (float)sin(0.37 * i + 1) * (1 + i % 5);
+    for (int i = 0; i < N * K; i++) w[i] = (float)cos(0.21 * i) * 0.5;
+    for (int i = 0; i < N; i++) b[i] = 0.25 * i - 0.5;
+    const int64_t xs[2] = {M, K}, ws[2] = {N, K}, bs[1] = {N};
+    cn_scope_begin();
+    cn_tensor *xt = cn_to_device(th_tensor(x, xs, 2, CN_F32), dev);
+    cn_tensor *wt = cn_to_device(th_tensor(w, ws, 2, CN_F32), dev);
+    cn_tensor *bt = cn_to_device(th_tensor(b, bs, 1, CN_F32), dev);
+    for (int s = 0; s < 4; s++) {
+        cn_tensor *wq = cn_quantize(wt, schemes[s]);
+        cn_tensor *y = wq ? cn_quant_linear(xt, wq, bt) : NULL;
+        cn_tensor *wd = wq ? cn_to_device(cn_dequantize(wq, CN_F64), cn_cpu()) : NULL;
+        double *got = y ? th_values(cn_to_device(y, cn_cpu())) : NULL, *wv = wd ? th_values(wd) : NULL;
+        if (!got || !wv) {
+            fprintf(stderr, "op 'quant_linear' on %s (%s): failed (%s)\n", backend,
+                    cn_dtype_name(schemes[s]), cn_last_error());
+            th_checks_failed++;
+        }
+        int per = s >= 2 ? 32 : K;
+        for (int m = 0; got && wv && m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double ref = b[n], bound = 1e-6;
+                for (int g = 0; g < K / per; g++) {
+                    float amax = 0;
+                    for (int k = g * per; k < (g + 1) * per; k++)
+                        amax = fmaxf(amax, fabsf((float)x[m * K + k]));
+                    for (int k = g * per; k < (g + 1) * per; k++) {
+                        ref += x[m * K + k] * wv[n * K + k];
+                        bound += (amax / 127.0f) / 2 * fabs(wv[n * K + k]) +
+                                 1e-5 * fabs(x[m * K + k] * wv[n * K + k]);
+                    }
+                }
+                if (!(fabs(got[m * N + n] - ref) <= bound)) {
+                    fprintf(stderr, "op 'quant_linear' on %s (%s): y[%d, %d] = %.9g, want %.9g "
+                            "within %.3g\n", backend, cn_dtype_name(schemes[s]), m, n,
+                            got[m * N + n], ref, bound);
+                    th_checks_failed++;
+                    m = M;
+                    break;
+                }
+            }
+        /* the gradients on the autodiff device, the weight constant: for L = sum(G * y),
+         * dL/dx = G @ Wd and dL/db = G summed over the rows (the straight-through estimator) */
+        double G[M * N], gx[M * K] = {0}, gb[N] = {0};
+        for (int i = 0; i < M * N; i++) G[i] = (i % 5) - 2;
+        const int64_t gs[2] = {M, N};
+        cn_device ad = cn_autodiff(dev);
+        cn_tensor *xa = cn_require_grad(cn_to_device(xt, ad)), *ba = cn_require_grad(cn_to_device(bt, ad));
+        cn_tensor *ya = wq ? cn_quant_linear(xa, wq, ba) : NULL;
+        cn_grads *gr = ya ? cn_backward(cn_sum(cn_mul(ya, cn_to_device(th_tensor(G, gs, 2, CN_F32), ad))))
+                          : NULL;
+        if (!gr || th_read(cn_grad(gr, xa), gx) != M * K || th_read(cn_grad(gr, ba), gb) != N) {
+            fprintf(stderr, "op 'quant_linear' on %s (%s): no gradients (%s)\n", backend,
+                    cn_dtype_name(schemes[s]), cn_last_error());
+            th_checks_failed++;
+        }
+        for (int k = 0; gr && wv && k < M * K; k++) {
+            double want = 0, mag = 0;
+            for (int n = 0; n < N; n++) {
+                want += G[(k / K) * N + n] * wv[n * K + k % K];
+                mag += fabs(G[(k / K) * N + n] * wv[n * K + k % K]);
+            }
+            if (!(fabs(gx[k] - want) <= 1e-5 * (1 + mag))) {
+                fprintf(stderr, "op 'quant_linear' on %s (%s): dx[%d] = %.9g, want %.9g\n",
+                        backend, cn_dtype_name(schemes[s]), k, gx[k], want);
+                th_checks_failed++;
+                break;
+            }
+        }
+        for (int n = 0; gr && n < N; n++) {
+            double want = 0;
+            for (int m = 0; m < M; m++) want += G[m * N + n];
+            if (gb[n] != want) {
+                fprintf(stderr, "op 'quant_linear' on %s (%s): db[%d] = %.9g, want %.9g\n",
+                        backend, cn_dtype_name(schemes[s]), n, gb[n], want);
+                th_checks_failed++;
+            }
+        }
+        if (gr) cn_grads_free(gr);
+        free(got);
+        free(wv);
+    }
+    cn_scope_end();
+}
+
 /* One entry per op of the table, keyed by its number: an op without one fails
  * test_every_op_has_cases. */
 static const oc_op ops[CN__OP_ALL] = {
@@ -700,6 +793,10 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_FILL] = {run_fill},
     /* random: statistics, not PyTorch's values (see the top of the file) */
     [CN_OP_RAND_UNIFORM] = {.property = check_rand_uniform},
+    /* quantized weights: no PyTorch case (fbgemm rounds otherwise); every scheme against the
+     * dequantized product in double within the activation quantization bound (tests/test_quant.c
+     * tests the kernels further) */
+    [CN_OP_QUANT_LINEAR] = {.property = check_quant_linear},
     [CN_OP_RAND_NORMAL] = {.property = check_rand_normal},
     /* reductions over a dim (kept and not) and over all elements; max/min/argmax/argmin on
      * distinct values (no ties), prod away from zero */
@@ -911,7 +1008,7 @@ static void test_every_op_has_cases(void) {
                         decl->name);
                 th_checks_failed++;
             }
-            if (!grads) {
+            if (!grads && !ops[op].property) { /* a property checks its own gradients */
                 fprintf(stderr,
                         "op '%s' is differentiable but no case checks its gradient "
                         "(one with float inputs and a float output): %s\n",

@@ -24,7 +24,7 @@ static void cpu_dtypes(int op, char *out, size_t cap) {
         return;
     }
     uint32_t accepts = d->n_in != 0 ? cn__kinds_dtypes_table[d->kinds[d->value_from]]
-                                    : (1u << CN_DTYPE_COUNT) - 1;
+                                    : cn__kinds_dtypes_table[CN_KINDS_ALL]; /* no quantized */
     if (op == CN_OP_RAND_UNIFORM || op == CN_OP_RAND_NORMAL) /* floats only (creation.c) */
         accepts = cn__kinds_dtypes_table[CN_KINDS_FLOAT];
     mask = op < CN_OP_COUNT && cpu->dtypes[op] ? cpu->dtypes[op] & accepts : accepts;

@@ -293,6 +293,14 @@ typedef enum cn_op {
      * leading dims into M); out [M, N] contiguous, the bias added to each block of rows while
      * it is in cache instead of in a pass of its own; float */
     CN_OP_LINEAR,
+    /* added with quantized tensors (issue 19; cinder/quant.h): quant_linear (in = x, w[, bias]:
+     * x f32 [M, K] dense row-major; w the quantized weight [N, K], its dtype the scheme, its data
+     * the first byte of its storage (not of its first element), strides [s0, 1] in storage
+     * elements; bias f32 [N] (any stride); ints = has_bias, w_offset (the storage element of
+     * w[0, 0]), group (storage elements per scale), scales_at (byte offset of the scales in the
+     * storage); out = y f32, M * N dense: y = x @ dequant(w)^T + bias, with x quantized to int8
+     * per row (per block of 32 for the block schemes) and int8 dots summed in int32) */
+    CN_OP_QUANT_LINEAR,
     CN_OP_COUNT
 } cn_op;
 

@@ -14,6 +14,7 @@
 #include "cinder/memory.h"
 #include "cinder/nn.h"
 #include "cinder/ops.h"
+#include "cinder/quant.h"
 #include "cinder/tensor.h"
 #include "cinder/version.h"
 

@@ -58,7 +58,13 @@ typedef struct cn_ext_group {
 /* One tensor input, in call order. Members of a composite name it in `group`. */
 typedef struct cn_ext_tensor_arg {
     const char *name;  /* "x", or "params.w" for a member */
-    cn_kind kind;      /* CN_KIND_FLOAT, CN_KIND_INT or CN_KIND_BOOL */
+    /* CN_KIND_FLOAT, CN_KIND_INT, CN_KIND_BOOL or CN_KIND_QUANTIZED. A quantized input
+     * (cinder/quant.h) passes through unchanged on the concrete and the autodiff route (never
+     * tracked, never an autodiff primitive; it must live on the device the other inputs
+     * choose); its kernel view has the scheme as dtype, the logical shape, strides in storage
+     * elements and `data` at the first byte of its storage: pass cn_quant_layout's offset,
+     * group and scales_at as int attributes to read values and scales. */
+    cn_kind kind;
     int optional;      /* non-zero: may be NULL */
     int group;         /* index into the schema's groups, or -1 for a plain input */
     int variant;       /* union members: the variant that holds this tensor */

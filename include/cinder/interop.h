@@ -72,7 +72,9 @@ CN_API cn_tensor *cn_from_memory(void *data, const int64_t *shape, int ndim, con
  * lives; ops never move a tensor's storage. Queued work of an asynchronous backend may still be
  * writing it: synchronize first (cn_cuda_synchronize). Writes through it are not seen by the
  * autodiff version counters (see the top of this header). NULL for a NULL t (the error is set as
- * for any NULL tensor argument); a tensor without elements may return any address, NULL too. */
+ * for any NULL tensor argument); a tensor without elements may return any address, NULL too.
+ * For a quantized tensor (cinder/quant.h) it is the start of its storage (packed values, then
+ * scales); cn_to_dlpack refuses quantized tensors (CN_ERR_KIND: DLPack has no packed dtype). */
 CN_API void *cn_data_ptr(const cn_tensor *t);
 
 struct DLManagedTensor; /* <dlpack/dlpack.h>, DLPack 0.6 */

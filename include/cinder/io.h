@@ -34,7 +34,14 @@ extern "C" {
  *                  the first byte after the header, and the tensors cover it with neither holes
  *                  nor overlaps.
  *
- * dtypes: F32, F64, F16, BF16, I32, I64, U8 and BOOL (one byte, 0 or 1), cinder's eight. */
+ * dtypes: F32, F64, F16, BF16, I32, I64, U8 and BOOL (one byte, 0 or 1), cinder's eight.
+ *
+ * Quantized tensors (cinder/quant.h) are written as their two parts (cn_quant_parts): "<name>"
+ * holds the packed values (U8; int8 two's complement for the q8 schemes, two 4-bit values a byte
+ * for q4_block), "<name>.__qscales" the scales (F32 or F16), and the metadata key
+ * "cinder.quant.<name>" the scheme ("q8_tensor", "q8_channel", "q8_block", "q4_block").
+ * cn_safetensors_get("<name>") rebuilds the quantized tensor bit for bit (other readers see the
+ * two plain tensors); a strided view that cn_quant_parts refuses cannot be saved. */
 
 /* Writes tensors[i] under names[i] (i < n) to `path`. Tensors may live on any device (they are
  * read back with cn_read), have any strides, be 0-d or empty. The data follows in the order

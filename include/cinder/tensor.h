@@ -63,11 +63,18 @@ typedef enum cn_dtype {
     CN_I64 = 5,
     CN_U8 = 6,
     CN_BOOL = 7,
+    /* Quantized dtypes (kind CN_KIND_QUANTIZED; made only by cn_quantize, read back only by
+     * cn_dequantize; the schemes, layout and rules are in cinder/quant.h). */
+    CN_Q8_TENSOR = 8,  /* symmetric int8, one f32 scale for the whole tensor */
+    CN_Q8_CHANNEL = 9, /* symmetric int8, one f32 scale per index of dim 0 (output channel) */
+    CN_Q8_BLOCK = 10,  /* ggml's Q8_0: int8, one f16 scale per block of 32 along the last dim */
+    CN_Q4_BLOCK = 11,  /* ggml's Q4_0: 4-bit, one f16 scale per block of 32 along the last dim */
     CN_DTYPE_COUNT
 } cn_dtype;
 
-/* The kind of a tensor decides which ops accept it. CN_KIND_QUANTIZED is reserved for quantized
- * tensors (not yet created by any call). */
+/* The kind of a tensor decides which ops accept it. CN_KIND_QUANTIZED is the kind of the
+ * quantized dtypes (cinder/quant.h): only the quantized calls take it; every other op refuses it
+ * with CN_ERR_KIND, naming cn_dequantize as the way out. */
 typedef enum cn_kind {
     CN_KIND_FLOAT = 0,
     CN_KIND_INT = 1,
@@ -80,9 +87,11 @@ typedef struct cn_tensor cn_tensor;
 
 /* ---- dtypes ------------------------------------------------------------------------------- */
 
-CN_API size_t cn_dtype_size(cn_dtype dt);       /* bytes per element; 0 for an invalid dtype */
+/* bytes per element; 0 for an invalid dtype and for the quantized (packed) dtypes */
+CN_API size_t cn_dtype_size(cn_dtype dt);
 CN_API const char *cn_dtype_name(cn_dtype dt);  /* "f32", "i64", ...; "invalid" otherwise */
-CN_API cn_kind cn_dtype_kind(cn_dtype dt);      /* float for f32/f64/f16/bf16, int, bool */
+/* float for f32/f64/f16/bf16, int, bool, quantized for CN_Q8_* and CN_Q4_* */
+CN_API cn_kind cn_dtype_kind(cn_dtype dt);
 
 /* ---- references and metadata ---------------------------------------------------------------- */
 

@@ -702,6 +702,7 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_LINEAR] = {.input = ad_grad_linear},
     [CN_OP_LAYER_NORM] = {.node = ad_grad_layer_norm},
     [CN_OP_RMS_NORM] = {.node = ad_grad_rms_norm},
+    [CN_OP_QUANT_LINEAR] = {.node = ad_grad_quant_linear},
     [CN__OP_TRANSPOSE] = {.input = i_transpose},
     [CN__OP_PERMUTE] = {.input = i_permute},
     [CN__OP_SLICE] = {.input = i_slice},

@@ -202,6 +202,12 @@ cn_tensor *cn_require_grad(cn_tensor *t) {
         return NULL;
     }
     char buf[128];
+    if (cn__dtype_kind(t->dtype) == CN_KIND_QUANTIZED) { /* never tracked (cinder/quant.h) */
+        cn_set_error(CN_ERR_AUTODIFF_NONFLOAT, op, "only float tensors may use an autodiff "
+                     "primitive: 't' is %s, quantized (a constant); track a float copy, e.g. "
+                     "cn_require_grad(cn_dequantize(t, CN_F32))", cn_tensor_str(t, buf, sizeof buf));
+        return NULL;
+    }
     if (!t->device.autodiff) {
         cn_set_error(CN_ERR_AUTODIFF_DEVICE, op, "'t' is %s, on a concrete device, which records "
                      "no gradients; create it on cn_autodiff(device) or move it there with "

@@ -408,6 +408,11 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_RMS_NORM_BACKWARD] = {.name = "rms_norm_backward", .family = CN__FAMILY_GRAD,
                                  .n_in = 4, .kinds = {F, F, F}, .out = CN__OUT_INPUT,
                                  .n_ints = 3},
+    /* quantized tensors (issue 19): the weight is quantized (a constant: gradients reach x and
+     * bias only, formulas_quant.c). ints = has_bias, w_offset, group, scales_at */
+    [CN_OP_QUANT_LINEAR] = {.name = "quant_linear", .family = CN__FAMILY_INDEX, .n_in = 3,
+                            .kinds = {F, 1u << CN_KIND_QUANTIZED, F}, .out = CN__OUT_INPUT,
+                            .n_ints = 4, .saves = IN1, .differentiable = 1},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

@@ -27,6 +27,11 @@ typedef struct cn_storage {
     int external;
     void (*deleter)(void *data, void *ctx);
     void *deleter_ctx;
+    /* Quantized tensors only (read only when a tensor's dtype is quantized, set by cn_quantize):
+     * the byte offset of the scales in data, and the storage elements per scale (core/quant.h). */
+    int64_t q_scales_at;
+    int64_t q_group;
+    int64_t q_nbytes; /* bytes of values and scales together */
 } cn_storage;
 
 struct cn_tensor {

@@ -29,6 +29,12 @@ cn_tensor *cn__tensor_alloc(const char *op, const int64_t *shape, int ndim, cn_d
                      (int)dtype);
         return NULL;
     }
+    if (cn__is_quant(dtype)) {
+        cn_set_error(CN_ERR_DTYPE, op, "dtype %s is quantized: its tensors hold packed values "
+                     "and scales; make one with cn_quantize(x, %s) from a float tensor",
+                     cn_dtype_name(dtype), cn_dtype_name(dtype));
+        return NULL;
+    }
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) {
             cn_set_error(CN_ERR_INVALID_ARG, op, "shape %s has a negative size at dim %d; sizes "

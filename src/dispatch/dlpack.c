@@ -10,6 +10,7 @@
 #include "core/tensor_impl.h"
 #include "dispatch/external.h"
 #include "dispatch/registry.h"
+#include "dispatch/router.h"
 
 /* kDLBool of DLPack 0.8 and later; 0.6, which this builds against, has no bool code (export
  * writes bool as kDLUInt 8). */
@@ -28,7 +29,8 @@ static DLDataType dtype_to_dl(cn_dtype dt) {
     case CN_I64: t.code = kDLInt, t.bits = 64; break;
     case CN_U8: t.code = kDLUInt, t.bits = 8; break;
     case CN_BOOL: t.code = kDLUInt, t.bits = 8; break; /* bytes of 0 and 1 */
-    case CN_DTYPE_COUNT: break;                        /* not a dtype: no tensor has it */
+    case CN_Q8_TENSOR: case CN_Q8_CHANNEL: case CN_Q8_BLOCK: case CN_Q4_BLOCK:
+    case CN_DTYPE_COUNT: break; /* quantized (refused by cn_to_dlpack) or not a dtype */
     }
     return t;
 }
@@ -68,6 +70,10 @@ struct DLManagedTensor *cn_to_dlpack(cn_tensor *t) {
     const char *op = "to_dlpack";
     if (!t) {
         cn__null_arg(op, "t");
+        return NULL;
+    }
+    if (cn__is_quant(t->dtype)) {
+        cn__kind_error(op, "t", t, CN_KINDS_ALL); /* DLPack has no packed dtypes */
         return NULL;
     }
     cn_device concrete = t->storage->device; /* a tracked tensor exports its concrete data */

@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "core/error_internal.h"
+#include "core/quant.h"
 #include "core/tensor_impl.h"
 #include "dispatch/external.h"
 #include "dispatch/registry.h"
@@ -71,6 +72,12 @@ cn_tensor *cn__from_memory(const char *op, const cn__memory_names *names, void *
                      (int)dtype);
         return NULL;
     }
+    if (cn__is_quant(dtype)) {
+        cn_set_error(CN_ERR_DTYPE, op, "dtype %s is quantized: its tensors hold packed values "
+                     "and scales; make one with cn_quantize(x, %s) from a float tensor",
+                     cn_dtype_name(dtype), cn_dtype_name(dtype));
+        return NULL;
+    }
     int64_t numel = 0;
     size_t nbytes = 0;
     if (check_geometry(op, names, shape, ndim, strides, dtype, &numel, &nbytes) != CN_OK)
@@ -118,5 +125,6 @@ void *cn_data_ptr(const cn_tensor *t) {
         return NULL;
     }
     char *base = t->storage->data;
+    if (cn__is_quant(t->dtype)) return base; /* packed: the storage (cinder/quant.h) */
     return base ? base + t->offset * (int64_t)cn__dtype_size(t->dtype) : NULL;
 }

@@ -31,6 +31,10 @@ cn_tensor *cn_contiguous(cn_tensor *t) {
     if (t && cn_is_contiguous(t))
         return cn__record(CN__OP_VIEW, cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset),
                           &t, 1, NULL, 0, NULL, 0);
+    if (t && cn__is_quant(t->dtype)) {
+        cn__quant_no_copy("contiguous", t, "it is not contiguous");
+        return NULL;
+    }
     return dense_copy("contiguous", t);
 }
 
@@ -128,8 +132,12 @@ cn_tensor *cn_reshape(cn_tensor *t, const int64_t *shape_in, int ndim) {
     }
     int64_t strides[CN_MAX_DIMS];
     if (view_strides(t, shape, ndim, strides))
-        return cn__record(CN__OP_VIEW, cn__tensor_view(t, shape, strides, ndim, t->offset), &t, 1,
+        return cn__record(CN__OP_VIEW, cn__view(op, t, shape, strides, ndim, t->offset), &t, 1,
                           NULL, 0, NULL, 0);
+    if (cn__is_quant(t->dtype)) {
+        cn__quant_no_copy(op, t, "this reshape is not a view of its layout");
+        return NULL;
+    }
     cn_tensor *dense = cn_contiguous(t);
     if (!dense) return NULL;
     int64_t numel;

@@ -20,6 +20,7 @@ static const char *mask_str(unsigned mask) {
     case CN_KINDS_INT: return "int";
     case CN_KINDS_BOOL: return "bool";
     case CN_KINDS_NUMERIC: return "float or int";
+    case 1u << CN_KIND_QUANTIZED: return "quantized";
     default: return "float, int or bool";
     }
 }
@@ -80,6 +81,12 @@ static const cn_backend *route_checked(const char *op, cn_tensor *const *in,
     if (lead < 0) lead = 0;
     for (int i = 0; i < n; i++) {
         const cn_tensor *t = in[i];
+        /* quantized tensors take only the quantized calls (cinder/quant.h), which route their
+         * float inputs alone */
+        if (cn__is_quant(t->dtype)) {
+            cn__kind_error(op, names[i], t, CN_KINDS_ALL);
+            return NULL;
+        }
         /* both context rules at once; the message comes from cn__check_context */
         if ((t->autograd && cn__dtype_kind(t->dtype) != CN_KIND_FLOAT) ||
             (!t->device.autodiff && t->device.checkpoint)) {
@@ -111,6 +118,7 @@ const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *co
         CN__CHECK_LIVE(op, t);
         cn_device d = t->device;
         if ((t->autograd && cn__dtype_kind(t->dtype) != CN_KIND_FLOAT) ||
+            cn__is_quant(t->dtype) ||
             (!d.autodiff && d.checkpoint) || d.backend != in[0]->device.backend ||
             d.index != in[0]->device.index ||
             (d.autodiff && lead >= 0 && d.checkpoint != in[lead]->device.checkpoint))
@@ -127,6 +135,14 @@ const cn_backend *cn__route(const char *op, cn_tensor *const *in, const char *co
 cn_status cn__kind_error(const char *op, const char *arg, const cn_tensor *t, unsigned mask) {
     cn_kind k = cn__dtype_kind(t->dtype);
     char buf[128];
+    if (k == CN_KIND_QUANTIZED)
+        return cn_set_error(CN_ERR_KIND, op, "'%s' is %s, of kind quantized, but %s takes %s "
+                            "tensors; dequantize it first, e.g. cn_dequantize(%s, CN_F32)", arg,
+                            cn_tensor_str(t, buf, sizeof buf), op, mask_str(mask), arg);
+    if (mask == 1u << CN_KIND_QUANTIZED)
+        return cn_set_error(CN_ERR_KIND, op, "'%s' is %s, of kind %s, but %s takes quantized "
+                            "tensors; quantize it first, e.g. cn_quantize(%s, CN_Q8_BLOCK)", arg,
+                            cn_tensor_str(t, buf, sizeof buf), kind_names[k], op, arg);
     return cn_set_error(CN_ERR_KIND, op, "'%s' is %s, of kind %s, but %s takes %s tensors; "
                         "convert it first, e.g. cn_cast(%s, %s)", arg,
                         cn_tensor_str(t, buf, sizeof buf), kind_names[k], op, mask_str(mask), arg,

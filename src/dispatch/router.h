@@ -7,6 +7,7 @@
 
 #include "cinder/backend.h"
 #include "core/op_table.h"
+#include "core/quant.h"
 #include "core/tensor_impl.h"
 
 /* Checks the n inputs are non-NULL and share one device; writes it to *device. Returns the
@@ -32,6 +33,25 @@ static inline cn_status cn__check_kind(const char *op, const char *arg, const cn
                                        unsigned mask) {
     return (mask >> cn__dtype_kind(t->dtype)) & 1u ? CN_OK : cn__kind_error(op, arg, t, mask);
 }
+
+/* ---- quantized tensors (quant.c) ---------------------------------------------------------- */
+
+/* Checks that a view of quantized t with this geometry keeps its blocks whole (CN_OK for the
+ * dtypes without blocks); else CN_ERR_INVALID_ARG naming op, t and why. */
+cn_status cn__quant_view_check(const char *op, const cn_tensor *t, const int64_t *shape,
+                               const int64_t *strides, int ndim, int64_t offset);
+/* A view of t (cn__tensor_view) after the quantized check: what every view front-end calls. */
+static inline cn_tensor *cn__view(const char *op, cn_tensor *t, const int64_t *shape,
+                                  const int64_t *strides, int ndim, int64_t offset) {
+    if (cn__quant_is_block(t->dtype) &&
+        cn__quant_view_check(op, t, shape, strides, ndim, offset) != CN_OK)
+        return NULL;
+    return cn__tensor_view(t, shape, strides, ndim, offset);
+}
+/* The error for a copy of quantized t into a new layout (never made): CN_ERR_INVALID_ARG. */
+cn_status cn__quant_no_copy(const char *op, const cn_tensor *t, const char *why);
+/* Quantized t on another device (or index): the whole storage copied, t's geometry kept. */
+cn_tensor *cn__quant_to_device(const char *op, cn_tensor *t, cn_device device);
 
 /* Checks a and b share a dtype. */
 cn_status cn__check_same_dtype(const char *op, const char *an, const cn_tensor *a, const char *bn,

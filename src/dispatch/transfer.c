@@ -14,6 +14,7 @@ cn_status cn_read(const cn_tensor *t, void *dst, size_t nbytes) {
         cn__null_arg(op, !t ? "t" : "dst");
         return cn_last_status();
     }
+    if (cn__is_quant(t->dtype)) return cn__kind_error(op, "t", t, CN_KINDS_ALL);
     size_t want = (size_t)t->numel * cn_dtype_size(t->dtype);
     if (nbytes != want) {
         char buf[128];
@@ -52,6 +53,7 @@ cn_tensor *cn_to_device(cn_tensor *t, cn_device device) {
         if (same) same->device = device;
         return same;
     }
+    if (cn__is_quant(t->dtype)) return cn__quant_to_device(op, t, device);
     cn_tensor *dense = cn_contiguous(t);
     if (!dense) return NULL;
     size_t nbytes = (size_t)dense->numel * cn_dtype_size(dense->dtype);

@@ -17,7 +17,7 @@ cn_tensor *cn_transpose(cn_tensor *t, int dim0, int dim1) {
     int a = cn__norm_dim(op, "dim0", dim0, t->ndim), b;
     if (a < 0 || (b = cn__norm_dim(op, "dim1", dim1, t->ndim)) < 0) return NULL;
     if (t->ndim == 0)
-        return cn__record(CN__OP_VIEW, cn__tensor_view(t, t->shape, t->strides, 0, t->offset), &t, 1,
+        return cn__record(CN__OP_VIEW, cn__view(op, t, t->shape, t->strides, 0, t->offset), &t, 1,
                           NULL, 0, NULL, 0);
     int64_t shape[CN_MAX_DIMS], strides[CN_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
@@ -27,7 +27,7 @@ cn_tensor *cn_transpose(cn_tensor *t, int dim0, int dim1) {
     strides[a] = t->strides[b];
     strides[b] = t->strides[a];
     int64_t ints[2] = {a, b};
-    return cn__record(CN__OP_TRANSPOSE, cn__tensor_view(t, shape, strides, t->ndim, t->offset), &t,
+    return cn__record(CN__OP_TRANSPOSE, cn__view(op, t, shape, strides, t->ndim, t->offset), &t,
                       1, ints, 2, NULL, 0);
 }
 
@@ -52,7 +52,7 @@ cn_tensor *cn_permute(cn_tensor *t, const int *perm) {
         strides[i] = t->strides[d];
         ints[i] = d;
     }
-    return cn__record(CN__OP_PERMUTE, cn__tensor_view(t, shape, strides, t->ndim, t->offset), &t,
+    return cn__record(CN__OP_PERMUTE, cn__view(op, t, shape, strides, t->ndim, t->offset), &t,
                       1, ints, t->ndim, NULL, 0);
 }
 
@@ -98,7 +98,7 @@ cn_tensor *cn_slice(cn_tensor *t, int dim, int64_t start, int64_t end, int64_t s
     if (shape[d] > 0 && t->numel > 0) /* an empty tensor's offset is never read */
         offset += start * t->strides[d]; /* within the storage: cannot overflow */
     int64_t ints[3] = {d, start, step};
-    return cn__record(CN__OP_SLICE, cn__tensor_view(t, shape, strides, t->ndim, offset), &t, 1,
+    return cn__record(CN__OP_SLICE, cn__view(op, t, shape, strides, t->ndim, offset), &t, 1,
                       ints, 3, NULL, 0);
 }
 
@@ -149,7 +149,7 @@ cn_tensor *cn_expand(cn_tensor *t, const int64_t *shape, int ndim) {
         }
         numel *= shape[i];
     }
-    return cn__record(CN__OP_EXPAND, cn__tensor_view(t, shape, strides, ndim, t->offset), &t, 1,
+    return cn__record(CN__OP_EXPAND, cn__view(op, t, shape, strides, ndim, t->offset), &t, 1,
                       NULL, 0, NULL, 0);
 }
 
@@ -163,7 +163,7 @@ cn_tensor *cn_squeeze(cn_tensor *t, int dim) {
     int d = cn__norm_dim(op, "dim", dim, t->ndim);
     if (d < 0) return NULL;
     if (t->ndim == 0)
-        return cn__record(CN__OP_VIEW, cn__tensor_view(t, t->shape, t->strides, 0, t->offset), &t, 1,
+        return cn__record(CN__OP_VIEW, cn__view(op, t, t->shape, t->strides, 0, t->offset), &t, 1,
                           NULL, 0, NULL, 0);
     if (t->shape[d] != 1) {
         char a[128];
@@ -179,7 +179,7 @@ cn_tensor *cn_squeeze(cn_tensor *t, int dim) {
         shape[n] = t->shape[i];
         strides[n++] = t->strides[i];
     }
-    return cn__record(CN__OP_VIEW, cn__tensor_view(t, shape, strides, n, t->offset), &t, 1, NULL, 0,
+    return cn__record(CN__OP_VIEW, cn__view(op, t, shape, strides, n, t->offset), &t, 1, NULL, 0,
                       NULL, 0);
 }
 
@@ -213,7 +213,7 @@ cn_tensor *cn_unsqueeze(cn_tensor *t, int dim) {
             strides[n++] = t->strides[i];
         }
     }
-    return cn__record(CN__OP_VIEW, cn__tensor_view(t, shape, strides, n, t->offset), &t, 1, NULL, 0,
+    return cn__record(CN__OP_VIEW, cn__view(op, t, shape, strides, n, t->offset), &t, 1, NULL, 0,
                       NULL, 0);
 }
 
@@ -227,7 +227,7 @@ static cn_tensor *rewrap(const char *op, cn_tensor *t, cn_device device) {
         cn__null_arg(op, "t");
         return NULL;
     }
-    cn_tensor *v = cn__tensor_view(t, t->shape, t->strides, t->ndim, t->offset);
+    cn_tensor *v = cn__view(op, t, t->shape, t->strides, t->ndim, t->offset);
     if (v) v->device = device;
     return v;
 }

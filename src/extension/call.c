@@ -44,13 +44,16 @@ static cn_status check_inputs(const cn_ext_op *op, cn_tensor *const *t, const in
             }
             continue;
         }
-        if (t[i]->autograd && a->kind != CN_KIND_FLOAT)
-            return cn_set_error(CN_ERR_AUTODIFF_NONFLOAT, name, "input '%s' is declared %s but "
-                                "holds %s, which carries an autodiff primitive; pass a %s tensor "
-                                "(cn_cast drops tracking) and check the argument order", a->name,
-                                a->kind == CN_KIND_INT ? "int" : "bool",
-                                cn_tensor_str(t[i], buf, sizeof buf),
-                                a->kind == CN_KIND_INT ? "int" : "bool");
+        if (t[i]->autograd && a->kind != CN_KIND_FLOAT) {
+            const char *k = a->kind == CN_KIND_INT ? "int" : a->kind == CN_KIND_BOOL ? "bool"
+                                                                                    : "quantized";
+            return cn_set_error(CN_ERR_AUTODIFF_NONFLOAT, name, "only float tensors may use an "
+                                "autodiff primitive: input '%s' is declared %s but holds %s, "
+                                "which carries one; pass a %s tensor (%s) and check the "
+                                "argument order", a->name, k, cn_tensor_str(t[i], buf, sizeof buf),
+                                k, a->kind == CN_KIND_QUANTIZED ? "cn_quantize makes untracked "
+                                "ones" : "cn_cast drops tracking");
+        }
     }
     return CN_OK;
 }
@@ -79,18 +82,42 @@ static const cn_backend *route_inputs(const cn_ext_schema *s, cn_tensor *const *
                              : small_names;
     const cn_backend *b = NULL;
     int n = 0;
-    if (present && names)
-        for (int i = 0; i < s->n_tensors; i++)
-            if (t[i]) {
-                present[n] = t[i];
-                names[n++] = s->tensors[i].name;
-            }
+    /* quantized inputs pass through as they are on either route (never an autodiff primitive):
+     * the others choose the device, and each quantized one must live there */
+    int first_q = -1;
+    for (int i = 0; present && names && i < s->n_tensors; i++) {
+        if (t[i] && cn_dtype_kind(t[i]->dtype) == CN_KIND_QUANTIZED) {
+            if (first_q < 0) first_q = i;
+        } else if (t[i]) {
+            present[n] = t[i];
+            names[n++] = s->tensors[i].name;
+        }
+    }
+    if (present && names && n == 0 && first_q >= 0) {
+        present[n] = t[first_q]; /* only quantized inputs: the first one's device */
+        names[n++] = s->tensors[first_q].name;
+        *device = t[first_q]->device;
+        cn_device concrete = *device;
+        concrete.autodiff = 0;
+        concrete.checkpoint = 0;
+        b = cn__backend_for_device(s->name, concrete);
+    } else if (present && names && n > 0) {
+        b = cn__route(s->name, present, names, n, device);
+    }
+    for (int i = 0; b && i < s->n_tensors; i++)
+        if (t[i] && cn_dtype_kind(t[i]->dtype) == CN_KIND_QUANTIZED &&
+            (t[i]->device.backend != device->backend || t[i]->device.index != device->index)) {
+            char x[128], y[128];
+            cn_set_error(CN_ERR_DEVICE_MISMATCH, s->name, "'%s' is %s but '%s' is %s; move one "
+                         "with cn_to_device(t, device) so both live on one device", names[0],
+                         cn_tensor_str(present[0], x, sizeof x), s->tensors[i].name,
+                         cn_tensor_str(t[i], y, sizeof y));
+            b = NULL;
+        }
     if (present && names && n == 0)
         cn_set_error(CN_ERR_EXT_NO_TENSOR, s->name, "every tensor input of '%s' is absent (NULL "
                      "optionals, tensor-less union variants), so there is no device to run on; "
                      "pass at least one tensor", s->name);
-    else if (present && names)
-        b = cn__route(s->name, present, names, n, device);
     if (big) {
         cn__free(present);
         cn__free((void *)names);

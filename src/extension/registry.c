@@ -51,8 +51,10 @@ static cn_status validate(const cn_ext_schema *s) {
     for (int i = 0; i < s->n_tensors; i++) {
         const cn_ext_tensor_arg *t = &s->tensors[i];
         if (!t->name) return bad_schema(s->name, "a tensor input has no name");
-        if (t->kind != CN_KIND_FLOAT && t->kind != CN_KIND_INT && t->kind != CN_KIND_BOOL)
-            return bad_schema(s->name, "a tensor input's kind is not float, int or bool");
+        if (t->kind != CN_KIND_FLOAT && t->kind != CN_KIND_INT && t->kind != CN_KIND_BOOL &&
+            t->kind != CN_KIND_QUANTIZED)
+            return bad_schema(s->name, "a tensor input's kind is not float, int, bool or "
+                              "quantized");
         if (t->group < -1 || t->group >= s->n_groups)
             return bad_schema(s->name, "a tensor input names a composite that does not exist");
         if (t->group >= 0 && s->groups[t->group].kind == CN_EXT_UNION &&

@@ -16,6 +16,7 @@
 #include "cinder/autodiff.h"
 #include "cinder/format.h"
 #include "cinder/ops.h"
+#include "cinder/quant.h"
 #include "cinder/tensor.h"
 #include "core/alloc.h"
 #include "core/error_internal.h"
@@ -261,6 +262,13 @@ static cn_status format_into(const cn_tensor *t, sink *s) {
     /* an untracked tensor on the concrete device sharing t's data: reading records nothing */
     cn_tensor *c = cn_to_device((cn_tensor *)t, concrete);
     if (!c) return cn_last_status();
+    /* a quantized tensor shows its dequantized values, and its scheme as the dtype */
+    cn_dtype shown = cn_dtype_of(t);
+    if (cn_dtype_kind(shown) == CN_KIND_QUANTIZED) {
+        cn_tensor *f = cn_dequantize(c, CN_F32);
+        cn_release(c);
+        if (!(c = f)) return cn_last_status();
+    }
 
     put(s, "tensor(");
     int64_t numel = cn_numel(c);
@@ -288,7 +296,7 @@ static cn_status format_into(const cn_tensor *t, sink *s) {
         snprintf(suffix, sizeof suffix, "device='%s'", cn_device_str(concrete, name, sizeof name));
         put_suffix(s, &measure, suffix, indent);
     }
-    cn_dtype dt = cn_dtype_of(c);
+    cn_dtype dt = shown;
     if (numel == 0 && cn_ndim(c) != 1) {
         int n = snprintf(suffix, sizeof suffix, "size=(");
         for (int d = 0; d < cn_ndim(c); d++)

@@ -11,6 +11,7 @@
 
 #include "cinder/autodiff.h"
 #include "cinder/io.h"
+#include "cinder/quant.h"
 #include "core/alloc.h"
 #include "core/error_internal.h"
 #include "core/tensor_impl.h"
@@ -189,6 +190,43 @@ cn_status cn_safetensors_load(const char *path, cn_device device, cn_safetensors
     return CN_OK;
 }
 
+/* ---- quantized tensors (cinder/io.h): <name> holds the packed values (u8), <name>.__qscales
+ * the scales, and the metadata key "cinder.quant.<name>" the scheme's dtype name --------------- */
+
+#define QKEY "cinder.quant."
+#define QSCALES ".__qscales"
+
+/* The quantized dtype recorded for tensor `name`, or CN_DTYPE_COUNT. */
+static cn_dtype quant_scheme_of(const cn_safetensors *h, const char *name) {
+    char key[512];
+    if (snprintf(key, sizeof key, QKEY "%s", name) >= (int)sizeof key) return CN_DTYPE_COUNT;
+    const char *v = cn_safetensors_metadata(h, key);
+    for (int dt = 0; v && dt < CN_DTYPE_COUNT; dt++)
+        if (cn_dtype_kind((cn_dtype)dt) == CN_KIND_QUANTIZED && !strcmp(v, cn_dtype_name(dt)))
+            return (cn_dtype)dt;
+    return CN_DTYPE_COUNT;
+}
+
+static cn_tensor *quant_rebuild(const char *op, const cn_safetensors *h, const char *name,
+                                cn_tensor *values, cn_dtype scheme) {
+    char sname[512];
+    snprintf(sname, sizeof sname, "%s" QSCALES, name);
+    cn_tensor *scales = NULL;
+    for (int i = 0; i < h->count && !scales; i++)
+        if (!strcmp(h->names[i], sname)) scales = h->tensors[i];
+    if (!scales) {
+        cn__io_error(op, name, "the metadata says '%s' is %s but the file has no '%s'; the file "
+                     "is damaged or was not written by cn_safetensors_save", name,
+                     cn_dtype_name(scheme), sname);
+        return NULL;
+    }
+    int64_t shape[CN_MAX_DIMS];
+    int nd = cn_ndim(values);
+    for (int d = 0; d < nd; d++) shape[d] = cn_shape(values)[d];
+    if (scheme == CN_Q4_BLOCK && nd > 0) shape[nd - 1] *= 2;
+    return cn_quant_from_parts(values, scales, scheme, shape, nd);
+}
+
 int cn_safetensors_count(const cn_safetensors *h) { return h ? h->count : 0; }
 
 const char *cn_safetensors_name(const cn_safetensors *h, int i) {
@@ -202,7 +240,11 @@ cn_tensor *cn_safetensors_get(const cn_safetensors *h, const char *name) {
         return NULL;
     }
     for (int i = 0; i < h->count; i++)
-        if (!strcmp(h->names[i], name)) return cn_detach(h->tensors[i]); /* a new header */
+        if (!strcmp(h->names[i], name)) {
+            cn_dtype q = quant_scheme_of(h, name);
+            if (q == CN_DTYPE_COUNT) return cn_detach(h->tensors[i]); /* a new header */
+            return quant_rebuild(op, h, name, h->tensors[i], q);
+        }
     cn_set_error(CN_ERR_INVALID_ARG, op, "the checkpoint has no tensor '%s' (it has %d%s%s%s); "
                  "list them with cn_safetensors_name", name, h->count,
                  h->count ? ", the first '" : "", h->count ? h->names[0] : "",
@@ -479,6 +521,57 @@ static cn_status write_file(const char *op, const char *path, const char *tmp, c
     return s;
 }
 
+/* Saves with each quantized tensor written as its parts (values, scales) and its scheme in the
+ * metadata (the layout at the top of the quantized section above). */
+static cn_status save_quantized(const char *op, const char *path, const char *const *names,
+                                cn_tensor *const *tensors, int n, const char *const *keys,
+                                const char *const *values, int n_meta, int nq) {
+    size_t nn = (size_t)n + (size_t)nq, nm = (size_t)n_meta + (size_t)nq;
+    const char **names2 = cn__calloc(op, nn, sizeof *names2);
+    cn_tensor **tensors2 = cn__calloc(op, nn, sizeof *tensors2);
+    const char **keys2 = cn__calloc(op, nm, sizeof *keys2), **values2 =
+                                                                cn__calloc(op, nm, sizeof *values2);
+    char **owned = cn__calloc(op, 2 * (size_t)nq, sizeof *owned);
+    cn_status s = names2 && tensors2 && keys2 && values2 && owned ? CN_OK : CN_ERR_OUT_OF_MEMORY;
+    int k = n, m = n_meta, o = 0;
+    for (int i = 0; i < n_meta && !s; i++) {
+        keys2[i] = keys[i];
+        values2[i] = values[i];
+    }
+    for (int i = 0; i < n && !s; i++) {
+        names2[i] = names[i];
+        if (cn_kind_of(tensors[i]) != CN_KIND_QUANTIZED) {
+            tensors2[i] = cn_retain(tensors[i]);
+            continue;
+        }
+        size_t len = strlen(names[i]) + sizeof QKEY + sizeof QSCALES;
+        char *sname = cn__malloc(op, len), *key = sname ? cn__malloc(op, len) : NULL;
+        if (sname) owned[o++] = sname;
+        if (key) owned[o++] = key;
+        if (!key) {
+            s = CN_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        snprintf(sname, len, "%s" QSCALES, names[i]);
+        snprintf(key, len, QKEY "%s", names[i]);
+        s = cn_quant_parts(tensors[i], &tensors2[i], &tensors2[k]);
+        names2[k++] = sname;
+        keys2[m] = key;
+        values2[m++] = cn_dtype_name(cn_dtype_of(tensors[i]));
+    }
+    if (!s)
+        s = cn_safetensors_save_metadata(path, names2, tensors2, (int)nn, keys2, values2,
+                                         (int)nm);
+    for (size_t i = 0; tensors2 && i < nn; i++) cn_release(tensors2[i]);
+    for (int i = 0; i < o; i++) cn__free(owned[i]);
+    cn__free(owned);
+    cn__free(names2);
+    cn__free(tensors2);
+    cn__free(keys2);
+    cn__free(values2);
+    return s;
+}
+
 cn_status cn_safetensors_save(const char *path, const char *const *names,
                               cn_tensor *const *tensors, int n) {
     return cn_safetensors_save_metadata(path, names, tensors, n, NULL, NULL, 0);
@@ -491,6 +584,9 @@ cn_status cn_safetensors_save_metadata(const char *path, const char *const *name
     cn_status s = check_save_args(op, path, names, tensors, n);
     if (!s) s = check_metadata(op, keys, values, n_meta);
     if (s) return s;
+    int nq = 0;
+    for (int i = 0; i < n; i++) nq += cn_kind_of(tensors[i]) == CN_KIND_QUANTIZED;
+    if (nq) return save_quantized(op, path, names, tensors, n, keys, values, n_meta, nq);
     text header = {.op = op};
     text tmp = {.op = op};
     put_str(&tmp, path);

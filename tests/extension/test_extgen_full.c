@@ -229,6 +229,40 @@ cn_status full_iota_cpu(const cn_kernel_args *a) {
     return CN_OK;
 }
 
+/* ---- qscale: a quantized input ------------------------------------------------------------ */
+
+cn_status full_qscale_shape(const cn_view *in, int n_in, const int64_t *ints, const double *reals,
+                            cn_view *out, int n_out) {
+    (void)n_in, (void)ints, (void)reals, (void)n_out;
+    if (in[1].dtype != CN_Q8_TENSOR || in[1].ndim != 1 || in[0].shape[0] != in[1].shape[0])
+        return cn_set_error(CN_ERR_SHAPE, "full_qscale", "w must be a q8_tensor of x's length");
+    return same_as_first(in, out);
+}
+
+cn_status full_qscale_cpu(const cn_kernel_args *a) {
+    record(a);
+    const uint8_t *w = a->in[FULL_QSCALE_IN_W].data;
+    int64_t off = a->ints[FULL_QSCALE_INT_OFFSET], group = a->ints[FULL_QSCALE_INT_GROUP];
+    int64_t at = a->ints[FULL_QSCALE_INT_SCALES_AT];
+    for (int64_t i = 0; i < a->in[0].shape[0]; i++) {
+        int64_t e = off + i * a->in[FULL_QSCALE_IN_W].strides[0];
+        float scale;
+        memcpy(&scale, w + at + 4 * (e / group), 4);
+        ((double *)a->out[0].data)[i] = f64_at(&a->in[0], i) * (int8_t)w[e] * scale;
+    }
+    return CN_OK;
+}
+
+cn_status full_qscale_backward(cn_tensor *const *in, const int *needs_grad, int n_in,
+                               cn_tensor *const *out, cn_tensor *const *grad_out, int n_out,
+                               const int64_t *ints, const double *reals, cn_tensor **grad_in) {
+    (void)n_in, (void)out, (void)n_out, (void)ints, (void)reals;
+    if (needs_grad[FULL_QSCALE_IN_W])
+        return cn_set_error(CN_ERR_BACKEND, "full_qscale", "a gradient was asked for w");
+    grad_in[0] = cn_mul(grad_out[0], cn_dequantize(in[FULL_QSCALE_IN_W], CN_F64));
+    return grad_in[0] ? CN_OK : cn_last_status();
+}
+
 /* ---- helpers ------------------------------------------------------------------------------- */
 
 static cn_tensor *f64v(const double *v, int64_t n) {
@@ -463,6 +497,37 @@ static void test_no_tensor_op_runs_on_its_backend(void) {
     cn_clear_error();
 }
 
+/* The quantized input of qscale: w = quantize([127, -63.5, 10]) per tensor (scale 1, q = 127,
+ * -64, 10) passes through unchanged on the concrete route and on the autodiff route, where only
+ * x is differentiated; a float in its slot is a kind error naming cn_quantize. */
+static void test_quantized_passes_through(void) {
+    CHECK(FULL_QSCALE_IN_X == 0 && FULL_QSCALE_IN_W == 1 && FULL_QSCALE_N_IN == 2);
+    double wv[3] = {127, -63.5, 10}, xv[3] = {1, 2, -0.5};
+    cn_tensor *wf = f64v(wv, 3), *w = cn_quantize(wf, CN_Q8_TENSOR), *x = f64v(xv, 3);
+    int64_t off = -1, group = -1, at = -1;
+    CHECK(cn_quant_layout(w, &off, &group, &at) == CN_OK);
+    cn_tensor *y = full_qscale(x, w, off, group, at);
+    double want[3] = {127, -128, -5};
+    th_check_values("qscale concrete", y, want, 3, 0);
+    cn_release(y);
+    cn_device ad = cn_autodiff(cn_cpu());
+    cn_tensor *xt = cn_require_grad(cn_to_device(x, ad));
+    y = full_qscale(xt, w, off, group, at);
+    CHECK(y && cn_requires_grad(y) && !cn_requires_grad(w));
+    cn_tensor *l = y ? cn_sum(y) : NULL;
+    cn_grads *g = l ? cn_backward(l) : NULL;
+    double gwant[3] = {127, -64, 10};
+    th_check_values("qscale gradient", g ? cn_grad(g, xt) : NULL, gwant, 3, 0);
+    cn_grads_free(g);
+    cn_release(l);
+    cn_release(y);
+    CHECK_FAILS(full_qscale(x, wf, off, group, at), CN_ERR_KIND, "cn_quantize(w");
+    cn_release(xt);
+    cn_release(x);
+    cn_release(w);
+    cn_release(wf);
+}
+
 int main(void) {
     RUN(test_slots_follow_declaration_order);
     RUN(test_register_defines_every_op);
@@ -477,5 +542,6 @@ int main(void) {
     RUN(test_same_tracking_rejects_mixed);
     RUN(test_concrete_only_rejects_tracked);
     RUN(test_no_tensor_op_runs_on_its_backend);
+    RUN(test_quantized_passes_through);
     return th_finish();
 }

@@ -52,7 +52,8 @@ static const char *upper(const char *s) {
 }
 
 static const char *kind_enum(xg_kind k) {
-    return k == XG_FLOAT ? "CN_KIND_FLOAT" : k == XG_INT ? "CN_KIND_INT" : "CN_KIND_BOOL";
+    return k == XG_FLOAT ? "CN_KIND_FLOAT" : k == XG_INT ? "CN_KIND_INT"
+                         : k == XG_BOOL ? "CN_KIND_BOOL" : "CN_KIND_QUANTIZED";
 }
 
 static int count_params(const xg_op *op, xg_param_what what) {

@@ -57,7 +57,8 @@ xg_token xg_lex_next(xg_lexer *lx);
 
 /* ---- the model ----------------------------------------------------------------------------- */
 
-typedef enum xg_kind { XG_FLOAT, XG_INT, XG_BOOL } xg_kind;
+/* quantized: a quantized tensor input (cinder/quant.h), passed through on either route */
+typedef enum xg_kind { XG_FLOAT, XG_INT, XG_BOOL, XG_QUANTIZED } xg_kind;
 
 /* A tensor inside a composite type. */
 typedef struct xg_member {
@@ -144,6 +145,6 @@ int xg_op_tensor_count(const xg_op *op);
 int xg_emit(const xg_decl *decl, const char *header_path, const char *source_path,
             const char *header_name);
 
-const char *xg_kind_name(xg_kind k); /* "float", "int", "bool" */
+const char *xg_kind_name(xg_kind k); /* "float", "int", "bool", "quantized" */
 
 #endif

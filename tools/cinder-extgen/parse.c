@@ -316,6 +316,8 @@ static int parse_kind_word(const char *w, xg_kind *k) {
         *k = XG_INT;
     else if (strcmp(w, "bool") == 0)
         *k = XG_BOOL;
+    else if (strcmp(w, "quantized") == 0)
+        *k = XG_QUANTIZED;
     else
         return 0;
     return 1;
@@ -500,7 +502,7 @@ static void parse_param(parser *p, xg_op *op) {
         pa->type = find_type(p->decl, type);
         if (!pa->type) {
             xg_error(pa->line,
-                     "unknown type '%s': a parameter is float, int, bool, attr int, "
+                     "unknown type '%s': a parameter is float, int, bool, quantized, attr int, "
                      "attr real, or a struct or union declared above the op",
                      type);
             pa->what = PARAM_TENSOR; /* keep going as if it were a float tensor */
@@ -526,6 +528,9 @@ static void parse_output(parser *p, xg_op *op) {
     const char *type = expect_ident(p, "an output type (float, int or bool)");
     if (!parse_kind_word(type, &o->kind))
         xg_error(o->line, "output type '%s' is not float, int or bool", type);
+    else if (o->kind == XG_QUANTIZED)
+        xg_error(o->line, "output type 'quantized': an op's outputs are float, int or bool (make "
+                 "a quantized tensor from a float output with cn_quantize)");
     o->name = expect_ident(p, "an output name");
     check_name(o->line, o->name, "output");
 }

@@ -128,5 +128,5 @@ int xg_parse_text(xg_decl *decl, const char *text, size_t len) {
 }
 
 const char *xg_kind_name(xg_kind k) {
-    return k == XG_FLOAT ? "float" : k == XG_INT ? "int" : "bool";
+    return k == XG_FLOAT ? "float" : k == XG_INT ? "int" : k == XG_BOOL ? "bool" : "quantized";
 }

@@ -319,4 +319,7 @@ void cn__cpu_backend_fill(cn_backend *b) {
     k[CN_OP_LAYER_NORM_BACKWARD] = k[CN_OP_RMS_NORM_BACKWARD] = cpu_norm_backward;
     dt[CN_OP_LAYER_NORM] = dt[CN_OP_RMS_NORM] = F;
     dt[CN_OP_LAYER_NORM_BACKWARD] = dt[CN_OP_RMS_NORM_BACKWARD] = F;
+    /* the quantized linear (issue 19): f32 activations (quant.c) */
+    k[CN_OP_QUANT_LINEAR] = cpu_quant_linear;
+    dt[CN_OP_QUANT_LINEAR] = DT(CN_F32);
 }

@@ -104,6 +104,8 @@ cn_status cpu_deform_conv2d(const cn_kernel_args *a);
 cn_status cpu_fft(const cn_kernel_args *a);
 /* norm.c: layer_norm and rms_norm (one kernel), and their backward (one kernel); f32, f64 */
 cn_status cpu_norm(const cn_kernel_args *a);
+/* quant.c: the quantized linear (issue 19): f32 activations, int8 / 4-bit weights */
+cn_status cpu_quant_linear(const cn_kernel_args *a);
 cn_status cpu_norm_backward(const cn_kernel_args *a);
 
 /* ---- values of any dtype ------------------------------------------------------------------------ */

@@ -478,6 +478,9 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_LAYER_NORM_BACKWARD] = k[CN_OP_RMS_NORM_BACKWARD] = cuda_norm_backward;
     dt[CN_OP_LAYER_NORM] = dt[CN_OP_RMS_NORM] = DT(CN_F32) | DT(CN_F64);
     dt[CN_OP_LAYER_NORM_BACKWARD] = dt[CN_OP_RMS_NORM_BACKWARD] = DT(CN_F32) | DT(CN_F64);
+    /* the quantized linear (issue 19): one thread per output (quant.cu) */
+    k[CN_OP_QUANT_LINEAR] = cuda_quant_linear;
+    dt[CN_OP_QUANT_LINEAR] = DT(CN_F32);
 }
 
 /* ---- cinder/cuda.h, through libcinder's forwarders (api.h) ------------------------------------ */

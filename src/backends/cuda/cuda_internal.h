@@ -224,6 +224,8 @@ cn_status cuda_fft(const cn_kernel_args *a);
 /* norm.cu: layer_norm and rms_norm (one kernel), their backward (one kernel); f32, f64 */
 cn_status cuda_norm(const cn_kernel_args *a);
 cn_status cuda_norm_backward(const cn_kernel_args *a);
+/* quant.cu: the quantized linear (issue 19), one thread per output; f32 activations */
+cn_status cuda_quant_linear(const cn_kernel_args *a);
 /* conv.cu */
 cn_status cuda_conv2d(const cn_kernel_args *a);
 cn_status cuda_conv2d_backward_input(const cn_kernel_args *a);

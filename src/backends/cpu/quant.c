@@ -22,6 +22,7 @@
 #include "core/quant.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define QX86 1
 #else
@@ -30,11 +31,18 @@
 
 typedef enum { ISA_C = 0, ISA_AVX2 = 1, ISA_VNNI = 2 } qisa;
 
+#if QX86
+/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c". */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1u);
+}
+#endif
+
 static qisa best_isa(void) {
 #if QX86
     __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     if (avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512bw"))
         return ISA_VNNI;

@@ -11,7 +11,7 @@
 # Prints a table of medians, their ratio and whether the bar is met; --out also writes the raw
 # figures (one run per line).
 #
-# Workloads: overhead elementwise softmax matmul conv mlp cnn gpt, and ddp (cinder alone, not in
+# Workloads: overhead elementwise softmax matmul conv mlp cnn gpt quant, and ddp (cinder alone, not in
 # the default list: data parallelism over MPI, issue 18). On a device that this build or
 # machine lacks (--device cuda without a GPU), each program says so and the table shows "skipped".
 # cnn is `cinder train --model cnn` against bench/torch/cnn.py: about a minute per run on each
@@ -63,7 +63,7 @@ done
 case "$device" in cpu|cuda|cuda:*) ;; *) echo "bench.sh: --device cpu or cuda" >&2; exit 2 ;; esac
 [[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --reps takes a positive integer" >&2; exit 2; }
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: --threads takes a positive integer" >&2; exit 2; }
-workloads=(overhead elementwise softmax matmul conv mlp cnn gpt)
+workloads=(overhead elementwise softmax matmul conv mlp cnn gpt quant)
 if [ -n "$only" ]; then IFS=, read -r -a workloads <<< "$only"; fi
 
 # ---- PyTorch, in a virtual environment of our own ---------------------------------------------
@@ -217,6 +217,8 @@ BARS = [
     ("cnn_epoch", "CNN (2 conv + 2 FC) epoch, batch 128, SGD", True, None, 0.7),
     ("gpt_train_step", "GPT train step (4x128, 4 heads, batch 32x64, AdamW)", True, None, 0.8),
     ("gpt_forward", "GPT forward only (the same model and batch)", True, None, 0.8),
+    ("quant_q8_b64", "int8 linear 4096x4096, batch 64 (PyTorch: dynamic quantized Linear)", True,
+     None, 1.0),
 ]
 
 # ---- the machine's limits -----------------------------------------------------------------------

@@ -491,6 +491,31 @@ static void test_integer_matmul(void) {
     th_release_owned();
 }
 
+/* cn_linear's one kernel against matmul + add in double: a batch of one (the product split over
+ * the columns) and a batch of many rows (blocks of rows over the threads, the bias added per
+ * block), x and w contiguous and transposed, with and without the bias. */
+static void test_linear_kernel_matches_matmul_and_add(void) {
+    cn_scope_begin();
+    cn_generator gen = cn_generator_new(11);
+    const int64_t rows[3] = {1, 300, 517};
+    for (int r = 0; r < 3; r++)
+        for (int layout = 0; layout < 2; layout++) {
+            const int64_t xs[2] = {rows[r], 70}, xts[2] = {70, rows[r]};
+            const int64_t ws[2] = {50, 70}, wts[2] = {70, 50}, bs[1] = {50};
+            cn_tensor *x = layout ? cn_transpose(cn_rand_normal(&gen, xts, 2, 0, 1, CN_F64,
+                                                                cn_cpu()), 0, 1)
+                                  : cn_rand_normal(&gen, xs, 2, 0, 1, CN_F64, cn_cpu());
+            cn_tensor *w = layout ? cn_transpose(cn_rand_normal(&gen, wts, 2, 0, 1, CN_F64,
+                                                                cn_cpu()), 0, 1)
+                                  : cn_rand_normal(&gen, ws, 2, 0, 1, CN_F64, cn_cpu());
+            cn_tensor *b = cn_rand_normal(&gen, bs, 1, 0, 1, CN_F64, cn_cpu());
+            cn_tensor *want = cn_matmul(x, cn_transpose(w, 0, 1));
+            th_check_close("linear, no bias", cn_linear(x, w, NULL), want, 1e-12);
+            th_check_close("linear", cn_linear(x, w, b), cn_add(want, b), 1e-12);
+        }
+    cn_scope_end();
+}
+
 int main(void) {
     RUN(test_2d_matches_reference);
     RUN(test_batched_with_broadcast_batch_dims);
@@ -502,5 +527,6 @@ int main(void) {
     RUN(test_kernel_rejects_inconsistent_views);
     RUN(test_cpu_gemm_for_extensions);
     RUN(test_integer_matmul);
+    RUN(test_linear_kernel_matches_matmul_and_add);
     return th_finish();
 }

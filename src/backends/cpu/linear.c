@@ -54,7 +54,8 @@ typedef struct linear_job {
     lin_operand x, w;
     const cn_view *b;
     char *y;
-    int no_k; /* K = 0: y is the bias alone (zeroed first), no GEMM */
+    int no_k;      /* K = 0: y is the bias alone (zeroed first), no GEMM */
+    int gemm_done; /* the whole product is in y already: the blocks add the bias only */
 } linear_job;
 
 /* A [rows, K] operand stored as x (trans 0: row r at r * ld; 1: column r at r) from row r0. */
@@ -70,9 +71,9 @@ static void linear_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
         int64_t r0 = blk * LINEAR_ROWS, rows = j->M - r0 < LINEAR_ROWS ? j->M - r0 : LINEAR_ROWS;
         char *y = j->y + (size_t)(r0 * j->N) * es;
         /* y rows = x rows [rows, K] @ w^T: w [N, K] read as b^T (tb = 1) when row-major */
-        if (j->no_k)
+        if (j->no_k && !j->gemm_done)
             memset(y, 0, (size_t)(rows * j->N) * es);
-        else
+        else if (!j->gemm_done)
             cn_cpu_gemm(j->dt, j->x.trans, !j->w.trans, rows, j->N, j->K, rows_from(&j->x, r0, es),
                         j->x.ld, j->w.data, j->w.ld, 0.0, y, j->N);
         if (!j->b) continue;
@@ -118,6 +119,17 @@ cn_status cpu_linear(const cn_kernel_args *a) {
     if (s == CN_OK) s = plan(op, wv, &j.w);
     if (s == CN_OK) {
         int64_t blocks = (M + LINEAR_ROWS - 1) / LINEAR_ROWS;
+        if (blocks < cpu_threads() && K > 0) {
+            /* too few rows for every thread (a batch of one: a matrix-vector product): the
+             * product split over the columns by cpu_gemm, then the bias on this thread */
+            cpu_gemm(dt, j.x.trans, !j.w.trans, M, N, K, j.x.data, j.x.ld, j.w.data, j.w.ld, 0.0,
+                     j.y, N);
+            j.gemm_done = 1;
+            linear_blocks(&j, 0, 0, blocks);
+            cn__free(j.x.packed);
+            cn__free(j.w.packed);
+            return CN_OK;
+        }
         /* about one block's multiply-adds per grain of the pool's split */
         int64_t chunks =
             cpu_chunks(blocks * LINEAR_ROWS * N * (K > 0 ? K : 1) / 64, CPU_PARALLEL_GRAIN);

@@ -388,6 +388,7 @@ static void test_a_second_signal_exits_at_once_saving_nothing(void) {
     printf("  exit status %d\n", code);
     CHECK(code == 130 || code == 143);
     char *text = slurp(err, NULL);
+    if (code != 130 && code != 143) printf("  its stderr:\n%s\n", text ? text : "(none)");
     CHECK(text && strstr(text, "interrupted again: stopping now, without saving a checkpoint"));
     CHECK(text && !strstr(text, "saved the run to"));
     free(text);

@@ -21,6 +21,7 @@
  * succeeds, when the caller is still waiting for that chunk and cannot have replaced them. */
 #include <cblas.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -131,6 +132,14 @@ static void pool_start(void) {
     pthread_mutex_unlock(&config_lock);
     /* GEMMs are split over this pool (gemm.c); OpenBLAS's own threads would only compete */
     openblas_set_num_threads(1);
+    /* Signals sent to the process (a user's Ctrl-C, a SIGTERM) go to the program's own threads,
+     * never to a worker in the middle of a kernel: the workers start with them blocked (they
+     * inherit the mask; the faults a thread causes itself, SIGSEGV and the like, stay open) */
+    sigset_t async, saved;
+    sigemptyset(&async);
+    const int blocked[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2, SIGPIPE};
+    for (size_t k = 0; k < sizeof blocked / sizeof *blocked; k++) sigaddset(&async, blocked[k]);
+    pthread_sigmask(SIG_BLOCK, &async, &saved);
     for (int i = 1; i < pool.threads; i++) {
         pthread_t t;
         pthread_attr_t attr;
@@ -143,6 +152,7 @@ static void pool_start(void) {
             break;
         }
     }
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
 }
 
 int cpu_threads(void) {

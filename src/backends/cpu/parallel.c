@@ -19,6 +19,8 @@
  * compare-and-swap that succeeds only while the generation is the job's, so a stale worker never
  * claims a chunk of another job; the job's function and context are read only after a claim
  * succeeds, when the caller is still waiting for that chunk and cannot have replaced them. */
+#define _POSIX_C_SOURCE 200809L /* pthread_sigmask, sigset_t */
+
 #include <cblas.h>
 #include <pthread.h>
 #include <signal.h>

@@ -47,7 +47,7 @@ static void clip_window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64
 #define DEFINE_POOL_ROW(T, name)                                                                \
     static void name(const pool_geom *g, const T *x, T *out, int64_t oh, int64_t ow0,           \
                      int64_t ow1) {                                                             \
-        T area = (T)(g->KH * g->KW);                                                            \
+        T area = (T)g->KH * (T)g->KW;                                                             \
         int64_t h0, h1;                                                                         \
         clip_window(oh, g->sh, g->ph, g->KH, g->H, &h0, &h1);                                   \
         for (int64_t ow = ow0; ow < ow1; ow++) {                                                \
@@ -219,7 +219,7 @@ cn_status cpu_pool2d(const cn_kernel_args *args) {
     choose_fast_path(&g);
     int64_t C = cg->c, planes = cg->n * C, plane = g.OH * g.OW;
     size_t es = cn_dtype_size(dt);
-    double work = (double)planes * (double)plane * (double)(g.KH * g.KW);
+    double work = (double)planes * (double)plane * (double)g.KH * (double)g.KW;
 
     pool_job j = {.g = &g, .xv = xv, .ov = ov, .dt = dt, .es = es, .C = C, .plane = plane};
     int64_t chunks = work < 2.0 * CPU_PARALLEL_GRAIN ? 1 : cpu_chunks(planes, 1);

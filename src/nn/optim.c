@@ -325,18 +325,21 @@ static cn_status check_grad(const char *op, int i, cn_tensor *p, cn_tensor *g) {
                         i, cn_tensor_str(p, a, sizeof a), cn_tensor_str(g, b, sizeof b));
 }
 
+/* g, or a copy of it when it shares memory with a parameter about to be written: parameters are
+ * written one after another by the fused steps (an extension's backward may hand back an input
+ * as a gradient). NULL with the error when the copy fails. */
+static cn_tensor *unshared_grad(const cn_optimizer *o, const pending *todo, cn_tensor *g) {
+    for (int k = 0; k < o->n; k++)
+        if (todo[k].given && cn_shares_memory(g, todo[k].inner)) return cn_clone(g);
+    return g;
+}
+
 /* Prepares parameter i's fused SGD update in todo[i] (todo[i].fused stays 0 when the backend has
  * no sgd_step kernel for it). */
 static cn_status prepare_sgd(cn_optimizer *o, int i, pending *todo) {
     pending *out = &todo[i];
     cn_tensor *p = out->inner, *g = out->grad;
-    /* parameters are written one after another: a gradient that shares memory with any of them
-     * (an extension's backward may hand back an input) is read from a copy */
-    for (int k = 0; k < o->n; k++)
-        if (todo[k].given && cn_shares_memory(g, todo[k].inner)) {
-            if (!(g = cn_clone(g))) return cn_last_status();
-            break;
-        }
+    if (!(g = unshared_grad(o, todo, g))) return cn_last_status();
     cn_tensor *buf = NULL;
     if (o->momentum != 0) {
         buf = o->state1[i];
@@ -357,11 +360,7 @@ static cn_status prepare_sgd(cn_optimizer *o, int i, pending *todo) {
 static cn_status prepare_adamw(cn_optimizer *o, int i, pending *todo) {
     pending *out = &todo[i];
     cn_tensor *p = out->inner, *g = out->grad;
-    for (int k = 0; k < o->n; k++)
-        if (todo[k].given && cn_shares_memory(g, todo[k].inner)) {
-            if (!(g = cn_clone(g))) return cn_last_status();
-            break;
-        }
+    if (!(g = unshared_grad(o, todo, g))) return cn_last_status();
     cn_tensor *m = o->state1[i], *v = o->state2[i];
     if (!m != !v) return CN_OK; /* one average without the other: the composed rule's case */
     /* the kernel writes new averages whole on the first step (first = 1) */

@@ -782,14 +782,21 @@ cn_status cpu_logical(const cn_kernel_args *a) {
             const uint8_t *restrict cond = (const uint8_t *)ptrs[1];                           \
             const T *restrict x = (const T *)ptrs[2];                                          \
             const T *restrict y = (const T *)ptrs[3];                                          \
-            for (int64_t i = 0; i < n; i++) o[i] = cond[i] ? x[i] : y[i];                      \
+            /* both sides loaded whatever cond says, so the loop vectorises as a blend */      \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                const T xi = x[i], yi = y[i];                                                  \
+                o[i] = cond[i] ? xi : yi;                                                      \
+            }                                                                                  \
         } else if (step[0] == es && step[1] == 1 && step[2] == es && step[3] == 0) {           \
             /* y one value (a broadcast scalar): where(mask, g, 0) of a relu's backward */     \
             T *restrict o = (T *)ptrs[0];                                                      \
             const uint8_t *restrict cond = (const uint8_t *)ptrs[1];                           \
             const T *restrict x = (const T *)ptrs[2];                                          \
             const T y = *(const T *)ptrs[3];                                                   \
-            for (int64_t i = 0; i < n; i++) o[i] = cond[i] ? x[i] : y;                         \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                const T xi = x[i];                                                             \
+                o[i] = cond[i] ? xi : y;                                                       \
+            }                                                                                  \
         } else {                                                                               \
             for (int64_t i = 0; i < n; i++) {                                                  \
                 const uint8_t cond = *(const uint8_t *)(ptrs[1] + i * step[1]);                \

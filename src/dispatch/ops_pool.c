@@ -240,11 +240,12 @@ cn_tensor *cn__adaptive_avg_pool_backward(cn_tensor *g, const int64_t *x_shape, 
 
 /* ---- avg_pool1d ----------------------------------------------------------------------------- */
 
-cn_tensor *cn_avg_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t padding) {
-    const char *op = "avg_pool1d";
+/* The 1-D pools run the 2-D ones on [N, C, 1, L]: x must be [N, C, L]. 1 if it is, else 0 with
+ * the error set. */
+static int pool1d_input(const char *op, const cn_tensor *x) {
     if (!x) {
         cn__null_arg(op, "x");
-        return NULL;
+        return 0;
     }
     if (x->ndim != 3) {
         char a[128];
@@ -252,8 +253,14 @@ cn_tensor *cn_avg_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t p
                      "'x' is %s; it must be 3-D [N, C, L] (add a batch dim "
                      "with cn_unsqueeze(x, 0))",
                      cn_tensor_str(x, a, sizeof a));
-        return NULL;
+        return 0;
     }
+    return 1;
+}
+
+cn_tensor *cn_avg_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t padding) {
+    const char *op = "avg_pool1d";
+    if (!pool1d_input(op, x)) return NULL;
     const cn_pool2d_params p = {{1, kernel}, {1, stride}, {0, padding}};
     cn_tensor *x4 = cn_unsqueeze(x, 2);
     if (!x4) return NULL;
@@ -358,18 +365,7 @@ cn_tensor *cn_max_pool1d(cn_tensor *x, int64_t kernel, int64_t stride, int64_t p
                          int64_t dilation, int ceil_mode, cn_tensor **indices) {
     const char *op = "max_pool1d";
     if (indices) *indices = NULL;
-    if (!x) {
-        cn__null_arg(op, "x");
-        return NULL;
-    }
-    if (x->ndim != 3) {
-        char a[128];
-        cn_set_error(CN_ERR_SHAPE, op,
-                     "'x' is %s; it must be 3-D [N, C, L] (add a batch dim "
-                     "with cn_unsqueeze(x, 0))",
-                     cn_tensor_str(x, a, sizeof a));
-        return NULL;
-    }
+    if (!pool1d_input(op, x)) return NULL;
     const cn_max_pool2d_params p = {
         {1, kernel}, {1, stride}, {0, padding}, {1, dilation}, ceil_mode};
     cn_tensor *x4 = cn_unsqueeze(x, 2), *idx4 = NULL;

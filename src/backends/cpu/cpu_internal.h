@@ -114,6 +114,17 @@ cn_status cpu_norm_backward(const cn_kernel_args *a);
  * the range), u8, bool (nonzero is true); the rest of b zeroed (index_ops.c). */
 void cpu_value_bytes(cn_dtype dt, double v, unsigned char *b);
 
+/* Moves one element of es bytes (1, 2, 4 or 8): a switch of fixed-size copies, each of which the
+ * compiler makes one load and one store. */
+static inline void cpu_move_elem(char *dst, const char *src, size_t es) {
+    switch (es) {
+    case 1: memcpy(dst, src, 1); break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    default: memcpy(dst, src, 8); break;
+    }
+}
+
 /* An f32 or f64 element at p, as a double; and the other way (kernels that work in double). */
 static inline double cpu_load_f(const char *p, cn_dtype dt) {
     if (dt == CN_F32) {

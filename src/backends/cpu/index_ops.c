@@ -15,25 +15,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-/* Moves one element of es bytes. A switch of fixed-size copies: the compiler makes each a load
- * and a store. */
-static inline void move_elem(char *dst, const char *src, size_t es) {
-    switch (es) {
-    case 1:
-        memcpy(dst, src, 1);
-        break;
-    case 2:
-        memcpy(dst, src, 2);
-        break;
-    case 4:
-        memcpy(dst, src, 4);
-        break;
-    default:
-        memcpy(dst, src, 8);
-        break;
-    }
-}
-
 /* The coordinates of row r (counted row-major over every dim but the last) of shape. */
 static void row_coords(int nd, const int64_t *shape, int64_t r, int64_t *coord) {
     for (int d = nd - 2; d >= 0; d--) {
@@ -87,8 +68,8 @@ static void masked_fill_row(char **p, const int64_t *step, int64_t n, const void
     const fill_ctx *c = ctx;
     const size_t es = c->es;
     for (int64_t i = 0; i < n; i++)
-        move_elem(p[0] + i * step[0],
-                  p[2][i * step[2]] ? (const char *)c->value : p[1] + i * step[1], es);
+        cpu_move_elem(p[0] + i * step[0],
+                      p[2][i * step[2]] ? (const char *)c->value : p[1] + i * step[1], es);
 }
 
 /* in = (x, mask bool broadcast to x's shape), reals[0] = value; out = x's shape. */
@@ -137,8 +118,8 @@ static void tri_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
         for (int64_t c = 0; c < cols; c++) {
             /* c - i never overflows: both lie in [0, 2^62] */
             int keep = j->upper ? c - i >= j->diagonal : c - i <= j->diagonal;
-            move_elem(orow + c * os * (int64_t)es,
-                      keep ? xrow + c * xs * (int64_t)es : (const char *)zero, es);
+            cpu_move_elem(orow + c * os * (int64_t)es,
+                          keep ? xrow + c * xs * (int64_t)es : (const char *)zero, es);
         }
     }
 }
@@ -195,7 +176,8 @@ static void remap_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
         char *orow = (char *)out->data + oo * (int64_t)es;
         const char *xrow = j->x + xo * (int64_t)es;
         for (int64_t c = 0; c < cols; c++)
-            move_elem(orow + c * os * (int64_t)es, xrow + remap(j, last, c) * xs * (int64_t)es, es);
+            cpu_move_elem(orow + c * os * (int64_t)es, xrow + remap(j, last, c) * xs * (int64_t)es,
+                          es);
     }
 }
 
@@ -250,7 +232,7 @@ static void copy_run(char **p, const int64_t *step, int64_t n, const void *ctx) 
         return;
     }
     for (int64_t i = 0; i < n; i++)
-        move_elem(p[0] + i * step[0], p[1] + i * step[1], es);
+        cpu_move_elem(p[0] + i * step[0], p[1] + i * step[1], es);
 }
 
 /* in = (x, values), ints = dim, start, step (start in [0, size], step >= 1); out = x with
@@ -396,8 +378,8 @@ cn_status cpu_masked_select(const cn_kernel_args *a) {
     do {
         if (((const uint8_t *)mask->data)[offset_of(mask, coord)]) {
             if (found == want) return count_changed("masked_select", want, found + 1);
-            move_elem(o + found * out->strides[0] * (int64_t)es,
-                      (const char *)x->data + offset_of(x, coord) * (int64_t)es, es);
+            cpu_move_elem(o + found * out->strides[0] * (int64_t)es,
+                          (const char *)x->data + offset_of(x, coord) * (int64_t)es, es);
             found++;
         }
     } while (next_coord(nd, x->shape, coord));

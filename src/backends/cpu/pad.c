@@ -55,24 +55,6 @@ typedef struct pad_job {
     unsigned char value[8];
 } pad_job;
 
-/* Moves one element of es bytes (1, 2, 4 or 8). */
-static inline void move_elem(char *dst, const char *src, size_t es) {
-    switch (es) {
-    case 1:
-        memcpy(dst, src, 1);
-        break;
-    case 2:
-        memcpy(dst, src, 2);
-        break;
-    case 4:
-        memcpy(dst, src, 4);
-        break;
-    default:
-        memcpy(dst, src, 8);
-        break;
-    }
-}
-
 static void pad_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     (void)chunk;
     const pad_job *j = ctx;
@@ -101,9 +83,9 @@ static void pad_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
                 outside ? -1
                         : pad_source(j->mode, c, j->left[last], x->shape[last], out->shape[last]);
             if (s < 0)
-                move_elem(dst, (const char *)j->value, j->es);
+                cpu_move_elem(dst, (const char *)j->value, j->es);
             else
-                move_elem(dst, xrow + s * x->strides[last] * es, j->es);
+                cpu_move_elem(dst, xrow + s * x->strides[last] * es, j->es);
         }
     }
 }
@@ -134,7 +116,6 @@ typedef struct pad_back_job {
     int mode, dim;
     int64_t left;
 } pad_back_job;
-
 
 /* The sum of g's entries along the dim (g's size m, stride gs, from gp) that pad copied from
  * input index i (input size n). */

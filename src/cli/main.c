@@ -138,7 +138,8 @@ static const char eval_options[] =
     "parameters) and prints `test accuracy 0.8391 (8391 correct)` on the Fashion-MNIST test\n"
     "set. The keys are those of the state_dict of the equivalent PyTorch nn.Sequential, so a\n"
     "checkpoint that PyTorch saved with safetensors.torch.save_file loads too\n"
-    "(docs/pytorch.md).\n"
+    "(docs/pytorch.md). A checkpoint that `cinder quantize` wrote runs with its quantized\n"
+    "weights (cn_quant_linear), and the first line names their scheme.\n"
     "\n"
     "  --load FILE            the checkpoint (required)\n"
     "  --data DIR             the data set's directory\n"
@@ -233,7 +234,8 @@ static const cli_command commands[] = {
      "cinder generate --load gpt.safetensors --prompt 'The ' --tokens 300 --top-k 10\n"},
     {"eval", "--load FILE [--data DIR] [--device cpu|cuda] [--threads N] [--test-limit N]",
      "print the test accuracy of a model saved by `cinder train --save`", cli_eval, eval_options,
-     "cinder eval --load mlp.safetensors\n"},
+     "cinder eval --load mlp.safetensors\n"
+     "cinder eval --load mlp-q4.safetensors --threads 4\n"},
     {"quantize", "--load FILE --scheme q8_block|q8_channel|q4_block --out FILE",
      "write a saved model with its weights quantized to int8 or 4 bits", cli_quantize,
      quantize_options,
@@ -275,6 +277,8 @@ static void print_usage(FILE *f) {
             environment);
     print_examples(f, "cinder train --epochs 3 --plot curves.svg --save mlp.safetensors\n"
                       "cinder eval --load mlp.safetensors\n"
+                      "cinder quantize --load mlp.safetensors --scheme q8_block --out "
+                      "mlp-q8.safetensors\n"
                       "cinder train --help\n");
 }
 

@@ -3,11 +3,11 @@
  * --load` (and cn_safetensors_get) to run them as they are:
  *
  *     mlp from mlp.safetensors: weights quantized to q4_block
- *       0.weight  [256, 784] f32    -> [256, 800] q4_block   802816 -> 115200 bytes
- *       0.bias    [256] f32            kept                       1024           bytes
+ *       0.weight  [256, 784] f32    -> [256, 800] q4_block    802816 -> 115200 bytes
+ *       0.bias    [256] f32            kept                     1024 ->   1024 bytes
  *       ...
  *     3 weights quantized, 3 biases kept f32: 940584 -> 135928 bytes of tensors (6.92x smaller)
- *     wrote q.safetensors: 136616 bytes; mlp.safetensors: 941232 bytes (6.89x smaller)
+ *     wrote q.safetensors: 136800 bytes; mlp.safetensors: 941056 bytes (6.88x smaller)
  *
  * Every weight is quantized, the convs' too (as the [out, C * kh * kw] matrix that their im2col
  * multiplies by), so that the file shrinks by the scheme's whole ratio: a cnn whose convs stayed
@@ -177,8 +177,8 @@ static int quantize_params(const quantize_options *o, const cn_param *params, in
             printf("  %-9s %-17s -> %-21s %7lld -> %6lld bytes\n", params[i].name,
                    describe(t, from, sizeof from), describe(out[i], to, sizeof to), f32, bytes);
         else
-            printf("  %-9s %-17s    %-21s %7lld    %6s bytes\n", params[i].name,
-                   describe(t, from, sizeof from), "kept", f32, "");
+            printf("  %-9s %-17s    %-21s %7lld -> %6lld bytes\n", params[i].name,
+                   describe(t, from, sizeof from), "kept", f32, bytes);
         *before += f32;
         *after += bytes;
         *nq += weight;

@@ -577,6 +577,9 @@ static void test_the_command_line_is_checked(void) {
     CHECK(file_size(f32_path[0]) > 0);
 }
 
+static void rewrite(const char *from, const char *to, const char *drop, cn_tensor *replace,
+                    const char *model);
+
 static void test_files_that_cannot_be_quantized_are_refused(void) {
     char args[9000], path[4200], out[4200];
     in_tmp(out, sizeof out, "never.safetensors");
@@ -616,6 +619,19 @@ static void test_files_that_cannot_be_quantized_are_refused(void) {
     }
     snprintf(args, sizeof args, "quantize --load '%s' --scheme q8_block --out '%s'", path, out);
     check_fails(args, 1, "cinder quantize: cannot load the model: ");
+    /* a weight that is not finite */
+    in_tmp(path, sizeof path, "nan.safetensors");
+    cn_safetensors *f32 = NULL;
+    CHECK(cn_safetensors_load(f32_path[0], cn_cpu(), &f32) == CN_OK);
+    cn_tensor *w2 = cn_safetensors_get(f32, "2.weight");
+    cn_safetensors_free(f32);
+    cn_tensor *nan = cn_mul_scalar(w2, NAN);
+    rewrite(f32_path[0], path, "2.weight", nan, NULL);
+    cn_release(nan);
+    cn_release(w2);
+    snprintf(args, sizeof args, "quantize --load '%s' --scheme q8_block --out '%s'", path, out);
+    check_fails(args, 1, "cinder quantize: cannot quantize '2.weight': ");
+    unlink(path);
     /* an output that cannot be written */
     snprintf(args, sizeof args,
              "quantize --load '%s' --scheme q8_block --out /nonexistent-dir/q.safetensors",
@@ -683,6 +699,20 @@ static void test_eval_refuses_quantized_files_that_quantize_did_not_write(void) 
                 "'2.weight' is [128, 288] q8_channel, but the mlp's layer 2 takes "
                 "[128, 256] q8_channel");
     cn_release(wrong);
+    /* layers of different schemes: a model the CLI does not write, but runs */
+    cn_safetensors *ch = NULL;
+    CHECK(cn_safetensors_load(q_path[0][1], cn_cpu(), &ch) == CN_OK);
+    cn_tensor *w2c = cn_safetensors_get(ch, "2.weight"); /* q8_channel */
+    cn_safetensors_free(ch);
+    rewrite(q_path[0][0], path, "2.weight", w2c, "mlp");
+    cn_release(w2c);
+    cn_safetensors *h = NULL;
+    cli_model m = {0};
+    CHECK(cn_safetensors_load(path, cn_cpu(), &h) == CN_OK);
+    CHECK(h && cli_model_load_quantized(h, path, CLI_MODEL_MLP, &m) == CN_OK);
+    CHECK(m.net && m.weights == CN_DTYPE_COUNT); /* "weights quantized, schemes mixed" */
+    cli_model_free(&m);
+    cn_safetensors_free(h);
     /* a bias missing */
     rewrite(q_path[1][2], path, "9.bias", NULL, "cnn");
     check_fails(args, 1, "has no tensor '9.bias', a parameter of the cnn");
@@ -720,11 +750,15 @@ static long long correct_of(const char *out) {
     return at ? strtoll(at + 1, NULL, 10) : -1;
 }
 
-static long long eval_count(const char *path, int images) {
-    char args[9000];
+/* `cinder eval` on `path`: the count of correct images; its first line names the scheme of
+ * quantized weights (NULL: f32, none named). */
+static long long eval_count(const char *path, int images, const char *scheme) {
+    char args[9000], first[128];
     snprintf(args, sizeof args, "eval --load '%s' --test-limit %d --threads 2", path, images);
     run_result r = run_cli(args, 0);
     CHECK(r.status == 0);
+    snprintf(first, sizeof first, " (weights %s) from ", scheme ? scheme : "");
+    CHECK(r.out && (scheme ? strstr(r.out, first) != NULL : strstr(r.out, "(weights") == NULL));
     long long k = correct_of(r.out);
     if (r.out) printf("%s", r.out);
     free(r.out);
@@ -754,13 +788,13 @@ static void test_quantized_models_keep_their_accuracy(void) {
         run_result r = run_cli(args, 0);
         CHECK(r.status == 0);
         free(r.out);
-        const long long f32 = eval_count(f32_path[mi], runs[mi].images);
+        const long long f32 = eval_count(f32_path[mi], runs[mi].images, NULL);
         CHECK(f32 > runs[mi].images * 3 / 10); /* it learned something: chance is 10% */
         for (int si = 0; si < N_SCHEMES; si++) {
             run_result q = quantize(mi, si);
             CHECK(q.status == 0);
             free(q.out);
-            const long long k = eval_count(q_path[mi][si], runs[mi].images);
+            const long long k = eval_count(q_path[mi][si], runs[mi].images, schemes[si].name);
             const double points = 100.0 * (double)(k - f32) / runs[mi].images;
             const double tol =
                 schemes[si].dtype == CN_Q4_BLOCK ? runs[mi].q4_points : runs[mi].q8_points;

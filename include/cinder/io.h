@@ -105,7 +105,10 @@ CN_API void cn_safetensors_free(cn_safetensors *h);
  * differs CN_ERR_SHAPE, a dtype that differs CN_ERR_DTYPE, a bad file (a BOOL byte other than 0
  * or 1 in any named tensor included) CN_ERR_IO, no memory CN_ERR_OUT_OF_MEMORY. So the load holds
  * a second copy of the named tensors (their total size) until it returns. Tensors in the file
- * that are not named are ignored. */
+ * that are not named are ignored. Quantized tensors (cinder/quant.h) are not copied into: a
+ * quantized tensors[i] is CN_ERR_INVALID_ARG, and a name that the file holds quantized is
+ * CN_ERR_DTYPE; both messages say to read it with cn_safetensors_load + cn_safetensors_get
+ * (then cn_dequantize it for a float tensor). */
 CN_API cn_status cn_safetensors_load_into(const char *path, const char *const *names,
                                    cn_tensor *const *tensors, int n);
 

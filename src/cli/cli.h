@@ -39,6 +39,10 @@ int cli_generate(int argc, char **argv);
  * `cinder train --save` wrote. */
 int cli_eval(int argc, char **argv);
 
+/* quantize.c: `cinder quantize --load FILE --scheme S --out FILE`: writes a checkpoint of
+ * `cinder train --save` with its weights quantized (q8_block, q8_channel, q4_block), for eval. */
+int cli_quantize(int argc, char **argv);
+
 /* inspect.c: `cinder inspect FILE [--name NAME]`: each tensor of a safetensors file, its name,
  * shape, dtype and values (cn_format). */
 int cli_inspect(int argc, char **argv);
@@ -67,8 +71,8 @@ int cli_flag(const char *arg, const char *cmd, const char *name);
 /* Where the options that every model of `cinder train` reads alike go (train.c, train_gpt.c). */
 typedef struct cli_run_fields {
     const char **device, **data, **save, **plot, **log, **resume;
-    int *balanced;        /* --checkpointing balanced */
-    int64_t *stop_after;  /* --stop-after-steps */
+    int *balanced;       /* --checkpointing balanced */
+    int64_t *stop_after; /* --stop-after-steps */
 } cli_run_fields;
 
 /* Reads argv[*i] when it is one of --device, --threads (which sets the CPU pool),

@@ -9,7 +9,10 @@
  * cli_model_detect). Its keys are those of the equivalent PyTorch nn.Sequential (models.h), so a
  * checkpoint that PyTorch saved with safetensors loads too (docs/pytorch.md). The model runs on a
  * concrete device, in evaluation mode, so the numbers are those training printed after its last
- * epoch. */
+ * epoch. A checkpoint that `cinder quantize` wrote runs with its quantized weights (models.h:
+ * cli_model_load_quantized), and the first line names their scheme:
+ *
+ *     mlp (weights q4_block) from q.safetensors: 10000 test images */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,8 +66,12 @@ static cn_status load_model(const char *path, cn_device device, cli_model *m) {
     cn_generator unused = cn_generator_new(0); /* initial values, all overwritten */
     cn_status st = cn_safetensors_load(path, device, &h);
     if (st == CN_OK) st = cli_model_detect(h, path, &kind);
-    if (st == CN_OK) st = cli_model_new(kind, device, &unused, m);
-    if (st == CN_OK) st = cli_model_load(m, h, path);
+    if (st == CN_OK && cli_checkpoint_quantized(h)) {
+        st = cli_model_load_quantized(h, path, kind, m);
+    } else {
+        if (st == CN_OK) st = cli_model_new(kind, device, &unused, m);
+        if (st == CN_OK) st = cli_model_load(m, h, path);
+    }
     cn_safetensors_free(h);
     return st;
 }
@@ -94,8 +101,13 @@ int cli_eval(int argc, char **argv) {
         rc = CLI_EXIT_FAILURE;
     } else {
         const int64_t images = cn_shape(d.test_x)[0];
-        printf("%s from %s: %lld test images\ntest accuracy %.4f (%lld correct)\n",
-               cli_model_name(m.kind), o.load, (long long)images, accuracy,
+        char weights[64] = "";
+        if (m.weights != CN_F32)
+            snprintf(weights, sizeof weights, " (weights %s)",
+                     m.weights == CN_DTYPE_COUNT ? "quantized, schemes mixed"
+                                                 : cn_dtype_name(m.weights));
+        printf("%s%s from %s: %lld test images\ntest accuracy %.4f (%lld correct)\n",
+               cli_model_name(m.kind), weights, o.load, (long long)images, accuracy,
                (long long)llround(accuracy * (double)images));
         rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
     }

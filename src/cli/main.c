@@ -3,6 +3,8 @@
  *     cinder train                train a model on Fashion-MNIST (or a GPT on a text)
  *     cinder generate --load FILE sample text from a GPT that `cinder train --model gpt` saved
  *     cinder eval --load FILE     test accuracy of a saved model
+ *     cinder quantize --load FILE --scheme S --out FILE
+ *                                 the model with its weights quantized, for eval
  *     cinder inspect FILE         the tensors of a safetensors file, with their values
  *     cinder explain 3            describe an error code
  *     cinder info                 version, backends, build configuration
@@ -136,7 +138,8 @@ static const char eval_options[] =
     "parameters) and prints `test accuracy 0.8391 (8391 correct)` on the Fashion-MNIST test\n"
     "set. The keys are those of the state_dict of the equivalent PyTorch nn.Sequential, so a\n"
     "checkpoint that PyTorch saved with safetensors.torch.save_file loads too\n"
-    "(docs/pytorch.md).\n"
+    "(docs/pytorch.md). A checkpoint that `cinder quantize` wrote runs with its quantized\n"
+    "weights (cn_quant_linear), and the first line names their scheme.\n"
     "\n"
     "  --load FILE            the checkpoint (required)\n"
     "  --data DIR             the data set's directory\n"
@@ -145,6 +148,25 @@ static const char eval_options[] =
     "  --threads N            CPU threads, the main one included, 1 to 256 (default\n"
     "                         $OMP_NUM_THREADS, else the number of cores)\n"
     "  --test-limit N         evaluate on the first N test images only\n";
+
+static const char quantize_options[] =
+    "Writes the model that `cinder train --save FILE` saved (mlp or cnn) with every weight\n"
+    "quantized, for `cinder eval --load` to run with the quantized linear (cn_quant_linear):\n"
+    "each weight is stored as the [out, fan-in] matrix its layer multiplies by (a conv's\n"
+    "[out, C * kh * kw], run over its 3x3 patches), padded with zero columns to a multiple of\n"
+    "32 for the block schemes; the biases stay f32. It prints each tensor with its bytes\n"
+    "before and after, the total, and the sizes of both files. The file is safetensors:\n"
+    "each quantized weight as its values (U8) and '<name>.__qscales', the scheme in the\n"
+    "metadata (include/cinder/io.h).\n"
+    "\n"
+    "  --load FILE            the f32 checkpoint (required)\n"
+    "  --scheme q8_block|q8_channel|q4_block\n"
+    "                         q8_block: int8, one f16 scale per block of 32 (ggml's Q8_0,\n"
+    "                         about 3.8x smaller); q8_channel: int8, one f32 scale per\n"
+    "                         output (about 4x); q4_block: 4-bit, one f16 scale per block\n"
+    "                         of 32 (ggml's Q4_0, about 7x) (required)\n"
+    "  --out FILE             where to write the quantized checkpoint (required; not the\n"
+    "                         --load file)\n";
 
 static const char inspect_options[] =
     "Prints, for each tensor of the file in its order, `name: [shape] dtype`, then its values\n"
@@ -212,7 +234,13 @@ static const cli_command commands[] = {
      "cinder generate --load gpt.safetensors --prompt 'The ' --tokens 300 --top-k 10\n"},
     {"eval", "--load FILE [--data DIR] [--device cpu|cuda] [--threads N] [--test-limit N]",
      "print the test accuracy of a model saved by `cinder train --save`", cli_eval, eval_options,
-     "cinder eval --load mlp.safetensors\n"},
+     "cinder eval --load mlp.safetensors\n"
+     "cinder eval --load mlp-q4.safetensors --threads 4\n"},
+    {"quantize", "--load FILE --scheme q8_block|q8_channel|q4_block --out FILE",
+     "write a saved model with its weights quantized to int8 or 4 bits", cli_quantize,
+     quantize_options,
+     "cinder quantize --load mlp.safetensors --scheme q4_block --out mlp-q4.safetensors\n"
+     "cinder eval --load mlp-q4.safetensors\n"},
     {"inspect", "FILE [--name NAME]",
      "show the tensors of a safetensors file: names, shapes, dtypes and values", cli_inspect,
      inspect_options, "cinder inspect mlp.safetensors --name 0.weight\n"},
@@ -249,6 +277,8 @@ static void print_usage(FILE *f) {
             environment);
     print_examples(f, "cinder train --epochs 3 --plot curves.svg --save mlp.safetensors\n"
                       "cinder eval --load mlp.safetensors\n"
+                      "cinder quantize --load mlp.safetensors --scheme q8_block --out "
+                      "mlp-q8.safetensors\n"
                       "cinder train --help\n");
 }
 

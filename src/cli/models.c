@@ -139,6 +139,7 @@ static cn_module *cnn_new(cn_device device, cn_generator *gen) {
 
 cn_status cli_model_new(cli_model_kind kind, cn_device device, cn_generator *gen, cli_model *out) {
     out->kind = kind;
+    out->weights = CN_F32;
     out->net = kind == CLI_MODEL_CNN ? cnn_new(device, gen) : mlp_new(device, gen);
     return out->net ? CN_OK : cn_last_status();
 }
@@ -284,7 +285,17 @@ cn_status cli_model_detect(const cn_safetensors *h, const char *path, cli_model_
     cn_tensor *first = cn_safetensors_get(h, "0.weight");
     if (!first && cn_last_status() != CN_ERR_INVALID_ARG) return cn_last_status(); /* no memory */
     int ndim = first ? cn_ndim(first) : -1;
+    int quantized = first && cn_kind_of(first) == CN_KIND_QUANTIZED;
     cn_release(first);
+    if (quantized) { /* [out, K'] for both models: the metadata says which */
+        const char *name = cn_safetensors_metadata(h, "model");
+        if (name && cli_model_parse(name, kind)) return CN_OK;
+        return cn_set_error(CN_ERR_IO, "eval",
+                            "'%s': its '0.weight' is quantized, but its metadata 'model' is %s%s%s "
+                            "instead of \"mlp\" or \"cnn\"; it was not written by `cinder "
+                            "quantize`: quantize the f32 checkpoint with it",
+                            path, name ? "\"" : "", name ? name : "absent", name ? "\"" : "");
+    }
     if (ndim == 2) {
         *kind = CLI_MODEL_MLP;
         return CN_OK;
@@ -295,9 +306,11 @@ cn_status cli_model_detect(const cn_safetensors *h, const char *path, cli_model_
     }
     const char *model = cn_safetensors_metadata(h, "model");
     if (model && strcmp(model, "gpt") == 0)
-        return cn_set_error(CN_ERR_IO, "eval", "'%s' holds a gpt (`cinder train --model gpt`), "
+        return cn_set_error(CN_ERR_IO, "eval",
+                            "'%s' holds a gpt (`cinder train --model gpt`), "
                             "which has no test accuracy to measure; sample from it with `cinder "
-                            "generate --load %s`", path, path);
+                            "generate --load %s`",
+                            path, path);
     return cn_set_error(CN_ERR_IO, "eval",
                         "'%s': %s; it is not a checkpoint of `cinder train --save` (whose "
                         "'0.weight' is [256, 784] for the mlp and [32, 1, 3, 3] for the cnn)",
@@ -390,4 +403,235 @@ cn_status cli_model_load(cli_model *m, const cn_safetensors *h, const char *path
     free(values);
     cn_scope_end();
     return st;
+}
+
+/* ---- quantized checkpoints (models.h) -------------------------------------------------------- */
+
+#define QBLOCK 32 /* the block of CN_Q8_BLOCK and CN_Q4_BLOCK */
+
+static int block_scheme(cn_dtype scheme) { return scheme == CN_Q8_BLOCK || scheme == CN_Q4_BLOCK; }
+
+int64_t cli_quant_width(int64_t fan_in, cn_dtype scheme) {
+    return block_scheme(scheme) ? (fan_in + QBLOCK - 1) / QBLOCK * QBLOCK : fan_in;
+}
+
+cn_tensor *cli_quantize_weight(cn_tensor *w, cn_dtype scheme) {
+    if (!w) return NULL;
+    if (cn_ndim(w) < 1 || cn_shape(w)[0] < 1) {
+        cn_set_error(CN_ERR_SHAPE, "quantize", "a weight must have an output dim of size >= 1");
+        return NULL;
+    }
+    if (cn_scope_begin() != CN_OK) return NULL;
+    const int64_t out = cn_shape(w)[0], fan_in = cn_numel(w) / out;
+    const int64_t matrix[2] = {out, fan_in}, pad[2] = {0, cli_quant_width(fan_in, scheme) - fan_in};
+    cn_tensor *m = cn_reshape(w, matrix, 2);
+    if (pad[1] > 0) m = cn_pad(m, pad, 2, CN_PAD_CONSTANT, 0.0);
+    cn_tensor *q = cn_keep(cn_quantize(m, scheme));
+    cn_scope_end();
+    return q;
+}
+
+int cli_checkpoint_quantized(const cn_safetensors *h) {
+    for (int i = 0; i < cn_safetensors_count(h); i++) {
+        char key[256];
+        if (snprintf(key, sizeof key, "cinder.quant.%s", cn_safetensors_name(h, i)) <
+                (int)sizeof key &&
+            cn_safetensors_metadata(h, key))
+            return 1;
+    }
+    return 0;
+}
+
+/* A layer of the quantized model: y = x W^T + b with W quantized, x padded with zeros to W's
+ * width; a conv runs it over the image's 3x3 patches (padding 1, stride 1, as the models'). */
+typedef struct qlayer_state {
+    cn_tensor *weight; /* quantized [out, K'], borrowed from the module's buffers */
+    cn_tensor *bias;   /* f32 [out], borrowed from its parameters */
+    int64_t fan_in;    /* K: the input's features (linear) or C * 3 * 3 (conv) */
+    int conv;          /* x [N, C, H, W] -> [N, out, H, W] */
+    int relu;          /* relu after (the mlp's hidden layers, which stand for linear + relu) */
+} qlayer_state;
+
+/* x [.., K] -> [.., out] */
+static cn_tensor *qlayer_linear(const qlayer_state *s, cn_tensor *x) {
+    const int64_t pad[2] = {0, cn_shape(s->weight)[1] - s->fan_in};
+    if (pad[1] > 0) x = cn_pad(x, pad, 2, CN_PAD_CONSTANT, 0.0);
+    return cn_quant_linear(x, s->weight, s->bias);
+}
+
+static cn_tensor *qlayer_forward(cn_module *m, cn_tensor *x) {
+    const qlayer_state *s = cn_module_state(m);
+    if (!s->conv) {
+        cn_tensor *y = qlayer_linear(s, x);
+        return s->relu ? cn_relu(y) : y;
+    }
+    if (cn_ndim(x) != 4) {
+        cn_set_error(CN_ERR_SHAPE, "eval", "a quantized conv takes [N, C, H, W], not %d-D",
+                     cn_ndim(x));
+        return NULL;
+    }
+    /* im2col: x [N, C, H, W] zero-padded and channels last, [N, H + 2, W + 2, C]; the patch of
+     * output (h, w) is its 3x3 window at (h, w), so the 9 shifted views [N, H, W, C] stacked
+     * give patches [N, H, W, C, 9], whose last two dims flatten in the order (c, i, j) of the
+     * weight's [O, C, 3, 3] (one copy, where cn_unfold4d and a transpose take two) */
+    const int64_t n = cn_shape(x)[0], h = cn_shape(x)[2], w = cn_shape(x)[3];
+    const int64_t pad[4] = {1, 1, 1, 1}, rows[3] = {n, h * w, cn_shape(x)[1] * 9};
+    const int64_t shape[4] = {n, cn_shape(s->weight)[0], h, w};
+    const int channels_last[4] = {0, 2, 3, 1};
+    cn_tensor *padded = cn_permute(cn_pad(x, pad, 4, CN_PAD_CONSTANT, 0.0), channels_last);
+    cn_tensor *shifted[9];
+    for (int k = 0; k < 9; k++)
+        shifted[k] = cn_slice(cn_slice(padded, 1, k / 3, k / 3 + h, 1), 2, k % 3, k % 3 + w, 1);
+    cn_tensor *patches = cn_reshape(cn_stack(shifted, 9, 4), rows, 3); /* [N, H * W, C * 9] */
+    cn_tensor *y = cn_transpose(qlayer_linear(s, patches), 1, 2);      /* [N, O, H * W] */
+    return cn_reshape(y, shape, 4);
+}
+
+static void qlayer_free_state(void *state) { free(state); }
+
+static const cn_module_vtable qlayer_vtable = {"QuantLinear", qlayer_forward, NULL,
+                                               qlayer_free_state};
+
+/* A layer taking `weight` and `bias` (references handed over, also on failure). */
+static cn_module *qlayer_new(cn_tensor *weight, cn_tensor *bias, int64_t fan_in, int conv,
+                             int relu) {
+    qlayer_state *s = calloc(1, sizeof *s);
+    cn_module *m = NULL;
+    if (!s)
+        cn_set_error(CN_ERR_OUT_OF_MEMORY, "eval", "no memory for a layer's state");
+    else
+        m = cn_module_new(&qlayer_vtable, s); /* frees s on failure */
+    if (!m) {
+        cn_release(weight);
+        cn_release(bias);
+        return NULL;
+    }
+    *s = (qlayer_state){weight, bias, fan_in, conv, relu};
+    if (cn_module_add_buffer(m, "weight", weight) != CN_OK) {
+        cn_release(bias);
+        cn_module_free(m);
+        return NULL;
+    }
+    if (cn_module_add_param(m, "bias", bias) != CN_OK) {
+        cn_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* The layers with parameters, in the f32 model's order: their position, fan-in, outputs. */
+typedef struct qlayer_spec {
+    const char *position;
+    int64_t fan_in, out;
+    int conv;
+} qlayer_spec;
+
+static const qlayer_spec mlp_specs[] = {
+    {"0", IMAGE_PIXELS, 256, 0}, {"2", 256, 128, 0}, {"4", 128, CLASSES, 0}};
+static const qlayer_spec cnn_specs[] = {
+    {"0", 1 * 9, 32, 1}, {"3", 32 * 9, 64, 1}, {"7", 64 * 7 * 7, 128, 0}, {"9", 128, CLASSES, 0}};
+
+/* The quantized weight and the f32 bias of layer `l` from h, checked; CN_ERR_IO otherwise. */
+static cn_status qlayer_tensors(const cn_safetensors *h, const char *path, const char *model,
+                                const qlayer_spec *l, cn_tensor **weight, cn_tensor **bias) {
+    char wname[32], bname[32], got[96];
+    snprintf(wname, sizeof wname, "%s.weight", l->position);
+    snprintf(bname, sizeof bname, "%s.bias", l->position);
+    *weight = cn_safetensors_get(h, wname);
+    *bias = *weight ? cn_safetensors_get(h, bname) : NULL;
+    if (!*bias && cn_last_status() != CN_ERR_INVALID_ARG) return cn_last_status(); /* memory */
+    if (!*bias)
+        return cn_set_error(CN_ERR_IO, "eval",
+                            "'%s' has no tensor '%s', a parameter of the %s; "
+                            "it is not a checkpoint that `cinder quantize` wrote, or it was cut "
+                            "short",
+                            path, *weight ? bname : wname, model);
+    const cn_dtype scheme = cn_dtype_of(*weight);
+    const int64_t width = cli_quant_width(l->fan_in, scheme);
+    if (cn_kind_of(*weight) != CN_KIND_QUANTIZED)
+        return cn_set_error(CN_ERR_IO, "eval",
+                            "'%s': '%s' is %s %s, not quantized, but the "
+                            "file holds quantized weights; `cinder quantize` quantizes every "
+                            "weight: quantize the f32 checkpoint again",
+                            path, wname, shape_str(*weight, got, sizeof got),
+                            cn_dtype_name(scheme));
+    if (cn_ndim(*weight) != 2 || cn_shape(*weight)[0] != l->out || cn_shape(*weight)[1] != width)
+        return cn_set_error(CN_ERR_IO, "eval",
+                            "'%s': '%s' is %s %s, but the %s's layer %s "
+                            "takes [%lld, %lld] %s ([out, fan-in], the fan-in rounded up to a "
+                            "multiple of 32 for the block schemes); the file was not written by "
+                            "`cinder quantize`",
+                            path, wname, shape_str(*weight, got, sizeof got), cn_dtype_name(scheme),
+                            model, l->position, (long long)l->out, (long long)width,
+                            cn_dtype_name(scheme));
+    if (cn_dtype_of(*bias) != CN_F32 || cn_ndim(*bias) != 1 || cn_shape(*bias)[0] != l->out)
+        return cn_set_error(CN_ERR_IO, "eval",
+                            "'%s': '%s' is %s %s, but the %s's layer %s "
+                            "takes an f32 bias [%lld]; the file was not written by `cinder "
+                            "quantize`",
+                            path, bname, shape_str(*bias, got, sizeof got),
+                            cn_dtype_name(cn_dtype_of(*bias)), model, l->position,
+                            (long long)l->out);
+    return CN_OK;
+}
+
+cn_status cli_model_load_quantized(const cn_safetensors *h, const char *path, cli_model_kind kind,
+                                   cli_model *out) {
+    *out = (cli_model){.kind = kind};
+    const char *model = cli_model_name(kind);
+    const qlayer_spec *specs = kind == CLI_MODEL_CNN ? cnn_specs : mlp_specs;
+    const int n = kind == CLI_MODEL_CNN ? 4 : MLP_LAYERS;
+    cn_module *layers[4] = {NULL, NULL, NULL, NULL};
+    cn_dtype scheme = CN_F32;
+    cn_status st = cn_scope_begin();
+    if (st != CN_OK) return st;
+    for (int i = 0; i < n && st == CN_OK; i++) {
+        cn_tensor *w = NULL, *b = NULL;
+        st = qlayer_tensors(h, path, model, &specs[i], &w, &b);
+        if (st == CN_OK) {
+            const cn_dtype s = cn_dtype_of(w);
+            scheme = i == 0 || s == scheme ? s : CN_DTYPE_COUNT;
+            /* the hidden layers of the mlp are linear + relu */
+            layers[i] = qlayer_new(cn_keep(w), cn_keep(b), specs[i].fan_in, specs[i].conv,
+                                   kind == CLI_MODEL_MLP && i < MLP_LAYERS - 1);
+            if (!layers[i]) st = cn_last_status();
+        }
+    }
+    cn_scope_end(); /* releases what the checks took and did not hand to a layer */
+    cn_module *net = NULL;
+    if (st == CN_OK && kind == CLI_MODEL_MLP) {
+        net = cn_module_new(&chain_vtable, NULL);
+        for (int i = 0; i < n; i++) {
+            if (net && cn_module_add_child(net, mlp_positions[i], layers[i]) != CN_OK) {
+                cn_module_free(net); /* layers[i] was freed by the failed add */
+                net = NULL;
+            } else if (!net) {
+                cn_module_free(layers[i]);
+            }
+            layers[i] = NULL;
+        }
+    } else if (st == CN_OK) {
+        const cn_pool2d_params pool2 = {.kernel = {2, 2}, .stride = {2, 2}};
+        cn_module *seq[10] = {layers[0],
+                              cn_activation_new(CN_ACT_RELU),
+                              cn_max_pool2d_new(&pool2),
+                              layers[1],
+                              cn_activation_new(CN_ACT_RELU),
+                              cn_max_pool2d_new(&pool2),
+                              cn_flatten_new(1, -1),
+                              layers[2],
+                              cn_activation_new(CN_ACT_RELU),
+                              layers[3]};
+        for (int i = 0; i < n; i++)
+            layers[i] = NULL; /* the sequential takes them */
+        net = cn_sequential_new(seq, 10);
+    }
+    for (int i = 0; i < n; i++)
+        cn_module_free(layers[i]);
+    if (st == CN_OK && !net) st = cn_last_status();
+    if (st != CN_OK) return st;
+    cn_module_train(net, 0);
+    out->net = net;
+    out->weights = scheme;
+    return CN_OK;
 }

@@ -29,6 +29,10 @@ typedef enum cli_model_kind { CLI_MODEL_MLP = 0, CLI_MODEL_CNN = 1 } cli_model_k
 typedef struct cli_model {
     cli_model_kind kind;
     cn_module *net; /* owns the parameters */
+    /* CN_F32 for a model of f32 weights; for one built from a quantized checkpoint
+     * (cli_model_load_quantized) the scheme of its weights (CN_Q8_BLOCK, ...), or
+     * CN_DTYPE_COUNT when its layers use different schemes. */
+    cn_dtype weights;
     /* Data-parallel runs (`cinder train --ddp`, ddp.h): called by cli_model_train_step after the
      * backward, with the step's gradients and the loss read back, before the loss is checked and
      * the optimizer steps; it replaces both by their means over the ranks, so every rank takes
@@ -49,8 +53,8 @@ int cli_model_parse(const char *name, cli_model_kind *kind);
  * concrete device plain tensors (for inference). CN_OK, or the error status with *out zeroed. */
 cn_status cli_model_new(cli_model_kind kind, cn_device device, cn_generator *gen, cli_model *out);
 
-/* logits [N, 10] = model(x), x: [N, 784] f32 (normalised: (x - mean) / std, below). A new tensor, or
- * NULL with the error set. */
+/* logits [N, 10] = model(x), x: [N, 784] f32 (normalised: (x - mean) / std, below). A new tensor,
+ * or NULL with the error set. */
 cn_tensor *cli_model_forward(cli_model *m, cn_tensor *x);
 
 void cli_model_free(cli_model *m);
@@ -89,8 +93,9 @@ cn_status cli_data_load(const char *dir, cn_device device, int with_train, int64
 void cli_data_free(cli_data *d);
 
 /* Which model the checkpoint `h` holds, judged from its parameters: "0.weight" is [256, 784] for
- * the mlp and [32, 1, 3, 3] for the cnn. CN_OK, or CN_ERR_IO with a message naming `path`
- * (CN_ERR_OUT_OF_MEMORY when memory runs out: not the file's fault). */
+ * the mlp and [32, 1, 3, 3] for the cnn; a quantized "0.weight" (a quantized checkpoint, below)
+ * is 2-D for both, so there the metadata "model" says which. CN_OK, or CN_ERR_IO with a message
+ * naming `path` (CN_ERR_OUT_OF_MEMORY when memory runs out: not the file's fault). */
 cn_status cli_model_detect(const cn_safetensors *h, const char *path, cli_model_kind *kind);
 
 /* Copies every parameter of m from `h` (loaded from `path`), checking names, shapes and dtypes
@@ -108,5 +113,39 @@ cn_status cli_model_save(cli_model *m, const char *path);
  * of `batch` under no-grad mode with the model in evaluation mode (restored afterwards).
  * images: [N, 784] normalised, labels: [N] i64. Returns -1 with the error set on failure. */
 double cli_model_accuracy(cli_model *m, cn_tensor *images, cn_tensor *labels, int64_t batch);
+
+/* ---- quantized checkpoints: `cinder quantize` and `cinder eval` --------------------------------
+ *
+ * A quantized checkpoint holds the f32 checkpoint's tensors under the same names, each weight
+ * quantized (cinder/quant.h) as the matrix that its layer multiplies by: [out, K'], K the layer's
+ * fan-in (in for a linear layer; C * kh * kw for a conv, whose [O, C, kh, kw] weight is flattened
+ * row-major, the order in which cn_unfold4d lays out a patch), and K' = K for CN_Q8_TENSOR and
+ * CN_Q8_CHANNEL, K rounded up to a multiple of 32 for CN_Q8_BLOCK and CN_Q4_BLOCK (whose blocks
+ * run along whole rows: the columns added are zeros, and the layer pads its input with zeros to
+ * K', so they add nothing). Biases stay f32. The file is written with
+ * cn_safetensors_save_metadata (each quantized tensor as its values and scales, cinder/io.h),
+ * with the metadata "model" ("mlp" or "cnn") and "cinder.quantize" (the scheme's name). The
+ * model rebuilt from it runs every layer as cn_quant_linear on the quantized weight (a conv as
+ * im2col: cn_unfold4d, then cn_quant_linear over the patches), never dequantizing it. */
+
+/* K' above: the width of the quantized weight of a layer of fan-in `fan_in` under `scheme`. */
+int64_t cli_quant_width(int64_t fan_in, cn_dtype scheme);
+
+/* The f32 weight w ([out, in] or [out, C, kh, kw]) quantized with `scheme` as the [out, K']
+ * matrix above: a new tensor on w's device (owned by the caller, or by the open scope), or NULL
+ * with the error set (cn_quantize's: a non-finite weight is CN_ERR_INVALID_ARG). */
+cn_tensor *cli_quantize_weight(cn_tensor *w, cn_dtype scheme);
+
+/* Non-zero when h holds a quantized tensor (one that the metadata "cinder.quant.<name>" marks). */
+int cli_checkpoint_quantized(const cn_safetensors *h);
+
+/* Builds the model of `kind` (cli_model_detect) from the quantized checkpoint h (loaded from
+ * `path`), for inference, on the concrete device h was loaded onto: each weight and bias is
+ * taken from h as it is (no copy; the quantized weights are the model's buffers, the biases
+ * its parameters). Every weight must be quantized, of the shape [out, K'] above, and every bias
+ * f32 [out]; anything else is CN_ERR_IO naming the tensor, what it is and what the model needs
+ * (no memory: CN_ERR_OUT_OF_MEMORY). CN_OK, or the error status with *out zeroed. */
+cn_status cli_model_load_quantized(const cn_safetensors *h, const char *path, cli_model_kind kind,
+                                   cli_model *out);
 
 #endif

@@ -259,6 +259,15 @@ const char *cn_safetensors_metadata(const cn_safetensors *h, const char *key) {
     return NULL;
 }
 
+/* The scheme recorded for tensor `name` in a file's header (quantized), or NULL. */
+static const char *file_scheme(const st_header *h, const char *name) {
+    const size_t len = strlen(QKEY);
+    for (int i = 0; i < h->n_meta; i++)
+        if (!strncmp(h->meta[i].key, QKEY, len) && !strcmp(h->meta[i].key + len, name))
+            return h->meta[i].value;
+    return NULL;
+}
+
 cn_status cn_safetensors_load_into(const char *path, const char *const *names,
                                    cn_tensor *const *tensors, int n) {
     const char *op = "safetensors_load_into";
@@ -287,7 +296,17 @@ cn_status cn_safetensors_load_into(const char *path, const char *const *names,
         const st_entry *e = found[i];
         char want[128], got[160];
         cn_tensor_str(tensors[i], want, sizeof want);
-        if (!e) {
+        const char *scheme = e ? file_scheme(&sf.h, names[i]) : NULL;
+        if (cn_kind_of(tensors[i]) == CN_KIND_QUANTIZED) {
+            s = cn_set_error(CN_ERR_INVALID_ARG, op, "tensors[%d] is quantized (%s); load_into "
+                             "copies into plain tensors: read a quantized tensor with "
+                             "cn_safetensors_load and cn_safetensors_get (which rebuild it bit "
+                             "for bit)", i, want);
+        } else if (scheme) {
+            s = cn_set_error(CN_ERR_DTYPE, op, "tensor '%s' in '%s' is %s: read it with "
+                             "cn_safetensors_load and cn_safetensors_get, then cn_dequantize it "
+                             "into tensors[%d] (%s)", names[i], path, scheme, i, want);
+        } else if (!e) {
             s = cn_set_error(CN_ERR_INVALID_ARG, op, "'%s' has no tensor '%s' (names[%d]; it "
                              "holds %d); save the model with the same names", path, names[i], i,
                              sf.h.count);

@@ -9,9 +9,6 @@
 #include <string.h>
 
 #include "cinder/ops.h"
-#include "core/alloc.h"
-#include "core/error_internal.h"
-#include "core/tensor_impl.h"
 #include "distributed/dist_internal.h"
 
 typedef struct ddp_param {
@@ -103,7 +100,7 @@ static uint64_t layout_hash(const cn_param *params, int n, int64_t *elements) {
 
 static cn_status check_params(const char *op, const cn_param *params, int n) {
     if (!params) {
-        cn__null_arg(op, "params");
+        dist__null_arg(op, "params");
         return cn_last_status();
     }
     if (n < 1)
@@ -114,7 +111,7 @@ static cn_status check_params(const char *op, const cn_param *params, int n) {
         cn_tensor *t = params[i].tensor;
         const char *name = params[i].name ? params[i].name : "?";
         if (!t) {
-            cn__null_arg(op, "params[i].tensor");
+            dist__null_arg(op, "params[i].tensor");
             return cn_last_status();
         }
         if (cn_kind_of(t) != CN_KIND_FLOAT)
@@ -145,9 +142,9 @@ void cn_ddp_free(cn_ddp *d) {
         cn_set_grad_ready_hook(d->params[i].t, NULL, NULL);
         cn_release(d->params[i].t);
     }
-    cn__free(d->params);
-    cn__free(d->buckets);
-    cn__free(d);
+    dist__free(d->params);
+    dist__free(d->buckets);
+    dist__free(d);
 }
 
 cn_status dist__share_params(const char *op, const cn_param *params, int n) {
@@ -172,10 +169,10 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
     cn_status s = CN_OK;
 
     if (bucket_bytes == 0) bucket_bytes = (size_t)25 << 20;
-    cn_ddp *d = cn__calloc(op, 1, sizeof *d);
+    cn_ddp *d = dist__calloc(op, 1, sizeof *d);
     if (!d) return NULL;
-    d->params = cn__calloc(op, (size_t)n, sizeof *d->params);
-    d->buckets = cn__calloc(op, (size_t)n, sizeof *d->buckets);
+    d->params = dist__calloc(op, (size_t)n, sizeof *d->params);
+    d->buckets = dist__calloc(op, (size_t)n, sizeof *d->buckets);
     if (!d->params || !d->buckets) {
         cn_ddp_free(d);
         return NULL;
@@ -212,9 +209,9 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
                 len += d->params[i].numel;
                 dt = cn_dtype_of(d->params[i].t);
             }
-        d->buckets[b].buf = cn_zeros(&len, 1, dt, cn_inner_device(cn_device_of(params[0].tensor)));
+        d->buckets[b].buf =
+            dist__own(cn_zeros(&len, 1, dt, cn_inner_device(cn_device_of(params[0].tensor))));
         if (!d->buckets[b].buf) s = cn_last_status();
-        else cn__scope_forget(d->buckets[b].buf);
     }
     for (int i = 0; i < n && s == CN_OK; i++)
         s = cn_set_grad_ready_hook(d->params[i].t, on_grad_ready, &d->params[i]);
@@ -234,7 +231,7 @@ int cn_ddp_started(const cn_ddp *d) { return d ? d->next_launch : 0; }
 cn_status cn_ddp_sync(cn_ddp *d, cn_grads *grads) {
     const char *op = "ddp_sync";
     if (!d) {
-        cn__null_arg(op, "d");
+        dist__null_arg(op, "d");
         return cn_last_status();
     }
     cn_status s = CN_OK;

@@ -3,6 +3,7 @@
  * loss's mean over the ranks, so that what rank 0 prints is the loss of the whole batch, and the
  * agreements that let a data-parallel run be interrupted and resumed: on the step to stop before,
  * and on the checkpoint every rank resumes from. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -52,6 +53,29 @@ int cli_ddp_attach(cli_model *m) {
     m->sync = sync_step;
     m->sync_ctx = d;
     return 0;
+}
+
+double cli_ddp_accuracy(cli_model *m, cn_tensor *images, cn_tensor *labels, int64_t batch) {
+    const int64_t n = cn_shape(images)[0], rank = cn_dist_rank(), world = cn_dist_world_size();
+    const int64_t lo = n * rank / world, hi = n * (rank + 1) / world;
+    double correct = 0;
+    if (hi > lo) {
+        cn_tensor *x = cn_slice(images, 0, lo, hi, 1), *y = cn_slice(labels, 0, lo, hi, 1);
+        double a = x && y ? cli_model_accuracy(m, x, y, batch) : -1;
+        cn_release(x);
+        cn_release(y);
+        /* a failure here joins the sum as NaN, so that every rank fails */
+        correct = a < 0 ? NAN : (double)llround(a * (double)(hi - lo));
+    }
+    cn_status failed_here = correct != correct ? cn_last_status() : CN_OK;
+    if (cn_dist_reduce_scalar(&correct, CN_DIST_SUM) != CN_OK) return -1;
+    if (correct != correct) {
+        if (failed_here == CN_OK)
+            cn_set_error(CN_ERR_BACKEND, "cli_ddp_accuracy", "the evaluation failed on another "
+                         "rank (its error is printed by that rank)");
+        return -1;
+    }
+    return n ? correct / (double)n : 0.0;
 }
 
 /* the signal the ranks agreed to stop on (cli_ddp_stop_signal), 0 before they did */
@@ -144,6 +168,10 @@ int cli_ddp_begin(cn_device *inner, int *rank, int *world) {
 int cli_ddp_attach(cli_model *m) {
     (void)m;
     return -1;
+}
+
+double cli_ddp_accuracy(cli_model *m, cn_tensor *images, cn_tensor *labels, int64_t batch) {
+    return cli_model_accuracy(m, images, labels, batch);
 }
 
 int cli_ddp_stop_signal(int sig) { return sig; }

@@ -25,6 +25,13 @@ int cli_ddp_attach(cli_model *m);
 int cli_ddp_stop_signal(int sig);
 int cli_ddp_same_file(const char *path);
 
+/* The accuracy of m on images/labels (models.h: cli_model_accuracy) with the evaluation shared
+ * out: rank r evaluates the r-th of world near-equal row ranges and the counts of correct
+ * predictions are summed over the ranks, so every rank gets the accuracy of the whole set (the
+ * same number as one process's) for 1/world of the work. -1 with the error set on failure (a
+ * failure on any rank fails it on all). */
+double cli_ddp_accuracy(cli_model *m, cn_tensor *images, cn_tensor *labels, int64_t batch);
+
 /* Ends the job: with rc 0, or the 128 + signal of a stop all the ranks agreed on
  * (cli_ddp_stop_signal), leaves the group (cn_dist_finalize); otherwise this rank failed, and
  * the whole job is stopped (cn_dist_abort) so that the other ranks do not wait for it. Frees

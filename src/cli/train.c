@@ -539,7 +539,8 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
             if (o->stop_after && ++taken == o->stop_after) raise(SIGINT);
         }
         cli_progress_end(&p);
-        double accuracy = cli_model_accuracy(m, d->test_x, d->test_y, EVAL_BATCH);
+        double accuracy = o->ddp ? cli_ddp_accuracy(m, d->test_x, d->test_y, EVAL_BATCH)
+                                 : cli_model_accuracy(m, d->test_x, d->test_y, EVAL_BATCH);
         if (accuracy < 0) {
             fprintf(stderr, "cinder train: evaluating after epoch %d failed: %s\n", e + 1,
                     cn_last_error());

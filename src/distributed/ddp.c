@@ -1,15 +1,26 @@
 /* cn_ddp: the gradient reducer of data-parallel training, after PyTorch's DDP Reducer. The
- * parameters are grouped into buckets (flat buffers) in reverse order, the order backward
- * finishes them. A gradient-ready hook on each parameter (cn_set_grad_ready_hook) copies its
- * final gradient into its bucket's slice; when a bucket is full it is all-reduced (mean,
- * non-blocking) while backward computes the layers below. Buckets start strictly in index order,
- * so every rank issues the same collectives in the same order whatever order its hooks ran in.
- * cn_ddp_sync waits and writes the means back into the step's gradients. */
+ * parameters are grouped into buckets in reverse order, the order backward finishes them: the
+ * first bucket small (1 MiB, as PyTorch's first bucket), so that a reduction starts early in
+ * backward, the others larger (25 MiB). A small parameter shares a flat buffer with its
+ * neighbours: its gradient-ready hook (cn_set_grad_ready_hook) copies the final gradient into
+ * the bucket's slice, and cn_ddp_sync copies the mean back. A large one (SOLO_BYTES or more)
+ * is a bucket of its own, reduced in place in the gradient itself, which cn_backward hands over
+ * final, so the two copies of its bytes are saved. When a bucket is complete it is all-reduced
+ * (mean, non-blocking) while backward computes the layers below. Buckets start strictly in index
+ * order, so every rank issues the same collectives in the same order whatever order its hooks
+ * ran in. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cinder/ops.h"
 #include "distributed/dist_internal.h"
+
+/* The default sizes of the buckets (bucket_bytes 0), and the size from which a parameter is
+ * reduced alone, in place: past it, the latency of one more collective (microseconds over MPI's
+ * shared memory) costs less than copying its gradient in and out of a shared buffer. */
+#define FIRST_BUCKET_BYTES ((size_t)1 << 20)
+#define BUCKET_BYTES       ((size_t)25 << 20)
+#define SOLO_BYTES         ((size_t)256 << 10)
 
 typedef struct ddp_param {
     struct cn_ddp *owner;
@@ -17,11 +28,15 @@ typedef struct ddp_param {
     int bucket;
     int64_t offset, numel;  /* its slice of the bucket */
     int ready;              /* its gradient of this step is in the bucket */
+    cn_tensor *grad;        /* a solo bucket's: the gradient reduced in place (a reference) */
 } ddp_param;
 
 typedef struct ddp_bucket {
-    cn_tensor *buf;      /* [elements] of the parameters' dtype, on their concrete device */
+    cn_tensor *buf;      /* [elements] of the parameters' dtype, on their concrete device;
+                            NULL for a solo bucket */
     int n_params, n_ready;
+    int solo;            /* one parameter, reduced in its own gradient (ddp_param.grad) */
+    int first;           /* its parameter's index, for a solo bucket */
     cn_dist_work *work;  /* the all-reduce in flight, or NULL */
 } ddp_bucket;
 
@@ -45,7 +60,8 @@ static cn_status launch_ready(cn_ddp *d) {
     while (d->next_launch < d->n_buckets) {
         ddp_bucket *b = &d->buckets[d->next_launch];
         if (b->n_ready < b->n_params) break;
-        b->work = dist__all_reduce_unchecked("ddp", b->buf, CN_DIST_MEAN);
+        cn_tensor *buf = b->solo ? d->params[b->first].grad : b->buf;
+        b->work = dist__all_reduce_unchecked("ddp", buf, CN_DIST_MEAN);
         if (!b->work) return cn_last_status();
         d->next_launch++;
     }
@@ -65,9 +81,14 @@ static cn_status on_grad_ready(cn_tensor *grad, void *ctx) {
         return cn_set_error(CN_ERR_INVALID_ARG, "ddp", "a parameter's gradient is ready twice "
                             "before cn_ddp_sync; call cn_ddp_sync after every cn_backward (with "
                             "NULL grads after a failed one)");
-    cn_tensor *slice = slice_of(d, p);
-    cn_status s = slice ? cn_copy_(slice, grad) : cn_last_status();
-    cn_release(slice);
+    cn_status s = CN_OK;
+    if (d->buckets[p->bucket].solo) {
+        p->grad = cn_retain(grad); /* dense and final: reduced where it is */
+    } else {
+        cn_tensor *slice = slice_of(d, p);
+        s = slice ? cn_copy_(slice, grad) : cn_last_status();
+        cn_release(slice);
+    }
     if (s != CN_OK) return s;
     p->ready = 1;
     d->buckets[p->bucket].n_ready++;
@@ -138,6 +159,7 @@ void cn_ddp_free(cn_ddp *d) {
         cn_release(d->buckets[i].buf);
     }
     for (int i = 0; i < d->n; i++) {
+        cn_release(d->params[i].grad);
         if (!d->params[i].t) continue;
         cn_set_grad_ready_hook(d->params[i].t, NULL, NULL);
         cn_release(d->params[i].t);
@@ -168,7 +190,10 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
     if (dist__share_params(op, params, n) != CN_OK) return NULL;
     cn_status s = CN_OK;
 
-    if (bucket_bytes == 0) bucket_bytes = (size_t)25 << 20;
+    /* bucket b holds up to cap(b) bytes; a parameter of solo_bytes or more is a bucket alone */
+    const size_t first_cap = bucket_bytes ? bucket_bytes : FIRST_BUCKET_BYTES;
+    const size_t cap = bucket_bytes ? bucket_bytes : BUCKET_BYTES;
+    const size_t solo_bytes = bucket_bytes && bucket_bytes < SOLO_BYTES ? bucket_bytes : SOLO_BYTES;
     cn_ddp *d = dist__calloc(op, 1, sizeof *d);
     if (!d) return NULL;
     d->params = dist__calloc(op, (size_t)n, sizeof *d->params);
@@ -186,8 +211,12 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
         size_t pb = (size_t)cn_numel(t) * cn_dtype_size(cn_dtype_of(t));
         ddp_bucket *cur = d->n_buckets ? &d->buckets[d->n_buckets - 1] : NULL;
         const ddp_param *prev = i < n - 1 ? &d->params[i + 1] : NULL;
-        if (!cur || bytes + pb > bucket_bytes || cn_dtype_of(prev->t) != cn_dtype_of(t)) {
+        int solo = pb >= solo_bytes;
+        if (!cur || solo || cur->solo || bytes + pb > (d->n_buckets == 1 ? first_cap : cap) ||
+            cn_dtype_of(prev->t) != cn_dtype_of(t)) {
             d->n_buckets++;
+            d->buckets[d->n_buckets - 1].solo = solo;
+            d->buckets[d->n_buckets - 1].first = i;
             bytes = 0;
             offset = 0;
         }
@@ -202,6 +231,7 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
         bytes += pb;
     }
     for (int b = 0; b < d->n_buckets && s == CN_OK; b++) {
+        if (d->buckets[b].solo) continue;
         int64_t len = 0;
         cn_dtype dt = CN_F32;
         for (int i = 0; i < n; i++)
@@ -241,10 +271,16 @@ cn_status cn_ddp_sync(cn_ddp *d, cn_grads *grads) {
         for (int i = 0; i < d->n && s == CN_OK; i++) {
             ddp_param *p = &d->params[i];
             if (p->ready) continue;
-            if (!zero) zero = cn_zeros(NULL, 0, cn_dtype_of(p->t), cn_dist_device());
-            cn_tensor *slice = zero ? slice_of(d, p) : NULL;
-            s = slice ? cn_copy_(slice, zero) : cn_last_status();
-            cn_release(slice);
+            if (d->buckets[p->bucket].solo) {
+                p->grad = dist__own(cn_zeros(cn_shape(p->t), cn_ndim(p->t), cn_dtype_of(p->t),
+                                             cn_dist_device()));
+                if (!p->grad) s = cn_last_status();
+            } else {
+                if (!zero) zero = cn_zeros(NULL, 0, cn_dtype_of(p->t), cn_dist_device());
+                cn_tensor *slice = zero ? slice_of(d, p) : NULL;
+                s = slice ? cn_copy_(slice, zero) : cn_last_status();
+                cn_release(slice);
+            }
             p->ready = 1;
             d->buckets[p->bucket].n_ready++;
         }
@@ -259,14 +295,19 @@ cn_status cn_ddp_sync(cn_ddp *d, cn_grads *grads) {
     }
     cn_no_grad_begin();
     for (int i = 0; i < d->n && s == CN_OK && grads; i++) {
-        cn_tensor *g = cn_grad_find(grads, d->params[i].t);
-        if (!g) continue;
-        cn_tensor *slice = slice_of(d, &d->params[i]);
+        ddp_param *p = &d->params[i];
+        cn_tensor *g = cn_grad_find(grads, p->t);
+        if (!g || g == p->grad) continue; /* none, or reduced in place */
+        cn_tensor *slice = d->buckets[p->bucket].solo ? cn_retain(p->grad) : slice_of(d, p);
         s = slice ? cn_copy_(g, slice) : cn_last_status();
         cn_release(slice);
     }
     cn_no_grad_end();
-    for (int i = 0; i < d->n; i++) d->params[i].ready = 0;
+    for (int i = 0; i < d->n; i++) {
+        d->params[i].ready = 0;
+        cn_release(d->params[i].grad);
+        d->params[i].grad = NULL;
+    }
     for (int b = 0; b < d->n_buckets; b++) d->buckets[b].n_ready = 0;
     d->next_launch = 0;
     return s;

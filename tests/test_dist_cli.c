@@ -4,9 +4,9 @@
  * half-batch means instead of one mean), prints the same loss (averaged over the ranks), and only
  * rank 0 prints the epoch line and writes --save; the test accuracy the ranks print (each
  * evaluating half the test set) is the one `cinder eval` computes from the saved parameters
- * alone. The misuse: a batch that the ranks cannot
- * share (--ddp with --resume: test_dist_resume.c). This program is not an MPI program itself: it runs mpirun,
- * found in MPIEXEC (CMake's MPIEXEC_EXECUTABLE). Skips (77) without the Fashion-MNIST files. */
+ * alone. The misuse: a batch that the ranks cannot share (--ddp with --resume:
+ * test_dist_resume.c). This program is not an MPI program itself: it runs mpirun, found in
+ * MPIEXEC (CMake's MPIEXEC_EXECUTABLE). Skips (77) without the Fashion-MNIST files. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <time.h>

@@ -96,7 +96,8 @@ int cli_ddp_stop_signal(int sig) {
 static int hash_file(const char *path, uint64_t *h) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "cinder train: --ddp: rank %d cannot read %s again: ", cn_dist_rank(), path);
+        fprintf(stderr, "cinder train: --ddp: rank %d cannot read %s again: ", cn_dist_rank(),
+                path);
         perror(NULL);
         return -1;
     }

@@ -183,9 +183,10 @@ typedef struct cn_ddp cn_ddp;
 /* Broadcasts each params[i].tensor from rank 0 (under no-grad mode), checks that every rank gave
  * the same parameters, makes the buckets, and sets a hook on each parameter. bucket_bytes 0: as
  * PyTorch, a first bucket of 1 MiB (so that a reduction starts early in backward), then 25 MiB;
- * and a parameter of 256 KiB or more is a bucket of its own, averaged in place (a copy of it
- * would cost more than one more collective's latency). bucket_bytes > 0: buckets of that size,
- * and a parameter of min(bucket_bytes, 256 KiB) or more alone. Parameters must be leaves that
+ * and, over MPI, a parameter of 256 KiB or more is a bucket of its own, averaged in place (a
+ * copy of it in host memory would cost more than one more collective's latency). bucket_bytes
+ * > 0: buckets of that size, and a parameter of min(bucket_bytes, 256 KiB) or more alone. Over
+ * NCCL only a parameter larger than a bucket is alone. Parameters must be leaves that
  * require grad (cn_require_grad), float, on the engine's device, and not already hooked. NULL
  * with the error set on failure (hooks removed). Errors: CN_ERR_NULL_ARG, CN_ERR_INVALID_ARG
  * (n < 1), CN_ERR_AUTODIFF_NO_GRAD (not a leaf that requires grad), CN_ERR_KIND, CN_ERR_SHAPE

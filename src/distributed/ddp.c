@@ -3,12 +3,12 @@
  * first bucket small (1 MiB, as PyTorch's first bucket), so that a reduction starts early in
  * backward, the others larger (25 MiB). A small parameter shares a flat buffer with its
  * neighbours: its gradient-ready hook (cn_set_grad_ready_hook) copies the final gradient into
- * the bucket's slice, and cn_ddp_sync copies the mean back. A large one (SOLO_BYTES or more)
- * is a bucket of its own, reduced in place in the gradient itself, which cn_backward hands over
- * final, so the two copies of its bytes are saved. When a bucket is complete it is all-reduced
- * (mean, non-blocking) while backward computes the layers below. Buckets start strictly in index
- * order, so every rank issues the same collectives in the same order whatever order its hooks
- * ran in. */
+ * the bucket's slice, and cn_ddp_sync copies the mean back. A large one (SOLO_BYTES or more
+ * over MPI, more than a bucket over NCCL) is a bucket of its own, reduced in place in the
+ * gradient itself, which cn_backward hands over final, so the two copies of its bytes are saved.
+ * When a bucket is complete it is all-reduced (mean, non-blocking) while backward computes the
+ * layers below. Buckets start strictly in index order, so every rank issues the same collectives
+ * in the same order whatever order its hooks ran in. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,8 +16,11 @@
 #include "distributed/dist_internal.h"
 
 /* The default sizes of the buckets (bucket_bytes 0), and the size from which a parameter is
- * reduced alone, in place: past it, the latency of one more collective (microseconds over MPI's
- * shared memory) costs less than copying its gradient in and out of a shared buffer. */
+ * reduced alone, in place, by the MPI engine: past it, the latency of one more collective
+ * (microseconds over MPI's shared memory) costs less than copying its gradient in and out of a
+ * shared buffer in host memory. On GPUs a copy is cheap and each NCCL call costs tens of
+ * microseconds (and a device synchronisation here), so there only a parameter that does not fit
+ * a bucket is alone. */
 #define FIRST_BUCKET_BYTES ((size_t)1 << 20)
 #define BUCKET_BYTES       ((size_t)25 << 20)
 #define SOLO_BYTES         ((size_t)256 << 10)
@@ -193,7 +196,8 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
     /* bucket b holds up to cap(b) bytes; a parameter of solo_bytes or more is a bucket alone */
     const size_t first_cap = bucket_bytes ? bucket_bytes : FIRST_BUCKET_BYTES;
     const size_t cap = bucket_bytes ? bucket_bytes : BUCKET_BYTES;
-    const size_t solo_bytes = bucket_bytes && bucket_bytes < SOLO_BYTES ? bucket_bytes : SOLO_BYTES;
+    size_t solo_bytes = bucket_bytes && bucket_bytes < SOLO_BYTES ? bucket_bytes : SOLO_BYTES;
+    if (dist__state.engine != CN_DIST_MPI) solo_bytes = cap;
     cn_ddp *d = dist__calloc(op, 1, sizeof *d);
     if (!d) return NULL;
     d->params = dist__calloc(op, (size_t)n, sizeof *d->params);

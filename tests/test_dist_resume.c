@@ -117,9 +117,10 @@ static void test_stopped_before_evaluation(void) {
     stopped_and_resumed(SGD, 4, path_in("sgd-cut.safetensors"));
 }
 
-/* SIGINT to rank 1 alone, once rank 0 has logged 2 steps: both ranks stop before the same step
- * (rank 0 says it was interrupted too), and the checkpoint resumes to the uninterrupted bits
- * (whole.safetensors of test_stopped_before_evaluation). */
+/* SIGINT to rank 1 alone, once rank 0 has logged its first step (11 steps and 3 evaluations
+ * before the end): both ranks stop before the same step (rank 0 says it was interrupted too),
+ * and the checkpoint resumes to the uninterrupted bits (whole.safetensors of
+ * test_stopped_before_evaluation). */
 static void test_signal_to_one_rank(void) {
     char cmd[10240], a[4096];
     const char *log = path_in("run.jsonl"), *cut = path_in("signal-cut.safetensors");
@@ -127,7 +128,7 @@ static void test_signal_to_one_rank(void) {
     remove(log);
     snprintf(cmd, sizeof cmd,
              "cd '%s' && '%s' -np 2 --oversubscribe sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; "
-             "then (while [ \"$(cat %s 2>/dev/null | wc -l)\" -lt 3 ]; do sleep 0.02; done; "
+             "then (while [ \"$(cat %s 2>/dev/null | wc -l)\" -lt 2 ]; do sleep 0.02; done; "
              "kill -INT $$) & fi; exec \"$0\" \"$@\"' '%s' " SGD " --ddp --log %s --save %s 2>&1",
              dir, getenv("MPIEXEC"), log, cli_path, log, cut);
     run_result r = run_shell(cmd);
@@ -141,7 +142,7 @@ static void test_signal_to_one_rank(void) {
     if (th_checks_failed)
         fprintf(stderr, "%s\n%s\n", r.out ? r.out : "", back.out ? back.out : "");
     remove(log);
-    remove(res); /* cut stays for test_misuse */
+    remove(res);
     free(r.out);
     free(back.out);
 }
@@ -156,11 +157,17 @@ static void test_misuse(void) {
     CHECK(r.out && strstr(r.out, "the run trained data-parallel over 2 ranks, this one has 1; "
                                  "resume it as it ran: `mpirun -np 2 cinder train --ddp ...`"));
     free(r.out);
-    /* rank 1 reads another checkpoint than rank 0 (of the same run, stopped elsewhere): both
-     * stop, saying so */
+    /* rank 1 reads another checkpoint than rank 0 (of the same settings: one process's, stopped
+     * after 2 steps; the signal's may be the same bits as sgd-cut's, as it may stop at the same
+     * step): both stop, saying so */
+    snprintf(cmd, sizeof cmd, "'%s' " SGD " --stop-after-steps 2 --save '%s' 2>&1", cli_path,
+             path_in("one-cut.safetensors"));
+    r = run_shell(cmd);
+    CHECK(r.status == 130);
+    free(r.out);
     snprintf(cmd, sizeof cmd,
              "cd '%s' && '%s' -np 2 --oversubscribe sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; "
-             "then f=signal-cut.safetensors; else f=sgd-cut.safetensors; fi; exec \"$0\" " SGD
+             "then f=one-cut.safetensors; else f=sgd-cut.safetensors; fi; exec \"$0\" " SGD
              " --ddp --resume $f' '%s' 2>&1", dir, getenv("MPIEXEC"), cli_path);
     r = run_shell(cmd);
     CHECK(r.status != 0);
@@ -184,7 +191,8 @@ int main(void) {
     RUN(test_stopped_before_evaluation);
     RUN(test_signal_to_one_rank);
     RUN(test_misuse);
-    const char *files[] = {"whole.safetensors", "sgd-cut.safetensors", "signal-cut.safetensors"};
+    const char *files[] = {"whole.safetensors", "sgd-cut.safetensors", "signal-cut.safetensors",
+                           "one-cut.safetensors"};
     for (size_t k = 0; k < sizeof files / sizeof *files; k++) remove(path_in(files[k]));
     rmdir(dir);
     return th_finish();

@@ -1,7 +1,8 @@
 # The distributed layer (src/distributed, include/cinder/distributed.h): data parallelism over MPI
-# for CPU tensors and NCCL for CUDA tensors. A library of its own, cinder_distributed (exported as
-# cinder::distributed), so that libcinder links no MPI; built over the static library, whose
-# allocation and error helpers it uses as nn does.
+# for CPU tensors and NCCL for CUDA tensors. A library of its own, so that libcinder links no MPI:
+# libcinder_distributed.so over libcinder.so (cinder_distributed_shared, exported as
+# cinder::distributed) and libcinder_distributed.a over libcinder.a (cinder_distributed, exported
+# as cinder::distributed_static; cinder's own program and tests link it).
 #
 #   -DCINDER_DISTRIBUTED=AUTO  (default) build it when MPI (MPI_C) is found
 #   -DCINDER_DISTRIBUTED=ON    require MPI: configuring fails without it
@@ -45,21 +46,40 @@ if(CINDER_HAVE_MPI)
       list(APPEND CINDER_DIST_SOURCES ${PROJECT_SOURCE_DIR}/src/distributed/engine_nccl.c)
     endif()
   endif()
-  add_library(cinder_distributed STATIC ${CINDER_DIST_SOURCES})
-  target_include_directories(cinder_distributed PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  # One set of objects, two libraries, as libcinder: libcinder_distributed.a over libcinder.a,
+  # and libcinder_distributed.so over libcinder.so. The layer calls only libcinder's public API
+  # (dist_internal.h), so the shared library needs nothing that libcinder.so does not export, and
+  # it exports the CN_API calls of cinder/distributed.h alone (hidden visibility). Its header
+  # includes no MPI header: a program using the shared library needs MPI only at run time.
+  add_library(cinder_distributed_objects OBJECT ${CINDER_DIST_SOURCES})
+  target_include_directories(cinder_distributed_objects PRIVATE ${PROJECT_SOURCE_DIR}/src
+    ${PROJECT_SOURCE_DIR}/include)
+  set_target_properties(cinder_distributed_objects PROPERTIES C_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  target_link_libraries(cinder_distributed_objects PRIVATE MPI::MPI_C)
+  add_library(cinder_distributed STATIC $<TARGET_OBJECTS:cinder_distributed_objects>)
   target_link_libraries(cinder_distributed PUBLIC cinder_static MPI::MPI_C)
+  add_library(cinder_distributed_shared SHARED $<TARGET_OBJECTS:cinder_distributed_objects>)
+  set_target_properties(cinder_distributed_shared PROPERTIES OUTPUT_NAME cinder_distributed
+    VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+  target_link_libraries(cinder_distributed_shared PUBLIC cinder_shared PRIVATE MPI::MPI_C)
   if(CINDER_HAVE_NCCL)
-    target_include_directories(cinder_distributed PRIVATE ${CINDER_NCCL_INCLUDE_DIR})
-    target_compile_definitions(cinder_distributed PRIVATE CINDER_HAVE_NCCL)
+    target_include_directories(cinder_distributed_objects PRIVATE ${CINDER_NCCL_INCLUDE_DIR})
+    target_compile_definitions(cinder_distributed_objects PRIVATE CINDER_HAVE_NCCL)
+    target_link_libraries(cinder_distributed_objects PRIVATE CUDA::cudart)
     target_link_libraries(cinder_distributed PUBLIC ${CINDER_NCCL_LIBRARY} CUDA::cudart)
+    target_link_libraries(cinder_distributed_shared PRIVATE ${CINDER_NCCL_LIBRARY} CUDA::cudart)
     set(_cinder_nccl_note "NCCL engine on (${CINDER_NCCL_LIBRARY})")
   elseif(CINDER_HAVE_CUDA)
     set(_cinder_nccl_note "no NCCL found (set NCCL_ROOT)")
   else()
     set(_cinder_nccl_note "no NCCL engine (CUDA backend off)")
   endif()
-  add_library(cinder::distributed ALIAS cinder_distributed)
-  set_target_properties(cinder_distributed PROPERTIES EXPORT_NAME distributed)
+  # as cinder::cinder and cinder::cinder_static
+  add_library(cinder::distributed ALIAS cinder_distributed_shared)
+  add_library(cinder::distributed_static ALIAS cinder_distributed)
+  set_target_properties(cinder_distributed_shared PROPERTIES EXPORT_NAME distributed)
+  set_target_properties(cinder_distributed PROPERTIES EXPORT_NAME distributed_static)
   message(STATUS "cinder: distributed layer on (MPI ${MPI_C_VERSION}, ${_cinder_nccl_note})")
 else()
   message(STATUS "cinder: distributed layer off (CINDER_DISTRIBUTED=${CINDER_DISTRIBUTED}, "

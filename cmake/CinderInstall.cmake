@@ -21,10 +21,13 @@ if(TARGET cinder_cuda)
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(EXPORT cinderCudaTargets NAMESPACE cinder:: DESTINATION ${CINDER_CMAKE_DIR})
 endif()
-# The distributed layer (libcinder_distributed.a, cinder::distributed) is a component of its own:
-# its users need MPI (and, when it has the NCCL engine, the CUDA toolkit).
+# The distributed layer is a component of its own: libcinder_distributed.so.<major>
+# (cinder::distributed, over libcinder.so) and libcinder_distributed.a (cinder::distributed_static,
+# over libcinder.a); its users need MPI (and, when it has the NCCL engine, the CUDA toolkit), and
+# pkg-config's cinder-distributed.
 if(TARGET cinder_distributed)
-  install(TARGETS cinder_distributed EXPORT cinderDistributedTargets
+  install(TARGETS cinder_distributed cinder_distributed_shared EXPORT cinderDistributedTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(EXPORT cinderDistributedTargets NAMESPACE cinder:: DESTINATION ${CINDER_CMAKE_DIR})
 endif()
@@ -47,6 +50,17 @@ string(REGEX REPLACE "/$" "" CINDER_PC_UP "${CINDER_PC_UP}")
 set(CINDER_PC_PREFIX "\${pcfiledir}/${CINDER_PC_UP}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/cinder.pc.in ${PROJECT_BINARY_DIR}/cinder.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/cinder.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(TARGET cinder_distributed)
+  # MPI's libraries, for --static (the shared library has them as its own dependencies)
+  set(CINDER_PC_MPI_LIBS "")
+  foreach(lib ${MPI_C_LIBRARIES})
+    string(APPEND CINDER_PC_MPI_LIBS " ${lib}")
+  endforeach()
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/cinder-distributed.pc.in
+    ${PROJECT_BINARY_DIR}/cinder-distributed.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/cinder-distributed.pc
+    DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()
 
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/LICENSE-MIT
   ${PROJECT_SOURCE_DIR}/LICENSE-APACHE DESTINATION ${CMAKE_INSTALL_DOCDIR})

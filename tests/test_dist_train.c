@@ -7,8 +7,9 @@
  * changes the last bits of each step's update; after 20 steps the parameters agree to 2e-5 of
  * max(1, |w|) (measured differences: about 1e-7). The replicas themselves must stay
  * bit-identical, as every rank applies the same averaged gradient. Small buckets (512 bytes)
- * make several all-reduces overlap the backward. Also: cn_ddp_new on ranks whose models differ
- * fails on every rank, naming the rank. */
+ * make several all-reduces overlap the backward. Also: a parameter the backward does not reach
+ * on one rank (a zero gradient there), the default bucket layout, and cn_ddp_new on ranks whose
+ * models differ fails on every rank, naming the rank. */
 #include "cinder/distributed.h"
 #include "harness.h"
 
@@ -184,6 +185,61 @@ static void test_zero_matches_ddp(void) {
     use_adamw = 0;
 }
 
+/* A parameter that the backward does not reach on one rank counts as a zero gradient there: with
+ * loss = sum(big) + sum(small) on rank 0 and sum(small) alone on rank 1, the mean gradient is
+ * 1/2 for every element of `big` (on rank 0, the rank that has a gradient for it) and 1 for
+ * `small`. `big` (1024 B, with buckets of 512) is a bucket of its own, reduced in place in its
+ * gradient; `small` (64 B) is copied through a shared buffer; both paths meet the zero fill. */
+static void test_ddp_unreached_parameter(void) {
+    cn_device dev = cn_autodiff(cn_cpu());
+    int64_t nb = 256, ns = 16;
+    cn_param params[2] = {{"big", cn_require_grad(cn_ones(&nb, 1, CN_F32, dev))},
+                          {"small", cn_require_grad(cn_ones(&ns, 1, CN_F32, dev))}};
+    cn_ddp *d = cn_ddp_new(params, 2, 512);
+    CHECK(d && cn_ddp_bucket_count(d) == 2);
+    for (int step = 0; step < 2 && d; step++) { /* twice: the state is reset between steps */
+        cn_scope_begin();
+        cn_tensor *loss = cn_sum(params[1].tensor);
+        if (R == 0) loss = cn_add(cn_sum(params[0].tensor), loss);
+        cn_grads *g = cn_backward(loss);
+        CHECK(g && cn_ddp_sync(d, g) == CN_OK);
+        cn_tensor *gb = g ? cn_grad_find(g, params[0].tensor) : NULL;
+        cn_tensor *gs = g ? cn_grad_find(g, params[1].tensor) : NULL;
+        CHECK(R == 0 ? gb != NULL : gb == NULL);
+        double vb[256], vs[16];
+        if (gb) {
+            CHECK(th_read(gb, vb) == nb);
+            for (int i = 0; i < nb; i++) CHECK(vb[i] == 0.5);
+        }
+        CHECK(gs && th_read(gs, vs) == ns);
+        for (int i = 0; gs && i < ns; i++) CHECK(vs[i] == 1.0);
+        cn_grads_free(g);
+        cn_scope_end();
+    }
+    cn_ddp_free(d);
+    cn_release(params[0].tensor);
+    cn_release(params[1].tensor);
+}
+
+/* The default buckets (bucket_bytes 0), as PyTorch's: a first one of 1 MiB, then 25 MiB; and a
+ * parameter of 256 KiB or more alone. Reverse order: c (1 KiB) and b (512 KiB, alone) and
+ * a (1 KiB): three buckets. */
+static void test_ddp_default_buckets(void) {
+    cn_device dev = cn_autodiff(cn_cpu());
+    int64_t small = 256, large = 128 * 1024;
+    cn_param params[3] = {{"a", cn_require_grad(cn_ones(&small, 1, CN_F32, dev))},
+                          {"b", cn_require_grad(cn_ones(&large, 1, CN_F32, dev))},
+                          {"c", cn_require_grad(cn_ones(&small, 1, CN_F32, dev))}};
+    cn_ddp *d = cn_ddp_new(params, 3, 0);
+    CHECK(d && cn_ddp_bucket_count(d) == 3);
+    cn_ddp_free(d);
+    cn_param two[2] = {params[0], params[2]}; /* 2 KiB: one bucket */
+    d = cn_ddp_new(two, 2, 0);
+    CHECK(d && cn_ddp_bucket_count(d) == 1);
+    cn_ddp_free(d);
+    for (int i = 0; i < 3; i++) cn_release(params[i].tensor);
+}
+
 static void test_ddp_misuse(void) {
     cn_module *model = mlp(3);
     int n = 0;
@@ -244,6 +300,8 @@ int main(void) {
     if (W == 2) {
         RUN(test_ddp_matches_one_process);
         RUN(test_zero_matches_ddp);
+        RUN(test_ddp_unreached_parameter);
+        RUN(test_ddp_default_buckets);
         RUN(test_ddp_misuse);
     }
     cn_release(X);

@@ -169,7 +169,11 @@ CN_API cn_status cn_dist_reduce_scalar(double *value, cn_dist_op op);
  * The parameters are grouped into buckets of about bucket_bytes in reverse order (the order
  * backward reaches them). Each parameter gets a gradient-ready hook (cn_set_grad_ready_hook):
  * when cn_backward has the final gradient of every parameter of a bucket, the bucket's mean
- * over all ranks starts (non-blocking) while backward goes on with the layers below. Every rank
+ * over all ranks starts (non-blocking) while backward goes on with the layers below. Small
+ * parameters share a bucket's buffer (their gradients are copied in, and the means copied back
+ * by cn_ddp_sync); a large one is a bucket of its own, averaged in place in the gradient that
+ * backward made, so a gradient in the step's cn_grads may be changing until cn_ddp_sync returns:
+ * read them after it. Every rank
  * must build its cn_ddp over the same parameters (count, dtypes and shapes, in one order),
  * which cn_ddp_new checks. The mean gradient equals the gradient of the mean loss over the union
  * of the ranks' batches when every rank has a batch of one size (cn_batches_new_sharded). */
@@ -177,12 +181,16 @@ CN_API cn_status cn_dist_reduce_scalar(double *value, cn_dist_op op);
 typedef struct cn_ddp cn_ddp;
 
 /* Broadcasts each params[i].tensor from rank 0 (under no-grad mode), checks that every rank gave
- * the same parameters, makes the buckets (bucket_bytes 0: 25 MiB, as PyTorch), and sets a hook on
- * each parameter. Parameters must be leaves that require grad (cn_require_grad), float, on the
- * engine's device, and not already hooked. NULL with the error set on failure (hooks removed).
- * Errors: CN_ERR_NULL_ARG, CN_ERR_INVALID_ARG (n < 1), CN_ERR_AUTODIFF_NO_GRAD (not a leaf that
- * requires grad), CN_ERR_KIND, CN_ERR_SHAPE (another rank's parameters differ: it is named), and
- * the collectives' errors. */
+ * the same parameters, makes the buckets, and sets a hook on each parameter. bucket_bytes 0: as
+ * PyTorch, a first bucket of 1 MiB (so that a reduction starts early in backward), then 25 MiB;
+ * and, over MPI, a parameter of 256 KiB or more is a bucket of its own, averaged in place (a
+ * copy of it in host memory would cost more than one more collective's latency). bucket_bytes
+ * > 0: buckets of that size, and a parameter of min(bucket_bytes, 256 KiB) or more alone. Over
+ * NCCL only a parameter larger than a bucket is alone. Parameters must be leaves that
+ * require grad (cn_require_grad), float, on the engine's device, and not already hooked. NULL
+ * with the error set on failure (hooks removed). Errors: CN_ERR_NULL_ARG, CN_ERR_INVALID_ARG
+ * (n < 1), CN_ERR_AUTODIFF_NO_GRAD (not a leaf that requires grad), CN_ERR_KIND, CN_ERR_SHAPE
+ * (another rank's parameters differ: it is named), and the collectives' errors. */
 CN_API cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes);
 
 /* After cn_backward: starts the buckets that are still waiting (a parameter that got no gradient

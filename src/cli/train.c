@@ -253,12 +253,6 @@ static int parse_options(int argc, char **argv, train_options *o) {
         mark_given(o, argv[at]);
     }
     if (o->lr < 0) o->lr = o->optimizer == OPT_SGD ? SGD_LR : ADAMW_LR;
-    if (o->ddp && (o->resume || o->stop_after)) {
-        fprintf(stderr, "cinder train: --ddp does not go with %s: a data-parallel run cannot be "
-                "interrupted and resumed yet; drop one of them\n",
-                o->resume ? "--resume" : "--stop-after-steps");
-        return CLI_EXIT_USAGE;
-    }
     o->world = 1;
     return CLI_EXIT_OK;
 }
@@ -303,29 +297,27 @@ typedef struct history {
 
 #define INTERRUPT_PATH "cinder-interrupted.safetensors"
 
-/* Writes the run's training state to --save (or INTERRUPT_PATH) after an interrupt and says how
- * to resume: 128 + the signal's number, or CLI_EXIT_FAILURE when it cannot be written (both
- * printed). */
+/* Writes the run's training state to --save (or INTERRUPT_PATH) after the interrupt `sig` and
+ * says how to resume: 128 + the signal's number, or CLI_EXIT_FAILURE when it cannot be written
+ * (both printed). With --ddp all the ranks stop before the same step (cli_ddp_stop_signal) and
+ * rank 0 alone writes the state, the same on every rank, with the number of ranks ("ranks"). */
 static int stop_interrupted(const train_options *o, cli_model *m, cn_optimizer *opt,
-                            const history *h, const cli_data *d, int64_t per_epoch) {
-    int sig = cli_interrupt_signal();
-    if (o->ddp) { /* a data-parallel run cannot be resumed yet: nothing to write */
-        fprintf(stderr, "cinder train: rank %d interrupted by %s; a --ddp run is not saved for "
-                "--resume\n", o->rank, cli_signal_name(sig));
-        return 128 + sig;
-    }
+                            const history *h, const cli_data *d, int64_t per_epoch, int sig) {
+    if (o->rank != 0) return 128 + sig;
     const char *path = o->save ? o->save : INTERRUPT_PATH;
     int64_t epoch = h->epochs, step = h->steps - (int64_t)h->epochs * per_epoch;
-    enum { N_META = N_SETTINGS + 5 };
+    enum { N_META = N_SETTINGS + 6 };
     char text[N_META][64];
     const char *keys[N_META], *values[N_META];
     for (int k = 0; k < N_SETTINGS; k++) {
         keys[k] = setting_keys[k];
         values[k] = setting_text(o, k, text[k], sizeof text[k]);
     }
-    const char *position[5] = {"train_images", "batches_per_epoch", "epoch", "step", "global_step"};
-    int64_t numbers[5] = {cn_shape(d->train_x)[0], per_epoch, epoch, step, h->steps};
-    for (int k = 0; k < 5; k++) {
+    const char *position[6] = {"train_images", "batches_per_epoch", "epoch", "step", "global_step",
+                               "ranks"};
+    int64_t numbers[6] = {cn_shape(d->train_x)[0], per_epoch, epoch, step, h->steps, o->world};
+    int n_meta = o->world > 1 ? N_META : N_META - 1; /* "ranks" only for a data-parallel run */
+    for (int k = 0; k < n_meta - N_SETTINGS; k++) {
         keys[N_SETTINGS + k] = position[k];
         snprintf(text[N_SETTINGS + k], sizeof text[0], "%lld", (long long)numbers[k]);
         values[N_SETTINGS + k] = text[N_SETTINGS + k];
@@ -333,7 +325,7 @@ static int stop_interrupted(const train_options *o, cli_model *m, cn_optimizer *
     cli_history_view view = {h->batch_loss, h->steps, h->epoch_loss, h->accuracy, h->epochs,
                              NULL};
     cli_interrupt_guard(path); /* a second signal now removes the unfinished file */
-    cn_status st = cli_state_save(path, m->net, opt, &view, keys, values, N_META);
+    cn_status st = cli_state_save(path, m->net, opt, &view, keys, values, n_meta);
     cli_interrupt_guard(NULL);
     fflush(stdout);
     if (st != CN_OK) {
@@ -350,6 +342,7 @@ static int stop_interrupted(const train_options *o, cli_model *m, cn_optimizer *
             "of %lld); saved the run to %s\ncinder train: resume with: ",
             cli_signal_name(sig), (long long)epoch + 1, (long long)o->epochs, (long long)step,
             (long long)per_epoch, (long long)h->steps, (long long)(o->epochs * per_epoch), path);
+    if (o->ddp) fprintf(stderr, "mpirun -np %d ", o->world); /* the same number of ranks */
     cli_print_resume_command(stderr, "train", o->argc, o->argv, path);
     return 128 + sig;
 }
@@ -365,6 +358,18 @@ static int restore_run(const train_options *o, cli_model *m, cn_optimizer *opt, 
         cli_state_int(r, o->resume, "step", 0, per_epoch, &step) != 0 ||
         cli_state_int(r, o->resume, "global_step", 0, INT64_MAX, &global) != 0)
         return -1;
+    int64_t ranks = 1; /* "ranks": written by a data-parallel run */
+    if (cn_safetensors_metadata(r, "ranks") &&
+        cli_state_int(r, o->resume, "ranks", 1, INT32_MAX, &ranks) != 0)
+        return -1;
+    if (ranks != o->world) { /* each rank's share of the data depends on their number */
+        fprintf(stderr, "cinder train: cannot resume from %s: the run trained %s%lld rank%s, "
+                "this one has %d; resume it as it ran: %s%lld%s\n", o->resume,
+                ranks > 1 ? "data-parallel over " : "in ", (long long)ranks, ranks > 1 ? "s" : "",
+                o->world, ranks > 1 ? "`mpirun -np " : "without mpirun and --ddp (",
+                (long long)ranks, ranks > 1 ? " cinder train --ddp ...`" : " process)");
+        return -1;
+    }
     if (images != cn_shape(d->train_x)[0] || batches != per_epoch) {
         fprintf(stderr,
                 "cinder train: cannot resume from %s: the run trained on %lld images (%lld "
@@ -497,9 +502,14 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
             float loss = 0;
             int64_t samples = 0;
             int more = 1;
-            if (cli_interrupt_signal()) {
+            int sig = cli_interrupt_signal(); /* --ddp: any rank's, so all stop here */
+            if (o->ddp && (sig = cli_ddp_stop_signal(sig)) < 0) {
                 cli_progress_end(&p);
-                return stop_interrupted(o, m, opt, h, d, per_epoch);
+                return CLI_EXIT_FAILURE;
+            }
+            if (sig) {
+                cli_progress_end(&p);
+                return stop_interrupted(o, m, opt, h, d, per_epoch, sig);
             }
             if (o->cosine &&
                 cn_optimizer_set_lr(opt, cn_lr_schedule_at(&schedule, h->steps)) != CN_OK)
@@ -529,7 +539,8 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
             if (o->stop_after && ++taken == o->stop_after) raise(SIGINT);
         }
         cli_progress_end(&p);
-        double accuracy = cli_model_accuracy(m, d->test_x, d->test_y, EVAL_BATCH);
+        double accuracy = o->ddp ? cli_ddp_accuracy(m, d->test_x, d->test_y, EVAL_BATCH)
+                                 : cli_model_accuracy(m, d->test_x, d->test_y, EVAL_BATCH);
         if (accuracy < 0) {
             fprintf(stderr, "cinder train: evaluating after epoch %d failed: %s\n", e + 1,
                     cn_last_error());
@@ -605,6 +616,8 @@ static int run(const train_options *o, cn_device inner, cn_device device, const 
     }
     describe_run(o, inner, d, per_epoch);
     rc = describe_model(o, inner, &m, d, per_epoch, log);
+    if (rc == CLI_EXIT_OK && resumed && o->ddp && cli_ddp_same_file(o->resume) != 0)
+        rc = CLI_EXIT_FAILURE;
     if (rc == CLI_EXIT_OK && resumed && restore_run(o, &m, opt, d, per_epoch, &h) != 0)
         rc = CLI_EXIT_FAILURE;
     if (rc == CLI_EXIT_OK) rc = train_epochs(o, &m, opt, batches, d, &h, log);

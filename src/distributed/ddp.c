@@ -1,18 +1,29 @@
 /* cn_ddp: the gradient reducer of data-parallel training, after PyTorch's DDP Reducer. The
- * parameters are grouped into buckets (flat buffers) in reverse order, the order backward
- * finishes them. A gradient-ready hook on each parameter (cn_set_grad_ready_hook) copies its
- * final gradient into its bucket's slice; when a bucket is full it is all-reduced (mean,
- * non-blocking) while backward computes the layers below. Buckets start strictly in index order,
- * so every rank issues the same collectives in the same order whatever order its hooks ran in.
- * cn_ddp_sync waits and writes the means back into the step's gradients. */
+ * parameters are grouped into buckets in reverse order, the order backward finishes them: the
+ * first bucket small (1 MiB, as PyTorch's first bucket), so that a reduction starts early in
+ * backward, the others larger (25 MiB). A small parameter shares a flat buffer with its
+ * neighbours: its gradient-ready hook (cn_set_grad_ready_hook) copies the final gradient into
+ * the bucket's slice, and cn_ddp_sync copies the mean back. A large one (SOLO_BYTES or more
+ * over MPI, more than a bucket over NCCL) is a bucket of its own, reduced in place in the
+ * gradient itself, which cn_backward hands over final, so the two copies of its bytes are saved.
+ * When a bucket is complete it is all-reduced (mean, non-blocking) while backward computes the
+ * layers below. Buckets start strictly in index order, so every rank issues the same collectives
+ * in the same order whatever order its hooks ran in. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cinder/ops.h"
-#include "core/alloc.h"
-#include "core/error_internal.h"
-#include "core/tensor_impl.h"
 #include "distributed/dist_internal.h"
+
+/* The default sizes of the buckets (bucket_bytes 0), and the size from which a parameter is
+ * reduced alone, in place, by the MPI engine: past it, the latency of one more collective
+ * (microseconds over MPI's shared memory) costs less than copying its gradient in and out of a
+ * shared buffer in host memory. On GPUs a copy is cheap and each NCCL call costs tens of
+ * microseconds (and a device synchronisation here), so there only a parameter that does not fit
+ * a bucket is alone. */
+#define FIRST_BUCKET_BYTES ((size_t)1 << 20)
+#define BUCKET_BYTES       ((size_t)25 << 20)
+#define SOLO_BYTES         ((size_t)256 << 10)
 
 typedef struct ddp_param {
     struct cn_ddp *owner;
@@ -20,11 +31,15 @@ typedef struct ddp_param {
     int bucket;
     int64_t offset, numel;  /* its slice of the bucket */
     int ready;              /* its gradient of this step is in the bucket */
+    cn_tensor *grad;        /* a solo bucket's: the gradient reduced in place (a reference) */
 } ddp_param;
 
 typedef struct ddp_bucket {
-    cn_tensor *buf;      /* [elements] of the parameters' dtype, on their concrete device */
+    cn_tensor *buf;      /* [elements] of the parameters' dtype, on their concrete device;
+                            NULL for a solo bucket */
     int n_params, n_ready;
+    int solo;            /* one parameter, reduced in its own gradient (ddp_param.grad) */
+    int first;           /* its parameter's index, for a solo bucket */
     cn_dist_work *work;  /* the all-reduce in flight, or NULL */
 } ddp_bucket;
 
@@ -48,7 +63,8 @@ static cn_status launch_ready(cn_ddp *d) {
     while (d->next_launch < d->n_buckets) {
         ddp_bucket *b = &d->buckets[d->next_launch];
         if (b->n_ready < b->n_params) break;
-        b->work = dist__all_reduce_unchecked("ddp", b->buf, CN_DIST_MEAN);
+        cn_tensor *buf = b->solo ? d->params[b->first].grad : b->buf;
+        b->work = dist__all_reduce_unchecked("ddp", buf, CN_DIST_MEAN);
         if (!b->work) return cn_last_status();
         d->next_launch++;
     }
@@ -68,9 +84,14 @@ static cn_status on_grad_ready(cn_tensor *grad, void *ctx) {
         return cn_set_error(CN_ERR_INVALID_ARG, "ddp", "a parameter's gradient is ready twice "
                             "before cn_ddp_sync; call cn_ddp_sync after every cn_backward (with "
                             "NULL grads after a failed one)");
-    cn_tensor *slice = slice_of(d, p);
-    cn_status s = slice ? cn_copy_(slice, grad) : cn_last_status();
-    cn_release(slice);
+    cn_status s = CN_OK;
+    if (d->buckets[p->bucket].solo) {
+        p->grad = cn_retain(grad); /* dense and final: reduced where it is */
+    } else {
+        cn_tensor *slice = slice_of(d, p);
+        s = slice ? cn_copy_(slice, grad) : cn_last_status();
+        cn_release(slice);
+    }
     if (s != CN_OK) return s;
     p->ready = 1;
     d->buckets[p->bucket].n_ready++;
@@ -103,7 +124,7 @@ static uint64_t layout_hash(const cn_param *params, int n, int64_t *elements) {
 
 static cn_status check_params(const char *op, const cn_param *params, int n) {
     if (!params) {
-        cn__null_arg(op, "params");
+        dist__null_arg(op, "params");
         return cn_last_status();
     }
     if (n < 1)
@@ -114,7 +135,7 @@ static cn_status check_params(const char *op, const cn_param *params, int n) {
         cn_tensor *t = params[i].tensor;
         const char *name = params[i].name ? params[i].name : "?";
         if (!t) {
-            cn__null_arg(op, "params[i].tensor");
+            dist__null_arg(op, "params[i].tensor");
             return cn_last_status();
         }
         if (cn_kind_of(t) != CN_KIND_FLOAT)
@@ -141,13 +162,14 @@ void cn_ddp_free(cn_ddp *d) {
         cn_release(d->buckets[i].buf);
     }
     for (int i = 0; i < d->n; i++) {
+        cn_release(d->params[i].grad);
         if (!d->params[i].t) continue;
         cn_set_grad_ready_hook(d->params[i].t, NULL, NULL);
         cn_release(d->params[i].t);
     }
-    cn__free(d->params);
-    cn__free(d->buckets);
-    cn__free(d);
+    dist__free(d->params);
+    dist__free(d->buckets);
+    dist__free(d);
 }
 
 cn_status dist__share_params(const char *op, const cn_param *params, int n) {
@@ -171,11 +193,15 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
     if (dist__share_params(op, params, n) != CN_OK) return NULL;
     cn_status s = CN_OK;
 
-    if (bucket_bytes == 0) bucket_bytes = (size_t)25 << 20;
-    cn_ddp *d = cn__calloc(op, 1, sizeof *d);
+    /* bucket b holds up to cap(b) bytes; a parameter of solo_bytes or more is a bucket alone */
+    const size_t first_cap = bucket_bytes ? bucket_bytes : FIRST_BUCKET_BYTES;
+    const size_t cap = bucket_bytes ? bucket_bytes : BUCKET_BYTES;
+    size_t solo_bytes = bucket_bytes && bucket_bytes < SOLO_BYTES ? bucket_bytes : SOLO_BYTES;
+    if (dist__state.engine != CN_DIST_MPI) solo_bytes = cap;
+    cn_ddp *d = dist__calloc(op, 1, sizeof *d);
     if (!d) return NULL;
-    d->params = cn__calloc(op, (size_t)n, sizeof *d->params);
-    d->buckets = cn__calloc(op, (size_t)n, sizeof *d->buckets);
+    d->params = dist__calloc(op, (size_t)n, sizeof *d->params);
+    d->buckets = dist__calloc(op, (size_t)n, sizeof *d->buckets);
     if (!d->params || !d->buckets) {
         cn_ddp_free(d);
         return NULL;
@@ -189,8 +215,12 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
         size_t pb = (size_t)cn_numel(t) * cn_dtype_size(cn_dtype_of(t));
         ddp_bucket *cur = d->n_buckets ? &d->buckets[d->n_buckets - 1] : NULL;
         const ddp_param *prev = i < n - 1 ? &d->params[i + 1] : NULL;
-        if (!cur || bytes + pb > bucket_bytes || cn_dtype_of(prev->t) != cn_dtype_of(t)) {
+        int solo = pb >= solo_bytes;
+        if (!cur || solo || cur->solo || bytes + pb > (d->n_buckets == 1 ? first_cap : cap) ||
+            cn_dtype_of(prev->t) != cn_dtype_of(t)) {
             d->n_buckets++;
+            d->buckets[d->n_buckets - 1].solo = solo;
+            d->buckets[d->n_buckets - 1].first = i;
             bytes = 0;
             offset = 0;
         }
@@ -205,6 +235,7 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
         bytes += pb;
     }
     for (int b = 0; b < d->n_buckets && s == CN_OK; b++) {
+        if (d->buckets[b].solo) continue;
         int64_t len = 0;
         cn_dtype dt = CN_F32;
         for (int i = 0; i < n; i++)
@@ -212,9 +243,9 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
                 len += d->params[i].numel;
                 dt = cn_dtype_of(d->params[i].t);
             }
-        d->buckets[b].buf = cn_zeros(&len, 1, dt, cn_inner_device(cn_device_of(params[0].tensor)));
+        d->buckets[b].buf =
+            dist__own(cn_zeros(&len, 1, dt, cn_inner_device(cn_device_of(params[0].tensor))));
         if (!d->buckets[b].buf) s = cn_last_status();
-        else cn__scope_forget(d->buckets[b].buf);
     }
     for (int i = 0; i < n && s == CN_OK; i++)
         s = cn_set_grad_ready_hook(d->params[i].t, on_grad_ready, &d->params[i]);
@@ -234,7 +265,7 @@ int cn_ddp_started(const cn_ddp *d) { return d ? d->next_launch : 0; }
 cn_status cn_ddp_sync(cn_ddp *d, cn_grads *grads) {
     const char *op = "ddp_sync";
     if (!d) {
-        cn__null_arg(op, "d");
+        dist__null_arg(op, "d");
         return cn_last_status();
     }
     cn_status s = CN_OK;
@@ -244,10 +275,16 @@ cn_status cn_ddp_sync(cn_ddp *d, cn_grads *grads) {
         for (int i = 0; i < d->n && s == CN_OK; i++) {
             ddp_param *p = &d->params[i];
             if (p->ready) continue;
-            if (!zero) zero = cn_zeros(NULL, 0, cn_dtype_of(p->t), cn_dist_device());
-            cn_tensor *slice = zero ? slice_of(d, p) : NULL;
-            s = slice ? cn_copy_(slice, zero) : cn_last_status();
-            cn_release(slice);
+            if (d->buckets[p->bucket].solo) {
+                p->grad = dist__own(cn_zeros(cn_shape(p->t), cn_ndim(p->t), cn_dtype_of(p->t),
+                                             cn_dist_device()));
+                if (!p->grad) s = cn_last_status();
+            } else {
+                if (!zero) zero = cn_zeros(NULL, 0, cn_dtype_of(p->t), cn_dist_device());
+                cn_tensor *slice = zero ? slice_of(d, p) : NULL;
+                s = slice ? cn_copy_(slice, zero) : cn_last_status();
+                cn_release(slice);
+            }
             p->ready = 1;
             d->buckets[p->bucket].n_ready++;
         }
@@ -262,14 +299,19 @@ cn_status cn_ddp_sync(cn_ddp *d, cn_grads *grads) {
     }
     cn_no_grad_begin();
     for (int i = 0; i < d->n && s == CN_OK && grads; i++) {
-        cn_tensor *g = cn_grad_find(grads, d->params[i].t);
-        if (!g) continue;
-        cn_tensor *slice = slice_of(d, &d->params[i]);
+        ddp_param *p = &d->params[i];
+        cn_tensor *g = cn_grad_find(grads, p->t);
+        if (!g || g == p->grad) continue; /* none, or reduced in place */
+        cn_tensor *slice = d->buckets[p->bucket].solo ? cn_retain(p->grad) : slice_of(d, p);
         s = slice ? cn_copy_(g, slice) : cn_last_status();
         cn_release(slice);
     }
     cn_no_grad_end();
-    for (int i = 0; i < d->n; i++) d->params[i].ready = 0;
+    for (int i = 0; i < d->n; i++) {
+        d->params[i].ready = 0;
+        cn_release(d->params[i].grad);
+        d->params[i].grad = NULL;
+    }
     for (int b = 0; b < d->n_buckets; b++) d->buckets[b].n_ready = 0;
     d->next_launch = 0;
     return s;

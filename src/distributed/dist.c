@@ -2,6 +2,8 @@
  * collective makes (initialised, the calling thread, the tensors' devices and dtypes), the
  * agreement step that catches ranks calling different collectives or shapes, and the waits with
  * a timeout. The engines (engine_mpi.c, engine_nccl.c) only move dense buffers. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,13 +12,40 @@
 
 #include "cinder/memory.h"
 #include "cinder/ops.h"
-#include "core/alloc.h"
-#include "core/error_internal.h"
-#include "core/tensor_impl.h"
 #include "distributed/dist_internal.h"
 
 dist_state dist__state;
 static double timeout_s; /* 0: not set, read CINDER_DIST_TIMEOUT */
+
+/* ---- libcinder through its public API (dist_internal.h) -------------------------------------- */
+
+void *dist__calloc(const char *op, size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p)
+        cn_set_error(CN_ERR_OUT_OF_MEMORY, op, "no memory for %zu x %zu bytes of host memory",
+                     count, size);
+    return p;
+}
+
+void dist__free(void *p) { free(p); }
+
+cn_status dist__null_arg(const char *op, const char *arg) {
+    if (cn_last_status() != CN_OK) return cn_last_status(); /* what produced the NULL */
+    return cn_set_error(CN_ERR_NULL_ARG, op, "argument '%s' is NULL; check the call that "
+                        "produced it (it returned NULL without an error, or the error was "
+                        "cleared)", arg);
+}
+
+cn_tensor *dist__own(cn_tensor *t) { return t && cn_scope_depth() > 0 ? cn_retain(t) : t; }
+
+const char *dist__shape_str(const int64_t *shape, int ndim, char *buf, size_t size) {
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < ndim && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, d ? ", %lld" : "%lld",
+                                 (long long)shape[d]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+    return buf;
+}
 
 /* ---- small helpers --------------------------------------------------------------------------- */
 
@@ -213,11 +242,11 @@ static int poll_until(MPI_Request *reqs, int n, double deadline, int *rc) {
 cn_status dist__agree(const char *op, const int64_t *desc, int len, dist_describe_fn describe) {
     const int world = dist__state.world, me = dist__state.rank;
     if (world == 1) return CN_OK;
-    int64_t *all = cn__calloc(op, (size_t)world * (size_t)len, sizeof *all);
-    MPI_Request *reqs = cn__calloc(op, 2 * (size_t)world, sizeof *reqs);
+    int64_t *all = dist__calloc(op, (size_t)world * (size_t)len, sizeof *all);
+    MPI_Request *reqs = dist__calloc(op, 2 * (size_t)world, sizeof *reqs);
     if (!all || !reqs) {
-        cn__free(all);
-        cn__free(reqs);
+        dist__free(all);
+        dist__free(reqs);
         return cn_last_status();
     }
     memcpy(all + (size_t)me * len, desc, sizeof *desc * (size_t)len);
@@ -273,7 +302,7 @@ cn_status dist__agree(const char *op, const int64_t *desc, int len, dist_describ
             MPI_Request_free(&reqs[i]);
         }
     }
-    cn__free(reqs);
+    dist__free(reqs);
     if (s == CN_OK) {
         /* every rank sees the same descriptors, so every rank fails alike */
         if (desc[0] < 0) s = (cn_status)-desc[0]; /* this rank's own error is already set */
@@ -297,7 +326,7 @@ cn_status dist__agree(const char *op, const int64_t *desc, int len, dist_describ
                              "dtype and shape", r, b, a);
         }
     }
-    cn__free(all);
+    dist__free(all);
     return s;
 }
 
@@ -327,8 +356,8 @@ enum { DESC_IN = 4, DESC_OUT = 5 + CN_MAX_DIMS, DESC_LEN = 6 + 2 * CN_MAX_DIMS }
 static void describe_collective(const int64_t *d, char *buf, size_t size) {
     char in[96], out[96];
     int in_nd = (int)d[DESC_IN], out_nd = (int)d[DESC_OUT];
-    cn__shape_str(d + DESC_IN + 1, in_nd < 0 ? 0 : in_nd, in, sizeof in);
-    cn__shape_str(d + DESC_OUT + 1, out_nd < 0 ? 0 : out_nd, out, sizeof out);
+    dist__shape_str(d + DESC_IN + 1, in_nd < 0 ? 0 : in_nd, in, sizeof in);
+    dist__shape_str(d + DESC_OUT + 1, out_nd < 0 ? 0 : out_nd, out, sizeof out);
     const char *dt = cn_dtype_name((cn_dtype)d[1]);
     switch (d[0]) {
     case DIST_ALL_REDUCE:
@@ -356,9 +385,9 @@ static void desc_shape(int64_t *slot, const cn_tensor *t) {
 /* Checks one tensor argument: present, on the engine's device, and (when written) not tracked
  * outside no-grad mode. */
 static cn_status check_tensor(const char *op, const char *arg, cn_tensor *t, int written) {
-    CN__CHECK_LIVE(op, t);
+    /* (a freed t is caught, under CINDER_CHECK_MISUSE, by cn_device_of below) */
     if (!t) {
-        cn__null_arg(op, arg);
+        dist__null_arg(op, arg);
         return cn_last_status();
     }
     char buf[128], dev[48];
@@ -403,27 +432,25 @@ static cn_status check_reduction(const char *op, cn_tensor *t, cn_dist_op how) {
 /* A dense buffer over t: t itself when contiguous, else a copy (written back by the wait). */
 static cn_tensor *dense(cn_tensor *t) {
     if (cn_is_contiguous(t)) return cn_retain(t);
-    cn_tensor *c = cn_contiguous(t);
-    if (c) cn__scope_forget(c);
-    return c;
+    return dist__own(cn_contiguous(t));
 }
 
 static void work_free(cn_dist_work *w) {
     if (!w) return;
     if (dist__state.initialized && !dist__state.eng->release(w)) {
-        cn__free(w); /* its buffers stay alive: the engine may still write them */
+        dist__free(w); /* its buffers stay alive: the engine may still write them */
         return;
     }
     cn_release(w->user);
     cn_release(w->out);
     cn_release(w->in);
-    cn__free(w);
+    dist__free(w);
 }
 
 /* Builds the work of a checked collective and starts it on the engine. */
 static cn_dist_work *start(const char *op, dist_kind kind, cn_dist_op how, int root,
                            cn_tensor *out, cn_tensor *in) {
-    cn_dist_work *w = cn__calloc(op, 1, sizeof *w);
+    cn_dist_work *w = dist__calloc(op, 1, sizeof *w);
     if (!w) return NULL;
     w->kind = kind;
     w->op = how;
@@ -554,7 +581,7 @@ cn_status dist__wait(const char *op, cn_dist_work *w) {
 
 cn_status cn_dist_wait(cn_dist_work *w) {
     if (!w) {
-        cn__null_arg("dist_wait", "w");
+        dist__null_arg("dist_wait", "w");
         return cn_last_status();
     }
     if (!dist__state.initialized) {
@@ -627,7 +654,7 @@ cn_status cn_dist_reduce_scalar(double *value, cn_dist_op how) {
     if (dist__check_group(op) != CN_OK) return cn_last_status();
     cn_status s = CN_OK;
     if (!value) {
-        cn__null_arg(op, "value");
+        dist__null_arg(op, "value");
         s = cn_last_status();
     } else if ((int)how < CN_DIST_SUM || (int)how > CN_DIST_MIN) {
         s = cn_set_error(CN_ERR_INVALID_ARG, op, "op = %d; give CN_DIST_SUM, CN_DIST_MEAN, "

@@ -106,6 +106,25 @@ void dist__progress(cn_dist_work *const *works, int n);
  * a rank that differs is named), and broadcasts rank 0's values. The error set on failure. */
 cn_status dist__share_params(const char *op, const cn_param *params, int n);
 
+/* ---- what the layer needs of libcinder, through its public API only -------------------------
+ * The layer is built as a shared library over libcinder.so too (libcinder_distributed.so), which
+ * exports its CN_API calls and nothing else, so it uses no internal helper of the core. */
+
+/* calloc and free; on failure CN_ERR_OUT_OF_MEMORY naming op, and NULL. */
+void *dist__calloc(const char *op, size_t count, size_t size);
+void dist__free(void *p);
+
+/* CN_ERR_NULL_ARG naming op and arg, unless an earlier error (the one that produced the NULL) is
+ * set, which is kept. Returns the status set. */
+cn_status dist__null_arg(const char *op, const char *arg);
+
+/* Makes the caller the owner of t, a tensor just made (t NULL: NULL): an open scope keeps its
+ * own reference and drops it at its end, the caller releases the one this adds. */
+cn_tensor *dist__own(cn_tensor *t);
+
+/* "[2, 3]" into buf. */
+const char *dist__shape_str(const int64_t *shape, int ndim, char *buf, size_t size);
+
 extern const dist_engine dist__mpi_engine;
 #ifdef CINDER_HAVE_NCCL
 extern const dist_engine dist__nccl_engine;

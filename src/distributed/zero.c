@@ -5,9 +5,6 @@
  * parameters copied back into the model's tensors. */
 #include "cinder/memory.h"
 #include "cinder/ops.h"
-#include "core/alloc.h"
-#include "core/error_internal.h"
-#include "core/tensor_impl.h"
 #include "distributed/dist_internal.h"
 
 struct cn_zero {
@@ -39,20 +36,19 @@ void cn_zero_free(cn_zero *z) {
     cn_release(z->flat_param);
     cn_release(z->shard);
     cn_release(z->shard_grad);
-    cn__free(z->params);
-    cn__free(z->offset);
-    cn__free(z);
+    dist__free(z->params);
+    dist__free(z->offset);
+    dist__free(z);
 }
 
 static cn_tensor *unscoped(cn_tensor *t) {
-    if (t) cn__scope_forget(t);
-    return t;
+    return dist__own(t);
 }
 
 cn_zero *cn_zero_new(const cn_param *params, int n, cn_zero_make_optimizer make, void *ctx) {
     const char *op = "zero_new";
     if (!make && dist__check_group(op) == CN_OK) {
-        cn__null_arg(op, "make");
+        dist__null_arg(op, "make");
         return NULL; /* the same on every rank: nobody is left waiting */
     }
     if (dist__share_params(op, params, n) != CN_OK) return NULL;
@@ -66,10 +62,10 @@ cn_zero *cn_zero_new(const cn_param *params, int n, cn_zero_make_optimizer make,
                          cn_tensor_str(params[i].tensor, a, sizeof a), cn_dtype_name(dt));
             return NULL;
         }
-    cn_zero *z = cn__calloc(op, 1, sizeof *z);
+    cn_zero *z = dist__calloc(op, 1, sizeof *z);
     if (!z) return NULL;
-    z->params = cn__calloc(op, (size_t)n, sizeof *z->params);
-    z->offset = cn__calloc(op, (size_t)n, sizeof *z->offset);
+    z->params = dist__calloc(op, (size_t)n, sizeof *z->params);
+    z->offset = dist__calloc(op, (size_t)n, sizeof *z->offset);
     if (!z->params || !z->offset) {
         cn_zero_free(z);
         return NULL;
@@ -121,7 +117,7 @@ cn_zero *cn_zero_new(const cn_param *params, int n, cn_zero_make_optimizer make,
 cn_status cn_zero_step(cn_zero *z, const cn_grads *grads) {
     const char *op = "zero_step";
     if (!z || !grads) {
-        cn__null_arg(op, !z ? "z" : "grads");
+        dist__null_arg(op, !z ? "z" : "grads");
         return cn_last_status();
     }
     cn_status s = cn_scope_begin();

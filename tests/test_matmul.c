@@ -492,13 +492,14 @@ static void test_integer_matmul(void) {
 }
 
 /* cn_linear's one kernel against matmul + add in double: a batch of one (the product split over
- * the columns) and a batch of many rows (blocks of rows over the threads, the bias added per
- * block), x and w contiguous and transposed, with and without the bias. */
+ * the columns) and batches of many rows (blocks of rows over the threads, the bias added per
+ * block; 2050 rows take the larger blocks, with a ragged last one), x and w contiguous and
+ * transposed, with and without the bias. */
 static void test_linear_kernel_matches_matmul_and_add(void) {
     cn_scope_begin();
     cn_generator gen = cn_generator_new(11);
-    const int64_t rows[3] = {1, 300, 517};
-    for (int r = 0; r < 3; r++)
+    const int64_t rows[4] = {1, 300, 517, 2050};
+    for (int r = 0; r < 4; r++)
         for (int layout = 0; layout < 2; layout++) {
             const int64_t xs[2] = {rows[r], 70}, xts[2] = {70, rows[r]};
             const int64_t ws[2] = {50, 70}, wts[2] = {70, 50}, bs[1] = {50};

@@ -14,8 +14,15 @@
 #include "core/backend_common.h"
 
 /* Rows per block: a multiple of the GEMM kernels' register tile, and about 64 KB of output at
- * N = 256 in f32, so that a block's output is still in L2 when its bias is added. */
+ * N = 256 in f32, so that a block's output is still in L2 when its bias is added. This is also
+ * the unit of the small-M test (fewer blocks than threads: the product split over columns). */
 #define LINEAR_ROWS 64
+/* Large M takes blocks of up to LINEAR_MAX_ROWS rows while each thread still gets two blocks
+ * and a block's output stays within LINEAR_BLOCK_BYTES (in L2 for the bias): oneDNN's sgemm
+ * runs a [64, N] x [N, K] block at 10-25% below the rate of a [256, N] one at the GPT's sizes
+ * (N, K in 92..512), its packing of w repeated for every block. */
+#define LINEAR_MAX_ROWS    256
+#define LINEAR_BLOCK_BYTES ((int64_t)512 << 10)
 
 /* How the GEMM reads one [rows, cols] operand: in place (trans = 0: row-major, ld = row stride;
  * trans = 1: column-major, ld = column stride) or from a dense copy (packed != NULL). */
@@ -54,6 +61,7 @@ typedef struct linear_job {
     lin_operand x, w;
     const cn_view *b;
     char *y;
+    int64_t rows;  /* rows per block */
     int no_k;      /* K = 0: y is the bias alone (zeroed first), no GEMM */
     int gemm_done; /* the whole product is in y already: the blocks add the bias only */
 } linear_job;
@@ -68,7 +76,7 @@ static void linear_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
     const linear_job *j = ctx;
     size_t es = cn_dtype_size(j->dt);
     for (int64_t blk = begin; blk < end; blk++) {
-        int64_t r0 = blk * LINEAR_ROWS, rows = j->M - r0 < LINEAR_ROWS ? j->M - r0 : LINEAR_ROWS;
+        int64_t r0 = blk * j->rows, rows = j->M - r0 < j->rows ? j->M - r0 : j->rows;
         char *y = j->y + (size_t)(r0 * j->N) * es;
         /* y rows = x rows [rows, K] @ w^T: w [N, K] read as b^T (tb = 1) when row-major */
         if (j->no_k && !j->gemm_done)
@@ -113,6 +121,7 @@ cn_status cpu_linear(const cn_kernel_args *a) {
                     .N = N,
                     .K = K,
                     .b = a->n_in > 2 ? &a->in[2] : NULL,
+                    .rows = LINEAR_ROWS,
                     .y = (char *)yv->data,
                     .no_k = K == 0};
     cn_status s = plan(op, xv, &j.x);
@@ -130,9 +139,14 @@ cn_status cpu_linear(const cn_kernel_args *a) {
             cn__free(j.w.packed);
             return CN_OK;
         }
+        int64_t threads = cpu_threads(), es = (int64_t)cn_dtype_size(dt);
+        while (j.rows < LINEAR_MAX_ROWS && M / (2 * j.rows) >= 2 * threads &&
+               2 * j.rows * N * es <= LINEAR_BLOCK_BYTES)
+            j.rows *= 2;
+        blocks = (M + j.rows - 1) / j.rows;
         /* about one block's multiply-adds per grain of the pool's split */
         int64_t chunks =
-            cpu_chunks(blocks * LINEAR_ROWS * N * (K > 0 ? K : 1) / 64, CPU_PARALLEL_GRAIN);
+            cpu_chunks(blocks * j.rows * N * (K > 0 ? K : 1) / 64, CPU_PARALLEL_GRAIN);
         if (chunks > blocks) chunks = blocks;
         if (chunks < 1) chunks = 1;
         cpu_parallel(blocks, chunks, linear_blocks, &j);

@@ -1,15 +1,23 @@
-/* CPU linear: y = x w^T + b (torch.nn.functional.linear, PyTorch's addmm) in one kernel.
+/* CPU linear: y = x w^T + b (torch.nn.functional.linear, PyTorch's addmm) in one kernel, and
+ * linear_gelu: y = gelu(x w^T + b), with gelu' of the same values into d when asked.
  *
- * x [M, K], w [N, K], b [N] (optional), any strides; y [M, N] contiguous. Blocks of rows go to
- * the pool's threads; each block is one single-threaded GEMM (cn_cpu_gemm) and then gets the
- * bias while its rows are still in cache, instead of the separate add over the whole output
- * (another allocation, read and write) that matmul + add costs. x and w are read in place when
- * either of their dims has unit stride (the GEMM's transpose flags and leading dimensions), else
- * packed once into a dense copy. */
+ * x [M, K], w [N, K], b [N] (optional), any strides; y [M, N] (and d) contiguous. Blocks of rows
+ * go to the pool's threads; each block is one single-threaded GEMM (cn_cpu_gemm) and then gets
+ * the bias (and gelu) while its rows are still in cache, instead of the separate passes over the
+ * whole output (another allocation, read and write each) that matmul + add (+ gelu) cost. x and
+ * w are read in place when either of their dims has unit stride (the GEMM's transpose flags and
+ * leading dimensions), else packed once into a dense copy. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math") /* vectorises gelu's selects, as in elementwise.c */
+#endif
+
 #include <limits.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_math.h"
+#include "backends/cpu/gelu_math.h"
+#include "cinder/ops.h" /* cn_gelu_approx */
 #include "core/alloc.h"
 #include "core/backend_common.h"
 
@@ -64,7 +72,39 @@ typedef struct linear_job {
     int64_t rows;  /* rows per block */
     int no_k;      /* K = 0: y is the bias alone (zeroed first), no GEMM */
     int gemm_done; /* the whole product is in y already: the blocks add the bias only */
+    int gelu;      /* linear_gelu: gelu after the bias, */
+    int tanh_form; /* its tanh form, */
+    char *d;       /* and gelu' into d [M, N] (NULL: not asked) */
 } linear_job;
+
+/* y[i] = gelu(y[i]) over n values, and d[i] = gelu'(y[i]) (of the value before) when d is not
+ * NULL; compiled for AVX-512 and AVX2 as well, as gelu's own loops (elementwise.c). */
+CPU_CLONES_512 static void gelu_run_f32(float *restrict y, float *restrict d, int64_t n,
+                                        int tanh_form) {
+    if (d && tanh_form)
+        for (int64_t i = 0; i < n; i++) {
+            float di;
+            y[i] = gelu_with_grad_f32(y[i], 1, &di);
+            d[i] = di;
+        }
+    else if (d)
+        for (int64_t i = 0; i < n; i++) {
+            float di;
+            y[i] = gelu_with_grad_f32(y[i], 0, &di);
+            d[i] = di;
+        }
+    else if (tanh_form)
+        for (int64_t i = 0; i < n; i++) y[i] = gelu_f32(y[i], 1);
+    else
+        for (int64_t i = 0; i < n; i++) y[i] = gelu_f32(y[i], 0);
+}
+
+static void gelu_run_f64(double *restrict y, double *restrict d, int64_t n, int tanh_form) {
+    for (int64_t i = 0; i < n; i++) {
+        if (d) d[i] = gelu_grad_f64(y[i], tanh_form);
+        y[i] = gelu_f64(y[i], tanh_form);
+    }
+}
 
 /* A [rows, K] operand stored as x (trans 0: row r at r * ld; 1: column r at r) from row r0. */
 static const char *rows_from(const lin_operand *o, int64_t r0, size_t es) {
@@ -84,28 +124,36 @@ static void linear_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
         else if (!j->gemm_done)
             cn_cpu_gemm(j->dt, j->x.trans, !j->w.trans, rows, j->N, j->K, rows_from(&j->x, r0, es),
                         j->x.ld, j->w.data, j->w.ld, 0.0, y, j->N);
-        if (!j->b) continue;
-        int64_t bs = j->b->strides[0];
-        if (j->dt == CN_F32) {
-            const float *b = (const float *)j->b->data;
-            for (int64_t r = 0; r < rows; r++) {
-                float *row = (float *)y + r * j->N;
-                for (int64_t c = 0; c < j->N; c++)
-                    row[c] += b[c * bs];
-            }
-        } else {
-            const double *b = (const double *)j->b->data;
-            for (int64_t r = 0; r < rows; r++) {
-                double *row = (double *)y + r * j->N;
-                for (int64_t c = 0; c < j->N; c++)
-                    row[c] += b[c * bs];
+        if (j->b) {
+            int64_t bs = j->b->strides[0];
+            if (j->dt == CN_F32) {
+                const float *b = (const float *)j->b->data;
+                for (int64_t r = 0; r < rows; r++) {
+                    float *row = (float *)y + r * j->N;
+                    for (int64_t c = 0; c < j->N; c++)
+                        row[c] += b[c * bs];
+                }
+            } else {
+                const double *b = (const double *)j->b->data;
+                for (int64_t r = 0; r < rows; r++) {
+                    double *row = (double *)y + r * j->N;
+                    for (int64_t c = 0; c < j->N; c++)
+                        row[c] += b[c * bs];
+                }
             }
         }
+        if (!j->gelu) continue;
+        char *d = j->d ? j->d + (size_t)(r0 * j->N) * es : NULL;
+        if (j->dt == CN_F32)
+            gelu_run_f32((float *)y, (float *)d, rows * j->N, j->tanh_form);
+        else
+            gelu_run_f64((double *)y, (double *)d, rows * j->N, j->tanh_form);
     }
 }
 
-cn_status cpu_linear(const cn_kernel_args *a) {
-    const char *op = "linear";
+/* linear (gelu 0) and linear_gelu (gelu 1: ints = approx, want_d; out[1] = d when want_d) */
+static cn_status linear_run(const cn_kernel_args *a, int gelu) {
+    const char *op = gelu ? "linear_gelu" : "linear";
     const cn_view *xv = &a->in[0], *wv = &a->in[1], *yv = &a->out[0];
     cn_dtype dt = yv->dtype; /* f32 or f64, one for all (the router's and dtypes[op]) */
     if (dt != CN_F32 && dt != CN_F64) return cn__kernel_dtype_error("cpu", a->op, dt);
@@ -123,7 +171,10 @@ cn_status cpu_linear(const cn_kernel_args *a) {
                     .b = a->n_in > 2 ? &a->in[2] : NULL,
                     .rows = LINEAR_ROWS,
                     .y = (char *)yv->data,
-                    .no_k = K == 0};
+                    .no_k = K == 0,
+                    .gelu = gelu,
+                    .tanh_form = gelu && a->ints[0] == CN_GELU_TANH,
+                    .d = gelu && a->ints[1] && a->n_out > 1 ? (char *)a->out[1].data : NULL};
     cn_status s = plan(op, xv, &j.x);
     if (s == CN_OK) s = plan(op, wv, &j.w);
     if (s == CN_OK) {
@@ -155,3 +206,7 @@ cn_status cpu_linear(const cn_kernel_args *a) {
     cn__free(j.w.packed);
     return s;
 }
+
+cn_status cpu_linear(const cn_kernel_args *a) { return linear_run(a, 0); }
+
+cn_status cpu_linear_gelu(const cn_kernel_args *a) { return linear_run(a, 1); }

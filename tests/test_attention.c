@@ -1,6 +1,7 @@
 /* The fused attention (cn_scaled_dot_product_attention) beyond the op table's small PyTorch cases
  * (tests/test_op_table.c): sizes that span several of the CPU kernel's 64 x 64 tiles, causal with
- * Lq > Lk and Lq < Lk, masks broadcast over batch dims, strided inputs, f32 and f64, each against
+ * Lq > Lk and Lq < Lk, masks broadcast over batch dims, strided inputs, f32 and f64, few and many
+ * batch indices (the CPU backward's two passes and its single pass), each against
  * the composed attention softmax(scale q k^T + mask) v through public ops (an independent path:
  * matmul, softmax, masked_fill), values and gradients (q, k, v and the mask), and empty
  * feature sizes; the backward's memory (a backend that counts its bytes shows that no
@@ -118,6 +119,17 @@ static void test_masks_and_strided_inputs(void) {
 static void test_f32_matches(void) {
     const int64_t m2[2] = {80, 100};
     compare(1, 2, 80, 100, 32, 16, m2, 2, 1, 0.0, CN_F32, 2e-5, 0);
+}
+
+/* Many batch indices (B * H = 32: at least two per thread up to 16 threads), which the CPU
+ * backward runs in one pass per batch index instead of its two passes (the cases above with
+ * B * H <= 2 take the two passes): causal across tiles with a mask and its gradient, and the
+ * GPT's shape (one 64 x 64 tile, q, k, v strided views of [B, T, H, hs]) in f32. */
+static void test_many_batch_indices(void) {
+    const int64_t m4[4] = {8, 1, 100, 90};
+    compare(8, 4, 100, 90, 8, 12, m4, 4, 1, 0.0, CN_F64, 1e-11, 0);
+    compare(8, 4, 70, 130, 8, 8, NULL, 0, 0, 0.0, CN_F64, 1e-11, 2);
+    compare(8, 4, 64, 64, 32, 32, NULL, 0, 1, 0.0, CN_F32, 2e-5, 1);
 }
 
 /* Empty feature sizes: D = 0 (every score 0: the mean of the visible values) and Dv = 0. */
@@ -381,6 +393,7 @@ int main(void) {
     RUN(test_causal_across_tiles);
     RUN(test_masks_and_strided_inputs);
     RUN(test_f32_matches);
+    RUN(test_many_batch_indices);
     RUN(test_empty_feature_sizes);
     RUN(test_rows_with_no_key_give_zeros);
     RUN(test_backward_keeps_no_attention_matrix);

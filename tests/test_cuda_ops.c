@@ -339,6 +339,12 @@ static cn_tensor *f_matmul(cn_tensor *const *x, const void *a) {
 static cn_tensor *f_linear(cn_tensor *const *x, const void *a) {
     return cn_linear(x[0], x[1], *(const int *)a > 2 ? x[2] : NULL);
 }
+
+/* a[0] = inputs (2: no bias), a[1] = cn_gelu_approx */
+static cn_tensor *f_linear_gelu(cn_tensor *const *x, const void *a) {
+    const int *p = a;
+    return cn_linear_gelu(x[0], x[1], p[0] > 2 ? x[2] : NULL, (cn_gelu_approx)p[1]);
+}
 static cn_tensor *f_gather(cn_tensor *const *x, const void *a) {
     return cn_gather(x[0], (int)A(a)->i0, x[1]);
 }
@@ -1419,6 +1425,17 @@ static void test_matmul(void) {
                 check_op(label("linear %s %s%s", cn_dtype_name(dt), layout_names[l],
                                nb == 3 ? " bias" : ""),
                          CN_OP_LINEAR, f_linear, &nb, in, nb, 2);
+                for (int i = 0; i < 3; i++) pair_free(in[i]);
+            }
+        /* linear_gelu (f32 and f64 on CUDA): both forms, with and without the bias */
+        for (int form = 0; form < 2 && (dt == CN_F32 || dt == CN_F64); form++)
+            for (int nb = 2; nb <= 3; nb++) {
+                pair in[3] = {input(xs, 3, dt, -1, 1, CONTIG), input(ws, 2, dt, -1, 1, CONTIG),
+                              input(bs, 1, dt, -1, 1, CONTIG)};
+                const int arg[2] = {nb, form};
+                check_op(label("linear_gelu %s %s%s", cn_dtype_name(dt), form ? "tanh" : "erf",
+                               nb == 3 ? " bias" : ""),
+                         CN_OP_LINEAR_GELU, f_linear_gelu, arg, in, nb, 2);
                 for (int i = 0; i < 3; i++) pair_free(in[i]);
             }
     }

@@ -492,13 +492,14 @@ static void test_integer_matmul(void) {
 }
 
 /* cn_linear's one kernel against matmul + add in double: a batch of one (the product split over
- * the columns) and a batch of many rows (blocks of rows over the threads, the bias added per
- * block), x and w contiguous and transposed, with and without the bias. */
+ * the columns) and batches of many rows (blocks of rows over the threads, the bias added per
+ * block; 2050 rows take the larger blocks, with a ragged last one), x and w contiguous and
+ * transposed, with and without the bias. */
 static void test_linear_kernel_matches_matmul_and_add(void) {
     cn_scope_begin();
     cn_generator gen = cn_generator_new(11);
-    const int64_t rows[3] = {1, 300, 517};
-    for (int r = 0; r < 3; r++)
+    const int64_t rows[4] = {1, 300, 517, 2050};
+    for (int r = 0; r < 4; r++)
         for (int layout = 0; layout < 2; layout++) {
             const int64_t xs[2] = {rows[r], 70}, xts[2] = {70, rows[r]};
             const int64_t ws[2] = {50, 70}, wts[2] = {70, 50}, bs[1] = {50};
@@ -516,6 +517,70 @@ static void test_linear_kernel_matches_matmul_and_add(void) {
     cn_scope_end();
 }
 
+/* cn_linear_gelu against cn_gelu(cn_linear(...)): the same values (the same GEMM blocks, the same
+ * gelu), and through autodiff the same gradients of x, w and b (the kernel's saved gelu' against
+ * the activation backward's recomputed one), both forms, f32 and f64, with and without the bias,
+ * a batch of one and blocks of many rows; under no-grad the output is not tracked; misuse. */
+static void test_linear_gelu_matches_linear_then_gelu(void) {
+    cn_scope_begin();
+    cn_generator gen = cn_generator_new(12);
+    cn_device ad = cn_autodiff(cn_cpu());
+    const int64_t rows[3] = {1, 300, 2050};
+    const cn_dtype dts[2] = {CN_F32, CN_F64};
+    for (int t = 0; t < 2; t++)
+        for (int form = 0; form < 2; form++)
+            for (int r = 0; r < 3; r++)
+                for (int nb = 0; nb < 2; nb++) {
+                    cn_dtype dt = dts[t];
+                    const int64_t xs[3] = {2, rows[r], 40}, ws[2] = {96, 40}, bs[1] = {96};
+                    const int64_t ys[3] = {2, rows[r], 96};
+                    cn_tensor *x = cn_rand_normal(&gen, xs, 3, 0, 1, dt, cn_cpu());
+                    cn_tensor *w = cn_rand_normal(&gen, ws, 2, 0, 0.3, dt, cn_cpu());
+                    cn_tensor *b = nb ? cn_rand_normal(&gen, bs, 1, 0, 0.5, dt, cn_cpu()) : NULL;
+                    cn_tensor *rr = cn_rand_normal(&gen, ys, 3, 0, 1, dt, cn_cpu());
+                    cn_gelu_approx ap = form ? CN_GELU_TANH : CN_GELU_ERF;
+                    th_check_close("linear_gelu", cn_linear_gelu(x, w, b, ap),
+                                   cn_gelu(cn_linear(x, w, b), ap), 0);
+                    cn_tensor *g[2][3] = {{0}};
+                    for (int fused = 0; fused < 2; fused++) {
+                        cn_tensor *l[3] = {cn_require_grad(cn_from_inner(x, ad)),
+                                           cn_require_grad(cn_from_inner(w, ad)),
+                                           b ? cn_require_grad(cn_from_inner(b, ad)) : NULL};
+                        cn_tensor *y = fused ? cn_linear_gelu(l[0], l[1], l[2], ap)
+                                             : cn_gelu(cn_linear(l[0], l[1], l[2]), ap);
+                        cn_grads *gr = cn_backward(cn_sum(cn_mul(y, cn_from_inner(rr, ad))));
+                        CHECK(gr != NULL);
+                        for (int i = 0; gr && i < 2 + nb; i++)
+                            g[fused][i] = cn_clone(cn_grad(gr, l[i]));
+                        cn_grads_free(gr);
+                    }
+                    const char *names[3] = {"dx", "dw", "db"};
+                    for (int i = 0; i < 2 + nb; i++) th_check_close(names[i], g[1][i], g[0][i], 0);
+                }
+    /* no-grad: tracked inputs, an untracked output of the same values */
+    const int64_t xs[2] = {70, 8}, ws[2] = {5, 8};
+    cn_tensor *x = cn_require_grad(cn_from_inner(cn_rand_normal(&gen, xs, 2, 0, 1, CN_F32,
+                                                                cn_cpu()), ad));
+    cn_tensor *w = cn_require_grad(cn_from_inner(cn_rand_normal(&gen, ws, 2, 0, 1, CN_F32,
+                                                                cn_cpu()), ad));
+    cn_no_grad_begin();
+    cn_tensor *y = cn_linear_gelu(x, w, NULL, CN_GELU_ERF);
+    cn_no_grad_end();
+    CHECK(y && !cn_requires_grad(y));
+    th_check_close("no-grad linear_gelu", y, cn_gelu(cn_linear(x, w, NULL), CN_GELU_ERF), 0);
+    /* misuse: nothing computed, the error names the call and the argument */
+    CHECK_FAILS(cn_linear_gelu(x, w, NULL, (cn_gelu_approx)7), CN_ERR_INVALID_ARG, "approx");
+    CHECK_FAILS(cn_linear_gelu(NULL, w, NULL, CN_GELU_ERF), CN_ERR_NULL_ARG, "linear_gelu");
+    CHECK_FAILS(cn_linear_gelu(x, cn_reshape(w, (int64_t[]){40}, 1), NULL, CN_GELU_ERF),
+                CN_ERR_SHAPE, "'w'");
+    CHECK_FAILS(cn_linear_gelu(x, w, cn_ones((int64_t[]){4}, 1, CN_F32, cn_cpu()), CN_GELU_ERF),
+                CN_ERR_SHAPE, "'b'");
+    CHECK_FAILS(cn_linear_gelu(x, cn_ones((int64_t[]){5, 7}, 2, CN_F32, cn_cpu()), NULL,
+                               CN_GELU_ERF),
+                CN_ERR_SHAPE, "matmul");
+    cn_scope_end();
+}
+
 int main(void) {
     RUN(test_2d_matches_reference);
     RUN(test_batched_with_broadcast_batch_dims);
@@ -528,5 +593,6 @@ int main(void) {
     RUN(test_cpu_gemm_for_extensions);
     RUN(test_integer_matmul);
     RUN(test_linear_kernel_matches_matmul_and_add);
+    RUN(test_linear_gelu_matches_linear_then_gelu);
     return th_finish();
 }

@@ -455,6 +455,12 @@ static cn_tensor *run_linear(const oc_call *c) {
     return cn_linear(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL);
 }
 
+/* linear_gelu: x, w[, b]; ints = approx */
+static cn_tensor *run_linear_gelu(const oc_call *c) {
+    return cn_linear_gelu(c->x[0], c->x[1], c->d->n_in > 2 ? c->x[2] : NULL,
+                          (cn_gelu_approx)INT_AT(0));
+}
+
 static cn_tensor *run_transpose(const oc_call *c) {
     return cn_transpose(c->x[0], INT_AT(0), INT_AT(1));
 }
@@ -849,6 +855,8 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_SGD_STEP] = {run_sgd},
     [CN_OP_ADAMW_STEP] = {run_adamw},
     [CN_OP_LINEAR] = {run_linear},
+    /* both forms, with a bias and without (x 3-D); the gradient through the saved gelu' */
+    [CN_OP_LINEAR_GELU] = {run_linear_gelu},
     /* scans along a dim (cumprod with zeros: its gradient must not divide by x), cumprod's
      * backward kernel against autograd's, cummax / cummin / sort values and indices (distinct
      * values for the gradients, ties on ints), any / all on float, int and bool */

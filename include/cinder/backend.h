@@ -301,6 +301,12 @@ typedef enum cn_op {
      * storage); out = y f32, M * N dense: y = x @ dequant(w)^T + bias, with x quantized to int8
      * per row (per block of 32 for the block schemes) and int8 dots summed in int32) */
     CN_OP_QUANT_LINEAR,
+    /* added for speed (issue 17, the GPT's MLP): linear_gelu, y = gelu(x w^T + b) in one kernel:
+     * in = (x [M, K], w [N, K][, b [N]]) as linear's; ints = approx (cn_gelu_approx), want_d;
+     * out = y [M, N] contiguous, and when want_d, d [M, N] contiguous = gelu'(x w^T + b) (what
+     * the backward multiplies the output's gradient by, so that it never recomputes gelu);
+     * float. Each block of rows gets the bias and gelu while it is in cache */
+    CN_OP_LINEAR_GELU,
     CN_OP_COUNT
 } cn_op;
 
@@ -404,7 +410,7 @@ CN_API int cn_backend_find(const char *name);
 
 /* The version of the backend interface (this header's structs and the op numbering). Bumped on
  * any incompatible change; a module must have been built with the same number. */
-#define CN_BACKEND_ABI_VERSION 5
+#define CN_BACKEND_ABI_VERSION 6
 
 /* What cinder hands a module: its error path and its counted host allocator (so that the
  * allocation-failure mode, cn_alloc_fail_after, covers the module too). Valid for the life of the

@@ -303,6 +303,14 @@ CN_API cn_tensor *cn_max_abs_dim(cn_tensor *x, int dim, int keepdim);
 CN_API cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b);
 /* x: [..., in], w: [out, in], b: [out] or NULL -> x @ w^T + b. */
 CN_API cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b);
+/* gelu(x @ w^T + b): cn_gelu(cn_linear(x, w, b), approx) as one op (a transformer MLP's first
+ * layer). x: [..., in], w: [out, in], b: [out] or NULL -> [..., out]; float. The CPU applies the
+ * bias and gelu to each block of rows while it is in cache, and under autodiff writes gelu' of
+ * the same values beside the output (one more [..., out] tensor, kept by the graph), so that the
+ * backward multiplies by it instead of recomputing gelu; the values are those of the two ops.
+ * Errors: cn_linear's, and CN_ERR_INVALID_ARG for an approx other than CN_GELU_ERF or
+ * CN_GELU_TANH (nothing computed). Any thread, as every op. */
+CN_API cn_tensor *cn_linear_gelu(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_gelu_approx approx);
 
 /* ---- layout --------------------------------------------------------------------------------- */
 /* Concatenates n tensors (same dtype, device, and shape except along dim). Sizes along dim that

@@ -122,6 +122,7 @@ ad_node *ad_node_new(int op, int n_in, const cn_tensor *out) {
      * in time; the same functions whichever thread stores them first. */
     if (!atomic_load_explicit(&cn__autograd_free, memory_order_relaxed)) {
         atomic_store_explicit(&cn__autograd_free, free_tensor_node, memory_order_relaxed);
+        cn__register_grad_mode_layer(cn_grad_enabled);
         cn__register_record_layer(ad_record);
     }
     ad_node *n = node_alloc(n_in);

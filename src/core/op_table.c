@@ -413,6 +413,12 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_QUANT_LINEAR] = {.name = "quant_linear", .family = CN__FAMILY_INDEX, .n_in = 3,
                             .kinds = {F, 1u << CN_KIND_QUANTIZED, F}, .out = CN__OUT_INPUT,
                             .n_ints = 4, .saves = IN1, .differentiable = 1},
+    /* y = gelu(x w^T + b) (issue 17). The node's inputs are (x, w, d[, b]), d = gelu' of the
+     * pre-activation that the forward wrote (concrete, no gradient); ints = approx, has_b. The
+     * formula needs x, w and d (ad_grad_linear_gelu) */
+    [CN_OP_LINEAR_GELU] = {.name = "linear_gelu", .family = CN__FAMILY_MATMUL, .n_in = 3,
+                           .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 2,
+                           .saves = IN0 | IN1 | IN2, .differentiable = 1},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

@@ -99,10 +99,13 @@ cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b) {
     return cn__record(CN_OP_MATMUL, out, in, 2, NULL, 0, NULL, 0);
 }
 
-/* The linear kernel on x [.., K] folded to [M, K] (a view, or a copy when its leading dims do
- * not fold), recorded as one node; the result is viewed back as [.., N]. */
-static cn_tensor *linear_fused(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
-    const char *op = "linear";
+/* The linear kernel (gelu: linear_gelu's, with approx) on x [.., K] folded to [M, K] (a view,
+ * or a copy when its leading dims do not fold), recorded as one node; the result is viewed back
+ * as [.., N]. linear_gelu's node is (x, w, d[, b]), d = gelu' that the kernel wrote beside y,
+ * asked for only when the node will be recorded (grad mode on and an input tracked). */
+static cn_tensor *linear_fused(cn_tensor *x, cn_tensor *w, cn_tensor *b, int gelu,
+                               cn_gelu_approx approx) {
+    const char *op = gelu ? "linear_gelu" : "linear";
     cn_tensor *in[3] = {x, w, b};
     const char *names[3] = {"x", "w", "b"};
     int n = b ? 3 : 2;
@@ -126,19 +129,42 @@ static cn_tensor *linear_fused(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
     cn_view views[3];
     cn_tensor *args[3] = {x2, w, b};
     for (int i = 0; out && i < n; i++) cn__tensor_as_view(args[i], &views[i]);
-    if (out && cn__launch(be, dev, CN_OP_LINEAR, views, n, &out, 1, NULL, 0, NULL, 0) != CN_OK) {
-        cn_release(out);
-        out = NULL;
+    if (!gelu) {
+        if (out && cn__launch(be, dev, CN_OP_LINEAR, views, n, &out, 1, NULL, 0, NULL, 0) !=
+                       CN_OK) {
+            cn_release(out);
+            out = NULL;
+        }
+        out = out ? cn__record(CN_OP_LINEAR, out, args, n, NULL, 0, NULL, 0) : NULL;
+    } else if (out) {
+        int want_d = cn__will_record(dev, args, n);
+        cn_device concrete = dev;
+        concrete.autodiff = 0;
+        concrete.checkpoint = 0;
+        cn_tensor *outs[2] = {out, want_d ? cn__tensor_alloc(op, out_shape, 2, x->dtype, concrete)
+                                          : NULL};
+        int64_t ints[2] = {approx, want_d};
+        if ((want_d && !outs[1]) || cn__launch(be, dev, CN_OP_LINEAR_GELU, views, n, outs,
+                                               1 + want_d, ints, 2, NULL, 0) != CN_OK) {
+            cn_release(out);
+            out = NULL;
+        } else if (want_d) {
+            cn_tensor *rec[4] = {x2, w, outs[1], b};
+            const int64_t node_ints[2] = {approx, b != NULL};
+            out = cn__record(CN_OP_LINEAR_GELU, out, rec, n + 1, node_ints, 2, NULL, 0);
+        }
+        cn_release(outs[1]); /* the node keeps its own reference */
     }
-    out = out ? cn__record(CN_OP_LINEAR, out, args, n, NULL, 0, NULL, 0) : NULL;
     cn_release(x2);
     cn_tensor *y = out ? cn_reshape(out, shape, x->ndim) : NULL;
     cn_release(out);
     return y;
 }
 
-cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
-    const char *op = "linear";
+/* cn_linear and cn_linear_gelu (gelu: after the linear, with approx). */
+static cn_tensor *linear_op(cn_tensor *x, cn_tensor *w, cn_tensor *b, int gelu,
+                            cn_gelu_approx approx) {
+    const char *op = gelu ? "linear_gelu" : "linear";
     if (!x || !w) {
         cn__null_arg(op, !x ? "x" : "w");
         return NULL;
@@ -154,14 +180,30 @@ cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
                      cn_tensor_str(b, s, sizeof s), (long long)w->shape[0]);
         return NULL;
     }
-    if (x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[1] && cn__has_kernel(CN_OP_LINEAR, x))
-        return linear_fused(x, w, b);
+    if (gelu && approx != CN_GELU_ERF && approx != CN_GELU_TANH) {
+        cn_set_error(CN_ERR_INVALID_ARG, op, "approx = %d; use CN_GELU_ERF or CN_GELU_TANH",
+                     (int)approx);
+        return NULL;
+    }
+    cn_op kop = gelu ? CN_OP_LINEAR_GELU : CN_OP_LINEAR;
+    if (x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[1] && cn__has_kernel(kop, x))
+        return linear_fused(x, w, b, gelu, approx);
     /* matmul's checks (and errors) for anything else, and a backend without the kernel */
     cn_tensor *wt = cn_transpose(w, 0, 1);
     cn_tensor *y = cn_matmul(x, wt);
     cn_release(wt);
-    if (!y || !b) return y;
-    cn_tensor *out = cn_add(y, b);
+    cn_tensor *out = y && b ? cn_add(y, b) : cn_retain(y);
     cn_release(y);
-    return out;
+    if (!out || !gelu) return out;
+    cn_tensor *h = cn_gelu(out, approx);
+    cn_release(out);
+    return h;
+}
+
+cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
+    return linear_op(x, w, b, 0, CN_GELU_ERF);
+}
+
+cn_tensor *cn_linear_gelu(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_gelu_approx approx) {
+    return linear_op(x, w, b, 1, approx);
 }

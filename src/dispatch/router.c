@@ -12,6 +12,12 @@ void cn__register_record_layer(cn__record_fn fn) {
     atomic_store_explicit(&cn__record_layer, fn, memory_order_release);
 }
 
+_Atomic(cn__grad_mode_fn) cn__grad_mode_layer;
+
+void cn__register_grad_mode_layer(cn__grad_mode_fn fn) {
+    atomic_store_explicit(&cn__grad_mode_layer, fn, memory_order_release);
+}
+
 static const char *const kind_names[CN_KIND_COUNT] = {"float", "int", "bool", "quantized"};
 
 static const char *mask_str(unsigned mask) {

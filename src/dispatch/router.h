@@ -153,6 +153,23 @@ extern _Atomic(cn__record_fn) cn__record_layer;
 /* Registers the recording layer (any thread; the same function each time). */
 void cn__register_record_layer(cn__record_fn fn);
 
+/* Whether the recording layer records in this thread now (its grad mode): registered beside
+ * it, by the same layer. Before that no tensor is tracked, so nothing would be recorded. */
+typedef int (*cn__grad_mode_fn)(void);
+extern _Atomic(cn__grad_mode_fn) cn__grad_mode_layer;
+void cn__register_grad_mode_layer(cn__grad_mode_fn fn);
+
+/* Whether an op on device dev with inputs in[0..n) (NULLs skipped) will be recorded: dev is an
+ * autodiff device, an input is tracked and grad mode is on. A front-end asks it before computing
+ * what only the backward reads (linear_gelu's gelu'). */
+static inline int cn__will_record(cn_device dev, cn_tensor *const *in, int n) {
+    int tracked = 0;
+    for (int i = 0; i < n; i++) tracked |= in[i] && in[i]->autograd;
+    if (!dev.autodiff || !tracked) return 0;
+    cn__grad_mode_fn mode = atomic_load_explicit(&cn__grad_mode_layer, memory_order_acquire);
+    return mode ? mode() : 0;
+}
+
 /* Records out = op(in...) when out lives on an autodiff device (op: a row of core/op_table.h).
  * Returns out, or NULL (out released, error set) when recording fails. */
 static inline cn_tensor *cn__record(int op, cn_tensor *out, cn_tensor *const *in, int n,

@@ -170,10 +170,14 @@ static cn_tensor *attention_forward(cn_module *m, cn_tensor *x) {
 static const cn_module_vtable attention_vtable = {"CausalSelfAttention", attention_forward, NULL,
                                                   free_state};
 
-/* x: [B, T, C] -> c_proj(gelu(c_fc(x))): [B, T, C] */
+/* x: [B, T, C] -> c_proj(gelu(c_fc(x))): [B, T, C]. gelu(c_fc(x)) is one op on c_fc's weight
+ * and bias (cn_linear_gelu: gelu applied to each block of rows while in cache, and its
+ * derivative kept for the backward instead of recomputed), the same values as the two. */
 static cn_tensor *mlp_forward(cn_module *m, cn_tensor *x) {
-    cn_tensor *h = cn_module_forward(cn_module_child(m, 0), x); /* [B, T, 4C] */
-    h = cn_gelu(h, CN_GELU_ERF);
+    cn_module *c_fc = cn_module_child(m, 0);
+    cn_tensor *w = cn_module_find(c_fc, "weight"), *bias = cn_module_find(c_fc, "bias");
+    cn_clear_error(); /* without bias, "bias" is not found: that is no error */
+    cn_tensor *h = w ? cn_linear_gelu(x, w, bias, CN_GELU_ERF) : NULL; /* [B, T, 4C] */
     return h ? cn_module_forward(cn_module_child(m, 1), h) : NULL;
 }
 

@@ -347,6 +347,12 @@ for name, fn in (("any", torch.any), ("all", torch.all)):
 case("linear", "linear_bias", [Fl([3, 4]), Fl([5, 4]), Fl([5])], F.linear)
 case("linear", "linear_batched_no_bias", [Fl([2, 3, 4]), Fl([5, 4])], F.linear)
 case("linear", "linear_vector", [Fl([4]), Fl([2, 4]), Fl([2])], F.linear)
+# linear_gelu: ints = approx (0 erf, 1 tanh); pre-activations up to about 5 in size, on both
+# sides of the f32 erf's switch at |z| = 1.24
+case("linear_gelu", "linear_gelu_erf", [Fl([3, 4]), Fl([5, 4]), Fl([5])],
+     lambda x, w, b: F.gelu(F.linear(x, w, b)), ints=[0])
+case("linear_gelu", "linear_gelu_tanh_batched_no_bias", [Fl([2, 3, 4]), Fl([5, 4])],
+     lambda x, w: F.gelu(F.linear(x, w), approximate="tanh"), ints=[1])
 case("matmul", "matmul", [Fl([2, 3]), Fl([3, 4])], torch.matmul)
 case("matmul", "matmul_batched", [Fl([2, 2, 3]), Fl([3, 2])], torch.matmul)
 case("matmul", "matmul_i64", [In([2, 2, 3], [1, -2, 3, 0, 4, 5, -1, 2, 0, 3, 1, -4]),

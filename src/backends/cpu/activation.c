@@ -16,13 +16,9 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_math.h"
+#include "backends/cpu/gelu_math.h"
 #include "cinder/ops.h" /* cn_gelu_approx */
 #include "core/backend_common.h"
-
-#define SQRT1_2 0.70710678118654752440
-#define INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
-#define GELU_K 0.79788456080286535588       /* sqrt(2 / pi) */
-#define GELU_C 0.044715
 
 typedef struct act_ctx {
     int act;  /* the forward op */
@@ -58,30 +54,6 @@ static inline float silu_grad_f32(float x) {
 static inline double silu_grad_f64(double x) {
     double sig = 1.0 / (1.0 + exp(-x));
     return sig * (1.0 + x * (1.0 - sig));
-}
-
-/* gelu'(x): Phi(x) + x phi(x) for the exact form; for the tanh form, written as x sigmoid(a) with
- * a = 2u = 2k (x + c x^3) (elementwise.c), sigmoid(a) + x sigmoid'(a) 2k (1 + 3 c x^2). f32:
- * branch-free (cpu_math.h's normal_cdf_f32, sigmoid_of_f32, exp_f32), so the loops vectorise. */
-static inline float gelu_grad_f32(float x, int tanh_form) {
-    if (tanh_form) {
-        float x2 = x * x, dsig;
-        float a = (float)(2 * GELU_K) * (x + (float)GELU_C * (x2 * x));
-        float sig = sigmoid_of_f32(a, &dsig);
-        return sig + x * dsig * ((float)(2 * GELU_K) * (1.0f + (float)(3 * GELU_C) * x2));
-    }
-    return normal_cdf_f32(x) + x * (float)INV_SQRT_2PI * exp_f32(-0.5f * x * x);
-}
-
-static inline double gelu_grad_f64(double x, int tanh_form) {
-    if (tanh_form) {
-        double x2 = x * x;
-        double a = 2 * GELU_K * (x + GELU_C * (x2 * x));
-        double e = exp(-fabs(a)), r = 1.0 / (1.0 + e);
-        double sig = a >= 0 ? r : e * r;
-        return sig + x * (e * r * r) * (2 * GELU_K * (1.0 + 3 * GELU_C * x2));
-    }
-    return 0.5 * erfc(-x * SQRT1_2) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
 }
 
 /* log_sigmoid'(x) = sigmoid(-x) = e / (1 + e) for x > 0, 1 / (1 + e) otherwise, e = e^-|x|: no

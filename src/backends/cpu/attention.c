@@ -17,7 +17,9 @@
  *     dV = P^T G,   dP = G V^T,   dS = P * (dP - Dr),   dQ = scale dS K,   dK = scale dS^T Q
  * in two passes so that no two threads write one row: pass 1 over (b, query block) gives dQ
  * (and dS into the mask's gradient when it is asked for), pass 2 over (b, key block) gives dK
- * and dV. Each pass recomputes P; the memory is the tiles' per chunk, and Dr ([B, Lq]). */
+ * and dV. Each pass recomputes P; the memory is the tiles' per chunk, and Dr ([B, Lq]). With at
+ * least two batch indices per thread and few enough keys, one pass per batch index does both
+ * (bwd_one_pass_items: P and dS once per tile, dK and dV of its keys in the chunk's scratch). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
@@ -33,6 +35,10 @@
 
 #define BQ 64 /* query rows per tile */
 #define BK 64 /* key rows per tile */
+/* The backward's single pass (bwd_one_pass_items): at most this many keys, and dK and dV of one
+ * batch index (keys x (D + Dv) elements) at most ONE_PASS_ELEMS in the scratch */
+#define ONE_PASS_KEYS  512
+#define ONE_PASS_ELEMS (64 * 1024)
 
 #define EXP_f32(x) exp_f32(x)
 #define EXP_f64(x) exp(x)
@@ -147,6 +153,25 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
         for (; c < n; c++) mx = s[c] > mx ? s[c] : mx;                                             \
         return mx;                                                                                 \
     }                                                                                              \
+    /* s[c] = exp(s[c] - mx) for c < n, and their sum, added in MAX_LANES lanes (one running sum  \
+     * is a chain of dependent scalar adds that keeps the exp loop from vectorising) */            \
+    CPU_CLONES_512 static T exp_sum_##SUF(T *s, int64_t n, T mx) {                                 \
+        T lane[MAX_LANES];                                                                         \
+        for (int j = 0; j < MAX_LANES; j++) lane[j] = 0;                                           \
+        int64_t c = 0;                                                                             \
+        for (; c + MAX_LANES <= n; c += MAX_LANES)                                                 \
+            for (int j = 0; j < MAX_LANES; j++) {                                                  \
+                s[c + j] = EXP_##SUF(s[c + j] - mx);                                               \
+                lane[j] += s[c + j];                                                               \
+            }                                                                                      \
+        T sum = 0;                                                                                 \
+        for (; c < n; c++) {                                                                       \
+            s[c] = EXP_##SUF(s[c] - mx);                                                           \
+            sum += s[c];                                                                           \
+        }                                                                                          \
+        for (int j = 0; j < MAX_LANES; j++) sum += lane[j];                                        \
+        return sum;                                                                                \
+    }                                                                                              \
     /* keys [0, kend) of query block [i0, i0 + bq): all, or up to the last row when causal */      \
     static int64_t key_end_##SUF(const sdpa_geom *G, int64_t i0, int64_t bq) {                     \
         return G->causal && i0 + bq < G->lk ? i0 + bq : G->lk;                                     \
@@ -176,12 +201,8 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
                         for (int64_t c = 0; c < bk; c++) s[c] = 0;                                 \
                         continue;                                                                  \
                     }                                                                              \
-                    T alpha = EXP_##SUF(m[r] - mx), sum = 0;                                       \
-                    for (int64_t c = 0; c < bk; c++) {                                             \
-                        s[c] = EXP_##SUF(s[c] - mx);                                               \
-                        sum += s[c];                                                               \
-                    }                                                                              \
-                    l[r] = l[r] * alpha + sum;                                                     \
+                    T alpha = EXP_##SUF(m[r] - mx);                                                \
+                    l[r] = l[r] * alpha + exp_sum_##SUF(s, bk, mx);                                \
                     if (alpha != 1)                                                                \
                         for (int64_t c = 0; c < Dv; c++) acc[r * Dv + c] *= alpha;                 \
                     m[r] = mx;                                                                     \
@@ -290,6 +311,62 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
             for (int64_t e = 0; e < bk * D; e++) dk[e] = dK[e] * (T)G->scale;                      \
             memcpy(dv, dV, sizeof(T) * (size_t)(bk * Dv));                                         \
         }                                                                                          \
+    }                                                                                              \
+    /* both passes in one, per batch index b (enough of them for every thread): P and dS of each  \
+     * tile computed once and used for dQ, dK and dV, whose sums over a batch index's tiles are   \
+     * this chunk's alone (dK and dV of all its keys in the scratch). The same tiles as the two  \
+     * passes, and the same order of the sums over query blocks. */                               \
+    CPU_CLONES_512 static void bwd_one_pass_items_##SUF(void *ctx, int64_t chunk, int64_t begin,   \
+                                                        int64_t end) {                             \
+        const sdpa_geom *G = ctx;                                                                  \
+        const cn_kernel_args *a = G->a;                                                            \
+        cn_dtype dt = G->q->dtype;                                                                 \
+        int64_t D = G->d, Dv = G->dv, lk = G->lk, ldq, ldg, ldo, ldk, ldv;                         \
+        T *Qp = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
+        T *Gp = Qp + BQ * D, *Op = Gp + BQ * Dv, *Kp = Op + BQ * Dv, *Vp = Kp + BK * D;            \
+        T *P = Vp + BK * Dv, *W = P + BQ * BK, *dQ = W + BQ * BK, *lse = dQ + BQ * D;              \
+        T *dK = lse + BQ, *dV = dK + lk * D;                                                       \
+        T *dmask = a->n_out > 3 ? (T *)a->out[3].data : NULL;                                      \
+        for (int64_t b = begin; b < end; b++) {                                                    \
+            memset(dK, 0, sizeof(T) * (size_t)(lk * D));                                          \
+            memset(dV, 0, sizeof(T) * (size_t)(lk * Dv));                                          \
+            for (int64_t i0 = 0; i0 < G->lq; i0 += BQ) {                                           \
+                int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ, kend = key_end_##SUF(G, i0, bq);   \
+                const T *Q = tile_##SUF(G, G->q, b, i0, bq, Qp, &ldq);                             \
+                const T *Gt = tile_##SUF(G, G->g, b, i0, bq, Gp, &ldg);                            \
+                const T *O = tile_##SUF(G, G->o, b, i0, bq, Op, &ldo);                             \
+                pack_lse_##SUF(G, b, i0, bq, lse);                                                 \
+                T *dr = (T *)G->dr + b * G->lq + i0;                                               \
+                for (int64_t r = 0; r < bq; r++) {                                                 \
+                    T s = 0;                                                                       \
+                    for (int64_t c = 0; c < Dv; c++) s += Gt[r * ldg + c] * O[r * ldo + c];        \
+                    dr[r] = s;                                                                     \
+                }                                                                                  \
+                T *dm = dmask ? dmask + (b * G->lq + i0) * lk : NULL;                              \
+                if (dm) memset(dm, 0, sizeof(T) * (size_t)(bq * lk));                              \
+                memset(dQ, 0, sizeof(T) * (size_t)(bq * D));                                       \
+                for (int64_t j0 = 0; j0 < kend; j0 += BK) {                                        \
+                    int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                  \
+                    const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                         \
+                    const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                         \
+                    scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                         \
+                    probs_##SUF(bq, bk, lse, P);                                                   \
+                    mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV + j0 * Dv, Dv);               \
+                    dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                        \
+                    if (dm)                                                                        \
+                        for (int64_t r = 0; r < bq; r++)                                           \
+                            memcpy(dm + r * lk + j0, P + r * bk, sizeof(T) * (size_t)bk);          \
+                    mm(dt, 0, 0, bq, D, bk, P, bk, K, ldk, 1.0, dQ, D);                            \
+                    mm(dt, 1, 0, bk, D, bq, P, bk, Q, ldq, 1.0, dK + j0 * D, D);                   \
+                }                                                                                  \
+                T *dq = (T *)a->out[0].data + (b * G->lq + i0) * D;                                \
+                for (int64_t e = 0; e < bq * D; e++) dq[e] = dQ[e] * (T)G->scale;                  \
+            }                                                                                      \
+            T *dk = (T *)a->out[1].data + b * lk * D;                                              \
+            T *dv = (T *)a->out[2].data + b * lk * Dv;                                             \
+            for (int64_t e = 0; e < lk * D; e++) dk[e] = dK[e] * (T)G->scale;                      \
+            memcpy(dv, dV, sizeof(T) * (size_t)(lk * Dv));                                         \
+        }                                                                                          \
     }
 
 DEF_SDPA(float, f32)
@@ -363,6 +440,18 @@ cn_status cpu_sdpa_backward(const cn_kernel_args *a) {
     if (!G.dr) return CN_ERR_OUT_OF_MEMORY;
     int64_t D = G.d, Dv = G.dv;
     int64_t work = BQ * G.lk * (2 * D + 2 * Dv);
+    /* one pass per batch index when there are enough of them for the threads and a batch
+     * index's dK and dV fit the scratch (as the GPT's [B, heads, T, hs] with T <= 512): P and dS
+     * are computed once instead of once per pass. Scratch: pass 1's, and dK, dV of all keys */
+    int64_t e0 = BQ * D + 2 * BQ * Dv + BK * D + BK * Dv + 2 * BQ * BK + BQ * D + BQ +
+                 G.lk * (D + Dv);
+    if (G.lk > 0 && G.batch >= 2 * (int64_t)cpu_threads() && G.lk <= ONE_PASS_KEYS &&
+        G.lk * (D + Dv) <= ONE_PASS_ELEMS) {
+        s = run_items(&G, G.batch, work * G.nqb, e0,
+                      f32 ? bwd_one_pass_items_f32 : bwd_one_pass_items_f64);
+        cn__free(G.dr);
+        return s;
+    }
     /* pass 1: Q, G, O, K, V, P, W, dQ, lse */
     int64_t e1 = BQ * D + 2 * BQ * Dv + BK * D + BK * Dv + 2 * BQ * BK + BQ * D + BQ;
     s = run_items(&G, G.batch * G.nqb, work, e1, f32 ? bwd_q_items_f32 : bwd_q_items_f64);

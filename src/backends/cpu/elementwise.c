@@ -27,6 +27,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_math.h"
+#include "backends/cpu/gelu_math.h"
 #include "cinder/ops.h" /* cn_gelu_approx */
 #include "core/backend_common.h"
 #include "core/scalar_compare.h"
@@ -119,28 +120,6 @@ static inline double sigmoid_f64(double x) {
     double e = exp(-fabs(x));
     double r = 1.0 / (1.0 + e);
     return x >= 0.0 ? r : e * r;
-}
-
-/* gelu(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), or its tanh form 0.5 x (1 + tanh(u)), u =
- * sqrt(2/pi) (x + 0.044715 x^3), computed as x sigmoid(2u) (the same function). Both without the
- * cancellation of 1 + erf or 1 + tanh for x < 0. f32: branch-free (cpu_math.h), so the loops
- * vectorise; f64: libm's erfc and exp. */
-static inline float gelu_f32(float x, int tanh_form) {
-    if (tanh_form) {
-        float dsig;
-        float a = 1.5957691216057308f * (x + 0.044715f * (x * x * x)); /* 2u */
-        return x * sigmoid_of_f32(a, &dsig);
-    }
-    return x * normal_cdf_f32(x);
-}
-
-static inline double gelu_f64(double x, int tanh_form) {
-    if (tanh_form) {
-        double a = 1.5957691216057308 * (x + 0.044715 * (x * x * x));
-        double e = exp(-fabs(a));
-        return x * (a >= 0 ? 1.0 : e) / (1.0 + e);
-    }
-    return 0.5 * x * erfc(-x * 0.707106781186547524);
 }
 
 /* The dense f32 gelu loops, one per form, compiled for AVX2 and AVX-512 as well (with 16 lanes

@@ -1,21 +1,36 @@
-/* CPU linear: y = x w^T + b (torch.nn.functional.linear, PyTorch's addmm) in one kernel.
+/* CPU linear: y = x w^T + b (torch.nn.functional.linear, PyTorch's addmm) in one kernel, and
+ * linear_gelu: y = gelu(x w^T + b), with gelu' of the same values into d when asked.
  *
- * x [M, K], w [N, K], b [N] (optional), any strides; y [M, N] contiguous. Blocks of rows go to
- * the pool's threads; each block is one single-threaded GEMM (cn_cpu_gemm) and then gets the
- * bias while its rows are still in cache, instead of the separate add over the whole output
- * (another allocation, read and write) that matmul + add costs. x and w are read in place when
- * either of their dims has unit stride (the GEMM's transpose flags and leading dimensions), else
- * packed once into a dense copy. */
+ * x [M, K], w [N, K], b [N] (optional), any strides; y [M, N] (and d) contiguous. Blocks of rows
+ * go to the pool's threads; each block is one single-threaded GEMM (cn_cpu_gemm) and then gets
+ * the bias (and gelu) while its rows are still in cache, instead of the separate passes over the
+ * whole output (another allocation, read and write each) that matmul + add (+ gelu) cost. x and
+ * w are read in place when either of their dims has unit stride (the GEMM's transpose flags and
+ * leading dimensions), else packed once into a dense copy. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math") /* vectorises gelu's selects, as in elementwise.c */
+#endif
+
 #include <limits.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_math.h"
+#include "backends/cpu/gelu_math.h"
+#include "cinder/ops.h" /* cn_gelu_approx */
 #include "core/alloc.h"
 #include "core/backend_common.h"
 
 /* Rows per block: a multiple of the GEMM kernels' register tile, and about 64 KB of output at
- * N = 256 in f32, so that a block's output is still in L2 when its bias is added. */
+ * N = 256 in f32, so that a block's output is still in L2 when its bias is added. This is also
+ * the unit of the small-M test (fewer blocks than threads: the product split over columns). */
 #define LINEAR_ROWS 64
+/* Large M takes blocks of up to LINEAR_MAX_ROWS rows while each thread still gets two blocks
+ * and a block's output stays within LINEAR_BLOCK_BYTES (in L2 for the bias): oneDNN's sgemm
+ * runs a [64, N] x [N, K] block at 10-25% below the rate of a [256, N] one at the GPT's sizes
+ * (N, K in 92..512), its packing of w repeated for every block. */
+#define LINEAR_MAX_ROWS    256
+#define LINEAR_BLOCK_BYTES ((int64_t)512 << 10)
 
 /* How the GEMM reads one [rows, cols] operand: in place (trans = 0: row-major, ld = row stride;
  * trans = 1: column-major, ld = column stride) or from a dense copy (packed != NULL). */
@@ -54,9 +69,42 @@ typedef struct linear_job {
     lin_operand x, w;
     const cn_view *b;
     char *y;
+    int64_t rows;  /* rows per block */
     int no_k;      /* K = 0: y is the bias alone (zeroed first), no GEMM */
     int gemm_done; /* the whole product is in y already: the blocks add the bias only */
+    int gelu;      /* linear_gelu: gelu after the bias, */
+    int tanh_form; /* its tanh form, */
+    char *d;       /* and gelu' into d [M, N] (NULL: not asked) */
 } linear_job;
+
+/* y[i] = gelu(y[i]) over n values, and d[i] = gelu'(y[i]) (of the value before) when d is not
+ * NULL; compiled for AVX-512 and AVX2 as well, as gelu's own loops (elementwise.c). */
+CPU_CLONES_512 static void gelu_run_f32(float *restrict y, float *restrict d, int64_t n,
+                                        int tanh_form) {
+    if (d && tanh_form)
+        for (int64_t i = 0; i < n; i++) {
+            float di;
+            y[i] = gelu_with_grad_f32(y[i], 1, &di);
+            d[i] = di;
+        }
+    else if (d)
+        for (int64_t i = 0; i < n; i++) {
+            float di;
+            y[i] = gelu_with_grad_f32(y[i], 0, &di);
+            d[i] = di;
+        }
+    else if (tanh_form)
+        for (int64_t i = 0; i < n; i++) y[i] = gelu_f32(y[i], 1);
+    else
+        for (int64_t i = 0; i < n; i++) y[i] = gelu_f32(y[i], 0);
+}
+
+static void gelu_run_f64(double *restrict y, double *restrict d, int64_t n, int tanh_form) {
+    for (int64_t i = 0; i < n; i++) {
+        if (d) d[i] = gelu_grad_f64(y[i], tanh_form);
+        y[i] = gelu_f64(y[i], tanh_form);
+    }
+}
 
 /* A [rows, K] operand stored as x (trans 0: row r at r * ld; 1: column r at r) from row r0. */
 static const char *rows_from(const lin_operand *o, int64_t r0, size_t es) {
@@ -68,7 +116,7 @@ static void linear_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
     const linear_job *j = ctx;
     size_t es = cn_dtype_size(j->dt);
     for (int64_t blk = begin; blk < end; blk++) {
-        int64_t r0 = blk * LINEAR_ROWS, rows = j->M - r0 < LINEAR_ROWS ? j->M - r0 : LINEAR_ROWS;
+        int64_t r0 = blk * j->rows, rows = j->M - r0 < j->rows ? j->M - r0 : j->rows;
         char *y = j->y + (size_t)(r0 * j->N) * es;
         /* y rows = x rows [rows, K] @ w^T: w [N, K] read as b^T (tb = 1) when row-major */
         if (j->no_k && !j->gemm_done)
@@ -76,28 +124,36 @@ static void linear_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
         else if (!j->gemm_done)
             cn_cpu_gemm(j->dt, j->x.trans, !j->w.trans, rows, j->N, j->K, rows_from(&j->x, r0, es),
                         j->x.ld, j->w.data, j->w.ld, 0.0, y, j->N);
-        if (!j->b) continue;
-        int64_t bs = j->b->strides[0];
-        if (j->dt == CN_F32) {
-            const float *b = (const float *)j->b->data;
-            for (int64_t r = 0; r < rows; r++) {
-                float *row = (float *)y + r * j->N;
-                for (int64_t c = 0; c < j->N; c++)
-                    row[c] += b[c * bs];
-            }
-        } else {
-            const double *b = (const double *)j->b->data;
-            for (int64_t r = 0; r < rows; r++) {
-                double *row = (double *)y + r * j->N;
-                for (int64_t c = 0; c < j->N; c++)
-                    row[c] += b[c * bs];
+        if (j->b) {
+            int64_t bs = j->b->strides[0];
+            if (j->dt == CN_F32) {
+                const float *b = (const float *)j->b->data;
+                for (int64_t r = 0; r < rows; r++) {
+                    float *row = (float *)y + r * j->N;
+                    for (int64_t c = 0; c < j->N; c++)
+                        row[c] += b[c * bs];
+                }
+            } else {
+                const double *b = (const double *)j->b->data;
+                for (int64_t r = 0; r < rows; r++) {
+                    double *row = (double *)y + r * j->N;
+                    for (int64_t c = 0; c < j->N; c++)
+                        row[c] += b[c * bs];
+                }
             }
         }
+        if (!j->gelu) continue;
+        char *d = j->d ? j->d + (size_t)(r0 * j->N) * es : NULL;
+        if (j->dt == CN_F32)
+            gelu_run_f32((float *)y, (float *)d, rows * j->N, j->tanh_form);
+        else
+            gelu_run_f64((double *)y, (double *)d, rows * j->N, j->tanh_form);
     }
 }
 
-cn_status cpu_linear(const cn_kernel_args *a) {
-    const char *op = "linear";
+/* linear (gelu 0) and linear_gelu (gelu 1: ints = approx, want_d; out[1] = d when want_d) */
+static cn_status linear_run(const cn_kernel_args *a, int gelu) {
+    const char *op = gelu ? "linear_gelu" : "linear";
     const cn_view *xv = &a->in[0], *wv = &a->in[1], *yv = &a->out[0];
     cn_dtype dt = yv->dtype; /* f32 or f64, one for all (the router's and dtypes[op]) */
     if (dt != CN_F32 && dt != CN_F64) return cn__kernel_dtype_error("cpu", a->op, dt);
@@ -113,8 +169,12 @@ cn_status cpu_linear(const cn_kernel_args *a) {
                     .N = N,
                     .K = K,
                     .b = a->n_in > 2 ? &a->in[2] : NULL,
+                    .rows = LINEAR_ROWS,
                     .y = (char *)yv->data,
-                    .no_k = K == 0};
+                    .no_k = K == 0,
+                    .gelu = gelu,
+                    .tanh_form = gelu && a->ints[0] == CN_GELU_TANH,
+                    .d = gelu && a->ints[1] && a->n_out > 1 ? (char *)a->out[1].data : NULL};
     cn_status s = plan(op, xv, &j.x);
     if (s == CN_OK) s = plan(op, wv, &j.w);
     if (s == CN_OK) {
@@ -130,9 +190,14 @@ cn_status cpu_linear(const cn_kernel_args *a) {
             cn__free(j.w.packed);
             return CN_OK;
         }
+        int64_t threads = cpu_threads(), es = (int64_t)cn_dtype_size(dt);
+        while (j.rows < LINEAR_MAX_ROWS && M / (2 * j.rows) >= 2 * threads &&
+               2 * j.rows * N * es <= LINEAR_BLOCK_BYTES)
+            j.rows *= 2;
+        blocks = (M + j.rows - 1) / j.rows;
         /* about one block's multiply-adds per grain of the pool's split */
         int64_t chunks =
-            cpu_chunks(blocks * LINEAR_ROWS * N * (K > 0 ? K : 1) / 64, CPU_PARALLEL_GRAIN);
+            cpu_chunks(blocks * j.rows * N * (K > 0 ? K : 1) / 64, CPU_PARALLEL_GRAIN);
         if (chunks > blocks) chunks = blocks;
         if (chunks < 1) chunks = 1;
         cpu_parallel(blocks, chunks, linear_blocks, &j);
@@ -141,3 +206,7 @@ cn_status cpu_linear(const cn_kernel_args *a) {
     cn__free(j.w.packed);
     return s;
 }
+
+cn_status cpu_linear(const cn_kernel_args *a) { return linear_run(a, 0); }
+
+cn_status cpu_linear_gelu(const cn_kernel_args *a) { return linear_run(a, 1); }

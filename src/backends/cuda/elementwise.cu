@@ -760,6 +760,42 @@ extern "C" cn_status cuda_logical(const cn_kernel_args *a) {
     return cu_check_launch(cn_op_name(a->op), "logical_kernel");
 }
 
+/* linear_gelu's epilogue: y[i] = gelu(y[i]) and, when d is not NULL, d[i] = gelu'(y[i]) (of the
+ * value before), over n dense values */
+template <typename T> __global__ void gelu_inplace_kernel(T *y, T *d, int64_t n, int tanh_form) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)blockDim.x * gridDim.x) {
+        T x = y[i], z;
+        if (d) {
+            act_backward_op<T>(CN_OP_GELU, (T)1, x, tanh_form, &z);
+            d[i] = z;
+        }
+        y[i] = gelu<T>(x, tanh_form);
+    }
+}
+
+/* out[0] (dense f32 or f64) through gelu in place, gelu' into out[1] when ints[1] asks for it;
+ * ints[0] = cn_gelu_approx (cuda_linear_gelu, after the product and the bias) */
+extern "C" cn_status cuda_gelu_epilogue(const cn_kernel_args *a) {
+    const cn_view *y = &a->out[0];
+    cn_dtype dt = y->dtype;
+    if (dt != CN_F32 && dt != CN_F64) return bad_dtype(a, dt);
+    int64_t n = 1;
+    for (int i = 0; i < y->ndim; i++) n *= y->shape[i];
+    if (n == 0) return CN_OK;
+    cu_dev *d = cu_device(cn_op_name(a->op), a->device);
+    if (!d) return cn_last_status();
+    int tanh_form = a->ints[0] == CN_GELU_TANH;
+    void *dd = a->ints[1] && a->n_out > 1 ? a->out[1].data : NULL;
+    if (dt == CN_F32)
+        gelu_inplace_kernel<float><<<cu_blocks(n), CU_THREADS, 0, d->stream>>>(
+            (float *)y->data, (float *)dd, n, tanh_form);
+    else
+        gelu_inplace_kernel<double><<<cu_blocks(n), CU_THREADS, 0, d->stream>>>(
+            (double *)y->data, (double *)dd, n, tanh_form);
+    return cu_check_launch(cn_op_name(a->op), "gelu_inplace_kernel");
+}
+
 /* in[0] g, in[1] s -> out[0]; ints[0] the forward op, ints[1] cn_gelu_approx. */
 extern "C" cn_status cuda_activation_backward(const cn_kernel_args *a) {
     cn_dtype dt = a->in[0].dtype;

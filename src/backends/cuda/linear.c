@@ -1,6 +1,7 @@
 /* The CUDA backend's linear: y = x w^T + b as cuBLAS's GEMM (the matmul kernel, on a transposed
  * view of w) followed by the bias added in place by the binary add kernel (one pass over y; the
- * CPU fuses it with the GEMM, cuBLAS's epilogue is not reached through cublasGemmEx). */
+ * CPU fuses it with the GEMM, cuBLAS's epilogue is not reached through cublasGemmEx); and
+ * linear_gelu, the same and then gelu (and its derivative) in one more pass. */
 #include "backends/cuda/cuda_internal.h"
 #include "core/backend_common.h"
 
@@ -26,4 +27,15 @@ cn_status cuda_linear(const cn_kernel_args *a) {
     add.n_in = 2, add.in = add_in;
     add.n_ints = 0, add.n_reals = 0;
     return cuda_binary(&add);
+}
+
+/* linear_gelu: the linear above (without its d output), then gelu in place over y and gelu' of
+ * the same values into d when ints[1] asks for it (one elementwise pass, elementwise.cu). */
+cn_status cuda_linear_gelu(const cn_kernel_args *a) {
+    cn_kernel_args lin = *a;
+    lin.op = CN_OP_LINEAR;
+    lin.n_out = 1;
+    lin.n_ints = 0;
+    cn_status s = cuda_linear(&lin);
+    return s == CN_OK ? cuda_gelu_epilogue(a) : s;
 }

@@ -203,6 +203,369 @@ T_AVX2 static void unpack_q4_avx2(const uint8_t *src, int8_t *dst) {
     _mm_storeu_si128((__m128i *)dst, _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), eight));
     _mm_storeu_si128((__m128i *)(dst + 16), _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), eight));
 }
+
+/* ---- the block schemes on AVX-512 VNNI: 512-bit vectors, activations quantized once -------------
+ *
+ * vpdpbusd multiplies unsigned bytes by signed bytes. The weight is the unsigned side, offset by
+ * o (q8: q + 128 = q ^ 0x80; q4: the stored nibble q + 8, as it is), the activation the signed
+ * side, and the offset is taken back exactly in int32: dot(x, q) = dot(x, q + o) - o * sum(x).
+ * The activation rows are quantized once per call (vquantize_rows: bit for bit as
+ * quantize_rows, vectorized), in the order the kernels read: q8 blocks as they are, q4 blocks as
+ * [the 16 even elements, the 16 odd ones], which is the order of a q4 block's low nibbles then
+ * its high nibbles, so a packed weight block unpacks with an and and a shift. Rows of kx bytes
+ * (a multiple of 64, zero past K). With them: dx, the block scales [M, nb]; corr [M, nb], -o *
+ * the block's sum; lane [M, kx / 4], -o * the sum of each 4 bytes (the int32 lanes of a dot).
+ *
+ * Few rows (M < VGEMM_MIN_M): gemv_rows, each weight row read once from memory, two blocks a
+ * vector (lanes 0-7 block b, 8-15 block b + 1), each block's 8 int32 lanes to f32 and scaled by
+ * dx * dw, summed across the lanes at the end.
+ * More rows: gemm_tiles. The weight is repacked, 32 output columns (a panel) at a time, into a
+ * buffer of the chunk's: for each block, 8 vectors whose lane c holds bytes 4t..4t+3 of the block
+ * of column c (t = 0..7; q4 unpacked to bytes), and the 16 columns' f32 scales. A tile of VGR
+ * activation rows x 32 columns then keeps its 2 x VGR accumulators in registers over all blocks:
+ * per block and row, the 4 bytes t of the activation are broadcast to every lane, so one
+ * vpdpbusd is 16 columns' 4 products; each block's int32 sums are scaled (dw * dx) and added in
+ * f32. An output's arithmetic (over b in order: C = fma(f32(dot_b), dw_b * dx_b, C), then + bias)
+ * does not depend on the tile, the chunk or the thread that computes it. */
+#define VGEMM_MIN_M 4   /* rows from which gemm_tiles runs */
+#define VGR         4   /* activation rows per tile */
+#define VGJ         2   /* vectors of 16 columns per panel */
+#define VNP         (16 * VGJ)
+#define VGMB        128 /* activation rows per tile of work (a repacked panel serves them all) */
+
+typedef struct vjob {
+    int q4;
+    int64_t M, N, nb, kx;
+    const float *x;
+    int8_t *xq;   /* [M, kx] */
+    float *dx;    /* [M, nb] */
+    int32_t *corr; /* [M, nb] */
+    int32_t *lane; /* [M, kx / 4] */
+    const uint8_t *w, *scales;
+    int64_t w_off, w_s0;
+    const float *bias;
+    int64_t bias_stride;
+    float *y;
+    int failed;
+} vjob;
+
+/* x rounded half away from zero (roundf), for integer-valued or fractional floats alike */
+T_VNNI static inline __m512 round_away512(__m512 v) {
+    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512 fr = _mm512_abs_ps(_mm512_sub_ps(v, t));
+    __mmask16 up = _mm512_cmp_ps_mask(fr, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN));
+    __m512 one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)), sign));
+    return _mm512_mask_add_ps(t, up, t, one);
+}
+
+T_VNNI static void vquantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t m1) {
+    (void)chunk;
+    vjob *j = ctx;
+    const int64_t nb = j->nb, kx = j->kx, K = 32 * nb;
+    const int32_t off = j->q4 ? 8 : 128;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    const __m256i ones = _mm256_set1_epi8(1);
+    const __m256i noff = _mm256_set1_epi32(-off);
+    for (int64_t m = m0; m < m1; m++) {
+        const float *x = j->x + m * K;
+        int8_t *q = j->xq + m * kx;
+        int32_t *lane = j->lane + m * (kx / 4);
+        memset(q + K, 0, (size_t)(kx - K));
+        memset(lane + K / 4, 0, (size_t)(kx - K));
+        for (int64_t b = 0; b < nb; b++) {
+            __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+            float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            __m512 s = _mm512_set1_ps(id);
+            __m512i i0 = _mm512_cvtps_epi32(round_away512(_mm512_mul_ps(v0, s)));
+            __m512i i1 = _mm512_cvtps_epi32(round_away512(_mm512_mul_ps(v1, s)));
+            i0 = _mm512_min_epi32(_mm512_max_epi32(i0, lo), hi);
+            i1 = _mm512_min_epi32(_mm512_max_epi32(i1, lo), hi);
+            if (j->q4) {
+                __m512i e = _mm512_permutex2var_epi32(i0, even, i1);
+                i1 = _mm512_permutex2var_epi32(i0, odd, i1);
+                i0 = e;
+            }
+            __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(i0)),
+                                                    _mm512_cvtepi32_epi8(i1), 1);
+            _mm256_storeu_si256((__m256i *)(q + 32 * b), bytes);
+            __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, bytes);
+            _mm256_storeu_si256((__m256i *)(lane + 8 * b), _mm256_mullo_epi32(sums, noff));
+            j->corr[m * nb + b] = -off * _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+            j->dx[m * nb + b] = d;
+        }
+    }
+}
+
+/* weight row n: its packed bytes and its f16 scales */
+static inline const uint8_t *vrow(const vjob *j, int64_t n) {
+    int64_t e0 = j->w_off + n * j->w_s0;
+    return j->w + (j->q4 ? e0 >> 1 : e0);
+}
+static inline const uint8_t *vrow_scales(const vjob *j, int64_t n) {
+    return j->scales + 2 * ((j->w_off + n * j->w_s0) / 32);
+}
+
+/* blocks b and b + 1 of a weight row (only b when one is 0), offset to unsigned, as a dot reads
+ * them: lanes 0-7 block b, 8-15 block b + 1 */
+T_VNNI static inline __m512i vpair(int q4, const uint8_t *p, int two) {
+    if (q4) {
+        __m256i h = two ? _mm256_loadu_si256((const __m256i *)p)
+                        : _mm256_maskz_loadu_epi8(0xFFFFu, p);
+        __m512i z = _mm512_castsi256_si512(h);
+        z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0)); /* [b, b, b + 1, b + 1] */
+        z = _mm512_srlv_epi16(z, _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004,
+                                                   0, 0, 0x0004000400040004, 0x0004000400040004));
+        return _mm512_and_si512(z, _mm512_set1_epi8(15));
+    }
+    __m512i z = two ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, p);
+    return _mm512_xor_si512(z, _mm512_set1_epi8((char)0x80));
+}
+
+static const int32_t vpair_idx[8][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},
+    {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13},
+    {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+
+/* weight rows [n0, n1) against the MR (< VGEMM_MIN_M) activation rows */
+T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int MR, int64_t n0,
+                                                                   int64_t n1) {
+    const int64_t nb = j->nb, kx = j->kx, N = j->N;
+    const int q4 = j->q4;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *wr = vrow(j, n), *sc = vrow_scales(j, n);
+        const int64_t bstep = q4 ? 16 : 32; /* bytes of a packed block */
+        __m512 acc[VGEMM_MIN_M - 1];
+        for (int m = 0; m < MR; m++) acc[m] = _mm512_setzero_ps();
+        for (int64_t g = 0; g < nb; g += 16) {
+            int64_t ng = nb - g < 16 ? nb - g : 16;
+            __mmask16 k = (__mmask16)((1u << ng) - 1u);
+            __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, sc + 2 * g));
+            __m512 s[VGEMM_MIN_M - 1];
+            for (int m = 0; m < MR; m++)
+                s[m] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, j->dx + m * nb + g), dw);
+            for (int64_t p = 0; 2 * p < ng; p++) {
+                int64_t b = g + 2 * p;
+                __m512i w = vpair(q4, wr + bstep * b, b + 1 < nb);
+                __m512i idx = _mm512_loadu_si512(vpair_idx[p]);
+                for (int m = 0; m < MR; m++) {
+                    __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
+                    d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
+                    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
+                                             _mm512_permutexvar_ps(idx, s[m]), acc[m]);
+                }
+            }
+        }
+        float bias = j->bias ? j->bias[n * j->bias_stride] : 0.0f;
+        for (int m = 0; m < MR; m++) j->y[m * N + n] = _mm512_reduce_add_ps(acc[m]) + bias;
+    }
+}
+
+T_VNNI static void gemv_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
+    (void)chunk;
+    vjob *j = ctx;
+    if (j->M == 1)
+        gemv_body(j, 1, n0, n1);
+    else if (j->M == 2)
+        gemv_body(j, 2, n0, n1);
+    else
+        gemv_body(j, 3, n0, n1);
+}
+
+/* Panel n0: columns n0 .. n0 + VNP - 1 repacked into pw (per block b and vector jj of 16
+ * columns, 8 x 64 bytes at ((b * VGJ + jj) * 8 + t) * 64), their scales into ps (16 at
+ * (b * VGJ + jj) * 16) and their bias into pb. Columns past N repeat column n0 with scale 0. */
+T_VNNI static void repack_panel(const vjob *j, int64_t n0, uint8_t *pw, float *ps, float *pb) {
+    const int64_t nb = j->nb;
+    const __m512i x80 = _mm512_set1_epi8((char)0x80), m15 = _mm512_set1_epi8(15);
+    for (int jj = 0; jj < VGJ; jj++) {
+        const uint8_t *row[16], *srow[16];
+        int valid[16];
+        for (int c = 0; c < 16; c++) {
+            int64_t n = n0 + 16 * jj + c;
+            valid[c] = n < j->N;
+            row[c] = vrow(j, valid[c] ? n : n0);
+            srow[c] = vrow_scales(j, valid[c] ? n : n0);
+            pb[16 * jj + c] = valid[c] && j->bias ? j->bias[n * j->bias_stride] : 0.0f;
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            __m512i *dst = (__m512i *)(pw + (b * VGJ + jj) * 8 * 64);
+            if (j->q4) {
+                __m512i z[4];
+                for (int i = 0; i < 4; i++) {
+                    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(row[i] + 16 * b)));
+                    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(row[4 + i] + 16 * b)), 1);
+                    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(row[8 + i] + 16 * b)), 2);
+                    z[i] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(row[12 + i] + 16 * b)), 3);
+                }
+                __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+                __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+                __m512i s[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                                _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+                for (int u = 0; u < 4; u++) {
+                    _mm512_storeu_si512(dst + u, _mm512_and_si512(s[u], m15));
+                    _mm512_storeu_si512(dst + 4 + u, _mm512_and_si512(_mm512_srli_epi16(s[u], 4), m15));
+                }
+            } else {
+                __m512i z[8], t[8], u[8];
+                for (int i = 0; i < 8; i++) {
+                    int a = i < 4 ? i : 4 + i, h = a + 4; /* rows 0-3 | 4-7, 8-11 | 12-15 */
+                    __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(row[a] + 32 * b)));
+                    z[i] = _mm512_inserti64x4(v, _mm256_loadu_si256((const __m256i *)(row[h] + 32 * b)), 1);
+                }
+                for (int i = 0; i < 8; i += 2) {
+                    t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+                    t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+                }
+                for (int i = 0; i < 8; i += 4) {
+                    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+                    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+                    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+                    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+                }
+                for (int i = 0; i < 4; i++) {
+                    _mm512_storeu_si512(dst + i, _mm512_xor_si512(
+                        _mm512_shuffle_i32x4(u[i], u[4 + i], _MM_SHUFFLE(2, 0, 2, 0)), x80));
+                    _mm512_storeu_si512(dst + 4 + i, _mm512_xor_si512(
+                        _mm512_shuffle_i32x4(u[i], u[4 + i], _MM_SHUFFLE(3, 1, 3, 1)), x80));
+                }
+            }
+        }
+        /* the scales: 16 blocks of a column at a time, scattered to their block's vector */
+        const __m512i vindex = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                  _mm512_set1_epi32(VGJ * 16));
+        for (int c = 0; c < 16; c++)
+            for (int64_t g = 0; g < nb; g += 16) {
+                int64_t ng = nb - g < 16 ? nb - g : 16;
+                __mmask16 k = (__mmask16)((1u << ng) - 1u);
+                __m512 v = valid[c] ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, srow[c] + 2 * g))
+                                    : _mm512_setzero_ps();
+                _mm512_mask_i32scatter_ps(ps + (g * VGJ + jj) * 16 + c, k, vindex, v, 4);
+            }
+    }
+}
+
+/* rows [m0, m0 + RM) x the panel at column n0 (nn of its columns exist) */
+T_VNNI static inline __attribute__((always_inline)) void vtile(const vjob *j, int RM,
+                                                               const uint8_t *pw, const float *ps,
+                                                               const float *pb, int64_t m0,
+                                                               int64_t n0, int64_t nn) {
+    const int64_t nb = j->nb, kx = j->kx;
+    __m512 c[VGR][VGJ];
+    for (int i = 0; i < RM; i++)
+        for (int jj = 0; jj < VGJ; jj++) c[i][jj] = _mm512_setzero_ps();
+    const int8_t *xq = j->xq + m0 * kx;
+    const int32_t *corr = j->corr + m0 * nb;
+    const float *dx = j->dx + m0 * nb;
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i a[VGR][VGJ];
+        for (int i = 0; i < RM; i++) {
+            __m512i z = _mm512_set1_epi32(corr[i * nb + b]);
+            for (int jj = 0; jj < VGJ; jj++) a[i][jj] = z;
+        }
+        const __m512i *wv = (const __m512i *)(pw + b * VGJ * 8 * 64);
+        for (int t = 0; t < 8; t++) {
+            __m512i w[VGJ];
+            for (int jj = 0; jj < VGJ; jj++) w[jj] = _mm512_loadu_si512(wv + jj * 8 + t);
+            for (int i = 0; i < RM; i++) {
+                int32_t xv;
+                memcpy(&xv, xq + i * kx + 32 * b + 4 * t, 4);
+                __m512i xb = _mm512_set1_epi32(xv);
+                for (int jj = 0; jj < VGJ; jj++) a[i][jj] = _mm512_dpbusd_epi32(a[i][jj], w[jj], xb);
+            }
+        }
+        __m512 s[VGJ];
+        for (int jj = 0; jj < VGJ; jj++) s[jj] = _mm512_loadu_ps(ps + (b * VGJ + jj) * 16);
+        for (int i = 0; i < RM; i++) {
+            __m512 d = _mm512_set1_ps(dx[i * nb + b]);
+            for (int jj = 0; jj < VGJ; jj++)
+                c[i][jj] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[i][jj]), _mm512_mul_ps(s[jj], d),
+                                           c[i][jj]);
+        }
+    }
+    for (int jj = 0; jj < VGJ; jj++) {
+        int64_t left = nn - 16 * jj;
+        if (left <= 0) break;
+        __mmask16 k = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+        __m512 bias = _mm512_loadu_ps(pb + 16 * jj);
+        for (int i = 0; i < RM; i++)
+            _mm512_mask_storeu_ps(j->y + (m0 + i) * j->N + n0 + 16 * jj, k,
+                                  _mm512_add_ps(c[i][jj], bias));
+    }
+}
+
+/* Work tiles [t0, t1): tile t is rows [VGMB * (t / panels), +VGMB) x panel t % panels. */
+T_VNNI static void gemm_tiles(void *ctx, int64_t chunk, int64_t t0, int64_t t1) {
+    (void)chunk;
+    vjob *j = ctx;
+    const int64_t nb = j->nb, panels = (j->N + VNP - 1) / VNP;
+    uint8_t *pw = cn__malloc("quant_linear", (size_t)(nb * 32 * VNP + 64));
+    float *ps = cn__malloc("quant_linear", (size_t)(nb * VNP + VNP) * sizeof(float));
+    if (!pw || !ps) {
+        j->failed = 1; /* the error is set; the caller reports it */
+        cn__free(pw);
+        cn__free(ps);
+        return;
+    }
+    float *pb = ps + nb * VNP;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t mb = t / panels, n0 = (t % panels) * VNP;
+        int64_t nn = j->N - n0 < VNP ? j->N - n0 : VNP;
+        repack_panel(j, n0, pw, ps, pb);
+        int64_t m1 = VGMB * (mb + 1) < j->M ? VGMB * (mb + 1) : j->M;
+        int64_t m = VGMB * mb;
+        for (; m + VGR <= m1; m += VGR) vtile(j, VGR, pw, ps, pb, m, n0, nn);
+        switch (m1 - m) {
+        case 3: vtile(j, 3, pw, ps, pb, m, n0, nn); break;
+        case 2: vtile(j, 2, pw, ps, pb, m, n0, nn); break;
+        case 1: vtile(j, 1, pw, ps, pb, m, n0, nn); break;
+        default: break;
+        }
+    }
+    cn__free(pw);
+    cn__free(ps);
+}
+
+/* The block schemes on VNNI (j: the job's shapes and pointers); CN_ERR_OUT_OF_MEMORY when a
+ * buffer cannot be had (the error is set). */
+static cn_status vnni_blocks(vjob *j) {
+    const int64_t M = j->M, nb = j->nb;
+    j->kx = 64 * ((nb + 1) / 2);
+    j->xq = cn__malloc("quant_linear", (size_t)(M * j->kx + 64));
+    j->lane = j->xq ? cn__malloc("quant_linear", (size_t)(M * j->kx + 64)) : NULL;
+    j->dx = j->lane ? cn__malloc("quant_linear", (size_t)(M * nb + 16) * sizeof(float)) : NULL;
+    j->corr = j->dx ? cn__malloc("quant_linear", (size_t)(M * nb + 16) * sizeof(int32_t)) : NULL;
+    cn_status st = CN_OK;
+    if (!j->corr) {
+        st = CN_ERR_OUT_OF_MEMORY;
+    } else {
+        double work = (double)M * 32.0 * (double)nb;
+        cpu_parallel(M, work >= 65536.0 ? cpu_chunks(M, 1 + 65536 / (32 * nb + 1)) : 1,
+                     vquantize_rows, j);
+        double macs = work * (double)j->N;
+        if (M < VGEMM_MIN_M) {
+            int64_t chunks = macs >= 262144.0 ? cpu_chunks(j->N, 1 + (int64_t)(262144.0 / (work + 1))) : 1;
+            cpu_parallel(j->N, chunks, gemv_rows, j);
+        } else {
+            int64_t tiles = ((M + VGMB - 1) / VGMB) * ((j->N + VNP - 1) / VNP);
+            cpu_parallel(tiles, macs >= 262144.0 ? cpu_chunks(tiles, 1) : 1, gemm_tiles, j);
+        }
+        if (j->failed) st = CN_ERR_OUT_OF_MEMORY;
+    }
+    cn__free(j->xq);
+    cn__free(j->lane);
+    cn__free(j->dx);
+    cn__free(j->corr);
+    return st;
+}
 #endif
 
 /* ---- the kernel ----------------------------------------------------------------------------- */
@@ -341,6 +704,14 @@ cn_status cpu_quant_linear(const cn_kernel_args *a) {
         j.bias_stride = a->in[2].strides[0];
     }
     j.nb = (j.K + 31) / 32;
+#if QX86
+    if (j.isa == ISA_VNNI && j.block) {
+        vjob v = {.q4 = j.scheme == CN_Q4_BLOCK, .M = j.M, .N = j.N, .nb = j.nb, .x = j.x,
+                  .w = j.w, .scales = j.scales, .w_off = j.w_off, .w_s0 = j.w_s0,
+                  .bias = j.bias, .bias_stride = j.bias_stride, .y = j.y};
+        return vnni_blocks(&v);
+    }
+#endif
     int64_t groups = j.block ? j.nb : 1;
     j.xq = cn__malloc("quant_linear", (size_t)(j.M * 32 * j.nb + 1));
     j.xs = j.xq ? cn__malloc("quant_linear", (size_t)(j.M * groups + 1) * sizeof(float)) : NULL;

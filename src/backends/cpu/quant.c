@@ -229,7 +229,7 @@ T_AVX2 static void unpack_q4_avx2(const uint8_t *src, int8_t *dst) {
  * does not depend on the tile, the chunk or the thread that computes it. */
 #define VGEMM_MIN_M 4   /* rows from which gemm_tiles runs */
 #define VGR         4   /* activation rows per tile */
-#define VGJ         2   /* vectors of 16 columns per panel */
+#define VGJ         3   /* vectors of 16 columns per panel */
 #define VNP         (16 * VGJ)
 #define VGMB        128 /* activation rows per tile of work (a repacked panel serves them all) */
 
@@ -239,8 +239,8 @@ typedef struct vjob {
     const float *x;
     int8_t *xq;   /* [M, kx] */
     float *dx;    /* [M, nb] */
-    int32_t *corr; /* [M, nb] */
-    int32_t *lane; /* [M, kx / 4] */
+    int32_t *lane; /* [M, kx / 4] (rows kernel) */
+    int gemm;      /* the tile kernel runs: xq holds x + 128, unsigned */
     const uint8_t *w, *scales;
     int64_t w_off, w_s0;
     const float *bias;
@@ -272,9 +272,9 @@ T_VNNI static void vquantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t 
     for (int64_t m = m0; m < m1; m++) {
         const float *x = j->x + m * K;
         int8_t *q = j->xq + m * kx;
-        int32_t *lane = j->lane + m * (kx / 4);
-        memset(q + K, 0, (size_t)(kx - K));
-        memset(lane + K / 4, 0, (size_t)(kx - K));
+        int32_t *lane = j->gemm ? NULL : j->lane + m * (kx / 4);
+        memset(q + K, j->gemm ? 0x80 : 0, (size_t)(kx - K));
+        if (lane) memset(lane + K / 4, 0, (size_t)(kx - K));
         for (int64_t b = 0; b < nb; b++) {
             __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
             float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
@@ -291,11 +291,15 @@ T_VNNI static void vquantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t 
             }
             __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(i0)),
                                                     _mm512_cvtepi32_epi8(i1), 1);
+            j->dx[m * nb + b] = d;
+            if (!lane) {
+                _mm256_storeu_si256((__m256i *)(q + 32 * b),
+                                    _mm256_xor_si256(bytes, _mm256_set1_epi8((char)0x80)));
+                continue;
+            }
             _mm256_storeu_si256((__m256i *)(q + 32 * b), bytes);
             __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, bytes);
             _mm256_storeu_si256((__m256i *)(lane + 8 * b), _mm256_mullo_epi32(sums, noff));
-            j->corr[m * nb + b] = -off * _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
-            j->dx[m * nb + b] = d;
         }
     }
 }
@@ -385,7 +389,7 @@ T_VNNI static void gemv_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
  * (b * VGJ + jj) * 16) and their bias into pb. Columns past N repeat column n0 with scale 0. */
 T_VNNI static void repack_panel(const vjob *j, int64_t n0, uint8_t *pw, float *ps, float *pb) {
     const int64_t nb = j->nb;
-    const __m512i x80 = _mm512_set1_epi8((char)0x80), m15 = _mm512_set1_epi8(15);
+    const __m512i eight = _mm512_set1_epi8(8), m15 = _mm512_set1_epi8(15), ones = _mm512_set1_epi8(1);
     for (int jj = 0; jj < VGJ; jj++) {
         const uint8_t *row[16], *srow[16];
         int valid[16];
@@ -397,7 +401,7 @@ T_VNNI static void repack_panel(const vjob *j, int64_t n0, uint8_t *pw, float *p
             pb[16 * jj + c] = valid[c] && j->bias ? j->bias[n * j->bias_stride] : 0.0f;
         }
         for (int64_t b = 0; b < nb; b++) {
-            __m512i *dst = (__m512i *)(pw + (b * VGJ + jj) * 8 * 64);
+            __m512i *dst = (__m512i *)(pw + (b * VGJ + jj) * 9 * 64);
             if (j->q4) {
                 __m512i z[4];
                 for (int i = 0; i < 4; i++) {
@@ -411,8 +415,9 @@ T_VNNI static void repack_panel(const vjob *j, int64_t n0, uint8_t *pw, float *p
                 __m512i s[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
                                 _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
                 for (int u = 0; u < 4; u++) {
-                    _mm512_storeu_si512(dst + u, _mm512_and_si512(s[u], m15));
-                    _mm512_storeu_si512(dst + 4 + u, _mm512_and_si512(_mm512_srli_epi16(s[u], 4), m15));
+                    _mm512_storeu_si512(dst + u, _mm512_sub_epi8(_mm512_and_si512(s[u], m15), eight));
+                    _mm512_storeu_si512(dst + 4 + u, _mm512_sub_epi8(
+                        _mm512_and_si512(_mm512_srli_epi16(s[u], 4), m15), eight));
                 }
             } else {
                 __m512i z[8], t[8], u[8];
@@ -432,12 +437,15 @@ T_VNNI static void repack_panel(const vjob *j, int64_t n0, uint8_t *pw, float *p
                     u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
                 }
                 for (int i = 0; i < 4; i++) {
-                    _mm512_storeu_si512(dst + i, _mm512_xor_si512(
-                        _mm512_shuffle_i32x4(u[i], u[4 + i], _MM_SHUFFLE(2, 0, 2, 0)), x80));
-                    _mm512_storeu_si512(dst + 4 + i, _mm512_xor_si512(
-                        _mm512_shuffle_i32x4(u[i], u[4 + i], _MM_SHUFFLE(3, 1, 3, 1)), x80));
+                    _mm512_storeu_si512(dst + i, _mm512_shuffle_i32x4(u[i], u[4 + i], _MM_SHUFFLE(2, 0, 2, 0)));
+                    _mm512_storeu_si512(dst + 4 + i, _mm512_shuffle_i32x4(u[i], u[4 + i], _MM_SHUFFLE(3, 1, 3, 1)));
                 }
             }
+            /* -128 * each column's sum over the block: the offset of x + 128 taken back */
+            __m512i sum = _mm512_setzero_si512();
+            for (int t = 0; t < 8; t++)
+                sum = _mm512_dpbusd_epi32(sum, ones, _mm512_loadu_si512(dst + t));
+            _mm512_storeu_si512(dst + 8, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
         }
         /* the scales: 16 blocks of a column at a time, scattered to their block's vector */
         const __m512i vindex = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -463,23 +471,20 @@ T_VNNI static inline __attribute__((always_inline)) void vtile(const vjob *j, in
     for (int i = 0; i < RM; i++)
         for (int jj = 0; jj < VGJ; jj++) c[i][jj] = _mm512_setzero_ps();
     const int8_t *xq = j->xq + m0 * kx;
-    const int32_t *corr = j->corr + m0 * nb;
     const float *dx = j->dx + m0 * nb;
     for (int64_t b = 0; b < nb; b++) {
         __m512i a[VGR][VGJ];
-        for (int i = 0; i < RM; i++) {
-            __m512i z = _mm512_set1_epi32(corr[i * nb + b]);
-            for (int jj = 0; jj < VGJ; jj++) a[i][jj] = z;
-        }
-        const __m512i *wv = (const __m512i *)(pw + b * VGJ * 8 * 64);
+        const __m512i *wv = (const __m512i *)(pw + b * VGJ * 9 * 64);
+        for (int i = 0; i < RM; i++)
+            for (int jj = 0; jj < VGJ; jj++) a[i][jj] = _mm512_loadu_si512(wv + jj * 9 + 8);
         for (int t = 0; t < 8; t++) {
             __m512i w[VGJ];
-            for (int jj = 0; jj < VGJ; jj++) w[jj] = _mm512_loadu_si512(wv + jj * 8 + t);
+            for (int jj = 0; jj < VGJ; jj++) w[jj] = _mm512_loadu_si512(wv + jj * 9 + t);
             for (int i = 0; i < RM; i++) {
                 int32_t xv;
                 memcpy(&xv, xq + i * kx + 32 * b + 4 * t, 4);
                 __m512i xb = _mm512_set1_epi32(xv);
-                for (int jj = 0; jj < VGJ; jj++) a[i][jj] = _mm512_dpbusd_epi32(a[i][jj], w[jj], xb);
+                for (int jj = 0; jj < VGJ; jj++) a[i][jj] = _mm512_dpbusd_epi32(a[i][jj], xb, w[jj]);
             }
         }
         __m512 s[VGJ];
@@ -507,7 +512,7 @@ T_VNNI static void gemm_tiles(void *ctx, int64_t chunk, int64_t t0, int64_t t1) 
     (void)chunk;
     vjob *j = ctx;
     const int64_t nb = j->nb, panels = (j->N + VNP - 1) / VNP;
-    uint8_t *pw = cn__malloc("quant_linear", (size_t)(nb * 32 * VNP + 64));
+    uint8_t *pw = cn__malloc("quant_linear", (size_t)(nb * 36 * VNP + 64));
     float *ps = cn__malloc("quant_linear", (size_t)(nb * VNP + VNP) * sizeof(float));
     if (!pw || !ps) {
         j->failed = 1; /* the error is set; the caller reports it */
@@ -540,18 +545,20 @@ static cn_status vnni_blocks(vjob *j) {
     const int64_t M = j->M, nb = j->nb;
     j->kx = 64 * ((nb + 1) / 2);
     j->xq = cn__malloc("quant_linear", (size_t)(M * j->kx + 64));
-    j->lane = j->xq ? cn__malloc("quant_linear", (size_t)(M * j->kx + 64)) : NULL;
-    j->dx = j->lane ? cn__malloc("quant_linear", (size_t)(M * nb + 16) * sizeof(float)) : NULL;
-    j->corr = j->dx ? cn__malloc("quant_linear", (size_t)(M * nb + 16) * sizeof(int32_t)) : NULL;
+    j->gemm = M >= VGEMM_MIN_M;
+    j->lane = j->xq && !j->gemm ? cn__malloc("quant_linear", (size_t)(M * j->kx + 64)) : NULL;
+    j->dx = j->xq && (j->gemm || j->lane)
+                ? cn__malloc("quant_linear", (size_t)(M * nb + 16) * sizeof(float))
+                : NULL;
     cn_status st = CN_OK;
-    if (!j->corr) {
+    if (!j->dx) {
         st = CN_ERR_OUT_OF_MEMORY;
     } else {
         double work = (double)M * 32.0 * (double)nb;
         cpu_parallel(M, work >= 65536.0 ? cpu_chunks(M, 1 + 65536 / (32 * nb + 1)) : 1,
                      vquantize_rows, j);
         double macs = work * (double)j->N;
-        if (M < VGEMM_MIN_M) {
+        if (!j->gemm) {
             int64_t chunks = macs >= 262144.0 ? cpu_chunks(j->N, 1 + (int64_t)(262144.0 / (work + 1))) : 1;
             cpu_parallel(j->N, chunks, gemv_rows, j);
         } else {
@@ -563,7 +570,6 @@ static cn_status vnni_blocks(vjob *j) {
     cn__free(j->xq);
     cn__free(j->lane);
     cn__free(j->dx);
-    cn__free(j->corr);
     return st;
 }
 #endif

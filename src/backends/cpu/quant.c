@@ -24,10 +24,12 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
+
 #define QX86 1
 #else
 #define QX86 0
 #endif
+
 
 typedef enum { ISA_C = 0, ISA_AVX2 = 1, ISA_VNNI = 2 } qisa;
 
@@ -461,11 +463,30 @@ T_VNNI static void repack_panel(const vjob *j, int64_t n0, uint8_t *pw, float *p
     }
 }
 
-/* rows [m0, m0 + RM) x the panel at column n0 (nn of its columns exist) */
+/* The weight rows of the panel a chunk repacks next, fetched into L2 while the tiles of this
+ * one run: `left` lines of 64 bytes from line `line` of row `row` on (rows of `lines` lines). */
+typedef struct vprefetch {
+    const vjob *j;
+    int64_t row, line, lines, row_end, left;
+} vprefetch;
+
+static inline void vprefetch_some(vprefetch *f, int64_t count) {
+    for (; count > 0 && f->left > 0 && f->row < f->row_end; count--, f->left--) {
+        _mm_prefetch((const char *)vrow(f->j, f->row) + 64 * f->line, _MM_HINT_T1);
+        if (++f->line == f->lines) {
+            f->line = 0;
+            f->row++;
+        }
+    }
+}
+
+/* rows [m0, m0 + RM) x the panel at column n0 (nn of its columns exist); pf: the lines to
+ * prefetch meanwhile, a few each block */
 T_VNNI static inline __attribute__((always_inline)) void vtile(const vjob *j, int RM,
                                                                const uint8_t *pw, const float *ps,
                                                                const float *pb, int64_t m0,
-                                                               int64_t n0, int64_t nn) {
+                                                               int64_t n0, int64_t nn,
+                                                               vprefetch *pf, int64_t per_block) {
     const int64_t nb = j->nb, kx = j->kx;
     __m512 c[VGR][VGJ];
     for (int i = 0; i < RM; i++)
@@ -476,7 +497,11 @@ T_VNNI static inline __attribute__((always_inline)) void vtile(const vjob *j, in
         __m512i a[VGR][VGJ];
         const __m512i *wv = (const __m512i *)(pw + b * VGJ * 9 * 64);
         for (int i = 0; i < RM; i++)
-            for (int jj = 0; jj < VGJ; jj++) a[i][jj] = _mm512_loadu_si512(wv + jj * 9 + 8);
+            for (int jj = 0; jj < VGJ; jj++) {
+                /* a load each (not one copied by register moves, which take ALU slots) */
+                __asm__ volatile("vmovdqu64 %1, %0" : "=v"(a[i][jj]) : "m"(wv[jj * 9 + 8]));
+            }
+        if (per_block) vprefetch_some(pf, per_block);
         for (int t = 0; t < 8; t++) {
             __m512i w[VGJ];
             for (int jj = 0; jj < VGJ; jj++) w[jj] = _mm512_loadu_si512(wv + jj * 9 + t);
@@ -527,11 +552,21 @@ T_VNNI static void gemm_tiles(void *ctx, int64_t chunk, int64_t t0, int64_t t1) 
         repack_panel(j, n0, pw, ps, pb);
         int64_t m1 = VGMB * (mb + 1) < j->M ? VGMB * (mb + 1) : j->M;
         int64_t m = VGMB * mb;
-        for (; m + VGR <= m1; m += VGR) vtile(j, VGR, pw, ps, pb, m, n0, nn);
+        /* the next tile's panel, spread over this one's tiles and blocks */
+        vprefetch pf = {.j = j, .lines = ((j->q4 ? 16 * nb : 32 * nb) + 63) / 64};
+        int64_t per_block = 0;
+        if (t + 1 < t1 && nb > 0) {
+            pf.row = ((t + 1) % panels) * VNP;
+            pf.row_end = pf.row + VNP < j->N ? pf.row + VNP : j->N;
+            pf.left = (pf.row_end - pf.row) * pf.lines;
+            int64_t calls = (m1 - m + VGR - 1) / VGR;
+            per_block = (pf.left + calls * nb - 1) / (calls * nb);
+        }
+        for (; m + VGR <= m1; m += VGR) vtile(j, VGR, pw, ps, pb, m, n0, nn, &pf, per_block);
         switch (m1 - m) {
-        case 3: vtile(j, 3, pw, ps, pb, m, n0, nn); break;
-        case 2: vtile(j, 2, pw, ps, pb, m, n0, nn); break;
-        case 1: vtile(j, 1, pw, ps, pb, m, n0, nn); break;
+        case 3: vtile(j, 3, pw, ps, pb, m, n0, nn, &pf, per_block); break;
+        case 2: vtile(j, 2, pw, ps, pb, m, n0, nn, &pf, per_block); break;
+        case 1: vtile(j, 1, pw, ps, pb, m, n0, nn, &pf, per_block); break;
         default: break;
         }
     }
@@ -544,8 +579,8 @@ T_VNNI static void gemm_tiles(void *ctx, int64_t chunk, int64_t t0, int64_t t1) 
 static cn_status vnni_blocks(vjob *j) {
     const int64_t M = j->M, nb = j->nb;
     j->kx = 64 * ((nb + 1) / 2);
-    j->xq = cn__malloc("quant_linear", (size_t)(M * j->kx + 64));
     j->gemm = M >= VGEMM_MIN_M;
+    j->xq = cn__malloc("quant_linear", (size_t)(M * j->kx + 64));
     j->lane = j->xq && !j->gemm ? cn__malloc("quant_linear", (size_t)(M * j->kx + 64)) : NULL;
     j->dx = j->xq && (j->gemm || j->lane)
                 ? cn__malloc("quant_linear", (size_t)(M * nb + 16) * sizeof(float))
@@ -563,7 +598,10 @@ static cn_status vnni_blocks(vjob *j) {
             cpu_parallel(j->N, chunks, gemv_rows, j);
         } else {
             int64_t tiles = ((M + VGMB - 1) / VGMB) * ((j->N + VNP - 1) / VNP);
-            cpu_parallel(tiles, macs >= 262144.0 ? cpu_chunks(tiles, 1) : 1, gemm_tiles, j);
+            /* more chunks than cpu_chunks gives: a thread that the machine's load delays holds
+             * back less of the work (a chunk is at least one panel of 48 columns) */
+            int64_t most = 16 * (int64_t)cpu_threads();
+            cpu_parallel(tiles, macs >= 262144.0 ? (tiles < most ? tiles : most) : 1, gemm_tiles, j);
         }
         if (j->failed) st = CN_ERR_OUT_OF_MEMORY;
     }

@@ -10,7 +10,14 @@
  * int64). The int8 dots run on AVX-512 VNNI (vpdpbusd), AVX2 (vpmaddubsw + vpmaddwd) or
  * portable C, chosen at run time (cpu_quant_isa; CINDER_QUANT_ISA=vnni|avx2|c asks for a path,
  * never one the CPU lacks). The signed x signed products use the usual sign trick: |a| (u8) times
- * b * sign(a) (s8), exact since |a| <= 127 (no pair sum reaches vpmaddubsw's saturation). */
+ * b * sign(a) (s8), exact since |a| <= 127 (no pair sum reaches vpmaddubsw's saturation).
+ *
+ * The block schemes on VNNI take their own path (vnni_blocks, below): activations quantized once
+ * (the same values), then a 512-bit row kernel for 1-3 rows and a register-blocked tile kernel
+ * over repacked weight panels from 4 rows. Every path computes each output from the same int8
+ * products; the block paths differ only in the order of the f32 sums (tests/test_quant.c checks
+ * each against the double-precision product of the same int8 values: within 1e-5 of the sum of
+ * |terms|). No output depends on the number of threads or on how the work is cut. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -317,18 +324,19 @@ static inline const uint8_t *vrow_scales(const vjob *j, int64_t n) {
 
 /* blocks b and b + 1 of a weight row (only b when one is 0), offset to unsigned, as a dot reads
  * them: lanes 0-7 block b, 8-15 block b + 1 */
-T_VNNI static inline __m512i vpair(int q4, const uint8_t *p, int two) {
+/* blocks b and b + 1 of a weight row (only b when one is 0), offset to unsigned, as a dot reads
+ * them: lanes 0-7 block b, 8-15 block b + 1 (shv: shift counts 0 | 4 per 128 bits) */
+T_VNNI static inline __m512i vpair(int q4, const uint8_t *p, int two, __m512i shv, __m512i m15,
+                                   __m512i x80) {
     if (q4) {
         __m256i h = two ? _mm256_loadu_si256((const __m256i *)p)
                         : _mm256_maskz_loadu_epi8(0xFFFFu, p);
         __m512i z = _mm512_castsi256_si512(h);
         z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0)); /* [b, b, b + 1, b + 1] */
-        z = _mm512_srlv_epi16(z, _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004,
-                                                   0, 0, 0x0004000400040004, 0x0004000400040004));
-        return _mm512_and_si512(z, _mm512_set1_epi8(15));
+        return _mm512_and_si512(_mm512_srlv_epi16(z, shv), m15);
     }
     __m512i z = two ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, p);
-    return _mm512_xor_si512(z, _mm512_set1_epi8((char)0x80));
+    return _mm512_xor_si512(z, x80);
 }
 
 static const int32_t vpair_idx[8][16] = {
@@ -346,13 +354,36 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
                                                                    int64_t n1) {
     const int64_t nb = j->nb, kx = j->kx, N = j->N;
     const int q4 = j->q4;
+    const int64_t bstep = q4 ? 16 : 32; /* bytes of a packed block */
+    const __m512i shv = _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
+                                          0x0004000400040004, 0x0004000400040004);
+    const __m512i m15 = _mm512_set1_epi8(15), x80 = _mm512_set1_epi8((char)0x80);
+    __m512i idx[8];
+    for (int p = 0; p < 8; p++) idx[p] = _mm512_loadu_si512(vpair_idx[p]);
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *wr = vrow(j, n), *sc = vrow_scales(j, n);
-        const int64_t bstep = q4 ? 16 : 32; /* bytes of a packed block */
-        __m512 acc[VGEMM_MIN_M - 1];
-        for (int m = 0; m < MR; m++) acc[m] = _mm512_setzero_ps();
-        for (int64_t g = 0; g < nb; g += 16) {
-            int64_t ng = nb - g < 16 ? nb - g : 16;
+        /* two accumulators a row (even and odd pairs of blocks): the adds do not wait on each
+         * other */
+        __m512 acc[2][VGEMM_MIN_M - 1];
+        for (int m = 0; m < MR; m++) acc[0][m] = acc[1][m] = _mm512_setzero_ps();
+        int64_t g = 0;
+        for (; g + 16 <= nb; g += 16) { /* whole groups of 16 blocks */
+            __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 2 * g)));
+            __m512 s[VGEMM_MIN_M - 1];
+            for (int m = 0; m < MR; m++) s[m] = _mm512_mul_ps(_mm512_loadu_ps(j->dx + m * nb + g), dw);
+            for (int p = 0; p < 8; p++) {
+                int64_t b = g + 2 * p;
+                __m512i w = vpair(q4, wr + bstep * b, 1, shv, m15, x80);
+                for (int m = 0; m < MR; m++) {
+                    __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
+                    d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
+                    acc[p & 1][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
+                                                    _mm512_permutexvar_ps(idx[p], s[m]), acc[p & 1][m]);
+                }
+            }
+        }
+        if (g < nb) { /* the last, partial group */
+            int64_t ng = nb - g;
             __mmask16 k = (__mmask16)((1u << ng) - 1u);
             __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, sc + 2 * g));
             __m512 s[VGEMM_MIN_M - 1];
@@ -360,18 +391,18 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
                 s[m] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, j->dx + m * nb + g), dw);
             for (int64_t p = 0; 2 * p < ng; p++) {
                 int64_t b = g + 2 * p;
-                __m512i w = vpair(q4, wr + bstep * b, b + 1 < nb);
-                __m512i idx = _mm512_loadu_si512(vpair_idx[p]);
+                __m512i w = vpair(q4, wr + bstep * b, b + 1 < nb, shv, m15, x80);
                 for (int m = 0; m < MR; m++) {
                     __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
                     d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
-                    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
-                                             _mm512_permutexvar_ps(idx, s[m]), acc[m]);
+                    acc[p & 1][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
+                                                    _mm512_permutexvar_ps(idx[p], s[m]), acc[p & 1][m]);
                 }
             }
         }
         float bias = j->bias ? j->bias[n * j->bias_stride] : 0.0f;
-        for (int m = 0; m < MR; m++) j->y[m * N + n] = _mm512_reduce_add_ps(acc[m]) + bias;
+        for (int m = 0; m < MR; m++)
+            j->y[m * N + n] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][m], acc[1][m])) + bias;
     }
 }
 

@@ -397,11 +397,12 @@ static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int w
             if (worst && err_q / (mag_q + 1e-30) > worst[1]) worst[1] = err_q / (mag_q + 1e-30);
             if (mag_out) mag_out[m * N + n] = mag;
             if (!(err <= bound) || !(err_q <= 1e-5 * mag_q + 1e-6)) {
-                fprintf(stderr, "%s [%lld, %lld, %lld] (%s) y[%lld, %lld] = %.9g, want %.9g "
+                fprintf(stderr,
+                        "%s [%lld, %lld, %lld] (%s) y[%lld, %lld] = %.9g, want %.9g "
                         "within %.3g (the same int8 products: %.9g within %.3g)\n",
                         cn_dtype_name(scheme), (long long)M, (long long)N, (long long)K,
-                        cn_cpu_quant_isa(), (long long)m, (long long)n, got[m * N + n], ref,
-                        bound, ref_q, 1e-5 * mag_q + 1e-6);
+                        cn_cpu_quant_isa(), (long long)m, (long long)n, got[m * N + n], ref, bound,
+                        ref_q, 1e-5 * mag_q + 1e-6);
                 th_checks_failed++;
                 m = M;
                 break;
@@ -419,8 +420,8 @@ static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int w
 
 /* Every scheme on every ISA path this CPU has (CINDER_QUANT_ISA forces the narrower ones), at odd
  * sizes: N and K not multiples of the vector width nor of the VNNI tiles (48 columns x 4 rows;
- * K a multiple of 32 for the blocks), one row (the decode case), 1-3 rows (the VNNI row kernel,
- * whole groups of 16 blocks and a partial one) and 4 or more (its tile kernel, with a partial tile
+ * K a multiple of 32 for the blocks), one row (the decode case), 1-5 rows (the VNNI row kernel,
+ * whole groups of 16 blocks and a partial one) and 6 or more (its tile kernel, with a partial tile
  * of rows: 17, 65), K up to 4096, products big
  * enough to run on the pool's threads. The paths agree: exactly for q8_tensor / q8_channel (the
  * int dots are exact and scaled alike), within f32 rounding of the block sums (1e-5 of the sum of
@@ -430,14 +431,15 @@ static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int w
 static void test_linear_every_isa(void) {
     cn_scope_begin();
     const char *isas[3] = {"c", "avx2", "vnni"};
-    const int64_t sizes[NSIZES][3] = {{1, 7, 64},   {5, 13, 96},   {3, 33, 160}, {4, 300, 256},
-                                      {2, 1, 32},   {17, 50, 64},  {64, 33, 32}, {65, 50, 4096},
+    const int64_t sizes[NSIZES][3] = {{1, 7, 64},    {5, 13, 96},   {3, 33, 160}, {4, 300, 256},
+                                      {2, 1, 32},    {17, 50, 64},  {64, 33, 32}, {65, 50, 4096},
                                       {1, 50, 4096}, {3, 49, 4096}, {4, 97, 32},  {65, 16, 96},
                                       {2, 19, 608}};
     const int64_t row_k[NSIZES] = {37, 100, 1, 64, 333, 64, 32, 4096, 4096, 4095, 31, 97, 600};
     float *res[3];
     double *mag = malloc(sizeof(double) * 65 * 300), worst[4][2] = {{0}};
-    for (int i = 0; i < 3; i++) res[i] = malloc(sizeof(float) * 65 * 300);
+    for (int i = 0; i < 3; i++)
+        res[i] = malloc(sizeof(float) * 65 * 300);
     for (int k = 0; k < 4; k++)
         for (int z = 0; z < NSIZES; z++) {
             int64_t M = sizes[z][0], N = sizes[z][1];
@@ -471,7 +473,8 @@ static void test_linear_every_isa(void) {
     unsetenv("CINDER_QUANT_ISA");
     for (int k = 0; k < 4; k++)
         printf("     %s: worst error %.3g of the bound; against the same int8 products, %.3g of "
-               "the sum of |dx q W|\n", cn_dtype_name(schemes[k]), worst[k][0], worst[k][1]);
+               "the sum of |dx q W|\n",
+               cn_dtype_name(schemes[k]), worst[k][0], worst[k][1]);
     for (int i = 0; i < 3; i++) free(res[i]);
     free(mag);
     cn_scope_end();
@@ -492,7 +495,8 @@ static int64_t thread_products(float *out) {
             for (int z = 0; z < 3; z++) {
                 int64_t M = sizes[z][0], N = sizes[z][1], K = sizes[z][2];
                 uint64_t seed = 5 + (uint64_t)z;
-                float *x = malloc(sizeof(float) * (size_t)(M * K)), *w = malloc(sizeof(float) * (size_t)(N * K));
+                float *x = malloc(sizeof(float) * (size_t)(M * K)),
+                      *w = malloc(sizeof(float) * (size_t)(N * K));
                 for (int64_t e = 0; e < M * K; e++)
                     x[e] = (float)((double)th_lcg(&seed) / 2147483648.0 - 0.5);
                 for (int64_t e = 0; e < N * K; e++)
@@ -502,7 +506,8 @@ static int64_t thread_products(float *out) {
                 cn_tensor *wt = cn_from_data(w, ws, 2, CN_F32, cn_cpu());
                 cn_tensor *wq = cn_quantize(wt, blk[s]);
                 cn_tensor *y = cn_quant_linear(xt, wq, NULL);
-                if (y && cn_read(y, out + at, sizeof(float) * (size_t)(M * N)) == CN_OK) at += M * N;
+                if (y && cn_read(y, out + at, sizeof(float) * (size_t)(M * N)) == CN_OK)
+                    at += M * N;
                 cn_release(y);
                 cn_release(wq);
                 cn_release(wt);
@@ -536,7 +541,8 @@ static void test_linear_threads(void) {
     }
     close(fd[1]);
     CHECK(cn_cpu_set_threads(2) == CN_OK);
-    float *mine = malloc(sizeof(float) * THREADS_FLOATS), *theirs = malloc(sizeof(float) * THREADS_FLOATS);
+    float *mine = malloc(sizeof(float) * THREADS_FLOATS),
+          *theirs = malloc(sizeof(float) * THREADS_FLOATS);
     int64_t n = thread_products(mine), m = -1;
     CHECK(n > 0 && n <= THREADS_FLOATS);
     FILE *f = fdopen(fd[0], "rb");
@@ -623,10 +629,13 @@ static void test_linear_weight_slices(void) {
     cn_scope_begin();
     enum { N = 12, K = 96 };
     static double w[N * K], x[17 * K], wr[5 * K];
-    for (int i = 0; i < N * K; i++) w[i] = sin(i * 0.37) * (1 + i % 5);
-    for (int i = 0; i < 17 * K; i++) x[i] = cos(i * 0.11) * 3;
+    for (int i = 0; i < N * K; i++)
+        w[i] = sin(i * 0.37) * (1 + i % 5);
+    for (int i = 0; i < 17 * K; i++)
+        x[i] = cos(i * 0.11) * 3;
     for (int r = 0; r < 5; r++)
-        for (int k = 0; k < K; k++) wr[r * K + k] = (float)w[(2 * r + 3) * K + k];
+        for (int k = 0; k < K; k++)
+            wr[r * K + k] = (float)w[(2 * r + 3) * K + k];
     const int64_t ws[2] = {N, K}, wrs[2] = {5, K};
     const char *isas[3] = {"c", "avx2", "vnni"};
     const int64_t rows[3] = {1, 3, 17};

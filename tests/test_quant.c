@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const cn_dtype schemes[4] = {CN_Q8_TENSOR, CN_Q8_CHANNEL, CN_Q8_BLOCK, CN_Q4_BLOCK};
@@ -157,14 +158,15 @@ static void test_q4_block_by_hand(void) {
 
 /* x of shape [6, 96] from a fixed generator; every scheme's dequantized values within the stated
  * bound of x, computed in double from the stored scales: scale / 2 (q8 with f32 scales), and for
- * the blocks (scales computed in f32 and stored as f16, as ggml) |s16| / 2 + |q| * |d - s16|. */
+ * the blocks (scales computed in f32 and stored as f16, as ggml) |s16| / 2 + |q| * |d - s16|
+ * (q4: an element clipped to q = 7 is |x - 7 s16| away, up to a full step). */
 static void test_round_trip_within_bound(void) {
     cn_scope_begin();
     enum { R = 6, C = 96, N = R * C };
     double x[N];
     uint64_t st = 7;
     for (int i = 0; i < N; i++) {
-        x[i] = ((double)(th_lcg(&st) >> 11) / 9007199254740992.0 - 0.5) * (1 + i % 7);
+        x[i] = ((double)th_lcg(&st) / 2147483648.0 - 0.5) * (1 + i % 7);
         x[i] = (float)x[i]; /* the input is f32: the bound is about its values */
     }
     const int64_t s[2] = {R, C};
@@ -192,6 +194,10 @@ static void test_round_trip_within_bound(void) {
             for (int j = 0; j < group; j++) {
                 int i = g * group + j;
                 double err = fabs(got[i] - x[i]), bound = fabs(stored) / 2 + extra + 1e-7 * fabs(x[i]);
+                /* Q4_0 clips q at 7: an element of the sign opposite to m's, of magnitude above
+                 * 7.5 |d|, lands on 7 d, up to a full step away */
+                if (schemes[k] == CN_Q4_BLOCK && x[i] / d > 7.5)
+                    bound = fabs(x[i] - 7 * stored) + extra + 1e-7 * fabs(x[i]);
                 if (err > bound) {
                     fprintf(stderr, "%s element %d: |%g - %g| > %g\n", cn_dtype_name(schemes[k]), i,
                             got[i], x[i], bound);
@@ -339,14 +345,20 @@ static void test_safetensors_bit_identical(void) {
  * The bound is the activation quantization error the kernel adds: x is quantized per row (per
  * block of 32 for the block schemes) with step dx = amax / 127 and rounding error <= dx / 2 per
  * element, so |y - y_ref| <= sum_k dx(k) / 2 * |Wq[n, k]| (plus f32 rounding: 1e-5 of sum |x W|).
- * The results of every ISA path are returned in *out (M * N) for comparison. */
+ * The kernel's own arithmetic error is checked too: against the double evaluation of the same
+ * products (x quantized here as the kernel does, in f32: dx = amax / 127, q = roundf(x * (1 /
+ * dx))), the result is within 1e-5 of the sum of |dx q W| (f32 accumulation).
+ * The results of every ISA path are returned in *out (M * N) for comparison, with each output's
+ * sum of |x W| in *mag_out (when not NULL). The worst errors seen are kept in worst[0] (against
+ * the exact product, as a fraction of the bound) and worst[1] (against the same int8 products,
+ * as a fraction of the sum of |dx q W|) when worst is not NULL. */
 static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int with_bias,
-                         uint64_t seed, float *out) {
+                         uint64_t seed, float *out, double *mag_out, double *worst) {
     double *x = th_alloc_doubles(M * K), *w = th_alloc_doubles(N * K), *bias = th_alloc_doubles(N);
     for (int64_t i = 0; i < M * K; i++)
-        x[i] = (float)(((double)(th_lcg(&seed) >> 11) / 9007199254740992.0 - 0.5) * 4);
+        x[i] = (float)(((double)th_lcg(&seed) / 2147483648.0 - 0.5) * 4);
     for (int64_t i = 0; i < N * K; i++)
-        w[i] = ((double)(th_lcg(&seed) >> 11) / 9007199254740992.0 - 0.5) * (1 + i % 3);
+        w[i] = ((double)th_lcg(&seed) / 2147483648.0 - 0.5) * (1 + i % 3);
     for (int64_t i = 0; i < N; i++) bias[i] = (float)(i * 0.25 - 1);
     const int64_t xs[2] = {M, K}, ws[2] = {N, K}, bs[1] = {N};
     cn_tensor *xt = th_tensor(x, xs, 2, CN_F32), *wt = th_tensor(w, ws, 2, CN_F32);
@@ -360,12 +372,18 @@ static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int w
     for (int64_t m = 0; got && m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             double ref = with_bias ? bias[n] : 0, bound = 1e-6, mag = 0;
+            double ref_q = ref, mag_q = 0;
             for (int64_t g = 0; g * per < K || (K == 0 && g == 0); g++) {
                 int64_t k1 = (g + 1) * per < K ? (g + 1) * per : K;
                 float amax = 0;
                 for (int64_t k = g * per; k < k1; k++) amax = fmaxf(amax, fabsf((float)x[m * K + k]));
                 double dx = amax / 127.0f;
+                float id = amax / 127.0f != 0.0f ? 1.0f / (amax / 127.0f) : 0.0f;
                 for (int64_t k = g * per; k < k1; k++) {
+                    float r = roundf((float)x[m * K + k] * id);
+                    double q = r > 127 ? 127 : r < -127 ? -127 : r;
+                    ref_q += q * dx * wd[n * K + k];
+                    mag_q += fabs(q * dx * wd[n * K + k]);
                     ref += x[m * K + k] * wd[n * K + k];
                     bound += dx / 2 * fabs(wd[n * K + k]);
                     mag += fabs(x[m * K + k] * wd[n * K + k]);
@@ -374,11 +392,17 @@ static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int w
             }
             bound += 1e-5 * mag;
             double err = fabs(got[m * N + n] - ref);
-            if (!(err <= bound)) {
-                fprintf(stderr, "%s [%lld, %lld, %lld] (%s) y[%lld, %lld] = %.9g, want %.9g "
-                        "within %.3g\n", cn_dtype_name(scheme), (long long)M, (long long)N,
-                        (long long)K, cn_cpu_quant_isa(), (long long)m, (long long)n,
-                        got[m * N + n], ref, bound);
+            double err_q = fabs(got[m * N + n] - ref_q);
+            if (worst && err / bound > worst[0]) worst[0] = err / bound;
+            if (worst && err_q / (mag_q + 1e-30) > worst[1]) worst[1] = err_q / (mag_q + 1e-30);
+            if (mag_out) mag_out[m * N + n] = mag;
+            if (!(err <= bound) || !(err_q <= 1e-5 * mag_q + 1e-6)) {
+                fprintf(stderr,
+                        "%s [%lld, %lld, %lld] (%s) y[%lld, %lld] = %.9g, want %.9g "
+                        "within %.3g (the same int8 products: %.9g within %.3g)\n",
+                        cn_dtype_name(scheme), (long long)M, (long long)N, (long long)K,
+                        cn_cpu_quant_isa(), (long long)m, (long long)n, got[m * N + n], ref, bound,
+                        ref_q, 1e-5 * mag_q + 1e-6);
                 th_checks_failed++;
                 m = M;
                 break;
@@ -395,19 +419,29 @@ static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int w
 }
 
 /* Every scheme on every ISA path this CPU has (CINDER_QUANT_ISA forces the narrower ones), at odd
- * sizes: N and K not multiples of the vector width (K a multiple of 32 for the blocks), one row
- * (the decode case), a product big enough to run on the pool's threads. The paths agree: exactly
- * for q8_tensor / q8_channel (the int dots are exact and scaled alike), within f32 rounding of
- * the block sums for the blocks. */
+ * sizes: N and K not multiples of the vector width nor of the VNNI tiles (48 columns x 4 rows;
+ * K a multiple of 32 for the blocks), one row (the decode case), 1-5 rows (the VNNI row kernel,
+ * whole groups of 16 blocks and a partial one) and 6 or more (its tile kernel, with a partial tile
+ * of rows: 17, 65), K up to 4096, products big
+ * enough to run on the pool's threads. The paths agree: exactly for q8_tensor / q8_channel (the
+ * int dots are exact and scaled alike), within f32 rounding of the block sums (1e-5 of the sum of
+ * |x W|) for the blocks. The worst error against the double reference, as a fraction of the
+ * bound, is printed per scheme. */
+#define NSIZES 13
 static void test_linear_every_isa(void) {
     cn_scope_begin();
     const char *isas[3] = {"c", "avx2", "vnni"};
-    const int64_t sizes[5][3] = {{1, 7, 64}, {5, 13, 96}, {3, 33, 160}, {4, 300, 256}, {2, 1, 32}};
-    const int64_t row_k[5] = {37, 100, 1, 64, 333};
+    const int64_t sizes[NSIZES][3] = {{1, 7, 64},    {5, 13, 96},   {3, 33, 160}, {4, 300, 256},
+                                      {2, 1, 32},    {17, 50, 64},  {64, 33, 32}, {65, 20, 4096},
+                                      {1, 50, 4096}, {3, 49, 4096}, {4, 97, 32},  {65, 16, 96},
+                                      {2, 19, 608}};
+    const int64_t row_k[NSIZES] = {37, 100, 1, 64, 333, 64, 32, 4096, 4096, 4095, 31, 97, 600};
     float *res[3];
-    for (int i = 0; i < 3; i++) res[i] = malloc(sizeof(float) * 4 * 300);
+    double *mag = malloc(sizeof(double) * 65 * 300), worst[4][2] = {{0}};
+    for (int i = 0; i < 3; i++)
+        res[i] = malloc(sizeof(float) * 65 * 300);
     for (int k = 0; k < 4; k++)
-        for (int z = 0; z < 5; z++) {
+        for (int z = 0; z < NSIZES; z++) {
             int64_t M = sizes[z][0], N = sizes[z][1];
             int64_t K = schemes[k] == CN_Q8_BLOCK || schemes[k] == CN_Q4_BLOCK ? sizes[z][2]
                                                                                 : row_k[z];
@@ -416,14 +450,14 @@ static void test_linear_every_isa(void) {
                 setenv("CINDER_QUANT_ISA", isas[i], 1);
                 if (strcmp(cn_cpu_quant_isa(), isas[i]) != 0) continue; /* the CPU lacks it */
                 ran[i] = 1;
-                check_linear(schemes[k], M, N, K, z % 2, 11 + (uint64_t)z, res[i]);
+                check_linear(schemes[k], M, N, K, z % 2, 11 + (uint64_t)z, res[i], mag, worst[k]);
             }
             for (int i = 1; i < 3; i++) {
                 if (!ran[i] || !ran[0]) continue;
                 for (int64_t e = 0; e < M * N; e++) {
                     double a = res[0][e], b = res[i][e];
                     int same = schemes[k] == CN_Q8_BLOCK || schemes[k] == CN_Q4_BLOCK
-                                   ? fabs(a - b) <= 1e-5 * (1 + fabs(a))
+                                   ? fabs(a - b) <= 1e-5 * mag[e] + 1e-30
                                    : a == b;
                     if (!same) {
                         fprintf(stderr, "%s: %s %.9g vs c %.9g at %lld\n",
@@ -437,8 +471,93 @@ static void test_linear_every_isa(void) {
                 printf("     paths run here: c%s%s\n", ran[1] ? ", avx2" : "", ran[2] ? ", vnni" : "");
         }
     unsetenv("CINDER_QUANT_ISA");
+    for (int k = 0; k < 4; k++)
+        printf("     %s: worst error %.3g of the bound; against the same int8 products, %.3g of "
+               "the sum of |dx q W|\n",
+               cn_dtype_name(schemes[k]), worst[k][0], worst[k][1]);
     for (int i = 0; i < 3; i++) free(res[i]);
+    free(mag);
     cn_scope_end();
+}
+
+/* The outputs of the products below, each scheme on each ISA path this CPU has, into out
+ * (THREADS_FLOATS floats); returns how many were written. */
+#define THREADS_FLOATS (2 * 3 * (65 * 20 + 3 * 50 + 17 * 97))
+static int64_t thread_products(float *out) {
+    const char *isas[3] = {"c", "avx2", "vnni"};
+    const cn_dtype blk[2] = {CN_Q8_BLOCK, CN_Q4_BLOCK};
+    const int64_t sizes[3][3] = {{65, 20, 4096}, {3, 50, 4096}, {17, 97, 256}};
+    int64_t at = 0;
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 3; i++) {
+            setenv("CINDER_QUANT_ISA", isas[i], 1);
+            if (strcmp(cn_cpu_quant_isa(), isas[i]) != 0) continue;
+            for (int z = 0; z < 3; z++) {
+                int64_t M = sizes[z][0], N = sizes[z][1], K = sizes[z][2];
+                uint64_t seed = 5 + (uint64_t)z;
+                float *x = malloc(sizeof(float) * (size_t)(M * K)),
+                      *w = malloc(sizeof(float) * (size_t)(N * K));
+                for (int64_t e = 0; e < M * K; e++)
+                    x[e] = (float)((double)th_lcg(&seed) / 2147483648.0 - 0.5);
+                for (int64_t e = 0; e < N * K; e++)
+                    w[e] = (float)((double)th_lcg(&seed) / 2147483648.0 - 0.5);
+                const int64_t xs[2] = {M, K}, ws[2] = {N, K};
+                cn_tensor *xt = cn_from_data(x, xs, 2, CN_F32, cn_cpu());
+                cn_tensor *wt = cn_from_data(w, ws, 2, CN_F32, cn_cpu());
+                cn_tensor *wq = cn_quantize(wt, blk[s]);
+                cn_tensor *y = cn_quant_linear(xt, wq, NULL);
+                if (y && cn_read(y, out + at, sizeof(float) * (size_t)(M * N)) == CN_OK)
+                    at += M * N;
+                cn_release(y);
+                cn_release(wq);
+                cn_release(wt);
+                cn_release(xt);
+                free(x);
+                free(w);
+            }
+        }
+    unsetenv("CINDER_QUANT_ISA");
+    return at;
+}
+
+/* The results do not depend on the number of threads: a child process runs the products on a
+ * pool of one thread, this one on two (each chunking the work its own way), and the outputs
+ * are the same bits. Runs first, before any CPU op starts the pool. */
+static void test_linear_threads(void) {
+    int fd[2];
+    CHECK(pipe(fd) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        float *out = malloc(sizeof(float) * THREADS_FLOATS);
+        int64_t n = cn_cpu_set_threads(1) == CN_OK ? thread_products(out) : -1;
+        ssize_t ok = write(fd[1], &n, sizeof n);
+        for (int64_t at = 0; ok > 0 && at < n * (int64_t)sizeof(float);) {
+            ok = write(fd[1], (char *)out + at, (size_t)(n * (int64_t)sizeof(float) - at));
+            at += ok;
+        }
+        _exit(ok > 0 ? 0 : 1);
+    }
+    close(fd[1]);
+    CHECK(cn_cpu_set_threads(2) == CN_OK);
+    float *mine = malloc(sizeof(float) * THREADS_FLOATS),
+          *theirs = malloc(sizeof(float) * THREADS_FLOATS);
+    int64_t n = thread_products(mine), m = -1;
+    CHECK(n > 0 && n <= THREADS_FLOATS);
+    FILE *f = fdopen(fd[0], "rb");
+    CHECK(f && fread(&m, sizeof m, 1, f) == 1);
+    CHECK(m == n);
+    if (f && m == n) {
+        CHECK(fread(theirs, sizeof(float), (size_t)n, f) == (size_t)n);
+        CHECK(memcmp(mine, theirs, sizeof(float) * (size_t)n) == 0);
+    }
+    if (f) fclose(f);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    printf("     %lld outputs, 1 thread and 2: the same bits\n", (long long)n);
+    free(mine);
+    free(theirs);
 }
 
 /* Hand case: x = [[1, 2, ..., 32]] (amax 32: dx = 32 / 127, x quantized to round(127 k / 32)),
@@ -500,6 +619,42 @@ static void test_linear_views(void) {
     th_check_values("K = 0", cn_quant_linear(th_own(cn_zeros(e2, 2, CN_F32, cn_cpu())), wq0,
                                              th_tensor(bias, b1, 1, CN_F32)), want0, 6, 0);
     th_release_owned();
+    cn_scope_end();
+}
+
+/* Row slices (an offset and a stride) of block weights, on the VNNI row kernel (1 and 3 rows)
+ * and its tile kernel (17 rows), and on the other paths: the same bits as the sliced rows
+ * quantized on their own. */
+static void test_linear_weight_slices(void) {
+    cn_scope_begin();
+    enum { N = 12, K = 96 };
+    static double w[N * K], x[17 * K], wr[5 * K];
+    for (int i = 0; i < N * K; i++)
+        w[i] = sin(i * 0.37) * (1 + i % 5);
+    for (int i = 0; i < 17 * K; i++)
+        x[i] = cos(i * 0.11) * 3;
+    for (int r = 0; r < 5; r++)
+        for (int k = 0; k < K; k++)
+            wr[r * K + k] = (float)w[(2 * r + 3) * K + k];
+    const int64_t ws[2] = {N, K}, wrs[2] = {5, K};
+    const char *isas[3] = {"c", "avx2", "vnni"};
+    const int64_t rows[3] = {1, 3, 17};
+    for (int i = 0; i < 3; i++) {
+        setenv("CINDER_QUANT_ISA", isas[i], 1);
+        if (strcmp(cn_cpu_quant_isa(), isas[i]) != 0) continue;
+        for (int s = 2; s < 4; s++) {
+            cn_tensor *wq = cn_quantize(th_tensor(w, ws, 2, CN_F32), schemes[s]);
+            cn_tensor *part = cn_slice(wq, 0, 3, 12, 2); /* rows 3, 5, .., 11 */
+            cn_tensor *alone = cn_quantize(th_tensor(wr, wrs, 2, CN_F32), schemes[s]);
+            for (int r = 0; r < 3; r++) {
+                const int64_t xs[2] = {rows[r], K};
+                cn_tensor *xt = th_tensor(x, xs, 2, CN_F32);
+                check_same("weight rows", cn_quant_linear(xt, part, NULL),
+                           cn_quant_linear(xt, alone, NULL));
+            }
+        }
+    }
+    unsetenv("CINDER_QUANT_ISA");
     cn_scope_end();
 }
 
@@ -686,6 +841,7 @@ static void test_misuse(void) {
 }
 
 int main(void) {
+    RUN(test_linear_threads); /* first: it sets the pool's size */
     RUN(test_q8_block_by_hand);
     RUN(test_q8_tensor_and_channel_by_hand);
     RUN(test_q4_block_by_hand);
@@ -697,6 +853,7 @@ int main(void) {
     RUN(test_linear_by_hand);
     RUN(test_linear_every_isa);
     RUN(test_linear_views);
+    RUN(test_linear_weight_slices);
     RUN(test_linear_gradients);
     RUN(test_linear_misuse);
     return th_finish();

@@ -10,7 +10,14 @@
  * int64). The int8 dots run on AVX-512 VNNI (vpdpbusd), AVX2 (vpmaddubsw + vpmaddwd) or
  * portable C, chosen at run time (cpu_quant_isa; CINDER_QUANT_ISA=vnni|avx2|c asks for a path,
  * never one the CPU lacks). The signed x signed products use the usual sign trick: |a| (u8) times
- * b * sign(a) (s8), exact since |a| <= 127 (no pair sum reaches vpmaddubsw's saturation). */
+ * b * sign(a) (s8), exact since |a| <= 127 (no pair sum reaches vpmaddubsw's saturation).
+ *
+ * The block schemes on VNNI take their own path (vnni_blocks, below): activations quantized once
+ * (the same values), then a 512-bit row kernel for 1-3 rows and a register-blocked tile kernel
+ * over repacked weight panels from 4 rows. Every path computes each output from the same int8
+ * products; the block paths differ only in the order of the f32 sums (tests/test_quant.c checks
+ * each against the double-precision product of the same int8 values: within 1e-5 of the sum of
+ * |terms|). No output depends on the number of threads or on how the work is cut. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,6 +31,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
+
 #define QX86 1
 #else
 #define QX86 0
@@ -203,6 +211,470 @@ T_AVX2 static void unpack_q4_avx2(const uint8_t *src, int8_t *dst) {
     _mm_storeu_si128((__m128i *)dst, _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), eight));
     _mm_storeu_si128((__m128i *)(dst + 16), _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), eight));
 }
+
+/* ---- the block schemes on AVX-512 VNNI: 512-bit vectors, activations quantized once -------------
+ *
+ * vpdpbusd multiplies unsigned bytes by signed bytes; one side is offset by o to be unsigned and
+ * the offset is taken back exactly in int32. The activation rows are quantized once per call
+ * (vquantize_rows: bit for bit as quantize_rows, vectorized) into rows of kx bytes (a multiple of
+ * 64, padded with x = 0), with dx, the block scales [M, nb].
+ *
+ * Few rows (M < VGEMM_MIN_M): gemv_rows, each weight row read once, two blocks a vector (lanes
+ * 0-7 block b, 8-15 block b + 1). The weight is the unsigned side (q8: q + 128 = q ^ 0x80; q4:
+ * the stored nibble q + 8, as it is), so dot(x, q) = dot(x, q + o) - o * sum(x): lane [M, kx / 4]
+ * holds -o * the sum of each 4 activation bytes (the int32 lanes of a dot), which starts each
+ * dot. q4 activation blocks are stored as [the 16 even elements, the 16 odd ones], the order of a
+ * packed block's low nibbles then its high nibbles, so a weight block unpacks with a shuffle, a
+ * shift and an and. Each block's 8 int32 lanes go to f32, scaled by dx * dw; the lanes are summed
+ * at the end.
+ * More rows: gemm_tiles. The activation is the unsigned side (x + 128, stored so) and the weight
+ * is repacked, VNP output columns (a panel) at a time, into a buffer of the chunk's: per block and
+ * vector of 16 columns, 8 vectors whose lane c holds bytes 4t..4t+3 of the block of column c
+ * (t = 0..7; q4 unpacked to q - 8), then -128 * each column's block sum, and the columns' f32
+ * scales. A tile of VGR activation rows x VNP columns keeps its VGR x VGJ accumulators in
+ * registers over all blocks: per block and row, the 4 activation bytes t are broadcast to every
+ * lane, so one vpdpbusd is 16 columns' 4 products; each block's int32 sums (started from the
+ * column corrections) are scaled (dw * dx) and added in f32. An output's arithmetic (over b in
+ * order: C = fma(f32(dot_b), dw_b * dx_b, C), then + bias) does not depend on the tile, the chunk
+ * or the thread that computes it. */
+#define VGEMM_MIN_M 6 /* rows from which gemm_tiles runs (below, its repack costs more) */
+#define VGR         4 /* activation rows per tile */
+#define VGJ         3 /* vectors of 16 columns per panel */
+#define VNP         (16 * VGJ)
+#define VGMB        128 /* activation rows per unit of work (a repacked panel serves them all) */
+
+typedef struct vjob {
+    int q4;
+    int64_t M, N, nb, kx;
+    const float *x;
+    int8_t *xq;    /* [M, kx] */
+    float *dx;     /* [M, nb] */
+    int32_t *lane; /* [M, kx / 4] (the row kernel's) */
+    int gemm;      /* the tile kernel runs: xq holds x + 128, unsigned */
+    const uint8_t *w, *scales;
+    int64_t w_off, w_s0;
+    const float *bias;
+    int64_t bias_stride;
+    float *y;
+    int failed;
+} vjob;
+
+/* x rounded half away from zero (roundf), for integer-valued or fractional floats alike */
+T_VNNI static inline __m512 round_away512(__m512 v) {
+    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512 fr = _mm512_abs_ps(_mm512_sub_ps(v, t));
+    __mmask16 up = _mm512_cmp_ps_mask(fr, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN));
+    __m512 one =
+        _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)), sign));
+    return _mm512_mask_add_ps(t, up, t, one);
+}
+
+T_VNNI static void vquantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t m1) {
+    (void)chunk;
+    vjob *j = ctx;
+    const int64_t nb = j->nb, kx = j->kx, K = 32 * nb;
+    const int32_t off = j->q4 ? 8 : 128;
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    const __m256i ones = _mm256_set1_epi8(1);
+    const __m256i noff = _mm256_set1_epi32(-off);
+    for (int64_t m = m0; m < m1; m++) {
+        const float *x = j->x + m * K;
+        int8_t *q = j->xq + m * kx;
+        int32_t *lane = j->gemm ? NULL : j->lane + m * (kx / 4);
+        memset(q + K, j->gemm ? 0x80 : 0, (size_t)(kx - K));
+        if (lane) memset(lane + K / 4, 0, (size_t)(kx - K));
+        for (int64_t b = 0; b < nb; b++) {
+            __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+            float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            __m512 s = _mm512_set1_ps(id);
+            __m512i i0 = _mm512_cvtps_epi32(round_away512(_mm512_mul_ps(v0, s)));
+            __m512i i1 = _mm512_cvtps_epi32(round_away512(_mm512_mul_ps(v1, s)));
+            i0 = _mm512_min_epi32(_mm512_max_epi32(i0, lo), hi);
+            i1 = _mm512_min_epi32(_mm512_max_epi32(i1, lo), hi);
+            if (j->q4) {
+                __m512i e = _mm512_permutex2var_epi32(i0, even, i1);
+                i1 = _mm512_permutex2var_epi32(i0, odd, i1);
+                i0 = e;
+            }
+            __m256i bytes = _mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm512_cvtepi32_epi8(i0)), _mm512_cvtepi32_epi8(i1), 1);
+            j->dx[m * nb + b] = d;
+            if (!lane) {
+                _mm256_storeu_si256((__m256i *)(q + 32 * b),
+                                    _mm256_xor_si256(bytes, _mm256_set1_epi8((char)0x80)));
+                continue;
+            }
+            _mm256_storeu_si256((__m256i *)(q + 32 * b), bytes);
+            __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, bytes);
+            _mm256_storeu_si256((__m256i *)(lane + 8 * b), _mm256_mullo_epi32(sums, noff));
+        }
+    }
+}
+
+/* weight row n: its packed bytes and its f16 scales */
+static inline const uint8_t *vrow(const vjob *j, int64_t n) {
+    int64_t e0 = j->w_off + n * j->w_s0;
+    return j->w + (j->q4 ? e0 >> 1 : e0);
+}
+static inline const uint8_t *vrow_scales(const vjob *j, int64_t n) {
+    return j->scales + 2 * ((j->w_off + n * j->w_s0) / 32);
+}
+
+/* blocks b and b + 1 of a weight row (only b when one is 0), offset to unsigned, as a dot reads
+ * them: lanes 0-7 block b, 8-15 block b + 1 */
+/* blocks b and b + 1 of a weight row (only b when one is 0), offset to unsigned, as a dot reads
+ * them: lanes 0-7 block b, 8-15 block b + 1 (shv: shift counts 0 | 4 per 128 bits) */
+T_VNNI static inline __m512i vpair(int q4, const uint8_t *p, int two, __m512i shv, __m512i m15,
+                                   __m512i x80) {
+    if (q4) {
+        __m256i h =
+            two ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi8(0xFFFFu, p);
+        __m512i z = _mm512_castsi256_si512(h);
+        z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0)); /* [b, b, b + 1, b + 1] */
+        return _mm512_and_si512(_mm512_srlv_epi16(z, shv), m15);
+    }
+    __m512i z = two ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, p);
+    return _mm512_xor_si512(z, x80);
+}
+
+static const int32_t vpair_idx[8][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},
+    {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13},
+    {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+
+/* weight rows [n0, n1) against the MR (< VGEMM_MIN_M) activation rows */
+T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int MR, int64_t n0,
+                                                                   int64_t n1) {
+    const int64_t nb = j->nb, kx = j->kx, N = j->N;
+    const int q4 = j->q4;
+    const int64_t bstep = q4 ? 16 : 32; /* bytes of a packed block */
+    const __m512i shv = _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
+                                          0x0004000400040004, 0x0004000400040004);
+    const __m512i m15 = _mm512_set1_epi8(15), x80 = _mm512_set1_epi8((char)0x80);
+    __m512i idx[8];
+    for (int p = 0; p < 8; p++)
+        idx[p] = _mm512_loadu_si512(vpair_idx[p]);
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *wr = vrow(j, n), *sc = vrow_scales(j, n);
+        /* two accumulators a row (even and odd pairs of blocks): the adds do not wait on each
+         * other */
+        __m512 acc[2][VGEMM_MIN_M - 1];
+        for (int m = 0; m < MR; m++)
+            acc[0][m] = acc[1][m] = _mm512_setzero_ps();
+        int64_t g = 0;
+        for (; g + 16 <= nb; g += 16) { /* whole groups of 16 blocks */
+            __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 2 * g)));
+            __m512 s[VGEMM_MIN_M - 1];
+            for (int m = 0; m < MR; m++)
+                s[m] = _mm512_mul_ps(_mm512_loadu_ps(j->dx + m * nb + g), dw);
+            for (int p = 0; p < 8; p++) {
+                int64_t b = g + 2 * p;
+                __m512i w = vpair(q4, wr + bstep * b, 1, shv, m15, x80);
+                for (int m = 0; m < MR; m++) {
+                    __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
+                    d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
+                    acc[p & 1][m] = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx[p], s[m]), acc[p & 1][m]);
+                }
+            }
+        }
+        if (g < nb) { /* the last, partial group */
+            int64_t ng = nb - g;
+            __mmask16 k = (__mmask16)((1u << ng) - 1u);
+            __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, sc + 2 * g));
+            __m512 s[VGEMM_MIN_M - 1];
+            for (int m = 0; m < MR; m++)
+                s[m] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, j->dx + m * nb + g), dw);
+            for (int64_t p = 0; 2 * p < ng; p++) {
+                int64_t b = g + 2 * p;
+                __m512i w = vpair(q4, wr + bstep * b, b + 1 < nb, shv, m15, x80);
+                for (int m = 0; m < MR; m++) {
+                    __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
+                    d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
+                    acc[p & 1][m] = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx[p], s[m]), acc[p & 1][m]);
+                }
+            }
+        }
+        float bias = j->bias ? j->bias[n * j->bias_stride] : 0.0f;
+        for (int m = 0; m < MR; m++)
+            j->y[m * N + n] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][m], acc[1][m])) + bias;
+    }
+}
+
+T_VNNI static void gemv_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
+    (void)chunk;
+    vjob *j = ctx;
+    switch (j->M) {
+    case 1: gemv_body(j, 1, n0, n1); break;
+    case 2: gemv_body(j, 2, n0, n1); break;
+    case 3: gemv_body(j, 3, n0, n1); break;
+    case 4: gemv_body(j, 4, n0, n1); break;
+    default: gemv_body(j, 5, n0, n1); break;
+    }
+}
+
+/* Panel n0: columns n0 .. n0 + VNP - 1 repacked into pw (per block b and vector jj of 16
+ * columns, 9 x 64 bytes at (b * VGJ + jj) * 9 * 64: 8 of weights, then the corrections), their
+ * scales into ps (16 at (b * VGJ + jj) * 16) and their bias into pb. Columns past N repeat column n0 with scale 0. */
+T_VNNI static void repack_panel(const vjob *j, int64_t n0, uint8_t *pw, float *ps, float *pb) {
+    const int64_t nb = j->nb;
+    const __m512i eight = _mm512_set1_epi8(8), m15 = _mm512_set1_epi8(15),
+                  ones = _mm512_set1_epi8(1);
+    for (int jj = 0; jj < VGJ; jj++) {
+        const uint8_t *row[16], *srow[16];
+        int valid[16];
+        for (int c = 0; c < 16; c++) {
+            int64_t n = n0 + 16 * jj + c;
+            valid[c] = n < j->N;
+            row[c] = vrow(j, valid[c] ? n : n0);
+            srow[c] = vrow_scales(j, valid[c] ? n : n0);
+            pb[16 * jj + c] = valid[c] && j->bias ? j->bias[n * j->bias_stride] : 0.0f;
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            __m512i *dst = (__m512i *)(pw + (b * VGJ + jj) * 9 * 64);
+            if (j->q4) {
+                __m512i z[4];
+                for (int i = 0; i < 4; i++) {
+                    __m512i v =
+                        _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(row[i] + 16 * b)));
+                    v = _mm512_inserti32x4(
+                        v, _mm_loadu_si128((const __m128i *)(row[4 + i] + 16 * b)), 1);
+                    v = _mm512_inserti32x4(
+                        v, _mm_loadu_si128((const __m128i *)(row[8 + i] + 16 * b)), 2);
+                    z[i] = _mm512_inserti32x4(
+                        v, _mm_loadu_si128((const __m128i *)(row[12 + i] + 16 * b)), 3);
+                }
+                __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]),
+                        t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+                __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]),
+                        t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+                __m512i s[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                                _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+                for (int u = 0; u < 4; u++) {
+                    _mm512_storeu_si512(dst + u,
+                                        _mm512_sub_epi8(_mm512_and_si512(s[u], m15), eight));
+                    _mm512_storeu_si512(
+                        dst + 4 + u,
+                        _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(s[u], 4), m15), eight));
+                }
+            } else {
+                __m512i z[8], t[8], u[8];
+                for (int i = 0; i < 8; i++) {
+                    int a = i < 4 ? i : 4 + i, h = a + 4; /* rows 0-3 | 4-7, 8-11 | 12-15 */
+                    __m512i v = _mm512_castsi256_si512(
+                        _mm256_loadu_si256((const __m256i *)(row[a] + 32 * b)));
+                    z[i] = _mm512_inserti64x4(
+                        v, _mm256_loadu_si256((const __m256i *)(row[h] + 32 * b)), 1);
+                }
+                for (int i = 0; i < 8; i += 2) {
+                    t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+                    t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+                }
+                for (int i = 0; i < 8; i += 4) {
+                    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+                    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+                    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+                    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+                }
+                for (int i = 0; i < 4; i++) {
+                    _mm512_storeu_si512(
+                        dst + i, _mm512_shuffle_i32x4(u[i], u[4 + i], _MM_SHUFFLE(2, 0, 2, 0)));
+                    _mm512_storeu_si512(
+                        dst + 4 + i, _mm512_shuffle_i32x4(u[i], u[4 + i], _MM_SHUFFLE(3, 1, 3, 1)));
+                }
+            }
+            /* -128 * each column's sum over the block: the offset of x + 128 taken back */
+            __m512i sum = _mm512_setzero_si512();
+            for (int t = 0; t < 8; t++)
+                sum = _mm512_dpbusd_epi32(sum, ones, _mm512_loadu_si512(dst + t));
+            _mm512_storeu_si512(
+                dst + 8, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
+        }
+        /* the scales: 16 blocks of a column at a time, scattered to their block's vector */
+        const __m512i vindex = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(VGJ * 16));
+        for (int c = 0; c < 16; c++)
+            for (int64_t g = 0; g < nb; g += 16) {
+                int64_t ng = nb - g < 16 ? nb - g : 16;
+                __mmask16 k = (__mmask16)((1u << ng) - 1u);
+                __m512 v = valid[c] ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, srow[c] + 2 * g))
+                                    : _mm512_setzero_ps();
+                _mm512_mask_i32scatter_ps(ps + (g * VGJ + jj) * 16 + c, k, vindex, v, 4);
+            }
+    }
+}
+
+/* The weight rows of the panel a chunk repacks next, fetched into L2 while the tiles of this
+ * one run: `left` lines of 64 bytes from line `line` of row `row` on (rows of `lines` lines). */
+typedef struct vprefetch {
+    const vjob *j;
+    int64_t row, line, lines, row_end, left;
+} vprefetch;
+
+static inline void vprefetch_some(vprefetch *f, int64_t count) {
+    for (; count > 0 && f->left > 0 && f->row < f->row_end; count--, f->left--) {
+        _mm_prefetch((const char *)vrow(f->j, f->row) + 64 * f->line, _MM_HINT_T1);
+        if (++f->line == f->lines) {
+            f->line = 0;
+            f->row++;
+        }
+    }
+}
+
+/* rows [m0, m0 + RM) x the panel at column n0 (nn of its columns exist); pf: the lines to
+ * prefetch meanwhile, a few each block */
+T_VNNI static inline __attribute__((always_inline)) void
+vtile(const vjob *j, int RM, const uint8_t *pw, const float *ps, const float *pb, int64_t m0,
+      int64_t n0, int64_t nn, vprefetch *pf, int64_t per_block) {
+    const int64_t nb = j->nb, kx = j->kx;
+    __m512 c[VGR][VGJ];
+    for (int i = 0; i < RM; i++)
+        for (int jj = 0; jj < VGJ; jj++)
+            c[i][jj] = _mm512_setzero_ps();
+    const int8_t *xq = j->xq + m0 * kx;
+    const float *dx = j->dx + m0 * nb;
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i a[VGR][VGJ];
+        const __m512i *wv = (const __m512i *)(pw + b * VGJ * 9 * 64);
+        for (int i = 0; i < RM; i++)
+            for (int jj = 0; jj < VGJ; jj++) {
+                /* a load each (not one copied by register moves, which take ALU slots) */
+                __asm__ volatile("vmovdqu64 %1, %0" : "=v"(a[i][jj]) : "m"(wv[jj * 9 + 8]));
+            }
+        if (per_block) vprefetch_some(pf, per_block);
+        for (int t = 0; t < 8; t++) {
+            __m512i w[VGJ];
+            for (int jj = 0; jj < VGJ; jj++)
+                w[jj] = _mm512_loadu_si512(wv + jj * 9 + t);
+            for (int i = 0; i < RM; i++) {
+                int32_t xv;
+                memcpy(&xv, xq + i * kx + 32 * b + 4 * t, 4);
+                __m512i xb = _mm512_set1_epi32(xv);
+                for (int jj = 0; jj < VGJ; jj++)
+                    a[i][jj] = _mm512_dpbusd_epi32(a[i][jj], xb, w[jj]);
+            }
+        }
+        __m512 s[VGJ];
+        for (int jj = 0; jj < VGJ; jj++)
+            s[jj] = _mm512_loadu_ps(ps + (b * VGJ + jj) * 16);
+        for (int i = 0; i < RM; i++) {
+            __m512 d = _mm512_set1_ps(dx[i * nb + b]);
+            for (int jj = 0; jj < VGJ; jj++)
+                c[i][jj] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[i][jj]), _mm512_mul_ps(s[jj], d),
+                                           c[i][jj]);
+        }
+    }
+    for (int jj = 0; jj < VGJ; jj++) {
+        int64_t left = nn - 16 * jj;
+        if (left <= 0) break;
+        __mmask16 k = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+        __m512 bias = _mm512_loadu_ps(pb + 16 * jj);
+        for (int i = 0; i < RM; i++)
+            _mm512_mask_storeu_ps(j->y + (m0 + i) * j->N + n0 + 16 * jj, k,
+                                  _mm512_add_ps(c[i][jj], bias));
+    }
+}
+
+/* Work tiles [t0, t1): tile t is rows [VGMB * (t / panels), +VGMB) x panel t % panels. */
+T_VNNI static void gemm_tiles(void *ctx, int64_t chunk, int64_t t0, int64_t t1) {
+    (void)chunk;
+    vjob *j = ctx;
+    const int64_t nb = j->nb, panels = (j->N + VNP - 1) / VNP;
+    uint8_t *pw = cn__malloc("quant_linear", (size_t)(nb * 36 * VNP + 64));
+    float *ps = cn__malloc("quant_linear", (size_t)(nb * VNP + VNP) * sizeof(float));
+    if (!pw || !ps) {
+        j->failed = 1; /* the error is set; the caller reports it */
+        cn__free(pw);
+        cn__free(ps);
+        return;
+    }
+    float *pb = ps + nb * VNP;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t mb = t / panels, n0 = (t % panels) * VNP;
+        int64_t nn = j->N - n0 < VNP ? j->N - n0 : VNP;
+        repack_panel(j, n0, pw, ps, pb);
+        int64_t m1 = VGMB * (mb + 1) < j->M ? VGMB * (mb + 1) : j->M;
+        int64_t m = VGMB * mb;
+        /* the next tile's panel, spread over this one's tiles and blocks */
+        vprefetch pf = {.j = j, .lines = ((j->q4 ? 16 * nb : 32 * nb) + 63) / 64};
+        int64_t per_block = 0;
+        if (t + 1 < t1 && nb > 0) {
+            pf.row = ((t + 1) % panels) * VNP;
+            pf.row_end = pf.row + VNP < j->N ? pf.row + VNP : j->N;
+            pf.left = (pf.row_end - pf.row) * pf.lines;
+            int64_t calls = (m1 - m + VGR - 1) / VGR;
+            per_block = (pf.left + calls * nb - 1) / (calls * nb);
+        }
+        for (; m + VGR <= m1; m += VGR)
+            vtile(j, VGR, pw, ps, pb, m, n0, nn, &pf, per_block);
+        switch (m1 - m) {
+        case 3:
+            vtile(j, 3, pw, ps, pb, m, n0, nn, &pf, per_block);
+            break;
+        case 2:
+            vtile(j, 2, pw, ps, pb, m, n0, nn, &pf, per_block);
+            break;
+        case 1:
+            vtile(j, 1, pw, ps, pb, m, n0, nn, &pf, per_block);
+            break;
+        default:
+            break;
+        }
+    }
+    cn__free(pw);
+    cn__free(ps);
+}
+
+/* The block schemes on VNNI (j: the job's shapes and pointers); CN_ERR_OUT_OF_MEMORY when a
+ * buffer cannot be had (the error is set). */
+static cn_status vnni_blocks(vjob *j) {
+    const int64_t M = j->M, nb = j->nb;
+    j->kx = 64 * ((nb + 1) / 2);
+    j->gemm = M >= VGEMM_MIN_M;
+    j->xq = cn__malloc("quant_linear", (size_t)(M * j->kx + 64));
+    j->lane = j->xq && !j->gemm ? cn__malloc("quant_linear", (size_t)(M * j->kx + 64)) : NULL;
+    j->dx = j->xq && (j->gemm || j->lane)
+                ? cn__malloc("quant_linear", (size_t)(M * nb + 16) * sizeof(float))
+                : NULL;
+    cn_status st = CN_OK;
+    if (!j->dx) {
+        st = CN_ERR_OUT_OF_MEMORY;
+    } else {
+        double work = (double)M * 32.0 * (double)nb;
+        cpu_parallel(M, work >= 65536.0 ? cpu_chunks(M, 1 + 65536 / (32 * nb + 1)) : 1,
+                     vquantize_rows, j);
+        double macs = work * (double)j->N;
+        if (!j->gemm) {
+            int64_t chunks =
+                macs >= 262144.0 ? cpu_chunks(j->N, 1 + (int64_t)(262144.0 / (work + 1))) : 1;
+            cpu_parallel(j->N, chunks, gemv_rows, j);
+        } else {
+            int64_t tiles = ((M + VGMB - 1) / VGMB) * ((j->N + VNP - 1) / VNP);
+            /* more chunks than cpu_chunks gives: a thread that the machine's load delays holds
+             * back less of the work (a chunk is at least one panel of 48 columns) */
+            int64_t most = 16 * (int64_t)cpu_threads();
+            cpu_parallel(tiles, macs >= 262144.0 ? (tiles < most ? tiles : most) : 1, gemm_tiles,
+                         j);
+        }
+        if (j->failed) st = CN_ERR_OUT_OF_MEMORY;
+    }
+    cn__free(j->xq);
+    cn__free(j->lane);
+    cn__free(j->dx);
+    return st;
+}
 #endif
 
 /* ---- the kernel ----------------------------------------------------------------------------- */
@@ -341,6 +813,23 @@ cn_status cpu_quant_linear(const cn_kernel_args *a) {
         j.bias_stride = a->in[2].strides[0];
     }
     j.nb = (j.K + 31) / 32;
+#if QX86
+    if (j.isa == ISA_VNNI && j.block) {
+        vjob v = {.q4 = j.scheme == CN_Q4_BLOCK,
+                  .M = j.M,
+                  .N = j.N,
+                  .nb = j.nb,
+                  .x = j.x,
+                  .w = j.w,
+                  .scales = j.scales,
+                  .w_off = j.w_off,
+                  .w_s0 = j.w_s0,
+                  .bias = j.bias,
+                  .bias_stride = j.bias_stride,
+                  .y = j.y};
+        return vnni_blocks(&v);
+    }
+#endif
     int64_t groups = j.block ? j.nb : 1;
     j.xq = cn__malloc("quant_linear", (size_t)(j.M * 32 * j.nb + 1));
     j.xs = j.xq ? cn__malloc("quant_linear", (size_t)(j.M * groups + 1) * sizeof(float)) : NULL;

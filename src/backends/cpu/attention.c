@@ -40,6 +40,12 @@
 #define ONE_PASS_KEYS  512
 #define ONE_PASS_ELEMS (64 * 1024)
 
+/* The scratch elements of one query block of the backward (query_block): the Q, G and O tiles,
+ * the K and V tiles, P, W, dQ and lse. */
+static int64_t query_block_elems(int64_t D, int64_t Dv) {
+    return BQ * D + 2 * BQ * Dv + BK * D + BK * Dv + 2 * BQ * BK + BQ * D + BQ;
+}
+
 #define EXP_f32(x) exp_f32(x)
 #define EXP_f64(x) exp(x)
 
@@ -126,7 +132,7 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
                 for (int64_t c = 0; c < bk; c++) s[c] += mrow[c * mcs];                            \
             }                                                                                      \
             if (G->causal)                                                                         \
-                for (int64_t c = i0 + r + 1 - j0 > 0 ? i0 + r + 1 - j0 : 0; c < bk; c++)          \
+                for (int64_t c = i0 + r + 1 - j0 > 0 ? i0 + r + 1 - j0 : 0; c < bk; c++)           \
                     s[c] = ninf;                                                                   \
         }                                                                                          \
     }                                                                                              \
@@ -153,7 +159,7 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
         for (; c < n; c++) mx = s[c] > mx ? s[c] : mx;                                             \
         return mx;                                                                                 \
     }                                                                                              \
-    /* s[c] = exp(s[c] - mx) for c < n, and their sum, added in MAX_LANES lanes (one running sum  \
+    /* s[c] = exp(s[c] - mx) for c < n, and their sum, added in MAX_LANES lanes (one running sum   \
      * is a chain of dependent scalar adds that keeps the exp loop from vectorising) */            \
     CPU_CLONES_512 static T exp_sum_##SUF(T *s, int64_t n, T mx) {                                 \
         T lane[MAX_LANES];                                                                         \
@@ -224,7 +230,7 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
         const T *base = (const T *)lv->data + batch_off(lv, G->nb, b);                             \
         for (int64_t r = 0; r < bq; r++) dst[r] = base[(i0 + r) * lv->strides[G->nb]];             \
     }                                                                                              \
-    /* dS = P * (G V^T - Dr) in place of P; dP's tile in W */                                     \
+    /* dS = P * (G V^T - Dr) in place of P; dP's tile in W */                                      \
     CPU_CLONES_512 static void dscores_##SUF(const sdpa_geom *G, int64_t b, int64_t i0,            \
                                              int64_t bq, int64_t bk, const T *Gt, int64_t ldg,     \
                                              const T *V, int64_t ldv, T *P, T *W) {                \
@@ -234,48 +240,56 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
             for (int64_t c = 0; c < bk; c++)                                                       \
                 P[r * bk + c] = P[r * bk + c] * (W[r * bk + c] - dr[r]);                           \
     }                                                                                              \
+    /* The gradients from query block i0 of batch b over its keys: Dr of its rows, dQ (stored),    \
+     * the mask's gradient rows when asked for, and, when dK and dV are given (the single pass),   \
+     * this block's share added to dK and dV of all the keys. The scratch at Qp: the Q, G and O    \
+     * tiles, K and V tiles, P, W, dQ, lse (the layout run_items sized). */                        \
+    CPU_CLONES_512 static void query_block_##SUF(const sdpa_geom *G, T *Qp, int64_t b, int64_t i0, \
+                                                 T *dK, T *dV) {                                   \
+        const cn_kernel_args *a = G->a;                                                            \
+        cn_dtype dt = G->q->dtype;                                                                 \
+        int64_t D = G->d, Dv = G->dv, lk = G->lk, ldq, ldg, ldo, ldk, ldv;                         \
+        T *Gp = Qp + BQ * D, *Op = Gp + BQ * Dv, *Kp = Op + BQ * Dv, *Vp = Kp + BK * D;            \
+        T *P = Vp + BK * Dv, *W = P + BQ * BK, *dQ = W + BQ * BK, *lse = dQ + BQ * D;              \
+        T *dmask = a->n_out > 3 ? (T *)a->out[3].data : NULL;                                      \
+        int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ, kend = key_end_##SUF(G, i0, bq);           \
+        const T *Q = tile_##SUF(G, G->q, b, i0, bq, Qp, &ldq);                                     \
+        const T *Gt = tile_##SUF(G, G->g, b, i0, bq, Gp, &ldg);                                    \
+        const T *O = tile_##SUF(G, G->o, b, i0, bq, Op, &ldo);                                     \
+        pack_lse_##SUF(G, b, i0, bq, lse);                                                         \
+        T *dr = (T *)G->dr + b * G->lq + i0;                                                       \
+        for (int64_t r = 0; r < bq; r++) {                                                         \
+            T s = 0;                                                                               \
+            for (int64_t c = 0; c < Dv; c++) s += Gt[r * ldg + c] * O[r * ldo + c];                \
+            dr[r] = s;                                                                             \
+        }                                                                                          \
+        T *dm = dmask ? dmask + (b * G->lq + i0) * lk : NULL;                                      \
+        if (dm) memset(dm, 0, sizeof(T) * (size_t)(bq * lk));                                      \
+        memset(dQ, 0, sizeof(T) * (size_t)(bq * D));                                               \
+        for (int64_t j0 = 0; j0 < kend; j0 += BK) {                                                \
+            int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                          \
+            const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                                 \
+            const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                                 \
+            scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                                 \
+            probs_##SUF(bq, bk, lse, P);                                                           \
+            if (dV) mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV + j0 * Dv, Dv);               \
+            dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                                \
+            if (dm)                                                                                \
+                for (int64_t r = 0; r < bq; r++)                                                   \
+                    memcpy(dm + r * lk + j0, P + r * bk, sizeof(T) * (size_t)bk);                  \
+            mm(dt, 0, 0, bq, D, bk, P, bk, K, ldk, 1.0, dQ, D);                                    \
+            if (dK) mm(dt, 1, 0, bk, D, bq, P, bk, Q, ldq, 1.0, dK + j0 * D, D);                   \
+        }                                                                                          \
+        T *dq = (T *)a->out[0].data + (b * G->lq + i0) * D;                                        \
+        for (int64_t e = 0; e < bq * D; e++) dq[e] = dQ[e] * (T)G->scale;                          \
+    }                                                                                              \
     /* pass 1: Dr, dQ and the mask's gradient, per (b, query block) */                             \
     CPU_CLONES_512 static void bwd_q_items_##SUF(void *ctx, int64_t chunk, int64_t begin,          \
                                                  int64_t end) {                                    \
         const sdpa_geom *G = ctx;                                                                  \
-        const cn_kernel_args *a = G->a;                                                            \
-        cn_dtype dt = G->q->dtype;                                                                 \
-        int64_t D = G->d, Dv = G->dv, lk = G->lk, ldq, ldg, ldo, ldk, ldv;                         \
         T *Qp = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
-        T *Gp = Qp + BQ * D, *Op = Gp + BQ * Dv, *Kp = Op + BQ * Dv, *Vp = Kp + BK * D;            \
-        T *P = Vp + BK * Dv, *W = P + BQ * BK, *dQ = W + BQ * BK, *lse = dQ + BQ * D;              \
-        T *dmask = a->n_out > 3 ? (T *)a->out[3].data : NULL;                                      \
-        for (int64_t it = begin; it < end; it++) {                                                 \
-            int64_t b = it / G->nqb, i0 = (it % G->nqb) * BQ;                                      \
-            int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ, kend = key_end_##SUF(G, i0, bq);       \
-            const T *Q = tile_##SUF(G, G->q, b, i0, bq, Qp, &ldq);                                 \
-            const T *Gt = tile_##SUF(G, G->g, b, i0, bq, Gp, &ldg);                                \
-            const T *O = tile_##SUF(G, G->o, b, i0, bq, Op, &ldo);                                 \
-            pack_lse_##SUF(G, b, i0, bq, lse);                                                     \
-            T *dr = (T *)G->dr + b * G->lq + i0;                                                   \
-            for (int64_t r = 0; r < bq; r++) {                                                     \
-                T s = 0;                                                                           \
-                for (int64_t c = 0; c < Dv; c++) s += Gt[r * ldg + c] * O[r * ldo + c];            \
-                dr[r] = s;                                                                         \
-            }                                                                                      \
-            T *dm = dmask ? dmask + (b * G->lq + i0) * lk : NULL;                                  \
-            if (dm) memset(dm, 0, sizeof(T) * (size_t)(bq * lk));                                  \
-            memset(dQ, 0, sizeof(T) * (size_t)(bq * D));                                           \
-            for (int64_t j0 = 0; j0 < kend; j0 += BK) {                                            \
-                int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                      \
-                const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                             \
-                const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                             \
-                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                             \
-                probs_##SUF(bq, bk, lse, P);                                                       \
-                dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                            \
-                if (dm)                                                                            \
-                    for (int64_t r = 0; r < bq; r++)                                               \
-                        memcpy(dm + r * lk + j0, P + r * bk, sizeof(T) * (size_t)bk);              \
-                mm(dt, 0, 0, bq, D, bk, P, bk, K, ldk, 1.0, dQ, D);                                \
-            }                                                                                      \
-            T *dq = (T *)a->out[0].data + (b * G->lq + i0) * D;                                    \
-            for (int64_t e = 0; e < bq * D; e++) dq[e] = dQ[e] * (T)G->scale;                      \
-        }                                                                                          \
+        for (int64_t it = begin; it < end; it++)                                                   \
+            query_block_##SUF(G, Qp, it / G->nqb, (it % G->nqb) * BQ, NULL, NULL);                 \
     }                                                                                              \
     /* pass 2: dK and dV, per (b, key block) */                                                    \
     CPU_CLONES_512 static void bwd_kv_items_##SUF(void *ctx, int64_t chunk, int64_t begin,         \
@@ -312,56 +326,22 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
             memcpy(dv, dV, sizeof(T) * (size_t)(bk * Dv));                                         \
         }                                                                                          \
     }                                                                                              \
-    /* both passes in one, per batch index b (enough of them for every thread): P and dS of each  \
-     * tile computed once and used for dQ, dK and dV, whose sums over a batch index's tiles are   \
-     * this chunk's alone (dK and dV of all its keys in the scratch). The same tiles as the two  \
-     * passes, and the same order of the sums over query blocks. */                               \
+    /* both passes in one, per batch index b (enough of them for every thread): P and dS of each   \
+     * tile computed once and used for dQ, dK and dV, whose sums over a batch index's tiles are    \
+     * this chunk's alone (dK and dV of all its keys in the scratch). The same tiles as the two    \
+     * passes, and the same order of the sums over query blocks. */                                \
     CPU_CLONES_512 static void bwd_one_pass_items_##SUF(void *ctx, int64_t chunk, int64_t begin,   \
                                                         int64_t end) {                             \
         const sdpa_geom *G = ctx;                                                                  \
         const cn_kernel_args *a = G->a;                                                            \
-        cn_dtype dt = G->q->dtype;                                                                 \
-        int64_t D = G->d, Dv = G->dv, lk = G->lk, ldq, ldg, ldo, ldk, ldv;                         \
+        int64_t D = G->d, Dv = G->dv, lk = G->lk;                                                  \
         T *Qp = (T *)(G->scratch + (size_t)chunk * G->chunk_bytes);                                \
-        T *Gp = Qp + BQ * D, *Op = Gp + BQ * Dv, *Kp = Op + BQ * Dv, *Vp = Kp + BK * D;            \
-        T *P = Vp + BK * Dv, *W = P + BQ * BK, *dQ = W + BQ * BK, *lse = dQ + BQ * D;              \
-        T *dK = lse + BQ, *dV = dK + lk * D;                                                       \
-        T *dmask = a->n_out > 3 ? (T *)a->out[3].data : NULL;                                      \
+        /* after query_block's scratch: dK and dV of all the keys */                               \
+        T *dK = Qp + query_block_elems(D, Dv), *dV = dK + lk * D;                                  \
         for (int64_t b = begin; b < end; b++) {                                                    \
-            memset(dK, 0, sizeof(T) * (size_t)(lk * D));                                          \
+            memset(dK, 0, sizeof(T) * (size_t)(lk * D));                                           \
             memset(dV, 0, sizeof(T) * (size_t)(lk * Dv));                                          \
-            for (int64_t i0 = 0; i0 < G->lq; i0 += BQ) {                                           \
-                int64_t bq = G->lq - i0 < BQ ? G->lq - i0 : BQ, kend = key_end_##SUF(G, i0, bq);   \
-                const T *Q = tile_##SUF(G, G->q, b, i0, bq, Qp, &ldq);                             \
-                const T *Gt = tile_##SUF(G, G->g, b, i0, bq, Gp, &ldg);                            \
-                const T *O = tile_##SUF(G, G->o, b, i0, bq, Op, &ldo);                             \
-                pack_lse_##SUF(G, b, i0, bq, lse);                                                 \
-                T *dr = (T *)G->dr + b * G->lq + i0;                                               \
-                for (int64_t r = 0; r < bq; r++) {                                                 \
-                    T s = 0;                                                                       \
-                    for (int64_t c = 0; c < Dv; c++) s += Gt[r * ldg + c] * O[r * ldo + c];        \
-                    dr[r] = s;                                                                     \
-                }                                                                                  \
-                T *dm = dmask ? dmask + (b * G->lq + i0) * lk : NULL;                              \
-                if (dm) memset(dm, 0, sizeof(T) * (size_t)(bq * lk));                              \
-                memset(dQ, 0, sizeof(T) * (size_t)(bq * D));                                       \
-                for (int64_t j0 = 0; j0 < kend; j0 += BK) {                                        \
-                    int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                  \
-                    const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                         \
-                    const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                         \
-                    scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                         \
-                    probs_##SUF(bq, bk, lse, P);                                                   \
-                    mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV + j0 * Dv, Dv);               \
-                    dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                        \
-                    if (dm)                                                                        \
-                        for (int64_t r = 0; r < bq; r++)                                           \
-                            memcpy(dm + r * lk + j0, P + r * bk, sizeof(T) * (size_t)bk);          \
-                    mm(dt, 0, 0, bq, D, bk, P, bk, K, ldk, 1.0, dQ, D);                            \
-                    mm(dt, 1, 0, bk, D, bq, P, bk, Q, ldq, 1.0, dK + j0 * D, D);                   \
-                }                                                                                  \
-                T *dq = (T *)a->out[0].data + (b * G->lq + i0) * D;                                \
-                for (int64_t e = 0; e < bq * D; e++) dq[e] = dQ[e] * (T)G->scale;                  \
-            }                                                                                      \
+            for (int64_t i0 = 0; i0 < G->lq; i0 += BQ) query_block_##SUF(G, Qp, b, i0, dK, dV);    \
             T *dk = (T *)a->out[1].data + b * lk * D;                                              \
             T *dv = (T *)a->out[2].data + b * lk * Dv;                                             \
             for (int64_t e = 0; e < lk * D; e++) dk[e] = dK[e] * (T)G->scale;                      \
@@ -443,8 +423,7 @@ cn_status cpu_sdpa_backward(const cn_kernel_args *a) {
     /* one pass per batch index when there are enough of them for the threads and a batch
      * index's dK and dV fit the scratch (as the GPT's [B, heads, T, hs] with T <= 512): P and dS
      * are computed once instead of once per pass. Scratch: pass 1's, and dK, dV of all keys */
-    int64_t e0 = BQ * D + 2 * BQ * Dv + BK * D + BK * Dv + 2 * BQ * BK + BQ * D + BQ +
-                 G.lk * (D + Dv);
+    int64_t e0 = query_block_elems(D, Dv) + G.lk * (D + Dv);
     if (G.lk > 0 && G.batch >= 2 * (int64_t)cpu_threads() && G.lk <= ONE_PASS_KEYS &&
         G.lk * (D + Dv) <= ONE_PASS_ELEMS) {
         s = run_items(&G, G.batch, work * G.nqb, e0,
@@ -452,8 +431,7 @@ cn_status cpu_sdpa_backward(const cn_kernel_args *a) {
         cn__free(G.dr);
         return s;
     }
-    /* pass 1: Q, G, O, K, V, P, W, dQ, lse */
-    int64_t e1 = BQ * D + 2 * BQ * Dv + BK * D + BK * Dv + 2 * BQ * BK + BQ * D + BQ;
+    int64_t e1 = query_block_elems(D, Dv); /* pass 1 */
     s = run_items(&G, G.batch * G.nqb, work, e1, f32 ? bwd_q_items_f32 : bwd_q_items_f64);
     /* pass 2: Q, G, K, V, P, W, dK, dV, lse */
     int64_t e2 = BQ * D + BQ * Dv + 2 * BK * D + 2 * BK * Dv + 2 * BQ * BK + BQ;

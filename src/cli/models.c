@@ -271,8 +271,7 @@ cn_status cli_model_save(cli_model *m, const char *path) {
     return st;
 }
 
-/* "[2, 3]" into buf. */
-static const char *shape_str(const cn_tensor *t, char *buf, size_t size) {
+const char *cli_shape_str(const cn_tensor *t, char *buf, size_t size) {
     size_t len = (size_t)snprintf(buf, size, "[");
     for (int d = 0; d < cn_ndim(t) && len < size; d++)
         len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? ", " : "",
@@ -372,8 +371,8 @@ static cn_tensor *matching_tensor(const cn_safetensors *h, const char *path, con
         cn_set_error(CN_ERR_IO, "eval",
                      "'%s': tensor '%s' is %s %s, but the %s's parameter is %s %s; the "
                      "checkpoint was written by another model",
-                     path, key, shape_str(t, got, sizeof got), cn_dtype_name(cn_dtype_of(t)), model,
-                     shape_str(p->tensor, want, sizeof want),
+                     path, key, cli_shape_str(t, got, sizeof got), cn_dtype_name(cn_dtype_of(t)),
+                     model, cli_shape_str(p->tensor, want, sizeof want),
                      cn_dtype_name(cn_dtype_of(p->tensor)));
         cn_release(t);
         return NULL;
@@ -553,7 +552,7 @@ static cn_status qlayer_tensors(const cn_safetensors *h, const char *path, const
                             "'%s': '%s' is %s %s, not quantized, but the "
                             "file holds quantized weights; `cinder quantize` quantizes every "
                             "weight: quantize the f32 checkpoint again",
-                            path, wname, shape_str(*weight, got, sizeof got),
+                            path, wname, cli_shape_str(*weight, got, sizeof got),
                             cn_dtype_name(scheme));
     if (cn_ndim(*weight) != 2 || cn_shape(*weight)[0] != l->out || cn_shape(*weight)[1] != width)
         return cn_set_error(CN_ERR_IO, "eval",
@@ -561,15 +560,15 @@ static cn_status qlayer_tensors(const cn_safetensors *h, const char *path, const
                             "takes [%lld, %lld] %s ([out, fan-in], the fan-in rounded up to a "
                             "multiple of 32 for the block schemes); the file was not written by "
                             "`cinder quantize`",
-                            path, wname, shape_str(*weight, got, sizeof got), cn_dtype_name(scheme),
-                            model, l->position, (long long)l->out, (long long)width,
-                            cn_dtype_name(scheme));
+                            path, wname, cli_shape_str(*weight, got, sizeof got),
+                            cn_dtype_name(scheme), model, l->position, (long long)l->out,
+                            (long long)width, cn_dtype_name(scheme));
     if (cn_dtype_of(*bias) != CN_F32 || cn_ndim(*bias) != 1 || cn_shape(*bias)[0] != l->out)
         return cn_set_error(CN_ERR_IO, "eval",
                             "'%s': '%s' is %s %s, but the %s's layer %s "
                             "takes an f32 bias [%lld]; the file was not written by `cinder "
                             "quantize`",
-                            path, bname, shape_str(*bias, got, sizeof got),
+                            path, bname, cli_shape_str(*bias, got, sizeof got),
                             cn_dtype_name(cn_dtype_of(*bias)), model, l->position,
                             (long long)l->out);
     return CN_OK;

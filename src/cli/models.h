@@ -44,6 +44,9 @@ typedef struct cli_model {
 /* "mlp" / "cnn". */
 const char *cli_model_name(cli_model_kind kind);
 
+/* t's shape as "[2, 3]" into buf (cut short to fit size); returns buf. */
+const char *cli_shape_str(const cn_tensor *t, char *buf, size_t size);
+
 /* Parses "mlp" or "cnn"; 0 when the name is neither. */
 int cli_model_parse(const char *name, cli_model_kind *kind);
 

@@ -112,11 +112,9 @@ static long long tensor_bytes(cn_tensor *t) {
 
 /* "[256, 784] f32" into buf */
 static const char *describe(const cn_tensor *t, char *buf, size_t size) {
-    size_t len = (size_t)snprintf(buf, size, "[");
-    for (int d = 0; d < cn_ndim(t) && len < size; d++)
-        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? ", " : "",
-                                (long long)cn_shape(t)[d]);
-    if (len < size) snprintf(buf + len, size - len, "] %s", cn_dtype_name(cn_dtype_of(t)));
+    char shape[80];
+    snprintf(buf, size, "%s %s", cli_shape_str(t, shape, sizeof shape),
+             cn_dtype_name(cn_dtype_of(t)));
     return buf;
 }
 

@@ -192,6 +192,26 @@ static void test_slice_python_semantics(void) {
     cn_release(x);
 }
 
+/* The gradient of a slice whose step is past the end (it keeps one element): the backward
+ * rebuilt the slice's end as start + step * len, which passed int64 (found by fuzz_ops). */
+static void test_slice_huge_step_gradient(void) {
+    double h[10];
+    const int64_t s[] = {10};
+    cn_tensor *x = cn_require_grad(th_own(cn_to_device(th_own(arange_tensor(s, 1, h, 10)),
+                                                       cn_autodiff(cn_cpu()))));
+    cn_tensor *v = th_own(cn_slice(x, 0, 3, INT64_MAX, INT64_MAX)); /* x[3] alone */
+    const int64_t one = 1;
+    th_check_shape("slice(3, max, max)", v, &one, 1);
+    cn_grads *g = cn_backward(th_own(cn_sum(th_own(cn_mul_scalar(v, 2.0)))));
+    CHECK(g != NULL);
+    if (g) {
+        const double want[10] = {0, 0, 0, 2, 0, 0, 0, 0, 0, 0}; /* d(2 x[3]) / dx */
+        th_check_values("slice(3, max, max) grad", cn_grad(g, x), want, 10, 0);
+        cn_grads_free(g);
+    }
+    th_release_owned();
+}
+
 static void test_slice_inner_dim_of_matrix(void) {
     double h[4 * 7];
     const int64_t s[] = {4, 7};
@@ -566,6 +586,7 @@ int main(void) {
     RUN(test_transpose_swaps_index_roles);
     RUN(test_permute_reorders_dims);
     RUN(test_slice_python_semantics);
+    RUN(test_slice_huge_step_gradient);
     RUN(test_slice_inner_dim_of_matrix);
     RUN(test_expand_repeats_with_stride_zero);
     RUN(test_squeeze_unsqueeze);

@@ -433,7 +433,10 @@ static cn_tensor *i_slice(ad_node *n, cn_tensor *g, int i) {
     const int64_t *k = n->ints;
     cn_tensor *z = zeros_of(&n->in[i], g);
     int dim = (int)k[0];
-    cn_tensor *part = cn_slice(z, dim, k[1], k[1] + k[2] * n->shape[dim], k[2]);
+    /* just past the last element taken (start + step * len would pass int64 for a huge step
+     * that kept one element; the last element's index is inside the input) */
+    int64_t len = n->shape[dim], end = len > 0 ? k[1] + k[2] * (len - 1) + 1 : k[1];
+    cn_tensor *part = cn_slice(z, dim, k[1], end, k[2]);
     if (!part || cn_copy_(part, g) != CN_OK) return NULL;
     return z;
 }

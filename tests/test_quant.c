@@ -430,29 +430,39 @@ static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int w
 #define NSIZES 13
 static void test_linear_every_isa(void) {
     cn_scope_begin();
-    const char *isas[3] = {"c", "avx2", "vnni"};
+    const char *isas[4] = {"c", "avx2", "vnni", "amx"};
     const int64_t sizes[NSIZES][3] = {{1, 7, 64},    {5, 13, 96},   {3, 33, 160}, {4, 300, 256},
                                       {2, 1, 32},    {17, 50, 64},  {64, 33, 32}, {65, 20, 4096},
                                       {1, 50, 4096}, {3, 49, 4096}, {4, 97, 32},  {65, 16, 96},
                                       {2, 19, 608}};
     const int64_t row_k[NSIZES] = {37, 100, 1, 64, 333, 64, 32, 4096, 4096, 4095, 31, 97, 600};
-    float *res[3];
+    float *res[4];
     double *mag = malloc(sizeof(double) * 65 * 300), worst[4][2] = {{0}};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         res[i] = malloc(sizeof(float) * 65 * 300);
     for (int k = 0; k < 4; k++)
         for (int z = 0; z < NSIZES; z++) {
             int64_t M = sizes[z][0], N = sizes[z][1];
             int64_t K = schemes[k] == CN_Q8_BLOCK || schemes[k] == CN_Q4_BLOCK ? sizes[z][2]
                                                                                 : row_k[z];
-            int ran[3] = {0};
-            for (int i = 0; i < 3; i++) {
+            int ran[4] = {0};
+            for (int i = 0; i < 4; i++) {
                 setenv("CINDER_QUANT_ISA", isas[i], 1);
                 if (strcmp(cn_cpu_quant_isa(), isas[i]) != 0) continue; /* the CPU lacks it */
                 ran[i] = 1;
                 check_linear(schemes[k], M, N, K, z % 2, 11 + (uint64_t)z, res[i], mag, worst[k]);
             }
-            for (int i = 1; i < 3; i++) {
+            /* AMX computes the same int32 dots as the VNNI tile kernel and scales them in the
+             * same order: the same bits */
+            for (int64_t e = 0; ran[2] && ran[3] && e < M * N; e++)
+                if (memcmp(&res[2][e], &res[3][e], sizeof(float)) != 0) {
+                    fprintf(stderr, "%s [%lld, %lld, %lld]: amx %.9g vs vnni %.9g at %lld\n",
+                            cn_dtype_name(schemes[k]), (long long)M, (long long)N, (long long)K,
+                            res[3][e], res[2][e], (long long)e);
+                    th_checks_failed++;
+                    break;
+                }
+            for (int i = 1; i < 4; i++) {
                 if (!ran[i] || !ran[0]) continue;
                 for (int64_t e = 0; e < M * N; e++) {
                     double a = res[0][e], b = res[i][e];
@@ -468,28 +478,29 @@ static void test_linear_every_isa(void) {
                 }
             }
             if (k == 0 && z == 0)
-                printf("     paths run here: c%s%s\n", ran[1] ? ", avx2" : "", ran[2] ? ", vnni" : "");
+                printf("     paths run here: c%s%s%s\n", ran[1] ? ", avx2" : "",
+                       ran[2] ? ", vnni" : "", ran[3] ? ", amx" : "");
         }
     unsetenv("CINDER_QUANT_ISA");
     for (int k = 0; k < 4; k++)
         printf("     %s: worst error %.3g of the bound; against the same int8 products, %.3g of "
                "the sum of |dx q W|\n",
                cn_dtype_name(schemes[k]), worst[k][0], worst[k][1]);
-    for (int i = 0; i < 3; i++) free(res[i]);
+    for (int i = 0; i < 4; i++) free(res[i]);
     free(mag);
     cn_scope_end();
 }
 
 /* The outputs of the products below, each scheme on each ISA path this CPU has, into out
  * (THREADS_FLOATS floats); returns how many were written. */
-#define THREADS_FLOATS (2 * 3 * (65 * 20 + 3 * 50 + 17 * 97))
+#define THREADS_FLOATS (2 * 4 * (65 * 20 + 3 * 50 + 17 * 97))
 static int64_t thread_products(float *out) {
-    const char *isas[3] = {"c", "avx2", "vnni"};
+    const char *isas[4] = {"c", "avx2", "vnni", "amx"};
     const cn_dtype blk[2] = {CN_Q8_BLOCK, CN_Q4_BLOCK};
     const int64_t sizes[3][3] = {{65, 20, 4096}, {3, 50, 4096}, {17, 97, 256}};
     int64_t at = 0;
     for (int s = 0; s < 2; s++)
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             setenv("CINDER_QUANT_ISA", isas[i], 1);
             if (strcmp(cn_cpu_quant_isa(), isas[i]) != 0) continue;
             for (int z = 0; z < 3; z++) {
@@ -623,28 +634,29 @@ static void test_linear_views(void) {
 }
 
 /* Row slices (an offset and a stride) of block weights, on the VNNI row kernel (1 and 3 rows)
- * and its tile kernel (17 rows), and on the other paths: the same bits as the sliced rows
- * quantized on their own. */
+ * and its tile kernel (17 rows), on AMX (17 rows: a whole panel of 16 weight rows read in place,
+ * then a partial one) and on the other paths: the same bits as the sliced rows quantized on
+ * their own. */
 static void test_linear_weight_slices(void) {
     cn_scope_begin();
-    enum { N = 12, K = 96 };
-    static double w[N * K], x[17 * K], wr[5 * K];
+    enum { N = 40, K = 96, R = 19 }; /* R rows: one whole tile panel of 16 and a part */
+    static double w[N * K], x[17 * K], wr[R * K];
     for (int i = 0; i < N * K; i++)
         w[i] = sin(i * 0.37) * (1 + i % 5);
     for (int i = 0; i < 17 * K; i++)
         x[i] = cos(i * 0.11) * 3;
-    for (int r = 0; r < 5; r++)
+    for (int r = 0; r < R; r++)
         for (int k = 0; k < K; k++)
             wr[r * K + k] = (float)w[(2 * r + 3) * K + k];
-    const int64_t ws[2] = {N, K}, wrs[2] = {5, K};
-    const char *isas[3] = {"c", "avx2", "vnni"};
+    const int64_t ws[2] = {N, K}, wrs[2] = {R, K};
+    const char *isas[4] = {"c", "avx2", "vnni", "amx"};
     const int64_t rows[3] = {1, 3, 17};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         setenv("CINDER_QUANT_ISA", isas[i], 1);
         if (strcmp(cn_cpu_quant_isa(), isas[i]) != 0) continue;
         for (int s = 2; s < 4; s++) {
             cn_tensor *wq = cn_quantize(th_tensor(w, ws, 2, CN_F32), schemes[s]);
-            cn_tensor *part = cn_slice(wq, 0, 3, 12, 2); /* rows 3, 5, .., 11 */
+            cn_tensor *part = cn_slice(wq, 0, 3, N, 2); /* rows 3, 5, .., 39 */
             cn_tensor *alone = cn_quantize(th_tensor(wr, wrs, 2, CN_F32), schemes[s]);
             for (int r = 0; r < 3; r++) {
                 const int64_t xs[2] = {rows[r], K};

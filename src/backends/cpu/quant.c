@@ -9,7 +9,9 @@
  * block of 32, scaled to f32 (blocks: sum_b dx_b dw_b dot_b; rows: dx dw sum_b dot_b, summed in
  * int64). The int8 dots run on AVX-512 VNNI (vpdpbusd), AVX2 (vpmaddubsw + vpmaddwd) or
  * portable C, chosen at run time (cpu_quant_isa; CINDER_QUANT_ISA=vnni|avx2|c asks for a path,
- * never one the CPU lacks). The signed x signed products use the usual sign trick: |a| (u8) times
+ * never one the CPU lacks); the block schemes from AMX_MIN_M rows take the AMX tile unit where
+ * the CPU and the kernel allow it (quant_amx.c: the bits of the VNNI tile kernel, below). The
+ * signed x signed products use the usual sign trick: |a| (u8) times
  * b * sign(a) (s8), exact since |a| <= 127 (no pair sum reaches vpmaddubsw's saturation).
  *
  * The block schemes on VNNI take their own path (vnni_blocks, below): activations quantized once
@@ -32,12 +34,14 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include "backends/cpu/quant_x86.h"
+
 #define QX86 1
 #else
 #define QX86 0
 #endif
 
-typedef enum { ISA_C = 0, ISA_AVX2 = 1, ISA_VNNI = 2 } qisa;
+typedef enum { ISA_C = 0, ISA_AVX2 = 1, ISA_VNNI = 2, ISA_AMX = 3 } qisa;
 
 #if QX86
 /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c". */
@@ -53,7 +57,7 @@ static qisa best_isa(void) {
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     if (avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512bw"))
-        return ISA_VNNI;
+        return cpu_amx_ready() ? ISA_AMX : ISA_VNNI;
     if (avx2) return ISA_AVX2;
 #endif
     return ISA_C;
@@ -66,11 +70,12 @@ static qisa cpu_quant_isa(void) {
     const char *e = getenv("CINDER_QUANT_ISA");
     if (e && !strcmp(e, "c")) return ISA_C;
     if (e && !strcmp(e, "avx2") && best >= ISA_AVX2) return ISA_AVX2;
+    if (e && !strcmp(e, "vnni") && best >= ISA_VNNI) return ISA_VNNI;
     return best;
 }
 
 const char *cn_cpu_quant_isa(void) {
-    static const char *const names[3] = {"c", "avx2", "vnni"};
+    static const char *const names[4] = {"c", "avx2", "vnni", "amx"};
     return names[cpu_quant_isa()];
 }
 
@@ -97,7 +102,6 @@ static int64_t dot_row_c(const int8_t *a, const int8_t *b, int64_t nb) {
 
 #if QX86
 #define T_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define T_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 
 T_AVX2 static inline int32_t hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -238,6 +242,7 @@ T_AVX2 static void unpack_q4_avx2(const uint8_t *src, int8_t *dst) {
  * order: C = fma(f32(dot_b), dw_b * dx_b, C), then + bias) does not depend on the tile, the chunk
  * or the thread that computes it. */
 #define VGEMM_MIN_M 6 /* rows from which gemm_tiles runs (below, its repack costs more) */
+#define AMX_MIN_M   16 /* rows from which the AMX tile kernel runs (quant_amx.c): a whole tile */
 #define VGR         4 /* activation rows per tile */
 #define VGJ         3 /* vectors of 16 columns per panel */
 #define VNP         (16 * VGJ)
@@ -259,26 +264,11 @@ typedef struct vjob {
     int failed;
 } vjob;
 
-/* x rounded half away from zero (roundf), for integer-valued or fractional floats alike */
-T_VNNI static inline __m512 round_away512(__m512 v) {
-    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m512 fr = _mm512_abs_ps(_mm512_sub_ps(v, t));
-    __mmask16 up = _mm512_cmp_ps_mask(fr, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN));
-    __m512 one =
-        _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)), sign));
-    return _mm512_mask_add_ps(t, up, t, one);
-}
-
 T_VNNI static void vquantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t m1) {
     (void)chunk;
     vjob *j = ctx;
     const int64_t nb = j->nb, kx = j->kx, K = 32 * nb;
     const int32_t off = j->q4 ? 8 : 128;
-    const __m512i even =
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
     const __m256i ones = _mm256_set1_epi8(1);
     const __m256i noff = _mm256_set1_epi32(-off);
     for (int64_t m = m0; m < m1; m++) {
@@ -288,19 +278,8 @@ T_VNNI static void vquantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t 
         memset(q + K, j->gemm ? 0x80 : 0, (size_t)(kx - K));
         if (lane) memset(lane + K / 4, 0, (size_t)(kx - K));
         for (int64_t b = 0; b < nb; b++) {
-            __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
-            float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            __m512 s = _mm512_set1_ps(id);
-            __m512i i0 = _mm512_cvtps_epi32(round_away512(_mm512_mul_ps(v0, s)));
-            __m512i i1 = _mm512_cvtps_epi32(round_away512(_mm512_mul_ps(v1, s)));
-            i0 = _mm512_min_epi32(_mm512_max_epi32(i0, lo), hi);
-            i1 = _mm512_min_epi32(_mm512_max_epi32(i1, lo), hi);
-            if (j->q4) {
-                __m512i e = _mm512_permutex2var_epi32(i0, even, i1);
-                i1 = _mm512_permutex2var_epi32(i0, odd, i1);
-                i0 = e;
-            }
+            __m512i i0, i1;
+            const float d = quant_block512(x + 32 * b, j->q4, &i0, &i1);
             __m256i bytes = _mm256_inserti128_si256(
                 _mm256_castsi128_si256(_mm512_cvtepi32_epi8(i0)), _mm512_cvtepi32_epi8(i1), 1);
             j->dx[m * nb + b] = d;
@@ -325,19 +304,10 @@ static inline const uint8_t *vrow_scales(const vjob *j, int64_t n) {
     return j->scales + 2 * ((j->w_off + n * j->w_s0) / 32);
 }
 
-/* blocks b and b + 1 of a weight row (only b when one is 0), offset to unsigned, as a dot reads
- * them: lanes 0-7 block b, 8-15 block b + 1 */
-/* blocks b and b + 1 of a weight row (only b when one is 0), offset to unsigned, as a dot reads
- * them: lanes 0-7 block b, 8-15 block b + 1 (shv: shift counts 0 | 4 per 128 bits) */
-T_VNNI static inline __m512i vpair(int q4, const uint8_t *p, int two, __m512i shv, __m512i m15,
-                                   __m512i x80) {
-    if (q4) {
-        __m256i h =
-            two ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi8(0xFFFFu, p);
-        __m512i z = _mm512_castsi256_si512(h);
-        z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0)); /* [b, b, b + 1, b + 1] */
-        return _mm512_and_si512(_mm512_srlv_epi16(z, shv), m15);
-    }
+/* blocks b and b + 1 of a weight row (only b when one is 0), offset to unsigned (q4: the stored
+ * q + 8), as a dot reads them: lanes 0-7 block b, 8-15 block b + 1 */
+T_VNNI static inline __m512i vpair(int q4, const uint8_t *p, int two, __m512i x80) {
+    if (q4) return quant_q4_pair512(p, two);
     __m512i z = two ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, p);
     return _mm512_xor_si512(z, x80);
 }
@@ -358,9 +328,7 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
     const int64_t nb = j->nb, kx = j->kx, N = j->N;
     const int q4 = j->q4;
     const int64_t bstep = q4 ? 16 : 32; /* bytes of a packed block */
-    const __m512i shv = _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
-                                          0x0004000400040004, 0x0004000400040004);
-    const __m512i m15 = _mm512_set1_epi8(15), x80 = _mm512_set1_epi8((char)0x80);
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
     __m512i idx[8];
     for (int p = 0; p < 8; p++)
         idx[p] = _mm512_loadu_si512(vpair_idx[p]);
@@ -379,7 +347,7 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
                 s[m] = _mm512_mul_ps(_mm512_loadu_ps(j->dx + m * nb + g), dw);
             for (int p = 0; p < 8; p++) {
                 int64_t b = g + 2 * p;
-                __m512i w = vpair(q4, wr + bstep * b, 1, shv, m15, x80);
+                __m512i w = vpair(q4, wr + bstep * b, 1, x80);
                 for (int m = 0; m < MR; m++) {
                     __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
                     d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
@@ -397,7 +365,7 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
                 s[m] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, j->dx + m * nb + g), dw);
             for (int64_t p = 0; 2 * p < ng; p++) {
                 int64_t b = g + 2 * p;
-                __m512i w = vpair(q4, wr + bstep * b, b + 1 < nb, shv, m15, x80);
+                __m512i w = vpair(q4, wr + bstep * b, b + 1 < nb, x80);
                 for (int m = 0; m < MR; m++) {
                     __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
                     d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
@@ -774,7 +742,7 @@ static void weight_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
             if (j->block) {
                 const float *xs = j->xs + m * nb;
 #if QX86
-                v = j->isa == ISA_VNNI   ? dot_blocks_vnni(xq, xs, wr, ws, nb)
+                v = j->isa >= ISA_VNNI   ? dot_blocks_vnni(xq, xs, wr, ws, nb)
                     : j->isa == ISA_AVX2 ? dot_blocks_avx2(xq, xs, wr, ws, nb)
                                          : dot_blocks_c(xq, xs, wr, ws, nb);
 #else
@@ -783,7 +751,7 @@ static void weight_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
             } else {
                 int64_t d;
 #if QX86
-                d = j->isa == ISA_VNNI   ? dot_row_vnni(xq, wr, nb)
+                d = j->isa >= ISA_VNNI   ? dot_row_vnni(xq, wr, nb)
                     : j->isa == ISA_AVX2 ? dot_row_avx2(xq, wr, nb)
                                          : dot_row_c(xq, wr, nb);
 #else
@@ -814,7 +782,13 @@ cn_status cpu_quant_linear(const cn_kernel_args *a) {
     }
     j.nb = (j.K + 31) / 32;
 #if QX86
-    if (j.isa == ISA_VNNI && j.block) {
+    if (j.isa == ISA_AMX && j.block && j.M >= AMX_MIN_M) {
+        cpu_qlinear q = {.q4 = j.scheme == CN_Q4_BLOCK, .M = j.M, .N = j.N, .nb = j.nb, .x = j.x,
+                         .w = j.w, .scales = j.scales, .w_off = j.w_off, .w_s0 = j.w_s0,
+                         .bias = j.bias, .bias_stride = j.bias_stride, .y = j.y};
+        return cpu_quant_linear_amx(&q);
+    }
+    if (j.isa >= ISA_VNNI && j.block) {
         vjob v = {.q4 = j.scheme == CN_Q4_BLOCK,
                   .M = j.M,
                   .N = j.N,

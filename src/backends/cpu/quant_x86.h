@@ -1,0 +1,62 @@
+/* What quant.c (the VNNI kernels) and quant_amx.c (the AMX tile kernel) share: the target
+ * attribute of their 512-bit code and the int8 quantization of one block of 32 activations, so
+ * that both paths see the same int8 values bit for bit. x86-64 only. */
+#ifndef CINDER_BACKENDS_CPU_QUANT_X86_H
+#define CINDER_BACKENDS_CPU_QUANT_X86_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#define T_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+
+/* x rounded half away from zero (roundf), for integer-valued or fractional floats alike */
+T_VNNI static inline __m512 quant_round_away512(__m512 v) {
+    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512 fr = _mm512_abs_ps(_mm512_sub_ps(v, t));
+    __mmask16 up = _mm512_cmp_ps_mask(fr, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN));
+    __m512 one =
+        _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)), sign));
+    return _mm512_mask_add_ps(t, up, t, one);
+}
+
+/* The 32 floats at x quantized as the portable quantize_rows does (d = amax / 127, q =
+ * roundf(x / d) clamped to [-127, 127]): the values of elements 0-15 in *i0 and 16-31 in *i1 as
+ * int32 lanes; q4 (the activations of a q4_block weight) reorders them to the even elements in
+ * *i0 and the odd ones in *i1, the order of a packed q4 block's low then high nibbles. Returns d.
+ */
+T_VNNI static inline float quant_block512(const float *x, int q4, __m512i *i0, __m512i *i1) {
+    __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    __m512 s = _mm512_set1_ps(id);
+    __m512i a = _mm512_cvtps_epi32(quant_round_away512(_mm512_mul_ps(v0, s)));
+    __m512i b = _mm512_cvtps_epi32(quant_round_away512(_mm512_mul_ps(v1, s)));
+    a = _mm512_min_epi32(_mm512_max_epi32(a, lo), hi);
+    b = _mm512_min_epi32(_mm512_max_epi32(b, lo), hi);
+    if (q4) {
+        const __m512i even =
+            _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+        __m512i e = _mm512_permutex2var_epi32(a, even, b);
+        b = _mm512_permutex2var_epi32(a, odd, b);
+        a = e;
+    }
+    *i0 = a;
+    *i1 = b;
+    return d;
+}
+
+/* A q4 weight row's blocks b and b + 1 (16 packed bytes each at p; only b when two is 0) as the
+ * nibbles q + 8: lanes of 128 bits [low nibbles of b, high of b, low of b + 1, high of b + 1]. */
+T_VNNI static inline __m512i quant_q4_pair512(const uint8_t *p, int two) {
+    const __m512i shv = _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
+                                          0x0004000400040004, 0x0004000400040004);
+    __m256i h = two ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi8(0xFFFFu, p);
+    __m512i z = _mm512_castsi256_si512(h);
+    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0)); /* [b, b, b + 1, b + 1] */
+    return _mm512_and_si512(_mm512_srlv_epi16(z, shv), _mm512_set1_epi8(15));
+}
+
+#endif

@@ -107,13 +107,16 @@ cn_status cpu_fft(const cn_kernel_args *a);
 cn_status cpu_norm(const cn_kernel_args *a);
 /* quant.c: the quantized linear (issue 19): f32 activations, int8 / 4-bit weights */
 cn_status cpu_quant_linear(const cn_kernel_args *a);
-/* quant_amx.c: the block schemes' linear on the AMX tile unit. A block weight [N, K] (storage
- * element e of row n at w_off + n * w_s0; q4: packed), x f32 [M, K] dense with K = 32 nb, y f32
- * [M, N] dense, bias f32 with its stride or NULL. */
+/* quant_amx.c and quant_avx2.c: the block schemes' linear on the AMX tile unit and in AVX2
+ * register tiles. A block weight [N, K] (storage element e of row n at w_off + n * w_s0; q4:
+ * packed), x f32 [M, K] dense with K = 32 nb (AVX2: xq, xs, x quantized by quant.c: int8 [M, K]
+ * and the block scales [M, nb]), y f32 [M, N] dense, bias f32 with its stride or NULL. */
 typedef struct cpu_qlinear {
     int q4;
     int64_t M, N, nb;
     const float *x;
+    const int8_t *xq;
+    const float *xs;
     const uint8_t *w, *scales;
     int64_t w_off, w_s0;
     const float *bias;
@@ -125,6 +128,8 @@ typedef struct cpu_qlinear {
 int cpu_amx_ready(void);
 /* CN_ERR_OUT_OF_MEMORY (the error set) when a buffer cannot be had; only where cpu_amx_ready. */
 cn_status cpu_quant_linear_amx(const cpu_qlinear *q);
+/* CN_ERR_OUT_OF_MEMORY (the error set) when a buffer cannot be had; only where AVX2 and F16C. */
+cn_status cpu_quant_tiles_avx2(const cpu_qlinear *q);
 cn_status cpu_norm_backward(const cn_kernel_args *a);
 
 /* ---- values of any dtype ------------------------------------------------------------------------ */

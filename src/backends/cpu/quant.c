@@ -101,7 +101,6 @@ static int64_t dot_row_c(const int8_t *a, const int8_t *b, int64_t nb) {
 }
 
 #if QX86
-#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 T_AVX2 static inline int32_t hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -197,23 +196,6 @@ T_VNNI static int64_t dot_row_vnni(const int8_t *a, const int8_t *b, int64_t nb)
         sum += hsum_i32(acc);
     }
     return sum;
-}
-
-/* n f16 scales to f32 (F16C: exact, as the scalar conversion) */
-T_AVX2 static void scales_f16_avx2(const uint8_t *src, int64_t n, float *dst) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * i))));
-    for (; i < n; i++) dst[i] = cn__quant_scale(CN_Q8_BLOCK, src, i);
-}
-
-/* 16 packed bytes (32 nibbles, element 2j low) to 32 int8 values q - 8 */
-T_AVX2 static void unpack_q4_avx2(const uint8_t *src, int8_t *dst) {
-    __m128i v = _mm_loadu_si128((const __m128i *)src), m = _mm_set1_epi8(15);
-    __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-    __m128i eight = _mm_set1_epi8(8);
-    _mm_storeu_si128((__m128i *)dst, _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), eight));
-    _mm_storeu_si128((__m128i *)(dst + 16), _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), eight));
 }
 
 /* ---- the block schemes on AVX-512 VNNI: 512-bit vectors, activations quantized once -------------
@@ -645,6 +627,9 @@ static cn_status vnni_blocks(vjob *j) {
 }
 #endif
 
+/* rows of x from which the AVX2 path takes its tile kernel (quant_avx2.c) for the block schemes */
+#define A2_MIN_M 4
+
 /* ---- the kernel ----------------------------------------------------------------------------- */
 
 typedef struct qjob {
@@ -711,7 +696,7 @@ static void weight_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
             for (int64_t b = 0; b < nb; b++) {
 #if QX86
                 if (j->isa != ISA_C) {
-                    unpack_q4_avx2(src + 16 * b, wrow + 32 * b);
+                    quant_unpack_q4_avx2(src + 16 * b, wrow + 32 * b);
                     continue;
                 }
 #endif
@@ -728,7 +713,7 @@ static void weight_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
         if (j->block) {
 #if QX86
             if (j->isa != ISA_C)
-                scales_f16_avx2(j->scales + 2 * (e0 / 32), nb, ws);
+                quant_scales_f16_avx2(j->scales + 2 * (e0 / 32), nb, ws);
             else
 #endif
                 for (int64_t b = 0; b < nb; b++)
@@ -814,10 +799,20 @@ cn_status cpu_quant_linear(const cn_kernel_args *a) {
     double work = (double)j.M * (double)j.K;
     cpu_parallel(j.M, work >= 65536.0 ? cpu_chunks(j.M, 1 + 65536 / (j.K + 1)) : 1,
                  quantize_rows, &j);
-    double macs = work * (double)j.N;
-    int64_t chunks = macs >= 262144.0 ? cpu_chunks(j.N, 1 + (int64_t)(262144.0 / (work + 1))) : 1;
-    cpu_parallel(j.N, chunks, weight_rows, &j);
+    cn_status st = CN_OK;
+    if (j.isa == ISA_AVX2 && j.block && j.M >= A2_MIN_M) {
+        cpu_qlinear q = {.q4 = j.scheme == CN_Q4_BLOCK, .M = j.M, .N = j.N, .nb = j.nb,
+                         .xq = j.xq, .xs = j.xs, .w = j.w, .scales = j.scales, .w_off = j.w_off,
+                         .w_s0 = j.w_s0, .bias = j.bias, .bias_stride = j.bias_stride, .y = j.y};
+        st = cpu_quant_tiles_avx2(&q);
+    } else {
+        double macs = work * (double)j.N;
+        int64_t chunks =
+            macs >= 262144.0 ? cpu_chunks(j.N, 1 + (int64_t)(262144.0 / (work + 1))) : 1;
+        cpu_parallel(j.N, chunks, weight_rows, &j);
+        if (j.failed) st = CN_ERR_OUT_OF_MEMORY;
+    }
     cn__free(j.xq);
     cn__free(j.xs);
-    return j.failed ? CN_ERR_OUT_OF_MEMORY : CN_OK;
+    return st;
 }

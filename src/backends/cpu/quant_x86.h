@@ -1,5 +1,5 @@
 /* What quant.c (the VNNI kernels) and quant_amx.c (the AMX tile kernel) share: the target
- * attribute of their 512-bit code and the int8 quantization of one block of 32 activations, so
+ * attributes of their AVX2 and 512-bit code, F16C scales and q4 unpacking, and the int8 quantization of one block of 32 activations, so
  * that both paths see the same int8 values bit for bit. x86-64 only. */
 #ifndef CINDER_BACKENDS_CPU_QUANT_X86_H
 #define CINDER_BACKENDS_CPU_QUANT_X86_H
@@ -7,6 +7,9 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "core/quant.h"
+
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define T_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 
 /* x rounded half away from zero (roundf), for integer-valued or fractional floats alike */
@@ -57,6 +60,23 @@ T_VNNI static inline __m512i quant_q4_pair512(const uint8_t *p, int two) {
     __m512i z = _mm512_castsi256_si512(h);
     z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0)); /* [b, b, b + 1, b + 1] */
     return _mm512_and_si512(_mm512_srlv_epi16(z, shv), _mm512_set1_epi8(15));
+}
+
+/* n f16 scales to f32 (F16C: exact, as the scalar conversion) */
+T_AVX2 static inline void quant_scales_f16_avx2(const uint8_t *src, int64_t n, float *dst) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * i))));
+    for (; i < n; i++) dst[i] = cn__quant_scale(CN_Q8_BLOCK, src, i);
+}
+
+/* 16 packed bytes (32 nibbles, element 2j low) to 32 int8 values q - 8 */
+T_AVX2 static inline void quant_unpack_q4_avx2(const uint8_t *src, int8_t *dst) {
+    __m128i v = _mm_loadu_si128((const __m128i *)src), m = _mm_set1_epi8(15);
+    __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+    __m128i eight = _mm_set1_epi8(8);
+    _mm_storeu_si128((__m128i *)dst, _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), eight));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), eight));
 }
 
 #endif

@@ -1,0 +1,186 @@
+/* The quantized linear of the block schemes (q8_block, q4_block) on AVX2 without AVX-512 VNNI
+ * (AMD Zen 2 / 3, Intel before Ice Lake), from A2_MIN_M rows of x: register-blocked tiles, as the
+ * VNNI tile kernel, where the row kernel (weight_rows in quant.c) dots each activation row with
+ * each weight row on its own.
+ *
+ * The activations come quantized (quant.c's quantize_rows: int8 [M, 32 nb], block scales
+ * [M, nb]). The weight is repacked 16 output columns (a panel) at a time into a buffer of the
+ * chunk's: per block of 32 and vector of 8 columns, 8 vectors whose int32 lane c holds bytes
+ * 4t..4t+3 of the block of column c (t = 0..7; q4 unpacked to q - 8), and the columns' f32
+ * scales. A tile of 4 activation rows x 8 columns keeps its accumulators in registers over all
+ * blocks: per block and row, 4 activation bytes are broadcast to every lane and multiplied with
+ * the sign trick (|w| as unsigned bytes times x with w's sign, vpmaddubsw: a pair sums to at most
+ * 2 * 127 * 127, no saturation; vpmaddwd by 1 sums the pairs to int32). Each block's int32 sums
+ * are scaled and added in f32 as the VNNI and AMX kernels do (over b in order: C = fma(f32(dot_b),
+ * dw_b * dx_b, C), then + bias): the same bits as theirs. */
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "core/alloc.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "backends/cpu/quant_x86.h"
+
+#define A2_NP 16  /* columns per panel: two vectors of 8 */
+#define A2_MB 128 /* activation rows per unit of work (a repacked panel serves them all) */
+#define A2_RM 4   /* activation rows per tile */
+
+/* Panel n0 into pw (per block b and vector jj: 8 vectors of 32 bytes at ((b * 2 + jj) * 8 + t)
+ * * 32), its scales into ps ((b * 2 + jj) * 8 + c) and its bias into pb (16); columns past N
+ * repeat column n0 with scale 0. tmp: nb floats. */
+T_AVX2 static void a2_repack(const cpu_qlinear *q, int64_t n0, int8_t *pw, float *ps, float *pb,
+                             float *tmp) {
+    const int64_t nb = q->nb;
+    for (int jj = 0; jj < 2; jj++) {
+        const uint8_t *row[8];
+        int valid[8];
+        for (int c = 0; c < 8; c++) {
+            int64_t n = n0 + 8 * jj + c;
+            valid[c] = n < q->N;
+            int64_t e0 = q->w_off + (valid[c] ? n : n0) * q->w_s0;
+            row[c] = q->w + (q->q4 ? e0 >> 1 : e0);
+            pb[8 * jj + c] = valid[c] && q->bias ? q->bias[n * q->bias_stride] : 0.0f;
+            quant_scales_f16_avx2(q->scales + 2 * (e0 / 32), nb, tmp);
+            for (int64_t b = 0; b < nb; b++)
+                ps[(b * 2 + jj) * 8 + c] = valid[c] ? tmp[b] : 0.0f;
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            __m256i v[8];
+            for (int c = 0; c < 8; c++) {
+                if (q->q4) {
+                    _Alignas(32) int8_t un[32];
+                    quant_unpack_q4_avx2(row[c] + 16 * b, un);
+                    v[c] = _mm256_load_si256((const __m256i *)un);
+                } else {
+                    v[c] = _mm256_loadu_si256((const __m256i *)(row[c] + 32 * b));
+                }
+            }
+            /* 8 x 8 int32 transpose: vector t gets dword t of every column */
+            __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+            __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+            __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
+            __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
+            __m256i u[8] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                            _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3),
+                            _mm256_unpacklo_epi64(t4, t6), _mm256_unpackhi_epi64(t4, t6),
+                            _mm256_unpacklo_epi64(t5, t7), _mm256_unpackhi_epi64(t5, t7)};
+            __m256i *dst = (__m256i *)(pw + (b * 2 + jj) * 8 * 32);
+            for (int t = 0; t < 4; t++) {
+                _mm256_storeu_si256(dst + t, _mm256_permute2x128_si256(u[t], u[4 + t], 0x20));
+                _mm256_storeu_si256(dst + 4 + t, _mm256_permute2x128_si256(u[t], u[4 + t], 0x31));
+            }
+        }
+    }
+}
+
+/* rows [m0, m0 + RM) x the panel at column n0 (nn of its columns exist), one vector of 8
+ * columns after the other (both at once would not fit AVX2's 16 registers) */
+T_AVX2 static inline __attribute__((always_inline)) void a2_tile(const cpu_qlinear *q, int RM,
+                                                                 const int8_t *pw, const float *ps,
+                                                                 const float *pb, int64_t m0,
+                                                                 int64_t n0, int64_t nn) {
+    const int64_t nb = q->nb, K = 32 * nb;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int jj = 0; jj < 2 && 8 * jj < nn; jj++) {
+        __m256 c[A2_RM];
+        for (int i = 0; i < RM; i++)
+            c[i] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const __m256i *wv = (const __m256i *)(pw + (b * 2 + jj) * 8 * 32);
+            __m256i a[A2_RM];
+            for (int i = 0; i < RM; i++)
+                a[i] = _mm256_setzero_si256();
+            for (int t = 0; t < 8; t++) {
+                __m256i w = _mm256_loadu_si256(wv + t), aw = _mm256_abs_epi8(w);
+                for (int i = 0; i < RM; i++) {
+                    int32_t xv;
+                    memcpy(&xv, q->xq + (m0 + i) * K + 32 * b + 4 * t, 4);
+                    __m256i p =
+                        _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(xv), w));
+                    a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(p, ones));
+                    /* the sum kept a running one in a register: gcc otherwise reassociates the
+                     * 8 steps into a tree and spills the products to the stack */
+                    __asm__("" : "+x"(a[i]));
+                }
+            }
+            __m256 s = _mm256_loadu_ps(ps + (b * 2 + jj) * 8);
+            for (int i = 0; i < RM; i++) {
+                __m256 d = _mm256_set1_ps(q->xs[(m0 + i) * nb + b]);
+                c[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[i]), _mm256_mul_ps(s, d), c[i]);
+            }
+        }
+        __m256 bias = _mm256_loadu_ps(pb + 8 * jj);
+        int64_t left = nn - 8 * jj < 8 ? nn - 8 * jj : 8;
+        for (int i = 0; i < RM; i++) {
+            _Alignas(32) float out[8];
+            _mm256_store_ps(out, _mm256_add_ps(c[i], bias));
+            memcpy(q->y + (m0 + i) * q->N + n0 + 8 * jj, out, sizeof(float) * (size_t)left);
+        }
+    }
+}
+
+typedef struct a2job {
+    const cpu_qlinear *q;
+    int failed;
+} a2job;
+
+/* Work tiles [t0, t1): tile t is rows [A2_MB * (t / panels), +A2_MB) x panel t % panels. */
+T_AVX2 static void a2_tiles(void *ctx, int64_t chunk, int64_t t0, int64_t t1) {
+    (void)chunk;
+    a2job *j = ctx;
+    const cpu_qlinear *q = j->q;
+    const int64_t nb = q->nb, panels = (q->N + A2_NP - 1) / A2_NP;
+    int8_t *pw = cn__malloc("quant_linear", (size_t)(nb * 2 * 8 * 32 + 32));
+    float *ps = cn__malloc("quant_linear", (size_t)(nb * 16 + 16 + nb + 8) * sizeof(float));
+    if (!pw || !ps) {
+        j->failed = 1; /* the error is set; the caller reports it */
+        cn__free(pw);
+        cn__free(ps);
+        return;
+    }
+    float *pb = ps + nb * 16, *tmp = pb + 16;
+    int64_t repacked = -1;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t mb = t / panels, p = t % panels, n0 = p * A2_NP;
+        int64_t nn = q->N - n0 < A2_NP ? q->N - n0 : A2_NP;
+        if (p != repacked) a2_repack(q, n0, pw, ps, pb, tmp);
+        repacked = p;
+        int64_t m = A2_MB * mb, m1 = m + A2_MB < q->M ? m + A2_MB : q->M;
+        for (; m + A2_RM <= m1; m += A2_RM)
+            a2_tile(q, A2_RM, pw, ps, pb, m, n0, nn);
+        switch (m1 - m) {
+        case 3:
+            a2_tile(q, 3, pw, ps, pb, m, n0, nn);
+            break;
+        case 2:
+            a2_tile(q, 2, pw, ps, pb, m, n0, nn);
+            break;
+        case 1:
+            a2_tile(q, 1, pw, ps, pb, m, n0, nn);
+            break;
+        default:
+            break;
+        }
+    }
+    cn__free(pw);
+    cn__free(ps);
+}
+
+cn_status cpu_quant_tiles_avx2(const cpu_qlinear *q) {
+    a2job j = {.q = q};
+    int64_t tiles = ((q->M + A2_MB - 1) / A2_MB) * ((q->N + A2_NP - 1) / A2_NP);
+    double macs = (double)q->M * 32.0 * (double)q->nb * (double)q->N;
+    int64_t most = 16 * (int64_t)cpu_threads();
+    cpu_parallel(tiles, macs >= 262144.0 ? (tiles < most ? tiles : most) : 1, a2_tiles, &j);
+    return j.failed ? CN_ERR_OUT_OF_MEMORY : CN_OK;
+}
+
+#else
+
+cn_status cpu_quant_tiles_avx2(const cpu_qlinear *q) {
+    (void)q;
+    return CN_ERR_BACKEND;
+}
+
+#endif

@@ -105,8 +105,9 @@ CN_API cn_status cn_quant_layout(const cn_tensor *q, int64_t *offset, int64_t *g
  * 5.16+, which grants the tile state to the process on first use), threaded over the CPU pool;
  * the result never depends on the number of threads (the paths agree to f32 rounding, exactly
  * for q8_tensor / q8_channel; on VNNI the block weights take a row kernel below 6 rows of x and
- * a tiled one from 6, which may differ in the last bits of a row; AMX gives the bits of VNNI's
- * tiled kernel). The output, f32 [.., N], lives on x's device.
+ * a tiled one from 6, which may differ in the last bits of a row; AMX (from 16 rows) and AVX2
+ * (tiled from 4 rows) give the bits of VNNI's tiled kernel). The output, f32 [.., N], lives on
+ * x's device.
  * On an autodiff device the result is differentiable with respect to x and bias only (the
  * weight is a constant, as for a frozen quantized base fine-tuned with adapters): dx = g @ W and
  * dbias = g summed over the rows, W the dequantized weight, the activations' int8 rounding

@@ -223,6 +223,7 @@ T_VNNI static int64_t dot_row_vnni(const int8_t *a, const int8_t *b, int64_t nb)
  * column corrections) are scaled (dw * dx) and added in f32. An output's arithmetic (over b in
  * order: C = fma(f32(dot_b), dw_b * dx_b, C), then + bias) does not depend on the tile, the chunk
  * or the thread that computes it. */
+#define GEMV_AHEAD  4 /* weight rows ahead that the row kernel prefetches */
 #define VGEMM_MIN_M 6 /* rows from which gemm_tiles runs (below, its repack costs more) */
 #define AMX_MIN_M   16 /* rows from which the AMX tile kernel runs (quant_amx.c): a whole tile */
 #define VGR         4 /* activation rows per tile */
@@ -316,6 +317,10 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
         idx[p] = _mm512_loadu_si512(vpair_idx[p]);
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *wr = vrow(j, n), *sc = vrow_scales(j, n);
+        /* the row GEMV_AHEAD rows on, fetched while this one is dotted (the weight streams from
+         * the last-level cache or memory, row after row: a hardware prefetcher stops at each
+         * 4 KiB page) */
+        const uint8_t *ahead = vrow(j, n + GEMV_AHEAD < n1 ? n + GEMV_AHEAD : n);
         /* two accumulators a row (even and odd pairs of blocks): the adds do not wait on each
          * other */
         __m512 acc[2][VGEMM_MIN_M - 1];
@@ -329,6 +334,7 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
                 s[m] = _mm512_mul_ps(_mm512_loadu_ps(j->dx + m * nb + g), dw);
             for (int p = 0; p < 8; p++) {
                 int64_t b = g + 2 * p;
+                if (n + GEMV_AHEAD < n1) _mm_prefetch((const char *)ahead + bstep * b, _MM_HINT_T0);
                 __m512i w = vpair(q4, wr + bstep * b, 1, x80);
                 for (int m = 0; m < MR; m++) {
                     __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);

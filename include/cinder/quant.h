@@ -100,12 +100,12 @@ CN_API cn_status cn_quant_layout(const cn_tensor *q, int64_t *offset, int64_t *g
  * sum_k |x_scale(k)| / 2 * |W(n, k)| (tests/test_quant.c checks this bound, plus 1e-5 of
  * sum_k |x W|; against the double-precision product of the same int8 values the f32 arithmetic
  * adds at most 1e-5 of the sum of |terms|, about 1e-7 measured). CPU: AMX (amx-int8 tiles, for
- * the block weights from 16 rows of x), AVX-512 VNNI, AVX2 or portable C, chosen at run time
+ * the block weights from 6 rows of x), AVX-512 VNNI, AVX2 or portable C, chosen at run time
  * (CINDER_QUANT_ISA=amx|vnni|avx2|c forces a path no wider than the CPU has; AMX needs Linux
  * 5.16+, which grants the tile state to the process on first use), threaded over the CPU pool;
  * the result never depends on the number of threads (the paths agree to f32 rounding, exactly
  * for q8_tensor / q8_channel; on VNNI the block weights take a row kernel below 6 rows of x and
- * a tiled one from 6, which may differ in the last bits of a row; AMX (from 16 rows) and AVX2
+ * a tiled one from 6, which may differ in the last bits of a row; AMX (from 6 rows) and AVX2
  * (tiled from 4 rows) give the bits of VNNI's tiled kernel). The output, f32 [.., N], lives on
  * x's device.
  * On an autodiff device the result is differentiable with respect to x and bias only (the
@@ -118,7 +118,7 @@ CN_API cn_status cn_quant_layout(const cn_tensor *q, int64_t *offset, int64_t *g
  * q8_channel, are not its channels) is CN_ERR_INVALID_ARG. */
 CN_API cn_tensor *cn_quant_linear(cn_tensor *x, cn_tensor *wq, cn_tensor *bias);
 
-/* The CPU path cn_quant_linear takes now: "amx" (AMX tiles for the block weights from 16 rows,
+/* The CPU path cn_quant_linear takes now: "amx" (AMX tiles for the block weights from 6 rows,
  * AVX-512 VNNI otherwise), "vnni" (AVX-512 VNNI), "avx2" or "c" (portable): the widest the CPU
  * (and the kernel, for AMX) allows, or the narrower one CINDER_QUANT_ISA (vnni, avx2 or c) asks
  * for (read at each call). Static string; any thread. */

@@ -225,7 +225,9 @@ T_VNNI static int64_t dot_row_vnni(const int8_t *a, const int8_t *b, int64_t nb)
  * or the thread that computes it. */
 #define GEMV_AHEAD  4 /* weight rows ahead that the row kernel prefetches */
 #define VGEMM_MIN_M 6 /* rows from which gemm_tiles runs (below, its repack costs more) */
-#define AMX_MIN_M   16 /* rows from which the AMX tile kernel runs (quant_amx.c): a whole tile */
+/* rows from which the AMX tile kernel runs (quant_amx.c; fewer than 16 are padded to a tile:
+ * faster than VNNI's tiles for q8, as fast for q4, measured) */
+#define AMX_MIN_M 6
 #define VGR         4 /* activation rows per tile */
 #define VGJ         3 /* vectors of 16 columns per panel */
 #define VNP         (16 * VGJ)

@@ -1,6 +1,6 @@
 /* The quantized linear of the block schemes (q8_block, q4_block) on the AMX tile unit (amx-int8),
- * for 16 activation rows or more: the batch case, where VNNI's per-block scaling costs more than
- * the integer products (docs/benchmarks.md, issue 19).
+ * for 6 activation rows or more (fewer than 16 padded to a tile): the batch case, where VNNI's
+ * per-block scaling costs more than the integer products (docs/benchmarks.md, issue 19).
  *
  * A block of 32 is one tile product: TDPBSSD multiplies a 16 x 32 tile of int8 weights (16 output
  * columns n, one block) by an 8 x 64 tile of int8 activations (the same block of 16 rows m, each

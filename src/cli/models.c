@@ -469,20 +469,14 @@ static cn_tensor *qlayer_forward(cn_module *m, cn_tensor *x) {
                      cn_ndim(x));
         return NULL;
     }
-    /* im2col: x [N, C, H, W] zero-padded and channels last, [N, H + 2, W + 2, C]; the patch of
-     * output (h, w) is its 3x3 window at (h, w), so the 9 shifted views [N, H, W, C] stacked
-     * give patches [N, H, W, C, 9], whose last two dims flatten in the order (c, i, j) of the
-     * weight's [O, C, 3, 3] (one copy, where cn_unfold4d and a transpose take two) */
+    /* im2col: the 3x3 patches (padding 1) as rows, [N, H * W, C * 9] in the order (c, i, j) of
+     * the weight's [O, C, 3, 3]: unfold's columns transposed (one copy, made by the padding to
+     * the weight's width or by the linear's making x dense) */
     const int64_t n = cn_shape(x)[0], h = cn_shape(x)[2], w = cn_shape(x)[3];
-    const int64_t pad[4] = {1, 1, 1, 1}, rows[3] = {n, h * w, cn_shape(x)[1] * 9};
     const int64_t shape[4] = {n, cn_shape(s->weight)[0], h, w};
-    const int channels_last[4] = {0, 2, 3, 1};
-    cn_tensor *padded = cn_permute(cn_pad(x, pad, 4, CN_PAD_CONSTANT, 0.0), channels_last);
-    cn_tensor *shifted[9];
-    for (int k = 0; k < 9; k++)
-        shifted[k] = cn_slice(cn_slice(padded, 1, k / 3, k / 3 + h, 1), 2, k % 3, k % 3 + w, 1);
-    cn_tensor *patches = cn_reshape(cn_stack(shifted, 9, 4), rows, 3); /* [N, H * W, C * 9] */
-    cn_tensor *y = cn_transpose(qlayer_linear(s, patches), 1, 2);      /* [N, O, H * W] */
+    const cn_fold_params patch = {{3, 3}, {1, 1}, {1, 1}, {1, 1}};
+    cn_tensor *patches = cn_transpose(cn_unfold4d(x, &patch), 1, 2);
+    cn_tensor *y = cn_transpose(qlayer_linear(s, patches), 1, 2); /* [N, O, H * W] */
     /* dense planes: the pooling and relu that follow take their vectorised paths on those (on
      * the transposed view, their general loops were 60% of a quantized cnn's evaluation) */
     return cn_reshape(cn_contiguous(y), shape, 4);

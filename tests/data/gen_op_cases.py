@@ -782,7 +782,8 @@ for variant, shape, p in (("max_pool2d_ex_dilated", [1, 2, 5, 6], [3, 2, 2, 1, 1
 # case's own list are prepended: out_h, out_w)
 FOLD_CASES = (("4d_plain", [2, 2, 4, 5], [2, 3, 1, 1, 0, 0, 1, 1]),
               ("4d_dilated_padded_strided", [1, 2, 5, 6], [2, 2, 2, 1, 1, 2, 2, 3]),
-              ("4d_overlap", [1, 1, 4, 4], [3, 2, 1, 1, 1, 0, 1, 2]))
+              ("4d_overlap", [1, 1, 4, 4], [3, 2, 1, 1, 1, 0, 1, 2]),
+              ("4d_same", [2, 3, 5, 6], [3, 3, 1, 1, 1, 1, 1, 1]))
 for name, shape, k in FOLD_CASES:
     kw = dict(kernel_size=k[0:2], dilation=k[2:4], padding=k[4:6], stride=k[6:8])
     case("unfold4d", "unfold" + name, [Fl(shape)],

@@ -639,6 +639,28 @@ static void test_linear_gelu_small_blocks(void) {
     cn_scope_end();
 }
 
+/* f32 linear's bias (added to each block of rows by a vectorised loop): a dense bias and a strided
+ * one (every other element of a longer vector), blocks of many rows and a batch of one, against
+ * the product and the sum in f64 of the same f32 values. */
+static void test_linear_f32_bias_dense_and_strided(void) {
+    cn_scope_begin();
+    cn_generator gen = cn_generator_new(13);
+    const int64_t rows[2] = {1, 1030};
+    for (int r = 0; r < 2; r++)
+        for (int strided = 0; strided < 2; strided++) {
+            const int64_t xs[2] = {rows[r], 70}, ws[2] = {50, 70}, bs[1] = {100};
+            cn_tensor *x = cn_rand_normal(&gen, xs, 2, 0, 1, CN_F32, cn_cpu());
+            cn_tensor *w = cn_rand_normal(&gen, ws, 2, 0, 1, CN_F32, cn_cpu());
+            cn_tensor *bb = cn_rand_normal(&gen, bs, 1, 0, 1, CN_F32, cn_cpu());
+            cn_tensor *b = strided ? cn_slice(bb, 0, 0, 100, 2) : cn_slice(bb, 0, 0, 50, 1);
+            cn_tensor *want = cn_add(cn_matmul(cn_cast(x, CN_F64),
+                                               cn_transpose(cn_cast(w, CN_F64), 0, 1)),
+                                     cn_cast(b, CN_F64));
+            th_check_close("f32 linear with bias", cn_linear(x, w, b), want, 1e-5);
+        }
+    cn_scope_end();
+}
+
 int main(void) {
     RUN(test_2d_matches_reference);
     RUN(test_batched_with_broadcast_batch_dims);
@@ -653,5 +675,6 @@ int main(void) {
     RUN(test_linear_kernel_matches_matmul_and_add);
     RUN(test_linear_gelu_matches_linear_then_gelu);
     RUN(test_linear_gelu_small_blocks);
+    RUN(test_linear_f32_bias_dense_and_strided);
     return th_finish();
 }

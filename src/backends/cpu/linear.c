@@ -129,6 +129,19 @@ static void gelu_run_f64(double *restrict y, double *restrict d, int64_t n, int 
     }
 }
 
+/* y[r, c] += b[c * bs] over rows [rows, N] of y, compiled for AVX-512 and AVX2 as well (the
+ * SSE2 loop of the baseline build ran at a quarter of the width on the blocks in L2). */
+CPU_CLONES_512 static void bias_rows_f32(float *restrict y, const float *restrict b, int64_t bs,
+                                         int64_t rows, int64_t N) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = y + r * N;
+        if (bs == 1)
+            for (int64_t c = 0; c < N; c++) row[c] += b[c];
+        else
+            for (int64_t c = 0; c < N; c++) row[c] += b[c * bs];
+    }
+}
+
 /* A [rows, K] operand stored as x (trans 0: row r at r * ld; 1: column r at r) from row r0. */
 static const char *rows_from(const lin_operand *o, int64_t r0, size_t es) {
     return o->data + (size_t)(o->trans ? r0 : r0 * o->ld) * es;
@@ -150,12 +163,7 @@ static void linear_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
         if (j->b) {
             int64_t bs = j->b->strides[0];
             if (j->dt == CN_F32) {
-                const float *b = (const float *)j->b->data;
-                for (int64_t r = 0; r < rows; r++) {
-                    float *row = (float *)y + r * j->N;
-                    for (int64_t c = 0; c < j->N; c++)
-                        row[c] += b[c * bs];
-                }
+                bias_rows_f32((float *)y, (const float *)j->b->data, bs, rows, j->N);
             } else {
                 const double *b = (const double *)j->b->data;
                 for (int64_t r = 0; r < rows; r++) {

@@ -581,6 +581,86 @@ static void test_linear_gelu_matches_linear_then_gelu(void) {
     cn_scope_end();
 }
 
+/* linear_gelu's exact form takes each block of 64 outputs that are all within |x| < 1.2374 (the
+ * small branch of its normal CDF) through that branch alone, others through both: a GPT-sized
+ * weight (std 0.02: every block small), a bias with one large column (blocks of both kinds), and
+ * a row of NaN give the bits of cn_gelu(cn_linear(...)) forward and the same gradients, and match
+ * a double-precision gelu of the f32 product. */
+static void test_linear_gelu_small_blocks(void) {
+    cn_scope_begin();
+    cn_generator gen = cn_generator_new(31);
+    cn_device ad = cn_autodiff(cn_cpu());
+    const int64_t xs[2] = {300, 40}, ws[2] = {96, 40}, bs[1] = {96};
+    float xv[300 * 40], bv[96] = {0};
+    CHECK(cn_read(cn_rand_normal(&gen, xs, 2, 0, 1, CN_F32, cn_cpu()), xv, sizeof xv) == CN_OK);
+    cn_tensor *w = cn_rand_normal(&gen, ws, 2, 0, 0.02, CN_F32, cn_cpu());
+    for (int c = 0; c < 3; c++) {
+        if (c >= 1) bv[7] = 5.0f; /* column 7 out of range: 2 blocks of every 3 mixed */
+        if (c == 2)
+            for (int k = 0; k < 40; k++) xv[5 * 40 + k] = NAN; /* row 5 of y NaN */
+        cn_tensor *x = cn_from_data(xv, xs, 2, CN_F32, cn_cpu());
+        cn_tensor *b = cn_from_data(bv, bs, 1, CN_F32, cn_cpu());
+        cn_tensor *lin = cn_linear(x, w, b), *got = cn_linear_gelu(x, w, b, CN_GELU_ERF);
+        cn_tensor *want = cn_gelu(lin, CN_GELU_ERF);
+        float l[300 * 96], g[300 * 96], wv[300 * 96];
+        CHECK(cn_read(lin, l, sizeof l) == CN_OK && cn_read(got, g, sizeof g) == CN_OK &&
+              cn_read(want, wv, sizeof wv) == CN_OK);
+        int bad = 0, large = 0;
+        for (int i = 0; i < 300 * 96; i++) {
+            large += fabsf(l[i]) >= 1.2374f;
+            int nan_row = c == 2 && i / 96 == 5;
+            double ref = 0.5 * (double)l[i] * erfc(-(double)l[i] / sqrt(2.0));
+            double tol = 2e-7 * (fabs(ref) > 1 ? fabs(ref) : 1);
+            if (nan_row ? !(isnan(g[i]) && isnan(wv[i]))
+                        : memcmp(&g[i], &wv[i], sizeof g[i]) != 0 || !(fabs(g[i] - ref) <= tol)) {
+                if (bad++ < 3)
+                    fprintf(stderr, "case %d: gelu(%.9g) = %.9g, unfused %.9g, f64 %.17g\n", c,
+                            l[i], g[i], wv[i], ref);
+            }
+        }
+        CHECK(bad == 0);
+        CHECK(c == 0 ? large == 0 : large >= 299); /* the premise: column 7 but in row 5 */
+        if (c == 2) continue;
+        cn_tensor *grads[2][3] = {{0}};
+        for (int fused = 0; fused < 2; fused++) {
+            cn_tensor *in[3] = {cn_require_grad(cn_from_inner(x, ad)),
+                                cn_require_grad(cn_from_inner(w, ad)),
+                                cn_require_grad(cn_from_inner(b, ad))};
+            cn_tensor *y = fused ? cn_linear_gelu(in[0], in[1], in[2], CN_GELU_ERF)
+                                 : cn_gelu(cn_linear(in[0], in[1], in[2]), CN_GELU_ERF);
+            cn_grads *gr = cn_backward(cn_sum(cn_mul(y, cn_from_inner(lin, ad))));
+            CHECK(gr != NULL);
+            for (int i = 0; gr && i < 3; i++) grads[fused][i] = cn_clone(cn_grad(gr, in[i]));
+            cn_grads_free(gr);
+        }
+        const char *names[3] = {"dx", "dw", "db"};
+        for (int i = 0; i < 3; i++) th_check_close(names[i], grads[1][i], grads[0][i], 0);
+    }
+    cn_scope_end();
+}
+
+/* f32 linear's bias (added to each block of rows by a vectorised loop): a dense bias and a strided
+ * one (every other element of a longer vector), blocks of many rows and a batch of one, against
+ * the product and the sum in f64 of the same f32 values. */
+static void test_linear_f32_bias_dense_and_strided(void) {
+    cn_scope_begin();
+    cn_generator gen = cn_generator_new(13);
+    const int64_t rows[2] = {1, 1030};
+    for (int r = 0; r < 2; r++)
+        for (int strided = 0; strided < 2; strided++) {
+            const int64_t xs[2] = {rows[r], 70}, ws[2] = {50, 70}, bs[1] = {100};
+            cn_tensor *x = cn_rand_normal(&gen, xs, 2, 0, 1, CN_F32, cn_cpu());
+            cn_tensor *w = cn_rand_normal(&gen, ws, 2, 0, 1, CN_F32, cn_cpu());
+            cn_tensor *bb = cn_rand_normal(&gen, bs, 1, 0, 1, CN_F32, cn_cpu());
+            cn_tensor *b = strided ? cn_slice(bb, 0, 0, 100, 2) : cn_slice(bb, 0, 0, 50, 1);
+            cn_tensor *want = cn_add(cn_matmul(cn_cast(x, CN_F64),
+                                               cn_transpose(cn_cast(w, CN_F64), 0, 1)),
+                                     cn_cast(b, CN_F64));
+            th_check_close("f32 linear with bias", cn_linear(x, w, b), want, 1e-5);
+        }
+    cn_scope_end();
+}
+
 int main(void) {
     RUN(test_2d_matches_reference);
     RUN(test_batched_with_broadcast_batch_dims);
@@ -594,5 +674,7 @@ int main(void) {
     RUN(test_integer_matmul);
     RUN(test_linear_kernel_matches_matmul_and_add);
     RUN(test_linear_gelu_matches_linear_then_gelu);
+    RUN(test_linear_gelu_small_blocks);
+    RUN(test_linear_f32_bias_dense_and_strided);
     return th_finish();
 }

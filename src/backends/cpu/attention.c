@@ -94,6 +94,18 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
  * of dependent compares (a third of the forward's time at 64 keys). */
 #define MAX_LANES 16
 
+/* The keys of row r of a tile (query i0 + r, keys from j0, bk of them) that a causal mask leaves
+ * in, rounded up to a multiple of MAX_LANES within bk: the row's exp, max and sum loops stop
+ * there. The keys past it are -inf, whose exp is 0 (exp_f32 gives +0 below -104): the row's max,
+ * and its sum in each lane, are the values the whole row gives, in the same bits. */
+static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, int64_t bk) {
+    if (!G->causal) return bk;
+    int64_t n = i0 + r + 1 - j0;
+    if (n <= 0) return 0;
+    n = (n + MAX_LANES - 1) / MAX_LANES * MAX_LANES;
+    return n < bk ? n : bk;
+}
+
 /* The body of each kernel, per dtype. Tiles are read in place where the rows are dense (a row's
  * elements adjacent: q, k, v split from one projection and transposed are still that), else
  * packed into the chunk's scratch; each tile carries its row distance (ld). The row loops are
@@ -136,15 +148,15 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
                     s[c] = ninf;                                                                   \
         }                                                                                          \
     }                                                                                              \
-    /* P = exp(S - lse) per row, in place (0 where lse is -inf: a row with no key) */              \
-    CPU_CLONES_512 static void probs_##SUF(int64_t bq, int64_t bk, const T *lse, T *S) {           \
+    /* P = exp(S - lse) per row, in place (0 where lse is -inf: a row with no key, and past the    \
+     * causal mask's row_keys) */                                                                 \
+    CPU_CLONES_512 static void probs_##SUF(const sdpa_geom *G, int64_t i0, int64_t j0, int64_t bq, \
+                                           int64_t bk, const T *lse, T *S) {                       \
         for (int64_t r = 0; r < bq; r++) {                                                         \
             T *s = S + r * bk, l = lse[r];                                                         \
-            if (l == (T)-INFINITY) {                                                               \
-                for (int64_t c = 0; c < bk; c++) s[c] = 0;                                         \
-                continue;                                                                          \
-            }                                                                                      \
-            for (int64_t c = 0; c < bk; c++) s[c] = EXP_##SUF(s[c] - l);                           \
+            int64_t n = l == (T)-INFINITY ? 0 : row_keys(G, i0, r, j0, bk);                        \
+            for (int64_t c = 0; c < n; c++) s[c] = EXP_##SUF(s[c] - l);                            \
+            for (int64_t c = n; c < bk; c++) s[c] = 0;                                             \
         }                                                                                          \
     }                                                                                              \
     /* the largest of s[0, n) and start (NaNs are passed over: exp of NaN - max is NaN anyway) */  \
@@ -202,13 +214,15 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
                 const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                             \
                 scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, S);                             \
                 for (int64_t r = 0; r < bq; r++) {                                                 \
-                    T *s = S + r * bk, mx = row_max_##SUF(s, bk, m[r]);                            \
+                    int64_t n = row_keys(G, i0, r, j0, bk);                                        \
+                    T *s = S + r * bk, mx = row_max_##SUF(s, n, m[r]);                             \
                     if (mx == (T)-INFINITY) { /* no key yet in this row */                         \
                         for (int64_t c = 0; c < bk; c++) s[c] = 0;                                 \
                         continue;                                                                  \
                     }                                                                              \
                     T alpha = EXP_##SUF(m[r] - mx);                                                \
-                    l[r] = l[r] * alpha + exp_sum_##SUF(s, bk, mx);                                \
+                    l[r] = l[r] * alpha + exp_sum_##SUF(s, n, mx);                                 \
+                    for (int64_t c = n; c < bk; c++) s[c] = 0;                                     \
                     if (alpha != 1)                                                                \
                         for (int64_t c = 0; c < Dv; c++) acc[r * Dv + c] *= alpha;                 \
                     m[r] = mx;                                                                     \
@@ -271,7 +285,7 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
             const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                                 \
             const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                                 \
             scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                                 \
-            probs_##SUF(bq, bk, lse, P);                                                           \
+            probs_##SUF(G, i0, j0, bq, bk, lse, P);                                                \
             if (dV) mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV + j0 * Dv, Dv);               \
             dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                                \
             if (dm)                                                                                \
@@ -315,7 +329,7 @@ static void mm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, con
                 const T *Gt = tile_##SUF(G, G->g, b, i0, bq, Gp, &ldg);                            \
                 pack_lse_##SUF(G, b, i0, bq, lse);                                                 \
                 scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                             \
-                probs_##SUF(bq, bk, lse, P);                                                       \
+                probs_##SUF(G, i0, j0, bq, bk, lse, P);                                            \
                 mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV, Dv);                             \
                 dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                            \
                 mm(dt, 1, 0, bk, D, bq, P, bk, Q, ldq, 1.0, dK, D);                                \

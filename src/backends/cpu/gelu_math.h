@@ -74,4 +74,27 @@ static inline float gelu_with_grad_f32(float x, int tanh_form, float *d) {
     return x * phi;
 }
 
+/* The exact form's gelu and gelu' for |x| / sqrt 2 < 0.875 (|x| < 1.2374): normal_cdf_f32's
+ * small branch alone, so the same operations and bits as gelu_with_grad_f32(x, 0, d) and
+ * gelu_f32(x, 0) there, without the erfc branch (a division, an exp and a polynomial of degree
+ * 11) that those compute and discard. gelu_out_of_small counts the values of x[0, n) out of
+ * that range (a NaN is), for a loop that takes this path a block at a time. */
+static inline int64_t gelu_out_of_small(const float *x, int64_t n) {
+    int64_t out = 0;
+    for (int64_t k = 0; k < n; k++) {
+        float z = x[k] * 0.707106781186547524f;
+        out += !((z < 0.0f ? -z : z) < 0.875f);
+    }
+    return out;
+}
+
+static inline float gelu_small_with_grad_f32(float x, float *d) {
+    float z = x * 0.707106781186547524f; /* as normal_cdf_f32 computes it */
+    float t = z < 0.0f ? -z : z;
+    float e = 0.5f * erf_small_f32(t);
+    float phi = z < 0.0f ? 0.5f - e : 0.5f + e;
+    if (d) *d = phi + x * (float)GELU_INV_SQRT_2PI * exp_f32(-0.5f * x * x);
+    return x * phi;
+}
+
 #endif

@@ -135,6 +135,7 @@ run_cinder() {
       for m in cnn mlp; do
         limit=$([ "$m" = cnn ] && echo 12800 || echo 60000)
         local args=(train --model "$m" --epochs 1 --test-limit 1000 --threads 1 --schedule constant)
+        t1="" t2="" ti=""
         for c in $order; do
           case $c in
             one) t1=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$build/cinder" "${args[@]}" \

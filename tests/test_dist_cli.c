@@ -116,9 +116,11 @@ static void test_ddp_profile(void) {
         const char *started = line ? strstr(line, "reductions started in backward 2.00 of 2.00 a "
                                             "step") : NULL;
         CHECK(started && end && started < end);
-        double fb = 0;
-        const char *f = line ? strstr(line, "forward+backward ") : NULL;
-        CHECK(f && sscanf(f, "forward+backward %lf", &fb) == 1 && fb > 0);
+        double fw = 0, bw = 0;
+        const char *f = line ? strstr(line, " forward ") : NULL;
+        const char *b = line ? strstr(line, " backward ") : NULL;
+        CHECK(f && sscanf(f, " forward %lf", &fw) == 1 && fw > 0);
+        CHECK(b && sscanf(b, " backward %lf", &bw) == 1 && bw > 0);
     }
     if (th_checks_failed) fprintf(stderr, "%s\n", r.out ? r.out : "");
     free(r.out);

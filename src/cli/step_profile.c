@@ -9,7 +9,7 @@
 #include "cli/step_profile.h"
 
 static const char *const phase_names[CLI_PHASE_COUNT] = {
-    "agree", "data", "forward+backward", "grad sync", "loss mean", "optimizer", "other", "eval"};
+    "agree", "data", "forward", "backward", "grad sync", "loss mean", "optimizer", "other", "eval"};
 
 static struct {
     int on; /* -1: not read yet */
@@ -61,7 +61,7 @@ void cli_profile_buckets(int started, int buckets) {
 
 static cn_status profiled_sync(void *ctx, cn_grads *grads, float *loss) {
     (void)ctx;
-    cli_profile_mark(CLI_PHASE_COMPUTE);
+    cli_profile_mark(CLI_PHASE_BACKWARD);
     prof.steps++;
     cn_status s = prof.inner ? prof.inner(prof.inner_ctx, grads, loss) : CN_OK;
     cli_profile_mark(prof.inner ? CLI_PHASE_LOSS : CLI_PHASE_SYNC);
@@ -78,15 +78,19 @@ void cli_profile_wrap_sync(cli_model *m) {
 void cli_profile_print(int rank, int epoch) {
     if (!cli_profile_on()) return;
     char line[1024];
-    int n = snprintf(line, sizeof line, "profile rank %d epoch %d: %ld steps, wall %.3f s, thread "
-                     "cpu %.3f s; per phase wall s (cpu s):", rank, epoch, prof.steps,
-                     prof.last_wall - prof.first_wall, prof.last_cpu - prof.first_cpu);
+    int n = snprintf(line, sizeof line,
+                     "profile rank %d epoch %d: %ld steps, wall %.3f s, thread "
+                     "cpu %.3f s; per phase wall s (cpu s):",
+                     rank, epoch, prof.steps, prof.last_wall - prof.first_wall,
+                     prof.last_cpu - prof.first_cpu);
     for (int k = 0; k < CLI_PHASE_COUNT && n > 0 && (size_t)n < sizeof line; k++)
         n += snprintf(line + n, sizeof line - (size_t)n, "%s %s %.3f (%.3f)", k ? "," : "",
                       phase_names[k], prof.wall[k], prof.cpu[k]);
     if (prof.buckets && n > 0 && (size_t)n < sizeof line)
-        snprintf(line + n, sizeof line - (size_t)n, "; reductions started in backward %.2f of "
-                 "%.2f a step", (double)prof.started / (double)prof.steps,
+        snprintf(line + n, sizeof line - (size_t)n,
+                 "; reductions started in backward %.2f of "
+                 "%.2f a step",
+                 (double)prof.started / (double)prof.steps,
                  (double)prof.buckets / (double)prof.steps);
     fprintf(stderr, "%s\n", line);
 }

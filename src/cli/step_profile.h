@@ -14,15 +14,16 @@
 #include "cli/models.h"
 
 typedef enum cli_phase {
-    CLI_PHASE_AGREE,   /* --ddp: the ranks agree on whether to stop (a scalar all-reduce) */
-    CLI_PHASE_DATA,    /* the next batch: gathering this rank's rows of the shuffled order */
-    CLI_PHASE_COMPUTE, /* forward, loss, backward (with --ddp: the gradient hooks' copies and
-                          the reductions they start and test) */
-    CLI_PHASE_SYNC,    /* --ddp: cn_ddp_sync: waiting for the reductions, copying the means */
-    CLI_PHASE_LOSS,    /* --ddp: the loss's mean over the ranks */
-    CLI_PHASE_OPTIM,   /* the optimizer step, freeing the step's gradients and intermediates */
-    CLI_PHASE_OTHER,   /* the loop's own: progress, log, learning-rate schedule */
-    CLI_PHASE_EVAL,    /* the evaluation after the epoch */
+    CLI_PHASE_AGREE,    /* --ddp: the ranks agree on whether to stop (a scalar all-reduce) */
+    CLI_PHASE_DATA,     /* the next batch: gathering this rank's rows of the shuffled order */
+    CLI_PHASE_FORWARD,  /* the forward pass and the loss */
+    CLI_PHASE_BACKWARD, /* backward (with --ddp: the gradient hooks' copies and the reductions
+                          they start and test), reading the loss */
+    CLI_PHASE_SYNC,     /* --ddp: cn_ddp_sync: waiting for the reductions, copying the means */
+    CLI_PHASE_LOSS,     /* --ddp: the loss's mean over the ranks */
+    CLI_PHASE_OPTIM,    /* the optimizer step, freeing the step's gradients and intermediates */
+    CLI_PHASE_OTHER,    /* the loop's own: progress, log, learning-rate schedule */
+    CLI_PHASE_EVAL,     /* the evaluation after the epoch */
     CLI_PHASE_COUNT
 } cli_phase;
 
@@ -39,7 +40,7 @@ void cli_profile_mark(cli_phase phase);
  * `buckets`. */
 void cli_profile_buckets(int started, int buckets);
 
-/* Wraps m->sync so that the end of backward is marked (COMPUTE) and the end of the sync (SYNC,
+/* Wraps m->sync so that the end of backward is marked (BACKWARD) and the end of the sync (SYNC,
  * or LOSS when the wrapped sync marked SYNC itself) even without --ddp; a no-op when not
  * profiling. */
 void cli_profile_wrap_sync(cli_model *m);

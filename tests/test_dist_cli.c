@@ -97,6 +97,44 @@ static void test_ddp_run_matches_one_process(void) {
     free(r2.out);
 }
 
+/* CINDER_TRAIN_PROFILE=1: each rank prints where its steps' time went (step_profile.h), with the
+ * count of the gradient reductions that backward started itself: for the MLP, both of its buckets
+ * (the output layers' gradients, then the first weight's alone) start inside backward; one process
+ * prints the same line without the reductions; without the variable nothing is printed. */
+static void test_ddp_profile(void) {
+    char cmd[10240];
+    snprintf(cmd, sizeof cmd, "CINDER_TRAIN_PROFILE=1 '%s' -np 2 --oversubscribe '%s' " RUN_ARGS
+             " --ddp 2>&1 >/dev/null", getenv("MPIEXEC"), cli_path);
+    run_result r = run_shell(cmd);
+    CHECK(r.status == 0);
+    for (int rank = 0; rank < 2; rank++) {
+        char want[64];
+        snprintf(want, sizeof want, "profile rank %d epoch 1: 8 steps, wall ", rank);
+        const char *line = r.out ? strstr(r.out, want) : NULL;
+        CHECK(line != NULL);
+        const char *end = line ? strchr(line, '\n') : NULL;
+        const char *started = line ? strstr(line, "reductions started in backward 2.00 of 2.00 a "
+                                            "step") : NULL;
+        CHECK(started && end && started < end);
+        double fw = 0, bw = 0;
+        const char *f = line ? strstr(line, " forward ") : NULL;
+        const char *b = line ? strstr(line, " backward ") : NULL;
+        CHECK(f && sscanf(f, " forward %lf", &fw) == 1 && fw > 0);
+        CHECK(b && sscanf(b, " backward %lf", &bw) == 1 && bw > 0);
+    }
+    if (th_checks_failed) fprintf(stderr, "%s\n", r.out ? r.out : "");
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "CINDER_TRAIN_PROFILE=1 '%s' " RUN_ARGS " 2>&1 >/dev/null", cli_path);
+    r = run_shell(cmd);
+    CHECK(r.status == 0 && r.out && strstr(r.out, "profile rank 0 epoch 1: 8 steps, wall "));
+    CHECK(r.out && !strstr(r.out, "reductions started"));
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "'%s' " RUN_ARGS " 2>&1", cli_path);
+    r = run_shell(cmd);
+    CHECK(r.status == 0 && r.out && !strstr(r.out, "profile rank"));
+    free(r.out);
+}
+
 static void test_ddp_misuse(void) {
     char cmd[10240];
     snprintf(cmd, sizeof cmd, "'%s' -np 2 --oversubscribe '%s' " RUN_ARGS " --batch 127 --ddp 2>&1",
@@ -140,6 +178,7 @@ int main(void) {
     snprintf(dir, sizeof dir, "/tmp/cinder-dist-cli-XXXXXX");
     if (!mkdtemp(dir)) return 1;
     RUN(test_ddp_run_matches_one_process);
+    RUN(test_ddp_profile);
     RUN(test_ddp_misuse);
     RUN(test_failing_rank_stops_the_job);
     rmdir(dir);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "cli/ddp.h"
+#include "cli/step_profile.h"
 
 #ifdef CINDER_HAVE_DISTRIBUTED
 #include "cinder/distributed.h"
@@ -35,7 +36,9 @@ int cli_ddp_begin(cn_device *inner, int *rank, int *world) {
 }
 
 static cn_status sync_step(void *ctx, cn_grads *grads, float *loss) {
+    cli_profile_buckets(cn_ddp_started(ctx), cn_ddp_bucket_count(ctx));
     cn_status s = cn_ddp_sync(ctx, grads);
+    cli_profile_mark(CLI_PHASE_SYNC);
     double mean = *loss;
     if (s == CN_OK) s = cn_dist_reduce_scalar(&mean, CN_DIST_MEAN);
     *loss = (float)mean;

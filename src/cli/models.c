@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/models.h"
+#include "cli/step_profile.h"
 #include "fused.h"
 
 #define IMAGE_SIDE   28
@@ -170,6 +171,7 @@ cn_status cli_model_train_step(cli_model *m, cn_optimizer *opt, cn_tensor *x, cn
     cn_status st = cn_scope_begin();
     if (st != CN_OK) return st; /* nothing ran: without a scope every intermediate would leak */
     cn_tensor *l = cn_cross_entropy(cli_model_forward(m, x), y, 0.0); /* 0-d */
+    cli_profile_mark(CLI_PHASE_FORWARD); /* CINDER_TRAIN_PROFILE (step_profile.h) */
     cn_grads *g = l ? cn_backward(l) : NULL;
     if (!g) st = cn_last_status();
     /* the loss is read before the parameters change: a failure here must not follow an update */

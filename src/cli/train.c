@@ -31,6 +31,7 @@
 #include "cli/progress.h"
 #include "cli/resume.h"
 #include "cli/runlog.h"
+#include "cli/step_profile.h"
 #include "cli/summary.h"
 
 #define CMD        "train"
@@ -268,6 +269,7 @@ static int train_step(cli_model *m, cn_optimizer *opt, cn_batches *b, float *los
     if (cn_scope_begin() != CN_OK) return -1;
     cn_tensor *x = NULL, *y = NULL; /* x: [B, 784] f32, y: [B] i64 */
     int more = cn_batches_next(b, &x, &y);
+    cli_profile_mark(CLI_PHASE_DATA);
     if (more > 0) {
         int applied = 0;
         if (cli_model_train_step(m, opt, x, y, loss, &applied) != CN_OK)
@@ -277,6 +279,7 @@ static int train_step(cli_model *m, cn_optimizer *opt, cn_batches *b, float *los
         *samples = cn_shape(x)[0];
     }
     if (cn_scope_end() != CN_OK) more = -1;
+    cli_profile_mark(CLI_PHASE_OPTIM);
     return more;
 }
 
@@ -498,15 +501,18 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
             fprintf(stderr, "cinder train: cannot start epoch %d: %s\n", e + 1, cn_last_error());
             return CLI_EXIT_FAILURE;
         }
+        cli_profile_begin();
         for (;;) {
             float loss = 0;
             int64_t samples = 0;
             int more = 1;
+            cli_profile_mark(CLI_PHASE_OTHER);
             int sig = cli_interrupt_signal(); /* --ddp: any rank's, so all stop here */
             if (o->ddp && (sig = cli_ddp_stop_signal(sig)) < 0) {
                 cli_progress_end(&p);
                 return CLI_EXIT_FAILURE;
             }
+            cli_profile_mark(CLI_PHASE_AGREE);
             if (sig) {
                 cli_progress_end(&p);
                 return stop_interrupted(o, m, opt, h, d, per_epoch, sig);
@@ -539,8 +545,10 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
             if (o->stop_after && ++taken == o->stop_after) raise(SIGINT);
         }
         cli_progress_end(&p);
+        cli_profile_mark(CLI_PHASE_OTHER);
         double accuracy = o->ddp ? cli_ddp_accuracy(m, d->test_x, d->test_y, EVAL_BATCH)
                                  : cli_model_accuracy(m, d->test_x, d->test_y, EVAL_BATCH);
+        cli_profile_mark(CLI_PHASE_EVAL);
         if (accuracy < 0) {
             fprintf(stderr, "cinder train: evaluating after epoch %d failed: %s\n", e + 1,
                     cn_last_error());
@@ -553,6 +561,7 @@ static int train_epochs(const train_options *o, cli_model *m, cn_optimizer *opt,
         printf("epoch %d/%d: train loss %.4f, test accuracy %.4f, epoch time %.2f s\n", e + 1,
                (int)o->epochs, h->epoch_loss[e], accuracy, now - p.start);
         fflush(stdout);
+        cli_profile_print(o->rank, e + 1);
         cli_log_epoch(log, e + 1, h->epoch_loss[e], "test_accuracy", accuracy, step_lr,
                       now - p.start, now - started);
     }
@@ -606,6 +615,7 @@ static int run(const train_options *o, cn_device inner, cn_device device, const 
         goto done;
     }
     if (o->ddp && cli_ddp_attach(&m) != 0) goto done;
+    cli_profile_wrap_sync(&m); /* CINDER_TRAIN_PROFILE: the end of backward is marked */
     int64_t per_epoch = cn_batches_count(batches);
     h.batch_loss = malloc(sizeof *h.batch_loss * (size_t)(per_epoch * o->epochs));
     h.epoch_loss = malloc(sizeof *h.epoch_loss * (size_t)o->epochs);

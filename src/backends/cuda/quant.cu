@@ -1,8 +1,11 @@
-/* CUDA quantized linear (issue 19; the CPU's cpu/quant.c): one thread per output y[m, n]. The
- * thread quantizes its activation row to int8 as the CPU does (per block of 32 for the block
- * weights, per row otherwise: scale amax / 127, round half away from zero), reads the packed
- * weight (core/quant.h's layout) and sums int8 products in int32 per block, scaled to f32. A
- * simple kernel (no shared-memory tiling, no dp4a): correct on any device, not tuned. */
+/* CUDA quantized linear (issue 19; the CPU's cpu/quant.c). Two kernels: the activation rows are
+ * quantized to int8 as the CPU does (per block of 32 for the block weights, per row otherwise:
+ * scale amax / 127, round half away from zero; a q4 weight's blocks stored as their 16 even
+ * elements then their 16 odd ones, the order of a packed block's low then high nibbles), one
+ * thread per block (per row); then one thread per output y[m, n] sums the int8 products four at a
+ * time with dp4a (sm_61 and later), in int32 per block scaled in f32 as the CPU's tile kernels do
+ * (over b in order: fma(f32(dot_b), dx_b * dw_b, acc)), or in int32 runs added in int64 for the
+ * per-row schemes (dx * dw * f32(dot)). Not tiled: correct on any device, not tuned. */
 #include <cuda_fp16.h>
 #include <string.h>
 
@@ -12,8 +15,11 @@
 typedef struct qgeom {
     int q4, block, f16_scales;
     int64_t m, n, k, w_off, w_s0, group, bias_stride;
+    int64_t kx, groups; /* bytes of a quantized activation row (a multiple of 4); scales a row */
     const float *x, *bias;
     const uint8_t *w, *scales;
+    int8_t *xq;         /* [m, kx] */
+    float *xs;          /* [m, groups] */
     float *y;
 } qgeom;
 
@@ -27,42 +33,81 @@ __device__ __forceinline__ float q_scale(const qgeom &p, int64_t i) {
     return f;
 }
 
-__device__ __forceinline__ int q_value(const qgeom &p, int64_t e) {
-    if (p.q4) {
-        uint8_t b = p.w[e >> 1];
-        return (int)((e & 1) ? b >> 4 : b & 15) - 8;
-    }
-    return (int)(int8_t)p.w[e];
-}
-
 __device__ __forceinline__ int q_act(float v, float id) {
     float r = roundf(v * id);
     return r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r;
 }
 
+/* one thread per (row m, group g): a block of 32, or a whole row; writes its bytes of xq (a
+ * row's padding past k included) and its scale */
+__global__ void quant_act_kernel(const __grid_constant__ qgeom p) {
+    CU_GRID_LOOP(i, p.m * p.groups) {
+        int64_t m = i / p.groups, g = i - m * p.groups;
+        int64_t k0 = p.block ? 32 * g : 0, k1 = p.block ? k0 + 32 : p.k;
+        const float *x = p.x + m * p.k;
+        int8_t *q = p.xq + m * p.kx;
+        float amax = 0.0f;
+        for (int64_t j = k0; j < k1; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int64_t j = k0; j < k1; j++) {
+            int64_t at = j;
+            if (p.q4) { /* even elements first, then the odd ones */
+                int64_t r = j - k0;
+                at = k0 + (r & 1 ? 16 + r / 2 : r / 2);
+            }
+            q[at] = (int8_t)q_act(x[j], id);
+        }
+        if (!p.block)
+            for (int64_t j = p.k; j < p.kx; j++) q[j] = 0;
+        p.xs[i] = d;
+    }
+}
+
+/* 4 weight bytes of a per-row scheme from element e (those at or past `end` read as 0: a row's
+ * last word may end before a multiple of 4, and the storage with it) */
+__device__ __forceinline__ int w_word(const uint8_t *w, int64_t e, int64_t end) {
+    unsigned v = 0;
+    for (int t = 0; t < 4; t++)
+        if (e + t < end) v |= (unsigned)w[e + t] << (8 * t);
+    return (int)v;
+}
+
 __global__ void quant_linear_kernel(const __grid_constant__ qgeom p) {
     CU_GRID_LOOP(i, p.m * p.n) {
         int64_t m = i / p.n, n = i - m * p.n;
-        const float *x = p.x + m * p.k;
+        const int *xw = (const int *)(p.xq + m * p.kx); /* kx: a multiple of 4 (cudaMalloc'd) */
         int64_t e0 = p.w_off + n * p.w_s0;
         float acc = 0.0f;
         if (p.block) {
-            for (int64_t b = 0; b < p.k / 32; b++) {
-                float amax = 0.0f;
-                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
-                const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            const float *dx = p.xs + m * p.groups;
+            for (int64_t b = 0; b < p.groups; b++) {
                 int s = 0;
-                for (int j = 0; j < 32; j++)
-                    s += q_act(x[32 * b + j], id) * q_value(p, e0 + 32 * b + j);
-                acc += d * q_scale(p, e0 / 32 + b) * (float)s;
+                if (p.q4) { /* 16 packed bytes: low nibbles = the even elements, high = odd */
+                    const unsigned *ww = (const unsigned *)(p.w + (e0 >> 1) + 16 * b);
+                    for (int t = 0; t < 4; t++) {
+                        unsigned v = ww[t];
+                        int lo = (int)__vsub4(v & 0x0F0F0F0Fu, 0x08080808u);
+                        int hi = (int)__vsub4((v >> 4) & 0x0F0F0F0Fu, 0x08080808u);
+                        s = __dp4a(xw[8 * b + t], lo, s);
+                        s = __dp4a(xw[8 * b + 4 + t], hi, s);
+                    }
+                } else {
+                    const int *ww = (const int *)(p.w + e0 + 32 * b);
+                    for (int t = 0; t < 8; t++) s = __dp4a(xw[8 * b + t], ww[t], s);
+                }
+                acc = fmaf((float)s, dx[b] * q_scale(p, e0 / 32 + b), acc);
             }
         } else {
-            float amax = 0.0f;
-            for (int64_t j = 0; j < p.k; j++) amax = fmaxf(amax, fabsf(x[j]));
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            /* int32 runs of 2^14 words (each adds at most 4 * 127 * 127) added in int64 */
             long long s = 0;
-            for (int64_t j = 0; j < p.k; j++) s += q_act(x[j], id) * q_value(p, e0 + j);
-            acc = d * q_scale(p, e0 / p.group) * (float)s;
+            int64_t words = p.kx / 4, end = e0 + p.k;
+            for (int64_t r0 = 0; r0 < words; r0 += 16384) {
+                int64_t r1 = r0 + 16384 < words ? r0 + 16384 : words;
+                int run = 0;
+                for (int64_t t = r0; t < r1; t++) run = __dp4a(xw[t], w_word(p.w, e0 + 4 * t, end), run);
+                s += run;
+            }
+            acc = p.xs[m] * q_scale(p, e0 / p.group) * (float)s;
         }
         p.y[i] = acc + (p.bias ? p.bias[n * p.bias_stride] : 0.0f);
     }
@@ -93,8 +138,24 @@ extern "C" cn_status cuda_quant_linear(const cn_kernel_args *a) {
     }
     p.y = (float *)a->out[0].data;
     if (p.m * p.n == 0) return CN_OK;
+    p.groups = p.block ? p.k / 32 : 1;
+    p.kx = (p.k + 3) / 4 * 4;
     cu_dev *d = cu_device(op, a->device);
     if (!d) return cn_last_status();
-    quant_linear_kernel<<<cu_blocks(p.m * p.n), CU_THREADS, 0, d->stream>>>(p);
-    return cu_check_launch(op, "quant_linear_kernel");
+    void *xq = NULL, *xs = NULL;
+    cn_status st = cu_scratch(d, op, (size_t)(p.m * p.kx), &xq);
+    if (st == CN_OK) st = cu_scratch(d, op, (size_t)(p.m * p.groups) * sizeof(float), &xs);
+    if (st == CN_OK) {
+        p.xq = (int8_t *)xq;
+        p.xs = (float *)xs;
+        quant_act_kernel<<<cu_blocks(p.m * p.groups), CU_THREADS, 0, d->stream>>>(p);
+        st = cu_check_launch(op, "quant_act_kernel");
+    }
+    if (st == CN_OK) {
+        quant_linear_kernel<<<cu_blocks(p.m * p.n), CU_THREADS, 0, d->stream>>>(p);
+        st = cu_check_launch(op, "quant_linear_kernel");
+    }
+    cu_scratch_free(d, xq);
+    cu_scratch_free(d, xs);
+    return st;
 }

@@ -286,6 +286,108 @@ static void test_conv_max_pool_errors(void) {
     th_release_owned();
 }
 
+/* conv2d_max_pool2d_backward (the kernel the fused op's gradient runs on the CPU) against the
+ * unfused calls: gz = max_pool2d_backward_index(g, choices), then conv2d_backward_input and
+ * _weight of gz and the sum of each plane of gz (sum over dim 2 of [N, O, OH * OW]), bit for bit;
+ * each output alone and all three; g a strided view; one plane of 2^16 elements (the sum split
+ * across the threads, as cn_sum_dim splits a few long rows); random choices. */
+static void test_conv_pool_backward_kernel_matches_the_unfused_calls(void) {
+    typedef struct {
+        const char *name;
+        int64_t x[4], w[4], ints[8];
+        int strided_g;
+    } bcase;
+    static const bcase cases[] = {
+        {"cnn conv2 (chunked)", {8, 32, 14, 14}, {64, 32, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 2}, 0},
+        {"cnn conv1, g strided", {16, 1, 28, 28}, {32, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 2}, 1},
+        {"groups, stride, dilation, k 3", {3, 4, 13, 11}, {6, 2, 3, 2}, {2, 1, 1, 0, 1, 2, 2, 3}, 1},
+        {"1x1 in place", {2, 5, 6, 8}, {4, 5, 1, 1}, {1, 1, 0, 0, 1, 1, 1, 2}, 0},
+        {"one long plane", {1, 1, 256, 256}, {1, 1, 1, 1}, {1, 1, 0, 0, 1, 1, 1, 2}, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int d = 0; d < 2; d++) {
+            const bcase *B = &cases[c];
+            cn_dtype dt = d ? CN_F64 : CN_F32;
+            const int64_t *q = B->ints, k = q[7];
+            int64_t z[4] = {B->x[0], B->w[0],
+                            cn__conv_out_size(B->x[2], B->w[2], q[0], q[2], q[4]),
+                            cn__conv_out_size(B->x[3], B->w[3], q[1], q[3], q[5])};
+            int64_t gs[4] = {z[0], z[1], z[2] / k, z[3] / k};
+            cn_tensor *x = rand_tensor(B->x, 4, dt, cn_cpu());
+            cn_tensor *w = rand_tensor(B->w, 4, dt, cn_cpu());
+            cn_tensor *g = rand_tensor(gs, 4, dt, cn_cpu());
+            if (B->strided_g) { /* the same values, read through a transposed copy */
+                int64_t ts[4] = {gs[0], gs[1], gs[3], gs[2]};
+                g = th_own(cn_transpose(th_own(cn_contiguous(th_own(cn_transpose(g, 2, 3)))),
+                                        2, 3));
+                CHECK(!cn_is_contiguous(g) && cn_shape(g)[2] == ts[3]);
+            }
+            int64_t n = gs[0] * gs[1] * gs[2] * gs[3];
+            double *iv = th_alloc_doubles(n);
+            for (int64_t i = 0; i < n; i++) iv[i] = (double)(th_lcg(&rng_state) % (k * k));
+            cn_tensor *idx = th_own(cn_cast(th_own(th_tensor(iv, gs, 4, CN_F64)), CN_U8));
+            free(iv);
+            cn_tensor *gz = th_own(cn__max_pool2d_backward_index(g, idx, z, k));
+            const int64_t planes[3] = {z[0], z[1], z[2] * z[3]};
+            cn_tensor *want[3] = {
+                th_own(cn__conv2d_backward_input(gz, w, B->x, q)),
+                th_own(cn__conv2d_backward_weight(gz, x, B->w, q)),
+                th_own(cn_sum_dim(th_own(cn_reshape(gz, planes, 3)), 2, 0))};
+            static const char *names[3] = {"gx", "gw", "gb"};
+            for (int m = 0; m < 4; m++) { /* m < 3: output m alone; 3: all three */
+                const int asked[3] = {m == 0 || m == 3, m == 1 || m == 3, m == 2 || m == 3};
+                cn_tensor *got[3];
+                CHECK(cn__conv2d_max_pool2d_backward(g, idx, x, w, q, asked, got) == CN_OK);
+                for (int i = 0; i < 3; i++) {
+                    char what[160];
+                    snprintf(what, sizeof what, "%s %s %s (asked %d)", B->name,
+                             cn_dtype_name(dt), names[i], m);
+                    if (asked[i])
+                        check_same(what, th_own(got[i]), want[i]);
+                    else
+                        CHECK(got[i] == NULL);
+                }
+            }
+            th_release_owned();
+        }
+}
+
+/* The fused backward's misuse: each error names it, and no gradient is handed back. */
+static void test_conv_pool_backward_errors(void) {
+    const char *op = "conv2d_max_pool2d_backward";
+    cn_tensor *x = rand_tensor((int64_t[]){1, 2, 4, 4}, 4, CN_F32, cn_cpu());
+    cn_tensor *w = rand_tensor((int64_t[]){2, 2, 3, 3}, 4, CN_F32, cn_cpu());
+    cn_tensor *g = rand_tensor((int64_t[]){1, 2, 1, 1}, 4, CN_F32, cn_cpu());
+    cn_tensor *g64 = rand_tensor((int64_t[]){1, 2, 1, 1}, 4, CN_F64, cn_cpu());
+    cn_tensor *idx = th_own(cn_zeros((int64_t[]){1, 2, 1, 1}, 4, CN_U8, cn_cpu()));
+    cn_tensor *idx64 = th_own(cn_zeros((int64_t[]){1, 2, 1, 1}, 4, CN_I64, cn_cpu()));
+    const int64_t ints[8] = {1, 1, 0, 0, 1, 1, 1, 2}, k16[8] = {1, 1, 0, 0, 1, 1, 1, 16};
+    const int64_t pad[8] = {1, 1, 1, 1, 1, 1, 1, 2};
+    const int all[3] = {1, 1, 1}, none[3] = {0, 0, 0};
+    cn_tensor *got[3];
+    struct {
+        cn_status s;
+        cn_tensor *g, *idx;
+        const int64_t *ints;
+        const int *want;
+    } bad[] = {
+        {CN_ERR_SHAPE, g, idx64, ints, all},     /* choices not u8 */
+        {CN_ERR_DTYPE, g64, idx, ints, all},     /* g f64, x and w f32 */
+        {CN_ERR_INVALID_ARG, g, idx, ints, none}, /* nothing asked for */
+        {CN_ERR_INVALID_ARG, g, idx, k16, all},  /* k past 15 */
+        {CN_ERR_SHAPE, g, idx, pad, all},        /* padding 1: z is 4 x 4, its pool 2 x 2 */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        got[0] = got[1] = got[2] = x; /* overwritten with NULL */
+        cn_status s = cn__conv2d_max_pool2d_backward(bad[i].g, bad[i].idx, x, w, bad[i].ints,
+                                                     bad[i].want, got);
+        CHECK(s == bad[i].s);
+        CHECK(got[0] == NULL && got[1] == NULL && got[2] == NULL);
+        CHECK(strstr(cn_last_error(), op) != NULL);
+    }
+    th_release_owned();
+}
+
 static void test_errors_name_the_fused_op(void) {
     cn_tensor *x = rand_tensor((int64_t[]){1, 3, 4, 4}, 4, CN_F32, cn_cpu());
     cn_tensor *w = rand_tensor((int64_t[]){2, 2, 3, 3}, 4, CN_F32, cn_cpu());
@@ -304,6 +406,8 @@ int main(void) {
     RUN(test_conv_max_pool_matches_the_two_ops);
     RUN(test_conv_max_pool_nan);
     RUN(test_conv_max_pool_errors);
+    RUN(test_conv_pool_backward_kernel_matches_the_unfused_calls);
+    RUN(test_conv_pool_backward_errors);
     RUN(test_sequential_fuses_conv_and_relu);
     RUN(test_sequential_commutes_relu_and_max_pool);
     RUN(test_errors_name_the_fused_op);

@@ -451,6 +451,16 @@ static cn_tensor *f_conv3d_bw_weight(cn_tensor *const *x, const void *a) {
 static cn_tensor *f_max_pool_bw_index(cn_tensor *const *x, const void *a) {
     return cn__max_pool2d_backward_index(x[0], x[1], A(a)->shape, A(a)->i1);
 }
+/* conv2d_max_pool2d_backward with every output asked for; returns output i0 (gx, gw, gb) */
+static cn_tensor *f_conv_pool_bw(cn_tensor *const *x, const void *a) {
+    const int want[3] = {1, 1, 1};
+    cn_tensor *g[3];
+    if (cn__conv2d_max_pool2d_backward(x[0], x[1], x[2], x[3], A(a)->ints, want, g) != CN_OK)
+        return NULL;
+    for (int i = 0; i < 3; i++)
+        if (i != A(a)->i0) cn_release(g[i]);
+    return g[A(a)->i0];
+}
 static cn_tensor *f_conv_bw_input(cn_tensor *const *x, const void *a) {
     return cn__conv2d_backward_input(x[0], x[1], A(a)->shape, A(a)->ints);
 }
@@ -1695,6 +1705,17 @@ static void run_conv_case(const conv_case *k, cn_dtype dt, int strided) {
                    input(ps, 4, CN_U8, 0, 4, CONTIG)};
     check_op(label("max_pool2d_backward_index %s %s %s", k->name, cn_dtype_name(dt), l),
              CN_OP_MAX_POOL2D_BACKWARD_INDEX, f_max_pool_bw_index, &ap, pin, 2, 1);
+    /* the whole backward of conv2d_max_pool2d from the same g and choices: gx, gw, gb */
+    int64_t p8[8];
+    memcpy(p8, p, sizeof(int64_t) * 7);
+    p8[7] = 2;
+    pair cp[4] = {pin[0], pin[1], in[0], in[1]};
+    for (int o = 0; o < 3; o++) {
+        args ac = {.ints = p8, .i0 = o};
+        check_op(label("conv2d_max_pool2d_backward %s %s %s output %d", k->name,
+                       cn_dtype_name(dt), l, o),
+                 CN_OP_CONV2D_MAX_POOL2D_BACKWARD, f_conv_pool_bw, &ac, cp, 4, 8);
+    }
     pair_free(pin[0]);
     pair_free(pin[1]);
     pair g = conv_input(gs, dt, strided);

@@ -296,6 +296,21 @@ static cn_tensor *run_max_pool_bwd_index(const oc_call *c) {
     return out;
 }
 
+/* conv2d_max_pool2d_backward: inputs (g, choices, x, w); ints = conv2d's 7, k, then the output
+ * checked (0 gx, 1 gw, 2 gb), every output asked for */
+static cn_tensor *run_conv_pool_bwd(const oc_call *c) {
+    cn_tensor *idx = cn_cast(c->x[1], CN_U8), *g[3] = {NULL, NULL, NULL};
+    const int want[3] = {1, 1, 1};
+    int which = (int)c->d->ints[8];
+    if (idx && cn__conv2d_max_pool2d_backward(c->x[0], idx, c->x[2], c->x[3], c->d->ints, want,
+                                              g) != CN_OK)
+        g[which] = NULL;
+    cn_release(idx);
+    for (int i = 0; i < 3; i++)
+        if (i != which) cn_release(g[i]);
+    return g[which];
+}
+
 /* ints: kernel h, w, stride h, w, padding h, w */
 static cn_tensor *run_pool(const oc_call *c) {
     const int64_t *i = c->d->ints;
@@ -844,6 +859,9 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_CONV2D_BACKWARD_WEIGHT] = {run_conv_bwd_weight},
     [CN_OP_MAX_POOL2D_BACKWARD] = {run_max_pool_bwd},
     [CN_OP_MAX_POOL2D_BACKWARD_INDEX] = {run_max_pool_bwd_index},
+    /* the three outputs of conv2d_max_pool2d's whole backward, against autograd's conv2d
+     * gradients of max_unpool2d's expansion */
+    [CN_OP_CONV2D_MAX_POOL2D_BACKWARD] = {run_conv_pool_bwd},
     [CN_OP_AVG_POOL2D_BACKWARD] = {run_avg_pool_bwd},
     /* the fused backward of relu, tanh, sigmoid, silu and gelu (both forms), against aten's
      * threshold/tanh/sigmoid/silu/gelu_backward */

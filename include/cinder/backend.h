@@ -307,6 +307,17 @@ typedef enum cn_op {
      * the backward multiplies the output's gradient by, so that it never recomputes gelu);
      * float. Each block of rows gets the bias and gelu while it is in cache */
     CN_OP_LINEAR_GELU,
+    /* added for speed (issue 15, the CNN's backward): conv2d_max_pool2d_backward, the whole
+     * gradient of conv2d_max_pool2d in one kernel: in = (g [N, O, PH, PW] any strides, idx u8
+     * [N, O, PH, PW] contiguous: the forward's out[1], x [N, C, H, W], w [O, C/g, KH, KW], both
+     * any strides); ints = conv2d_max_pool2d's 8, then want_gx, want_gw, want_gb (0 or 1; at
+     * least one); args->conv: the convolution's geometry; out = the wanted ones, in this order,
+     * contiguous: gx [N, C, H, W], gw [O, C/g, KH, KW] (conv2d_backward_input's and
+     * conv2d_backward_weight's values of gz = max_pool2d_backward_index(g, idx): on the CPU bit
+     * for bit, each image's gz made and used while in cache, never written out), gb [N, O] (the
+     * sum of each plane of gz, as sum over dim 2 of gz seen as [N, O, OH * OW]: the bias's
+     * gradient is its sum over dim 0) */
+    CN_OP_CONV2D_MAX_POOL2D_BACKWARD,
     CN_OP_COUNT
 } cn_op;
 
@@ -410,7 +421,7 @@ CN_API int cn_backend_find(const char *name);
 
 /* The version of the backend interface (this header's structs and the op numbering). Bumped on
  * any incompatible change; a module must have been built with the same number. */
-#define CN_BACKEND_ABI_VERSION 6
+#define CN_BACKEND_ABI_VERSION 7
 
 /* What cinder hands a module: its error path and its counted host allocator (so that the
  * allocation-failure mode, cn_alloc_fail_after, covers the module too). Valid for the life of the

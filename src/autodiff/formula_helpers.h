@@ -62,6 +62,9 @@ cn_tensor *ad_grad_conv1d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_conv_transpose1d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_conv3d(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_conv_transpose3d(ad_node *n, cn_tensor *g, int i);
+/* conv2d_max_pool2d (the whole node: inputs x, w, idx[, b]) through its backward kernel, where
+ * the backend has it (formulas.c's formula otherwise) */
+cn_status ad_grad_conv2d_max_pool2d(ad_node *n, cn_tensor *g, cn_tensor **gin);
 /* ---- formulas_resample.c: the resampling ops of issue 16 ------------------------------------ */
 cn_tensor *ad_grad_interpolate(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_grid_sample_2d(ad_node *n, cn_tensor *g, int i);

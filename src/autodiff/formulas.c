@@ -534,6 +534,8 @@ static cn_status conv_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
 static cn_status conv_pool_formula(ad_node *n, cn_tensor *g, cn_tensor **gin) {
     cn_tensor *idx = ad_input_value(n, 2);
     if (!idx) return cn_last_status();
+    if (cn__has_kernel(CN_OP_CONV2D_MAX_POOL2D_BACKWARD, g)) /* one kernel (formulas_conv.c) */
+        return ad_grad_conv2d_max_pool2d(n, g, gin);
     const int64_t *xs = n->in[0].shape, *ws = n->in[1].shape, *c = n->ints;
     int64_t z_shape[4] = {xs[0], ws[0], cn__conv_out_size(xs[2], ws[2], c[0], c[2], c[4]),
                           cn__conv_out_size(xs[3], ws[3], c[1], c[3], c[5])};

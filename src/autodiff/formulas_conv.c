@@ -133,3 +133,21 @@ cn_tensor *ad_grad_conv_transpose3d(ad_node *n, cn_tensor *g, int i) {
     cn_conv3d_params p = {{k[0], k[1], k[2]}, {k[3], k[4], k[5]}, {k[6], k[7], k[8]}, k[9]};
     return fit_spatial(cn_conv3d(g, w, NULL, &p), n->in[0].shape + 2, 3);
 }
+
+/* conv2d_max_pool2d (inputs x, w, idx[, b]): the gradients of x and w and each plane's sum of
+ * the convolution's output gradient from one kernel; the bias's gradient is the sum of those
+ * over the batch (the values of formulas.c's conv_pool_formula, bit for bit on the CPU). */
+cn_status ad_grad_conv2d_max_pool2d(ad_node *n, cn_tensor *g, cn_tensor **gin) {
+    cn_tensor *x = ad_input_value(n, 0), *w = ad_input_value(n, 1), *idx = ad_input_value(n, 2);
+    if (!x || !w || !idx) return cn_last_status();
+    const int want[3] = {n->in[0].node != NULL, n->in[1].node != NULL,
+                         n->n_in > 3 && n->in[3].node != NULL};
+    if (!want[0] && !want[1] && !want[2]) return CN_OK;
+    cn_tensor *grads[3];
+    cn_status s = cn__conv2d_max_pool2d_backward(g, idx, x, w, n->ints, want, grads);
+    if (s != CN_OK) return s; /* grads: owned by the backward's scope, as every temporary */
+    for (int i = 0; i < 2; i++)
+        if (want[i]) gin[i] = cn_retain(grads[i]);
+    if (want[2] && !(gin[3] = cn_retain(cn_sum_dim(grads[2], 0, 0)))) return cn_last_status();
+    return CN_OK;
+}

@@ -419,6 +419,11 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
     [CN_OP_LINEAR_GELU] = {.name = "linear_gelu", .family = CN__FAMILY_MATMUL, .n_in = 3,
                            .kinds = {F, F, F}, .out = CN__OUT_INPUT, .n_ints = 2,
                            .saves = IN0 | IN1 | IN2, .differentiable = 1},
+    /* in = g, idx (u8), x, w; ints: conv2d_max_pool2d's 8, want_gx, want_gw, want_gb */
+    [CN_OP_CONV2D_MAX_POOL2D_BACKWARD] = {.name = "conv2d_max_pool2d_backward",
+                                          .family = CN__FAMILY_GRAD, .n_in = 4,
+                                          .kinds = {F, I, F}, .out = CN__OUT_INPUT,
+                                          .n_ints = 11},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

@@ -27,6 +27,14 @@ cn_tensor *cn__avg_pool2d_backward(cn_tensor *g, const int64_t *x_shape, const i
  * pool's input, z_shape [N,C,H,W]. */
 cn_tensor *cn__max_pool2d_backward_index(cn_tensor *g, cn_tensor *idx, const int64_t *z_shape,
                                          int64_t k);
+/* The gradients of conv2d_max_pool2d (x, w, the forward's ints and its choices idx) from its
+ * output's gradient g, in one kernel: grads[0] = x's (when want[0]), grads[1] = w's (want[1]),
+ * grads[2] = [N, O], each plane's sum of the convolution's output gradient (want[2]; the bias's
+ * gradient is its sum over dim 0), new tensors, NULL where not wanted. The same values as
+ * cn__max_pool2d_backward_index, then cn__conv2d_backward_input / _weight and the sum over the
+ * planes (bit for bit on the CPU). On failure all are NULL and the error is returned. */
+cn_status cn__conv2d_max_pool2d_backward(cn_tensor *g, cn_tensor *idx, cn_tensor *x, cn_tensor *w,
+                                         const int64_t *ints, const int *want, cn_tensor **grads);
 /* The output size of a convolution or pool along one dim (-1: the window does not fit, -2: past
  * int64), as cn_conv2d computes it. */
 int64_t cn__conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil);

@@ -385,3 +385,80 @@ cn_tensor *cn__max_pool2d_backward_index(cn_tensor *g, cn_tensor *idx, const int
 cn_tensor *cn__avg_pool2d_backward(cn_tensor *g, const int64_t *x_shape, const int64_t *ints) {
     return backward_kernel(CN_OP_AVG_POOL2D_BACKWARD, g, NULL, x_shape, ints, 6);
 }
+
+cn_status cn__conv2d_max_pool2d_backward(cn_tensor *g, cn_tensor *idx, cn_tensor *x, cn_tensor *w,
+                                         const int64_t *ints, const int *want, cn_tensor **grads) {
+    const char *op = cn_op_name(CN_OP_CONV2D_MAX_POOL2D_BACKWARD);
+    for (int i = 0; i < 3; i++) grads[i] = NULL;
+    cn_tensor *in[4] = {g, idx, x, w};
+    const char *names[4] = {"g", "idx", "x", "w"};
+    cn_device dev;
+    const cn_backend *be = cn__route(op, in, names, 4, &dev);
+    if (!be) return cn_last_status();
+    if (g->ndim != 4 || x->ndim != 4 || w->ndim != 4)
+        return cn_set_error(CN_ERR_SHAPE, op, "g, x and w must be 4-D (the forward's)");
+    if (cn__check_same_dtype(op, "g", g, "x", x) != CN_OK ||
+        cn__check_same_dtype(op, "g", g, "w", w) != CN_OK)
+        return cn_last_status();
+    if (idx->dtype != CN_U8 || !cn_is_contiguous(idx) || idx->ndim != 4 ||
+        memcmp(g->shape, idx->shape, sizeof(int64_t) * 4) != 0)
+        return cn_set_error(CN_ERR_SHAPE, op, "the choices must be conv2d_max_pool2d's: u8, "
+                            "dense, of the gradient's shape");
+    if (!want[0] && !want[1] && !want[2])
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "no gradient asked for: want at least one "
+                            "of gx, gw, gb");
+    int64_t k = ints[7];
+    if (k < 2 || k > 15)
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "the pool's window k = %lld must be in "
+                            "2..15 (conv2d_max_pool2d's)", (long long)k);
+    /* the convolution's output z, checked as conv2d_backward_*'s gradient would be; g is its
+     * pool (rows and columns past the last whole window dropped) */
+    int64_t z_shape[4] = {x->shape[0], w->shape[0],
+                          out_size(x->shape[2], w->shape[2], ints[0], ints[2], ints[4]),
+                          out_size(x->shape[3], w->shape[3], ints[1], ints[3], ints[5])};
+    if (z_shape[2] < 1 || z_shape[3] < 1)
+        return cn_set_error(CN_ERR_SHAPE, op, "the kernel of w (dilated) does not fit the "
+                            "padded x: pass the forward's x, w and ints");
+    cn_conv_geometry geo;
+    if (conv_geometry(op, x->shape, w->shape, z_shape, ints, &geo) != CN_OK)
+        return cn_last_status();
+    if (g->shape[0] != z_shape[0] || g->shape[1] != z_shape[1] || g->shape[2] != z_shape[2] / k ||
+        g->shape[3] != z_shape[3] / k || g->shape[2] < 1 || g->shape[3] < 1)
+        return cn_set_error(CN_ERR_SHAPE, op, "gradient [%lld, %lld, %lld, %lld] is not the %lld "
+                            "x %lld pool of the convolution's output [%lld, %lld, %lld, %lld]",
+                            (long long)g->shape[0], (long long)g->shape[1],
+                            (long long)g->shape[2], (long long)g->shape[3], (long long)k,
+                            (long long)k, (long long)z_shape[0], (long long)z_shape[1],
+                            (long long)z_shape[2], (long long)z_shape[3]);
+    const int64_t b_shape[2] = {z_shape[0], z_shape[1]};
+    cn_tensor *outs[3];
+    int n_out = 0;
+    cn_status s = CN_OK;
+    if (want[0] && s == CN_OK)
+        s = (outs[n_out++] = cn__tensor_alloc(op, x->shape, 4, g->dtype, dev)) ? CN_OK
+                                                                              : cn_last_status();
+    if (want[1] && s == CN_OK)
+        s = (outs[n_out++] = cn__tensor_alloc(op, w->shape, 4, g->dtype, dev)) ? CN_OK
+                                                                              : cn_last_status();
+    if (want[2] && s == CN_OK)
+        s = (outs[n_out++] = cn__tensor_alloc(op, b_shape, 2, g->dtype, dev)) ? CN_OK
+                                                                             : cn_last_status();
+    if (s == CN_OK) {
+        cn_view views[4];
+        for (int i = 0; i < 4; i++) cn__tensor_as_view(in[i], &views[i]);
+        int64_t all[11];
+        memcpy(all, ints, sizeof(int64_t) * 8);
+        for (int i = 0; i < 3; i++) all[8 + i] = want[i] != 0;
+        s = cn__launch_geom(be, dev, CN_OP_CONV2D_MAX_POOL2D_BACKWARD, views, 4, outs, n_out,
+                            all, 11, &geo);
+    }
+    for (int i = 0, o = 0; i < 3; i++) {
+        if (!want[i]) continue;
+        if (o < n_out && s == CN_OK)
+            grads[i] = outs[o];
+        else if (o < n_out)
+            cn_release(outs[o]);
+        o++;
+    }
+    return s;
+}

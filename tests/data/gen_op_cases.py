@@ -660,6 +660,36 @@ def unpool_choices(g, idx):
 case("max_pool2d_backward_index", "max_pool2d_backward_index",
      [Fl([1, 2, 2, 3]), In([1, 2, 2, 3], PI_CHOICES)], unpool_choices, ints=PI_Z + [PI_K])
 
+# conv2d_max_pool2d_backward: g, the choices, x, w -> gx, gw or gb ([N, O]: each plane's sum of
+# the convolution's output gradient), autograd's conv2d gradients of max_unpool2d's expansion of
+# g. ints: conv2d's 7 (groups 2, padding 1), k, the output; the 6 x 7 output leaves a column.
+CP_X, CP_W, CP_C, CP_K = [2, 4, 6, 7], [6, 2, 3, 3], [1, 1, 1, 1, 1, 1, 2], 2
+CP_G = [2, 6, 3, 3]
+CP_CHOICES = [(5 * i + i // 7) % 4 for i in range(2 * 6 * 3 * 3)]
+
+
+def conv_pool_backward(which):
+    def fn(g, idx, x, w):
+        ph = torch.arange(CP_G[2]).view(1, 1, -1, 1)
+        pw = torch.arange(CP_G[3]).view(1, 1, 1, -1)
+        flat = (ph * CP_K + idx // CP_K) * 7 + pw * CP_K + idx % CP_K
+        gz = F.max_unpool2d(g, flat, CP_K, CP_K, output_size=[6, 7])
+        if which == 2:
+            return gz.sum((2, 3))
+        x = x.clone().requires_grad_(True)
+        w = w.clone().requires_grad_(True)
+        z = F.conv2d(x, w, stride=CP_C[0:2], padding=CP_C[2:4], dilation=CP_C[4:6],
+                     groups=CP_C[6])
+        gx, gw = torch.autograd.grad(z, (x, w), gz)
+        return gx if which == 0 else gw
+    return fn
+
+
+for which, name in enumerate(("gx", "gw", "gb")):
+    case("conv2d_max_pool2d_backward", "conv2d_max_pool2d_backward_" + name,
+         [Fl(CP_G), In(CP_G, CP_CHOICES), Fl(CP_X), Fl(CP_W)], conv_pool_backward(which),
+         ints=CP_C + [CP_K, which])
+
 # ---- softmax_backward: ints = the dim, 1 for log_softmax; y a softmax's (log_softmax's) output,
 # against PyTorch's own backward kernels
 SB_X = f32(Gen("softmax_backward_x").uniform([3, 4, 5], -2.0, 2.0))

@@ -246,6 +246,8 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_MAX_POOL2D] = dt[CN_OP_AVG_POOL2D] = dt[CN_OP_MAX_POOL2D_BACKWARD_INDEX] = F;
     dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
     dt[CN_OP_MAX_POOL2D_BACKWARD] = dt[CN_OP_AVG_POOL2D_BACKWARD] = F;
+    k[CN_OP_CONV2D_MAX_POOL2D_BACKWARD] = cpu_conv2d_max_pool2d_backward;
+    dt[CN_OP_CONV2D_MAX_POOL2D_BACKWARD] = F;
     /* convolutions of issue 16 */
     k[CN_OP_CONV_TRANSPOSE2D] = k[CN_OP_CONV_TRANSPOSE1D] = cpu_conv_transpose2d;
     k[CN_OP_CONV1D] = cpu_conv1d;

@@ -148,9 +148,8 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
 
 /* ---- the weight's gradient ------------------------------------------------------------------ */
 
-/* out[i] = sum over k < parts of part[k][i], the parts `stride` bytes apart. */
-static void sum_parts(cn_dtype dt, void *out, const char *part, size_t stride, int parts,
-                      int64_t n) {
+void cpu_conv_sum_parts(cn_dtype dt, void *out, const char *part, size_t stride, int parts,
+                       int64_t n) {
     if (dt == CN_F32) {
         float *o = (float *)out;
         for (int64_t i = 0; i < n; i++) o[i] = ((const float *)part)[i];
@@ -248,7 +247,8 @@ cn_status cpu_conv2d_backward_weight(const cn_kernel_args *args) {
                     .col_bytes = col_bytes, .gpk_bytes = gpk_bytes, .acc_bytes = acc_bytes};
     cpu_parallel(tasks, chunks, weight_tasks, &j);
     if (acc_bytes)
-        sum_parts(dt, ov->data, scratch + col_bytes + gpk_bytes, per_chunk, (int)chunks, numel);
+        cpu_conv_sum_parts(dt, ov->data, scratch + col_bytes + gpk_bytes, per_chunk,
+                           (int)chunks, numel);
     cn__free(scratch);
     return CN_OK;
 }

@@ -62,6 +62,8 @@ cn_status cpu_conv3d(const cn_kernel_args *a);
 /* conv_backward.c */
 cn_status cpu_conv2d_backward_input(const cn_kernel_args *a);
 cn_status cpu_conv2d_backward_weight(const cn_kernel_args *a);
+/* conv_pool_backward.c: conv2d_max_pool2d_backward */
+cn_status cpu_conv2d_max_pool2d_backward(const cn_kernel_args *a);
 /* pool_backward.c */
 cn_status cpu_pool2d_backward(const cn_kernel_args *a); /* max and avg */
 /* pool_index.c: max_pool2d_backward_index, and the pool of conv2d_max_pool2d's planes: z, a
@@ -72,6 +74,19 @@ void cpu_pool_index_plane_f32(const float *z, int64_t W, int64_t k, int64_t PH, 
                               float *out, uint8_t *idx);
 void cpu_pool_index_plane_f64(const double *z, int64_t W, int64_t k, int64_t PH, int64_t PW,
                               double *out, uint8_t *idx);
+/* One plane of max_pool2d_backward_index: gz [H, W] dense from g's plane (element strides gs_h,
+ * gs_w) pooled into [PH, PW] by k x k windows at stride k, and its choices idx [PH, PW]; every
+ * element written (0 + g at the choice, +0 elsewhere and past the last whole window). */
+void cpu_pool_index_back_plane_f32(const float *g, int64_t gs_h, int64_t gs_w,
+                                   const uint8_t *idx, int64_t H, int64_t W, int64_t PH,
+                                   int64_t PW, int64_t k, float *gz);
+void cpu_pool_index_back_plane_f64(const double *g, int64_t gs_h, int64_t gs_w,
+                                   const uint8_t *idx, int64_t H, int64_t W, int64_t PH,
+                                   int64_t PW, int64_t k, double *gz);
+/* reduce.c: the sums of `rows` dense rows of n elements (row r at p + r * n) into out, each as
+ * cpu_reduce sums the last dim of a dense [count, n] matrix (count: all its rows), bit for bit */
+void cpu_sum_rows_f32(const float *p, int64_t rows, int64_t n, int64_t count, float *out);
+void cpu_sum_rows_f64(const double *p, int64_t rows, int64_t n, int64_t count, double *out);
 /* scan.c: cumsum, cumprod, cummax, cummin, sort, any, all; cumprod's backward */
 cn_status cpu_scan(const cn_kernel_args *a);
 cn_status cpu_cumprod_backward(const cn_kernel_args *a);

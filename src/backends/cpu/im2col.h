@@ -47,6 +47,11 @@ void cpu_col2im_f64(const cpu_conv_geom *g, double *col, double *x);
 #define CPU_CONV_SCRATCH_BYTES ((size_t)64 << 20)
 int64_t cpu_conv_chunks(int64_t tasks, double mnk, size_t per_chunk);
 
+/* out[i] = the sum over k < parts of part[k][i] (the parts `stride` bytes apart), in k's order:
+ * how conv2d's weight gradient sums its chunks' accumulators (conv_backward.c). */
+void cpu_conv_sum_parts(cn_dtype dt, void *out, const char *part, size_t stride, int parts,
+                        int64_t n);
+
 /* Non-zero when dims [from, ndim) of v are dense row-major (size-1 dims ignored). */
 int cpu_dense_from(const cn_view *v, int from);
 

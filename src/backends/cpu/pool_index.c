@@ -146,34 +146,32 @@ typedef struct back_job {
     cn_dtype dt;
 } back_job;
 
-/* One plane of gz [H, W] from g's plane (element strides gs_h, gs_w) and its choices. Every
- * element is written: the windows' (0 + g or +0), then the rows and columns past the last
- * window (+0). */
+/* One plane of gz [H, W] (cpu_internal.h). Every element is written: the windows' (0 + g or
+ * +0), then the rows and columns past the last window (+0). */
 #define DEFINE_BACK_PLANE(T, SUF)                                                               \
-    static void back_plane_##SUF(const back_job *j, const T *g, int64_t gs_h, int64_t gs_w,     \
-                                 const uint8_t *idx, T *gz) {                                   \
-        const int64_t W = j->W, k = j->k;                                                       \
-        for (int64_t ph = 0; ph < j->PH; ph++) {                                                \
+    void cpu_pool_index_back_plane_##SUF(const T *g, int64_t gs_h, int64_t gs_w,                \
+                                         const uint8_t *idx, int64_t H, int64_t W, int64_t PH,  \
+                                         int64_t PW, int64_t k, T *gz) {                        \
+        for (int64_t ph = 0; ph < PH; ph++) {                                                   \
             const T *gr = g + ph * gs_h;                                                        \
-            const uint8_t *ir = idx + ph * j->PW;                                               \
+            const uint8_t *ir = idx + ph * PW;                                                  \
             T *d = gz + ph * k * W;                                                             \
             if (k == 2 && gs_w == 1) {                                                          \
-                back2_row_##SUF(gr, ir, d, d + W, j->PW);                                       \
-                for (int64_t c = j->PW * 2; c < W; c++) d[c] = d[W + c] = 0;                    \
+                back2_row_##SUF(gr, ir, d, d + W, PW);                                          \
+                for (int64_t c = PW * 2; c < W; c++) d[c] = d[W + c] = 0;                       \
                 continue;                                                                       \
             }                                                                                   \
             for (int64_t i = 0; i < k; i++) {                                                   \
                 T *row = d + i * W;                                                             \
-                for (int64_t pw = 0; pw < j->PW; pw++) {                                        \
+                for (int64_t pw = 0; pw < PW; pw++) {                                           \
                     T v = (T)0 + gr[pw * gs_w];                                                 \
                     int64_t at = (int64_t)ir[pw] - i * k; /* the choice's column, if in row i */ \
                     for (int64_t c = 0; c < k; c++) row[pw * k + c] = at == c ? v : (T)0;       \
                 }                                                                               \
-                for (int64_t c = j->PW * k; c < W; c++) row[c] = 0;                             \
+                for (int64_t c = PW * k; c < W; c++) row[c] = 0;                                \
             }                                                                                   \
         }                                                                                       \
-        if (j->PH * k < j->H)                                                                   \
-            memset(gz + j->PH * k * W, 0, sizeof(T) * (size_t)((j->H - j->PH * k) * W));        \
+        if (PH * k < H) memset(gz + PH * k * W, 0, sizeof(T) * (size_t)((H - PH * k) * W));     \
     }
 DEFINE_BACK_PLANE(float, f32)
 DEFINE_BACK_PLANE(double, f64)
@@ -190,10 +188,11 @@ static void back_planes(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
         const uint8_t *idx = (const uint8_t *)j->iv->data + q * j->PH * j->PW;
         char *gz = (char *)j->ov->data + (size_t)(q * j->H * j->W) * j->es;
         if (j->dt == CN_F32)
-            back_plane_f32(j, (const float *)g, gv->strides[2], gv->strides[3], idx, (float *)gz);
+            cpu_pool_index_back_plane_f32((const float *)g, gv->strides[2], gv->strides[3], idx,
+                                          j->H, j->W, j->PH, j->PW, j->k, (float *)gz);
         else
-            back_plane_f64(j, (const double *)g, gv->strides[2], gv->strides[3], idx,
-                           (double *)gz);
+            cpu_pool_index_back_plane_f64((const double *)g, gv->strides[2], gv->strides[3], idx,
+                                          j->H, j->W, j->PH, j->PW, j->k, (double *)gz);
     }
 }
 

@@ -690,6 +690,44 @@ cn_status cpu_reduce(const cn_kernel_args *a) {
     return CN_OK;
 }
 
+/* ---- row sums for other kernels ------------------------------------------------------------ *
+ * cpu_sum_rows_*: the sums of rows of a dense [count, n] matrix (rows [r0, r0 + rows) here), each
+ * the value cpu_reduce's sum over the last dim gives it, bit for bit: one pairwise row sum, or,
+ * where cpu_reduce's plan (above) splits the reduced dim across the threads (few long rows), the
+ * same chunks' sums combined in chunk order. */
+
+#define DEF_SUM_ROWS(T, SUF)                                                                       \
+    typedef struct rows_split_##SUF {                                                              \
+        const T *p;                                                                                \
+        T part[MAX_SPLIT];                                                                         \
+    } rows_split_##SUF;                                                                            \
+    static void rows_split_chunk_##SUF(void *ctx, int64_t t, int64_t k0, int64_t k1) {             \
+        rows_split_##SUF *s = ctx;                                                                 \
+        s->part[t] = sum_row_id_##SUF(s->p + k0, k1 - k0, 1, 0);                                   \
+    }                                                                                              \
+    void cpu_sum_rows_##SUF(const T *p, int64_t rows, int64_t n, int64_t count, T *out) {          \
+        int nt = cpu_threads();                                                                    \
+        int parallel = nt > 1 && count * (n > 0 ? n : 1) >= 2 * CPU_PARALLEL_GRAIN;                \
+        int64_t tile = pick_tile(count, 1, MAX_TILE, 1, 1, parallel ? nt : 1);                     \
+        int64_t items = (count + tile - 1) / tile;                                                 \
+        int split = parallel && !(items >= nt || n < 2 * nt);                                      \
+        for (int64_t r = 0; r < rows; r++) {                                                       \
+            if (!split) {                                                                          \
+                out[r] = sum_row_id_##SUF(p + r * n, n, 1, 0);                                     \
+                continue;                                                                          \
+            }                                                                                      \
+            rows_split_##SUF s = {.p = p + r * n};                                                 \
+            int used = nt < MAX_SPLIT ? nt : MAX_SPLIT;                                            \
+            cpu_parallel(n, used, rows_split_chunk_##SUF, &s);                                     \
+            T acc = s.part[0];                                                                     \
+            for (int t = 1; t < used; t++) acc = acc + s.part[t];                                  \
+            out[r] = acc;                                                                          \
+        }                                                                                          \
+    }
+DEF_SUM_ROWS(float, f32)
+DEF_SUM_ROWS(double, f64)
+#undef DEF_SUM_ROWS
+
 /* ---- softmax --------------------------------------------------------------------------------- *
  * softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max); log_softmax(x)_i = (x_i - max) - log(sum).
  * Subtracting the max keeps exp in range for any finite input. A row that holds a NaN, a +inf, or

@@ -342,6 +342,7 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_ONE_HOT] = cuda_one_hot;
     k[CN_OP_CONV2D] = k[CN_OP_CONV2D_RELU] = k[CN_OP_CONV2D_MAX_POOL2D] = cuda_conv2d;
     k[CN_OP_MAX_POOL2D_BACKWARD_INDEX] = cuda_max_pool2d_backward_index;
+    k[CN_OP_CONV2D_MAX_POOL2D_BACKWARD] = cuda_conv2d_max_pool2d_backward;
     k[CN_OP_MAX_POOL2D] = k[CN_OP_AVG_POOL2D] = cuda_pool2d;
     k[CN_OP_CONV2D_BACKWARD_INPUT] = cuda_conv2d_backward_input;
     k[CN_OP_CONV2D_BACKWARD_WEIGHT] = cuda_conv2d_backward_weight;
@@ -397,6 +398,7 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_CONV2D] = dt[CN_OP_CONV2D_RELU] = dt[CN_OP_CONV2D_MAX_POOL2D] = F;
     dt[CN_OP_MAX_POOL2D] = dt[CN_OP_AVG_POOL2D] = dt[CN_OP_MAX_POOL2D_BACKWARD_INDEX] = F;
     dt[CN_OP_CONV2D_BACKWARD_INPUT] = dt[CN_OP_CONV2D_BACKWARD_WEIGHT] = F;
+    dt[CN_OP_CONV2D_MAX_POOL2D_BACKWARD] = F;
     dt[CN_OP_CONV_TRANSPOSE2D] = dt[CN_OP_CONV_TRANSPOSE1D] = dt[CN_OP_CONV1D] = F;
     dt[CN_OP_CONV3D] = dt[CN_OP_CONV_TRANSPOSE3D] = dt[CN_OP_CONV3D_BACKWARD_WEIGHT] =
         DT(CN_F32) | DT(CN_F64);

@@ -444,3 +444,85 @@ extern "C" cn_status cuda_conv2d_backward_weight(const cn_kernel_args *a) {
     cu_scratch_free(d, g_owned);
     return s;
 }
+
+/* ---- conv2d_max_pool2d's backward ----------------------------------------------------------- */
+
+/* out[r] = the sum of the n elements of row r of a dense [rows, n] matrix (one thread a row, in
+ * the compute type T: double for f64, float otherwise). */
+template <typename T>
+__global__ void plane_sum_kernel(const char *z, char *out, int64_t rows, int64_t n, int dt,
+                                 int es) {
+    int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    T acc = 0;
+    for (int64_t i = 0; i < n; i++) acc += cu_ld<T>(z + (size_t)(r * n + i) * es, dt);
+    cu_st<T>(out + (size_t)r * es, dt, acc);
+}
+
+/* in = (g [N,O,PH,PW], idx u8, x, w); ints = conv2d's 7, k, want_gx, want_gw, want_gb; out = the
+ * wanted of gx, gw, gb [N, O]: the convolution's output gradient gz into a scratch buffer
+ * (max_pool2d_backward_index), then conv2d's two backward kernels and the planes' sums of it. */
+extern "C" cn_status cuda_conv2d_max_pool2d_backward(const cn_kernel_args *a) {
+    const char *op = "conv2d_max_pool2d_backward";
+    const cn_conv_geometry *c = cn__kernel_geometry("cuda", a);
+    if (!c) return CN_ERR_INVALID_ARG;
+    cu_dev *d = cu_device(op, a->device);
+    if (!d) return cn_last_status();
+    const cn_view *gv = &a->in[0];
+    int64_t k = a->ints[7];
+    size_t es = cn_dtype_size(gv->dtype);
+    cn_view z;
+    memset(&z, 0, sizeof z);
+    z.dtype = gv->dtype;
+    z.ndim = 4;
+    const int64_t zs[4] = {c->n, c->o, c->oh, c->ow};
+    int64_t st = 1;
+    for (int i = 3; i >= 0; i--) {
+        z.shape[i] = zs[i];
+        z.strides[i] = st;
+        st *= zs[i];
+    }
+    cn_status s = cu_scratch(d, op, (size_t)st * es, &z.data);
+    if (s != CN_OK) return s;
+    /* gz: the pool's backward, its geometry that of a k x k pool of z */
+    cn_conv_geometry pg = {.n = c->n, .c = c->o, .h = c->oh, .w = c->ow, .o = c->o,
+                           .oh = c->oh / k, .ow = c->ow / k, .kh = k, .kw = k, .sh = k, .sw = k};
+    const int64_t pool_ints[6] = {k, k, k, k, 0, 0};
+    cn_kernel_args pa = *a;
+    pa.op = CN_OP_MAX_POOL2D_BACKWARD_INDEX;
+    pa.n_in = 2;
+    pa.n_out = 1;
+    pa.out = &z;
+    pa.ints = pool_ints;
+    pa.n_ints = 6;
+    pa.conv = &pg;
+    s = cuda_max_pool2d_backward_index(&pa);
+    int o = 0;
+    for (int i = 0; i < 3 && s == CN_OK; i++) {
+        if (!a->ints[8 + i]) continue;
+        const cn_view *ov = &a->out[o++];
+        if (i == 2) {
+            int64_t rows = c->n * c->o, n = c->oh * c->ow;
+            if (rows == 0) continue;
+            if (gv->dtype == CN_F64)
+                plane_sum_kernel<double><<<cu_blocks(rows), CU_THREADS, 0, d->stream>>>(
+                    (const char *)z.data, (char *)ov->data, rows, n, gv->dtype, (int)es);
+            else
+                plane_sum_kernel<float><<<cu_blocks(rows), CU_THREADS, 0, d->stream>>>(
+                    (const char *)z.data, (char *)ov->data, rows, n, gv->dtype, (int)es);
+            s = cu_check_launch(op, "plane_sum_kernel");
+            continue;
+        }
+        cn_view in2[2] = {z, a->in[i == 0 ? 3 : 2]}; /* (gz, w) or (gz, x) */
+        cn_kernel_args ca = *a;
+        ca.op = i == 0 ? CN_OP_CONV2D_BACKWARD_INPUT : CN_OP_CONV2D_BACKWARD_WEIGHT;
+        ca.in = in2;
+        ca.n_in = 2;
+        ca.out = ov;
+        ca.n_out = 1;
+        ca.n_ints = 7;
+        s = i == 0 ? cuda_conv2d_backward_input(&ca) : cuda_conv2d_backward_weight(&ca);
+    }
+    cu_scratch_free(d, z.data);
+    return s;
+}

@@ -240,6 +240,9 @@ cn_status cuda_conv3d(const cn_kernel_args *a);
 cn_status cuda_pool2d(const cn_kernel_args *a);          /* max and avg */
 cn_status cuda_pool2d_backward(const cn_kernel_args *a); /* max and avg */
 cn_status cuda_max_pool2d_backward_index(const cn_kernel_args *a);
+/* conv2d_max_pool2d_backward (conv.cu): composed of the pool's and the convolution's backward
+ * kernels over a scratch gz, and the planes' sums of it */
+cn_status cuda_conv2d_max_pool2d_backward(const cn_kernel_args *a);
 /* matmul_int.cu: matmul's i32 and i64 (cuda_matmul hands them over) */
 cn_status cu_matmul_int(cu_dev *d, const cn_kernel_args *args);
 /* conv2d_max_pool2d's pool (pool.cu): z [N, C, H, W] by k x k windows at stride k into out and,

@@ -255,6 +255,23 @@ static cn_status conv_forward(const cn_kernel_args *a) {
     return s;
 }
 
+/* *z: a dense [N, O, OH, OW] view of the convolution's output in dtype dt, on scratch (free its
+ * data with cu_scratch_free) */
+static cn_status conv_out_scratch(cu_dev *d, const char *op, const cn_conv_geometry *c,
+                                  cn_dtype dt, cn_view *z) {
+    memset(z, 0, sizeof *z);
+    z->dtype = dt;
+    z->ndim = 4;
+    const int64_t zs[4] = {c->n, c->o, c->oh, c->ow};
+    int64_t st = 1;
+    for (int k = 3; k >= 0; k--) {
+        z->shape[k] = zs[k];
+        z->strides[k] = st;
+        st *= zs[k];
+    }
+    return cu_scratch(d, op, (size_t)st * cn_dtype_size(dt), &z->data);
+}
+
 /* conv2d_max_pool2d: the convolution into a scratch buffer, then its pool (pool.cu). */
 static cn_status conv_pool_forward(const cn_kernel_args *a) {
     const char *op = cn_op_name(a->op);
@@ -263,19 +280,8 @@ static cn_status conv_pool_forward(const cn_kernel_args *a) {
     cu_dev *d = cu_device(op, a->device);
     if (!d) return cn_last_status();
     const cn_view *ov = &a->out[0];
-    size_t es = cn_dtype_size(ov->dtype);
     cn_view z;
-    memset(&z, 0, sizeof z);
-    z.dtype = ov->dtype;
-    z.ndim = 4;
-    const int64_t zs[4] = {c->n, c->o, c->oh, c->ow};
-    int64_t st = 1;
-    for (int k = 3; k >= 0; k--) {
-        z.shape[k] = zs[k];
-        z.strides[k] = st;
-        st *= zs[k];
-    }
-    cn_status s = cu_scratch(d, op, (size_t)(c->n * c->o * c->oh * c->ow) * es, &z.data);
+    cn_status s = conv_out_scratch(d, op, c, ov->dtype, &z);
     if (s != CN_OK) return s;
     cn_kernel_args conv = *a;
     conv.op = CN_OP_CONV2D;
@@ -472,17 +478,7 @@ extern "C" cn_status cuda_conv2d_max_pool2d_backward(const cn_kernel_args *a) {
     int64_t k = a->ints[7];
     size_t es = cn_dtype_size(gv->dtype);
     cn_view z;
-    memset(&z, 0, sizeof z);
-    z.dtype = gv->dtype;
-    z.ndim = 4;
-    const int64_t zs[4] = {c->n, c->o, c->oh, c->ow};
-    int64_t st = 1;
-    for (int i = 3; i >= 0; i--) {
-        z.shape[i] = zs[i];
-        z.strides[i] = st;
-        st *= zs[i];
-    }
-    cn_status s = cu_scratch(d, op, (size_t)st * es, &z.data);
+    cn_status s = conv_out_scratch(d, op, c, gv->dtype, &z);
     if (s != CN_OK) return s;
     /* gz: the pool's backward, its geometry that of a k x k pool of z */
     cn_conv_geometry pg = {.n = c->n, .c = c->o, .h = c->oh, .w = c->ow, .o = c->o,

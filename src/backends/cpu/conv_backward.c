@@ -87,16 +87,20 @@ static void input_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
             grad_block(j->gv, g, j->g_direct, n, grp, j->g_direct ? NULL : mine + j->col_bytes);
         const char *wg = j->wdata + (size_t)(grp * g->Og * j->w_ld) * es;
         char *gx = (char *)j->ov->data + (size_t)((n * g->groups + grp) * j->plane) * es;
-        char *cols = j->direct_cols ? gx : mine;
-        cpu_gemm(j->dt, 1, 0, g->K, g->P, g->Og, wg, j->w_ld, gb, j->g_ld, 0.0, cols, g->P);
-        if (!j->direct_cols) {
-            memset(gx, 0, (size_t)j->plane * es);
-            if (j->dt == CN_F32)
-                cpu_col2im_f32(g, (float *)cols, (float *)gx);
-            else
-                cpu_col2im_f64(g, (double *)cols, (double *)gx);
-        }
+        cpu_conv_input_grad(g, j->dt, wg, j->w_ld, gb, j->g_ld, j->direct_cols, mine, gx);
     }
+}
+
+void cpu_conv_input_grad(const cpu_conv_geom *g, cn_dtype dt, const char *wg, int64_t w_ld,
+                         const char *gb, int64_t g_ld, int direct, char *col, char *gx) {
+    char *cols = direct ? gx : col;
+    cpu_gemm(dt, 1, 0, g->K, g->P, g->Og, wg, w_ld, gb, g_ld, 0.0, cols, g->P);
+    if (direct) return;
+    memset(gx, 0, (size_t)(g->Cg * g->H * g->W) * cn_dtype_size(dt));
+    if (dt == CN_F32)
+        cpu_col2im_f32(g, (float *)cols, (float *)gx);
+    else
+        cpu_col2im_f64(g, (double *)cols, (double *)gx);
 }
 
 cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {

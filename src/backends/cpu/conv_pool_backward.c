@@ -97,15 +97,7 @@ static void pool_back_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end
         if (j->gx) { /* gx[n, group] = col2im(w_group^T @ gz) */
             const char *wg = j->wdata + (size_t)(grp * g->Og * j->w_ld) * es;
             char *gx = (char *)j->gx->data + (size_t)((n * g->groups + grp) * plane) * es;
-            char *cols = j->direct_i ? gx : col;
-            cpu_gemm(j->dt, 1, 0, g->K, g->P, g->Og, wg, j->w_ld, z, g->P, 0.0, cols, g->P);
-            if (!j->direct_i) {
-                memset(gx, 0, (size_t)plane * es);
-                if (j->dt == CN_F32)
-                    cpu_col2im_f32(g, (float *)cols, (float *)gx);
-                else
-                    cpu_col2im_f64(g, (double *)cols, (double *)gx);
-            }
+            cpu_conv_input_grad(g, j->dt, wg, j->w_ld, z, g->P, j->direct_i, col, gx);
         }
     }
 }

@@ -37,6 +37,12 @@ void cpu_im2col_f64(const cpu_conv_geom *g, const double *x, const int64_t *xs, 
 void cpu_col2im_f32(const cpu_conv_geom *g, float *col, float *x);
 void cpu_col2im_f64(const cpu_conv_geom *g, double *col, double *x);
 
+/* The input's gradient of one image and group: gx (dense [Cg, H, W]) = col2im(wg^T @ gb), wg
+ * [Og, K] at row stride w_ld, gb [Og, P] at g_ld. direct: the columns are the plane itself (1x1,
+ * stride 1, no padding), written by the GEMM; else col (scratch, [K, P]) then col2im. */
+void cpu_conv_input_grad(const cpu_conv_geom *g, cn_dtype dt, const char *wg, int64_t w_ld,
+                         const char *gb, int64_t g_ld, int direct, char *col, char *gx);
+
 /* How many chunks the conv kernels cut their `tasks` (image, group) GEMMs of `mnk` multiply-adds
  * each into, every chunk needing `per_chunk` bytes of scratch (its column buffer and the like).
  * Whole tasks go to the pool's threads, each GEMM on one thread: no barrier per image. Returns 1

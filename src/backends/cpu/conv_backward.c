@@ -185,26 +185,33 @@ static void weight_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     const cpu_conv_geom *g = j->g;
     const cn_view *xv = j->xv;
     size_t es = j->es;
-    const int64_t xs[3] = {xv->strides[1], xv->strides[2], xv->strides[3]};
     char *mine = j->per_chunk ? j->scratch + j->per_chunk * (size_t)chunk : NULL;
     char *acc = j->acc_bytes ? mine + j->col_bytes + j->gpk_bytes : (char *)j->ov->data;
     for (int64_t t = begin; t < end; t++) {
         int64_t n = t / g->groups, grp = t % g->groups;
         const char *gb =
             grad_block(j->gv, g, j->g_direct, n, grp, j->g_direct ? NULL : mine + j->col_bytes);
-        const char *x = (const char *)xv->data +
-                        (n * xv->strides[0] + grp * g->Cg * xv->strides[1]) * (int64_t)es;
-        const char *col = x;
-        if (!j->direct_cols) {
-            if (j->dt == CN_F32)
-                cpu_im2col_f32(g, (const float *)x, xs, (float *)mine);
-            else
-                cpu_im2col_f64(g, (const double *)x, xs, (double *)mine);
-            col = mine;
-        }
-        char *gw = acc + (size_t)(grp * g->Og * g->K) * es;
-        cpu_gemm(j->dt, 0, 1, g->Og, g->K, g->P, gb, j->g_ld, col, j->col_ld, 1.0, gw, g->K);
+        cpu_conv_weight_grad(g, j->dt, xv, n, grp, j->direct_cols, j->col_ld, mine, gb, j->g_ld,
+                             acc + (size_t)(grp * g->Og * g->K) * es);
     }
+}
+
+void cpu_conv_weight_grad(const cpu_conv_geom *g, cn_dtype dt, const cn_view *xv, int64_t n,
+                          int64_t grp, int direct, int64_t col_ld, char *col, const char *gb,
+                          int64_t g_ld, char *gw) {
+    const int64_t es = (int64_t)cn_dtype_size(dt);
+    const int64_t xs[3] = {xv->strides[1], xv->strides[2], xv->strides[3]};
+    const char *x =
+        (const char *)xv->data + (n * xv->strides[0] + grp * g->Cg * xv->strides[1]) * es;
+    const char *cm = x;
+    if (!direct) {
+        if (dt == CN_F32)
+            cpu_im2col_f32(g, (const float *)x, xs, (float *)col);
+        else
+            cpu_im2col_f64(g, (const double *)x, xs, (double *)col);
+        cm = col;
+    }
+    cpu_gemm(dt, 0, 1, g->Og, g->K, g->P, gb, g_ld, cm, col_ld, 1.0, gw, g->K);
 }
 
 cn_status cpu_conv2d_backward_weight(const cn_kernel_args *args) {

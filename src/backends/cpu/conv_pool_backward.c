@@ -64,7 +64,6 @@ static void pool_back_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end
     const cpu_conv_geom *g = j->g;
     const cn_view *xv = j->xv;
     size_t es = j->es;
-    const int64_t xs[3] = {xv->strides[1], xv->strides[2], xv->strides[3]};
     char *z = j->scratch + j->per_chunk * (size_t)chunk;
     char *col = z + j->z_bytes;
     char *acc = j->acc_bytes ? col + j->col_bytes : j->gw ? (char *)j->gw->data : NULL;
@@ -81,18 +80,8 @@ static void pool_back_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end
         }
         if (!j->gemms) continue;
         if (j->gw) { /* gw_group += gz @ im2col(x[n, group])^T */
-            const char *x = (const char *)xv->data +
-                            (n * xv->strides[0] + grp * g->Cg * xv->strides[1]) * (int64_t)es;
-            const char *cm = x;
-            if (!j->direct_w) {
-                if (j->dt == CN_F32)
-                    cpu_im2col_f32(g, (const float *)x, xs, (float *)col);
-                else
-                    cpu_im2col_f64(g, (const double *)x, xs, (double *)col);
-                cm = col;
-            }
-            cpu_gemm(j->dt, 0, 1, g->Og, g->K, g->P, z, g->P, cm, j->col_ld, 1.0,
-                     acc + (size_t)(grp * g->Og * g->K) * es, g->K);
+            cpu_conv_weight_grad(g, j->dt, xv, n, grp, j->direct_w, j->col_ld, col, z, g->P,
+                                 acc + (size_t)(grp * g->Og * g->K) * es);
         }
         if (j->gx) { /* gx[n, group] = col2im(w_group^T @ gz) */
             const char *wg = j->wdata + (size_t)(grp * g->Og * j->w_ld) * es;

@@ -43,6 +43,13 @@ void cpu_col2im_f64(const cpu_conv_geom *g, double *col, double *x);
 void cpu_conv_input_grad(const cpu_conv_geom *g, cn_dtype dt, const char *wg, int64_t w_ld,
                          const char *gb, int64_t g_ld, int direct, char *col, char *gx);
 
+/* The weight's gradient of one image and group: gw (dense [Og, K]) += gb @ im2col(x[n, grp])^T,
+ * gb [Og, P] at g_ld. direct: x's planes are the columns (read in place at col_ld); else col
+ * (scratch, [K, P]) receives the im2col. */
+void cpu_conv_weight_grad(const cpu_conv_geom *g, cn_dtype dt, const cn_view *xv, int64_t n,
+                          int64_t grp, int direct, int64_t col_ld, char *col, const char *gb,
+                          int64_t g_ld, char *gw);
+
 /* How many chunks the conv kernels cut their `tasks` (image, group) GEMMs of `mnk` multiply-adds
  * each into, every chunk needing `per_chunk` bytes of scratch (its column buffer and the like).
  * Whole tasks go to the pool's threads, each GEMM on one thread: no barrier per image. Returns 1

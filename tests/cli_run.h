@@ -30,6 +30,17 @@ static inline int find_cli(void) {
     return access(cli_path, X_OK) == 0;
 }
 
+/* find_cli, saying on stderr where the program was looked for when it is not there: a test's
+ * main returns 1 on 0 */
+static inline int require_cli(void) {
+    if (find_cli()) return 1;
+    fprintf(stderr,
+            "cannot find the cinder program at %s (expected <build>/cinder next to "
+            "<build>/tests/)\n",
+            cli_path);
+    return 0;
+}
+
 typedef struct run_result {
     int status; /* exit status, or -1 if the program did not exit normally */
     char *out;  /* stdout (and stderr when merged); free with free() */
@@ -77,6 +88,16 @@ static inline int data_file_present(const char *path) {
     char gz[4200];
     snprintf(gz, sizeof gz, "%s.gz", path);
     return access(gz, R_OK) == 0 || access(path, R_OK) == 0;
+}
+
+/* Non-zero, after printing ctest's skip line, when the Fashion-MNIST file `name` (say
+ * "train-images-idx3-ubyte") is missing from `dir`: a test's main returns 77 then. */
+static inline int fashion_mnist_missing(const char *dir, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (data_file_present(path)) return 0;
+    printf("skipped: no Fashion-MNIST in %s (apt-get install dataset-fashion-mnist)\n", dir);
+    return 1;
 }
 
 #endif

@@ -561,13 +561,7 @@ static void test_inspect_shows_names_shapes_and_values(void) {
 }
 
 int main(void) {
-    if (!find_cli()) {
-        fprintf(stderr,
-                "cannot find the cinder program at %s (expected <build>/cinder next to "
-                "<build>/tests/)\n",
-                cli_path);
-        return 1;
-    }
+    if (!require_cli()) return 1;
     RUN(test_explain_finds_an_entry_by_code_name_slug_and_message);
     RUN(test_inspect_shows_names_shapes_and_values);
     RUN(test_explain_prints_every_entry);

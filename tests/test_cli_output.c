@@ -739,10 +739,7 @@ static void remove_data_set(void) {
 }
 
 int main(void) {
-    if (!find_cli()) {
-        fprintf(stderr, "cannot find the cinder program at %s\n", cli_path);
-        return 1;
-    }
+    if (!require_cli()) return 1;
     if (!mkdtemp(data_dir) || write_data_set() != 0) {
         perror("writing the data set");
         return 1;

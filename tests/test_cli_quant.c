@@ -820,18 +820,9 @@ static void remove_files(void) {
 
 int main(int argc, char **argv) {
     const int accuracy = argc > 1 && strcmp(argv[1], "accuracy") == 0;
-    if (!find_cli()) {
-        fprintf(stderr,
-                "cannot find the cinder program at %s (expected <build>/cinder next to "
-                "<build>/tests/)\n",
-                cli_path);
-        return 1;
-    }
-    if (accuracy && !data_file_present(CN_FASHION_MNIST_DIR "/train-images-idx3-ubyte")) {
-        printf("skipped: no Fashion-MNIST in " CN_FASHION_MNIST_DIR
-               " (apt-get install dataset-fashion-mnist)\n");
+    if (!require_cli()) return 1;
+    if (accuracy && fashion_mnist_missing(CN_FASHION_MNIST_DIR, "train-images-idx3-ubyte"))
         return 77;
-    }
     if (!mkdtemp(tmp_dir)) {
         perror("mkdtemp");
         return 1;

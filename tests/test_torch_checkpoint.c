@@ -198,15 +198,8 @@ static void test_the_mlp_saves_pytorchs_keys_and_shapes(void) { check_saved_keys
 static void test_the_cnn_saves_pytorchs_keys_and_shapes(void) { check_saved_keys("cnn"); }
 
 int main(void) {
-    if (!find_cli()) {
-        fprintf(stderr, "cannot find the cinder program at %s\n", cli_path);
-        return 1;
-    }
-    if (!data_file_present(CN_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte")) {
-        printf("skipped: no Fashion-MNIST in " CN_FASHION_MNIST_DIR
-               " (apt-get install dataset-fashion-mnist)\n");
-        return 77;
-    }
+    if (!require_cli()) return 1;
+    if (fashion_mnist_missing(CN_FASHION_MNIST_DIR, "t10k-images-idx3-ubyte")) return 77;
     if (!mkdtemp(tmp_dir)) {
         perror("mkdtemp");
         return 1;

@@ -154,18 +154,8 @@ static void test_a_missing_or_corrupt_checkpoint_is_a_clear_error(void) {
 }
 
 int main(void) {
-    if (!find_cli()) {
-        fprintf(stderr,
-                "cannot find the cinder program at %s (expected <build>/cinder next to "
-                "<build>/tests/)\n",
-                cli_path);
-        return 1;
-    }
-    if (!data_file_present(CN_FASHION_MNIST_DIR "/train-images-idx3-ubyte")) {
-        printf("skipped: no Fashion-MNIST in " CN_FASHION_MNIST_DIR
-               " (apt-get install dataset-fashion-mnist)\n");
-        return 77;
-    }
+    if (!require_cli()) return 1;
+    if (fashion_mnist_missing(CN_FASHION_MNIST_DIR, "train-images-idx3-ubyte")) return 77;
     if (!mkdtemp(tmp_dir)) {
         perror("mkdtemp");
         return 1;

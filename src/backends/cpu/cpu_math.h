@@ -53,6 +53,41 @@ static inline float exp_nonpos_f32(float x) {
     return exp_clamped_f32(x > -104.0f ? x : -104.0f);
 }
 
+/* ---- exp for 16 lanes on AVX-512 ------------------------------------------------------------ *
+ * exp_clamped_f32 of 16 values at once, written with intrinsics so that two instructions the
+ * compiler does not find take the place of eleven: vrndscaleps rounds x log2(e) to the nearest
+ * integer (the magic-constant add and subtract), vscalefps multiplies by 2^k (the exponent split
+ * into two normal powers of two, built with integer shifts, and the two products). The bits are
+ * exp_clamped_f32's: both round to nearest, ties to even, and p 2^k1 2^k2 rounds once, at the
+ * last product, as p 2^k does (p 2^k1 is exact: 2^k1 >= 2^-75). The polynomial keeps its separate
+ * multiplies and adds (no FMA), so every path rounds alike. Callers check cpu_has_avx512(). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
+#include <immintrin.h>
+#define CPU_EXP512 1
+
+static inline int cpu_has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+
+__attribute__((target("avx512f"))) static inline __m512 exp_clamped512(__m512 xc) {
+    __m512 kf = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_sub_ps(xc, _mm512_mul_ps(kf, _mm512_set1_ps(0.693359375f)));
+    r = _mm512_add_ps(r, _mm512_mul_ps(kf, _mm512_set1_ps(2.12194440e-4f)));
+    __m512 p = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(1.0f / 5040.0f), r),
+                             _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0.5f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, kf);
+}
+#else
+#define CPU_EXP512 0
+static inline int cpu_has_avx512(void) { return 0; }
+#endif
+
 /* ---- erf, erfc and the normal CDF for f32, vectorisable ------------------------------------- *
  * Branch-free (both branches computed, one selected), so loops over them vectorise where libm's
  * erff, a call per element, does not. With t = |x|:

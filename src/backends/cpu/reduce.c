@@ -54,45 +54,19 @@
 #define EXP_NONPOS_f32(x) exp_nonpos_f32(x) /* softmax's exp(x - max): see cpu_math.h */
 #define EXP_NONPOS_f64(x) exp(x)
 
-/* ---- softmax's exponentials on AVX-512 --------------------------------------------------------- *
- * expsum_row's leaf for f32 on CPUs with AVX-512F: exp_nonpos_f32 of 16 lanes at a time, written
- * with intrinsics so that two instructions the compiler does not find take the place of eleven:
- * vrndscaleps rounds x log2(e) to the nearest integer (the magic-constant add and subtract), and
- * vscalefps multiplies by 2^k (the exponent split into two normal powers of two, built with
- * integer shifts, and the two products). Both give exp_clamped_f32's bits: the rounding is the
- * same (to nearest, ties to even), and p 2^k1 2^k2 has one rounding, the last, as p 2^k has. The
- * polynomial keeps its separate multiplies and adds (no FMA), so every path rounds alike. The
- * lanes' sums are reduced in sum_row's order (h = 8, 4, 2, 1). Returns the sum of the first
- * n / 16 * 16 elements; *done receives that count. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    !defined(__SANITIZE_THREAD__)
-#include <immintrin.h>
-
+/* expsum_row's leaf for f32 where the CPU has AVX-512F: exp_nonpos_f32 of 16 lanes at a time
+ * with exp_clamped512 (the same bits), the lanes' sums reduced in sum_row's order (h = 8, 4, 2,
+ * 1). Returns the sum of the first n / 16 * 16 elements; *done receives that count. */
+#if CPU_EXP512
 __attribute__((target("avx512f"))) static float expsum_lanes512(const float *restrict x,
                                                                  int64_t n, float mx,
                                                                  float *restrict y, int64_t *done) {
-    const __m512 vmx = _mm512_set1_ps(mx), lo = _mm512_set1_ps(-104.0f),
-                 log2e = _mm512_set1_ps(1.44269504f), c1 = _mm512_set1_ps(0.693359375f),
-                 c2 = _mm512_set1_ps(2.12194440e-4f), one = _mm512_set1_ps(1.0f);
-    const __m512 k7 = _mm512_set1_ps(1.0f / 5040.0f), k6 = _mm512_set1_ps(1.0f / 720.0f),
-                 k5 = _mm512_set1_ps(1.0f / 120.0f), k4 = _mm512_set1_ps(1.0f / 24.0f),
-                 k3 = _mm512_set1_ps(1.0f / 6.0f), k2 = _mm512_set1_ps(0.5f);
+    const __m512 vmx = _mm512_set1_ps(mx), lo = _mm512_set1_ps(-104.0f);
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m512 xc = _mm512_max_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmx), lo); /* NaN: lo */
-        __m512 kf = _mm512_roundscale_ps(_mm512_mul_ps(xc, log2e),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_sub_ps(xc, _mm512_mul_ps(kf, c1));
-        r = _mm512_add_ps(r, _mm512_mul_ps(kf, c2));
-        __m512 p = _mm512_add_ps(_mm512_mul_ps(k7, r), k6);
-        p = _mm512_add_ps(_mm512_mul_ps(p, r), k5);
-        p = _mm512_add_ps(_mm512_mul_ps(p, r), k4);
-        p = _mm512_add_ps(_mm512_mul_ps(p, r), k3);
-        p = _mm512_add_ps(_mm512_mul_ps(p, r), k2);
-        p = _mm512_add_ps(_mm512_mul_ps(p, r), one);
-        p = _mm512_add_ps(_mm512_mul_ps(p, r), one);
-        __m512 e = _mm512_scalef_ps(p, kf);
+        /* x - mx below -104 (or NaN: max returns its second operand) becomes -104 */
+        __m512 e = exp_clamped512(_mm512_max_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmx), lo));
         _mm512_storeu_ps(y + i, e);
         acc = _mm512_add_ps(acc, e);
     }
@@ -104,15 +78,12 @@ __attribute__((target("avx512f"))) static float expsum_lanes512(const float *res
     *done = i;
     return _mm_cvtss_f32(h1);
 }
-
-static int softmax_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 #else
 static float expsum_lanes512(const float *x, int64_t n, float mx, float *y, int64_t *done) {
     (void)x, (void)n, (void)mx, (void)y;
     *done = 0;
     return 0;
 }
-static int softmax_avx512(void) { return 0; }
 #endif
 /* The AVX-512 leaf for f32 only (f64 keeps the compiled loop). */
 #define EXPSUM_FAST_f32 1
@@ -829,7 +800,7 @@ DEF_SUM_ROWS(double, f64)
         }                                                                                          \
         if (pf)                                                                                    \
             for (int64_t i = 0; i < n; i += 64 / (int64_t)sizeof(T)) __builtin_prefetch(pf + i);   \
-        if (EXPSUM_FAST_##SUF && softmax_avx512()) {                                               \
+        if (EXPSUM_FAST_##SUF && cpu_has_avx512()) {                                               \
             int64_t i;                                                                             \
             T s = (T)expsum_lanes512((const float *)x, n, (float)mx, (float *)y, &i), t = 0;       \
             for (; i < n; i++) {                                                                   \

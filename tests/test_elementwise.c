@@ -5,7 +5,11 @@
  * threads, numerical edge cases (sigmoid far out, NaN, integer wrap-around, float-to-int
  * truncation and saturation), and the errors the kernels raise. A few tests call the CPU kernels
  * directly (through the backend table) to reach strided outputs, which no public op creates. */
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 
@@ -189,6 +193,74 @@ static void test_int_unary_ops_wrap_instead_of_overflowing(void) {
     for (int k = 0; k < 6; k++) cn_release(r[k]);
     cn_release(x64);
     cn_release(x32);
+}
+
+/* ulp(v): the spacing of f32 values at |v| (2^-149 below FLT_MIN). */
+static double ulp_f32(double v) {
+    v = fabs(v);
+    if (v < FLT_MIN) return ldexp(1.0, -149);
+    int e;
+    frexp(v, &e);
+    return ldexp(1.0, e - 24);
+}
+
+/* exp on f32 over a sweep of a million inputs (every 4099th bit pattern of each sign: NaNs,
+ * infinities, subnormals, huge values; and values evenly spaced over [-110, 95], where exp goes
+ * from 0 through the subnormals to overflow): within 2 ulp of libm's double exp (inf where exp(x)
+ * is past FLT_MAX, FLT_MAX accepted at the edge), NaN for NaN; and the dense run (the AVX-512
+ * path where the CPU has it) gives the same bits as a strided view of the same values (the
+ * compiled loop), so the result does not depend on the path. */
+static void test_exp_f32_within_2_ulp_and_the_same_on_every_path(void) {
+    enum { N = 1 << 20 };
+    float *v = malloc(sizeof(float) * 2 * N), *strided = malloc(sizeof(float) * N);
+    CHECK(v && strided);
+    if (!v || !strided) goto done;
+    for (int64_t i = 0; i < N; i++) {
+        float x;
+        if (i % 2) {
+            uint32_t bits = (uint32_t)((uint64_t)(i / 2) * 4099u * 2u + (uint64_t)(i % 4 == 1));
+            bits = (bits << 1 >> 1) | (uint32_t)(i % 4 == 3) << 31;
+            memcpy(&x, &bits, sizeof x);
+        } else {
+            x = (float)(-110.0 + 205.0 * (double)i / N);
+        }
+        v[2 * i] = v[2 * i + 1] = x;
+    }
+    v[0] = NAN, v[2] = INFINITY, v[4] = -INFINITY, v[6] = -0.0f, v[8] = 88.72f, v[10] = -103.97f;
+    for (int k = 0; k < 12; k += 2) v[k + 1] = v[k];
+    int64_t shape[2] = {N, 2}, flat = 2 * N;
+    cn_tensor *both = cn_from_data(v, shape, 2, CN_F32, cn_cpu());
+    cn_tensor *col = cn_slice(both, 1, 0, 1, 1); /* [N, 1] at stride 2 */
+    cn_tensor *all = cn_from_data(v, &flat, 1, CN_F32, cn_cpu());
+    cn_tensor *ys = cn_exp(col), *yd = cn_exp(all);
+    CHECK(ys && yd);
+    float *full = malloc(sizeof(float) * 2 * N);
+    if (ys && yd && full && cn_read(ys, strided, sizeof(float) * N) == CN_OK &&
+        cn_read(yd, full, sizeof(float) * 2 * N) == CN_OK) {
+        int64_t differ = 0, far = 0;
+        for (int64_t i = 0; i < N; i++) {
+            float x = v[2 * i], d = full[2 * i], s = strided[i];
+            if (memcmp(&d, &s, sizeof d) && !(d != d && s != s)) {
+                if (differ++ < 3) printf("  exp(%a): dense %a, strided %a\n", x, d, s);
+            }
+            double want = exp((double)x);
+            int ok = x != x               ? d != d
+                     : want > FLT_MAX     ? (isinf(d) || d == FLT_MAX) && d > 0
+                                          : fabs((double)d - want) <= 2 * ulp_f32(want);
+            if (!ok && far++ < 3) printf("  exp(%a) = %a, want %a\n", x, d, want);
+        }
+        CHECK(differ == 0);
+        CHECK(far == 0);
+    }
+    free(full);
+    cn_release(ys);
+    cn_release(yd);
+    cn_release(col);
+    cn_release(both);
+    cn_release(all);
+done:
+    free(v);
+    free(strided);
 }
 
 static void test_unary_reads_transposed_input(void) {
@@ -850,5 +922,6 @@ int main(void) {
     RUN(test_cast_and_copy_of_strided_views);
     RUN(test_fill_every_dtype_and_strided);
     RUN(test_unsupported_dtypes_fail_with_the_dtype_named);
+    RUN(test_exp_f32_within_2_ulp_and_the_same_on_every_path);
     return th_finish();
 }

@@ -147,28 +147,16 @@ static cn_tensor *attention_forward(cn_module *m, cn_tensor *x) {
         return NULL;
     }
     const int64_t b = cn_shape(x)[0], t = cn_shape(x)[1], c = s->n_embd, nh = s->n_head;
-    /* c_attn's q, k and v as three products with the thirds of its weight and bias (views) when
-     * the graph is recorded: the same values as one product split in three, but the backward
-     * then adds three [B, T, C] input gradients instead of three zero-filled [B, T, 3C] ones, one
-     * per slice of the split */
+    /* c_attn's q, k and v as three products with the thirds of its weight and bias (views): the
+     * same values as one product split in three, but the backward then adds three [B, T, C]
+     * input gradients instead of three zero-filled [B, T, 3C] ones, one per slice of the split */
     cn_module *c_attn = cn_module_child(m, 0);
     cn_tensor *w = cn_module_find(c_attn, "weight"), *bias = cn_module_find(c_attn, "bias");
     cn_clear_error(); /* without bias, "bias" is not found: that is no error */
     /* each [B, T, C] -> [B, T, nh, hs] -> [B, nh, T, hs] (views) */
     const int64_t heads[4] = {b, t, nh, c / nh}, merged[3] = {b, t, c};
     cn_tensor *qkvh[3];
-    int records = cn_grad_enabled() &&
-                  (cn_requires_grad(x) || cn_requires_grad(w) || (bias && cn_requires_grad(bias)));
-    if (!records) {
-        /* no gradient is recorded (a no-grad forward, sampling): one product [B, T, 3C], whose
-         * thirds are q, k and v (views; each head's rows still have adjacent elements, which
-         * the attention reads in place) */
-        cn_tensor *qkv = cn_linear(x, w, bias);
-        for (int i = 0; i < 3; i++)
-            qkvh[i] = cn_transpose(cn_reshape(cn_slice(qkv, 2, i * c, (i + 1) * c, 1), heads, 4),
-                                   1, 2);
-    }
-    for (int i = 0; i < 3 && records; i++) {
+    for (int i = 0; i < 3; i++) {
         cn_tensor *wi = cn_slice(w, 0, i * c, (i + 1) * c, 1);
         cn_tensor *bi = bias ? cn_slice(bias, 0, i * c, (i + 1) * c, 1) : NULL;
         if (!wi || (bias && !bi)) return NULL;

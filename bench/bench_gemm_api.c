@@ -1,8 +1,10 @@
-/* oneDNN's two f32 GEMM interfaces on the shapes cinder's models call, one thread: dnnl_sgemm
- * (what src/backends/cpu/gemm.c calls) against a matmul primitive (brgemm kernels, created once
- * per shape, its memory objects made once and run as often as sgemm), alternating call by call,
- * the minimum time of --reps calls each. Not part of scripts/bench.sh: it answers whether moving
- * gemm.c to the primitive would pay (docs/benchmarks.md, issue 17).
+/* oneDNN's two f32 GEMM interfaces and OpenBLAS's on the shapes cinder's models call, one
+ * thread: dnnl_sgemm (what src/backends/cpu/gemm.c calls), a matmul primitive (brgemm kernels,
+ * created once per shape, its memory objects made once and run as often as sgemm) and
+ * cblas_sgemm (OpenBLAS set to one thread, as cinder's pool sets it; its kernel is the one it
+ * picks for this CPU: the header line names it, OPENBLAS_CORETYPE overrides it), alternating
+ * call by call, the minimum time of --reps calls each. Not part of scripts/bench.sh: it answers
+ * whether moving gemm.c to another interface or library would pay (docs/benchmarks.md, issue 17).
  *
  * Shapes (ta tb m n k, rows of each operand dense): the GPT's (bench_gpt: its linears' blocks of
  * rows, their weight gradients' column blocks, attention's 64 x 64 tiles), the MLP's (batch 128,
@@ -11,6 +13,7 @@
  *   bench_gemm_api [--reps N]   prints per shape: GFLOP/s of each, the primitive's kernel */
 #include "bench_common.h" /* first: it sets _POSIX_C_SOURCE */
 
+#include <cblas.h>
 #include <dnnl.h>
 #include <omp.h>
 
@@ -78,8 +81,10 @@ int main(int argc, char **argv) {
     dnnl_stream_t stream;
     CHECK_DNNL(dnnl_engine_create(&eng, dnnl_cpu, 0));
     CHECK_DNNL(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
-    printf("%-40s %5s %5s %5s %4s %8s %8s  %s\n", "shape", "m", "n", "k", "beta", "sgemm",
-           "matmul", "primitive's kernel (GFLOP/s, one thread, min of reps)");
+    openblas_set_num_threads(1);
+    printf("OpenBLAS: %s\n", openblas_get_config());
+    printf("%-40s %5s %5s %5s %4s %8s %8s %8s  %s\n", "shape", "m", "n", "k", "beta", "sgemm",
+           "matmul", "openblas", "primitive's kernel (GFLOP/s, one thread, min of reps)");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         const shape *sh = &shapes[s];
         int64_t m = sh->m, n = sh->n, k = sh->k;
@@ -87,12 +92,14 @@ int main(int argc, char **argv) {
         size_t na = (size_t)(m * k), nb = (size_t)(k * n), nc = (size_t)(m * n);
         float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
         float *c1 = malloc(nc * sizeof *c1), *c2 = malloc(nc * sizeof *c2);
-        if (!a || !b || !c1 || !c2) {
+        float *c3 = malloc(nc * sizeof *c3);
+        if (!a || !b || !c1 || !c2 || !c3) {
             fprintf(stderr, "bench_gemm_api: out of memory\n");
             return 1;
         }
         fill(a, na, 1), fill(b, nb, 2), fill(c1, nc, 3);
         memcpy(c2, c1, nc * sizeof *c2);
+        memcpy(c3, c1, nc * sizeof *c3);
         /* the primitive: src [m, k], weights [k, n], dst [m, n] with the strides of the
          * transposes; beta as a sum post-op */
         dnnl_memory_desc_t amd, bmd, cmd;
@@ -133,7 +140,7 @@ int main(int argc, char **argv) {
                                          {DNNL_ARG_WEIGHTS, bm},
                                          {DNNL_ARG_DST, cm},
                                          {DNNL_ARG_SCRATCHPAD, sm}};
-        double t_sgemm = 1e30, t_matmul = 1e30;
+        double t_sgemm = 1e30, t_matmul = 1e30, t_blas = 1e30;
         for (int r = 0; r < reps; r++) {
             double t = bench_now();
             CHECK_DNNL(dnnl_sgemm(sh->ta, sh->tb, m, n, k, 1.0f, a, lda, b, ldb, sh->beta, c1,
@@ -145,17 +152,23 @@ int main(int argc, char **argv) {
             CHECK_DNNL(dnnl_stream_wait(stream));
             t = bench_now() - t;
             if (t < t_matmul) t_matmul = t;
+            t = bench_now();
+            cblas_sgemm(CblasRowMajor, sh->ta == 'T' ? CblasTrans : CblasNoTrans,
+                        sh->tb == 'T' ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a,
+                        (int)lda, b, (int)ldb, sh->beta, c3, (int)ldc);
+            t = bench_now() - t;
+            if (t < t_blas) t_blas = t;
         }
         double flop = 2.0 * (double)m * (double)n * (double)k;
-        printf("%-40s %5lld %5lld %5lld %4g %8.1f %8.1f  %s\n", sh->what, (long long)m,
+        printf("%-40s %5lld %5lld %5lld %4g %8.1f %8.1f %8.1f  %s\n", sh->what, (long long)m,
                (long long)n, (long long)k, sh->beta, flop / t_sgemm * 1e-9,
-               flop / t_matmul * 1e-9, impl);
+               flop / t_matmul * 1e-9, flop / t_blas * 1e-9, impl);
         dnnl_memory_destroy(am), dnnl_memory_destroy(bm), dnnl_memory_destroy(cm);
         if (sm) dnnl_memory_destroy(sm);
         dnnl_primitive_destroy(prim);
         dnnl_primitive_desc_destroy(pd);
         dnnl_primitive_attr_destroy(attr);
-        free(scratch), free(a), free(b), free(c1), free(c2);
+        free(scratch), free(a), free(b), free(c1), free(c2), free(c3);
     }
     dnnl_stream_destroy(stream);
     dnnl_engine_destroy(eng);

@@ -83,6 +83,14 @@ __attribute__((target("avx512f"))) static inline __m512 exp_clamped512(__m512 xc
     p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, kf);
 }
+
+/* exp_f32 of 16 lanes: clamped to [-104, 89] as it is, a NaN given back unchanged. */
+__attribute__((target("avx512f"))) static inline __m512 exp512(__m512 x) {
+    /* max returns its second operand for a NaN: -104, whose result the blend replaces */
+    __m512 e = exp_clamped512(
+        _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f)));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), e, x);
+}
 #else
 #define CPU_EXP512 0
 static inline int cpu_has_avx512(void) { return 0; }

@@ -254,14 +254,8 @@ CPU_CLONES static void exp_row_f32_plain(char **ptrs, const int64_t *step, int64
 #if CPU_EXP512
 __attribute__((target("avx512f"))) static void exp_dense512(float *restrict y,
                                                             const float *restrict x, int64_t n) {
-    const __m512 lo = _mm512_set1_ps(-104.0f), hi = _mm512_set1_ps(89.0f);
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 v = _mm512_loadu_ps(x + i);
-        /* clamped as exp_f32 (a NaN becomes -104 in max, then is put back) */
-        __m512 e = exp_clamped512(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
-        _mm512_storeu_ps(y + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), e, v));
-    }
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp512(_mm512_loadu_ps(x + i)));
     for (; i < n; i++) y[i] = exp_f32(x[i]);
 }
 #endif

@@ -5,6 +5,7 @@
  * the shape, the dtype or the root, a mean of integers, a tracked tensor outside no-grad mode.
  * After each refused call the group must still work. Every rank checks and reports; the test
  * fails when any rank does. */
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "cinder/backend.h"
@@ -53,6 +54,46 @@ static void test_all_reduce_ops(void) {
     for (int k = 0; k < 6; k++) want[k] = (k + 1) * tri() / W;
     th_check_values("all_reduce mean", t, want, 6, 0);
     cn_release(t);
+}
+
+/* Sums of f32 vectors of 1 element (fewer than the ranks: MPI's own choice of algorithm), as
+ * many elements as ranks, an odd count, and 300,001 elements (1.2 MB, past Open MPI's eager and
+ * fragment sizes): from 2 elements on, the MPI engine asks Open MPI's libnbc for Rabenseifner's
+ * algorithm (engine_mpi.c), whose halves differ in length for an odd count. Every element is a
+ * small integer, so the sums are exact. */
+static void test_all_reduce_sizes(void) {
+    const int64_t sizes[4] = {1, 2, 7, 300001};
+    for (int c = 0; c < 4; c++) {
+        const int64_t n = sizes[c];
+        double *v = malloc((size_t)n * sizeof *v), *want = malloc((size_t)n * sizeof *want);
+        CHECK(v && want);
+        if (!v || !want) {
+            free(v);
+            free(want);
+            return;
+        }
+        for (int64_t k = 0; k < n; k++) {
+            v[k] = (double)((R + 1) * (k % 97 + 1));
+            want[k] = (double)(k % 97 + 1) * tri();
+        }
+        cn_tensor *t = th_tensor(v, &n, 1, CN_F32);
+        CHECK(cn_dist_all_reduce(t, CN_DIST_SUM) == CN_OK);
+        th_check_values("all_reduce sum by size", t, want, n, 0);
+        cn_release(t);
+        /* the mean, reduced non-blocking while this rank computes */
+        t = th_tensor(v, &n, 1, CN_F32);
+        cn_dist_work *w = cn_dist_all_reduce_async(t, CN_DIST_MEAN);
+        CHECK(w != NULL);
+        cn_tensor *other = th_tensor(v, &n, 1, CN_F32), *busy = cn_exp(other);
+        CHECK(w && cn_dist_wait(w) == CN_OK);
+        for (int64_t k = 0; k < n; k++) want[k] /= W;
+        th_check_values("all_reduce mean by size", t, want, n, 0);
+        cn_release(busy);
+        cn_release(other);
+        cn_release(t);
+        free(v);
+        free(want);
+    }
 }
 
 static void test_async_and_strided(void) {
@@ -249,6 +290,7 @@ int main(void) {
     cn_dist_set_timeout(60);
     if (W >= 2) {
         RUN(test_all_reduce_ops);
+        RUN(test_all_reduce_sizes);
         RUN(test_async_and_strided);
         RUN(test_broadcast_gather_scatter);
         RUN(test_mismatch_detected);

@@ -56,11 +56,12 @@ static void test_all_reduce_ops(void) {
     cn_release(t);
 }
 
-/* Sums of f32 vectors of 1 element (fewer than the ranks: MPI's own choice of algorithm), as
- * many elements as ranks, an odd count, and 300,001 elements (1.2 MB, past Open MPI's eager and
- * fragment sizes): from 2 elements on, the MPI engine asks Open MPI's libnbc for Rabenseifner's
- * algorithm (engine_mpi.c), whose halves differ in length for an odd count. Every element is a
- * small integer, so the sums are exact. */
+/* Sums and means of f32 vectors of 1 element (fewer than the ranks), as many elements as ranks,
+ * an odd count, and 300,001 elements (1.2 MB, past Open MPI's eager and fragment sizes, so moved
+ * by its large-message protocol), the mean reduced non-blocking while this rank computes. Every
+ * element is a small integer, so the sums are exact. (cn_ddp's buckets take Rabenseifner's
+ * algorithm where Open MPI's libnbc lets it be chosen, engine_mpi.c; test_dist_train checks
+ * them against one process.) */
 static void test_all_reduce_sizes(void) {
     const int64_t sizes[4] = {1, 2, 7, 300001};
     for (int c = 0; c < 4; c++) {

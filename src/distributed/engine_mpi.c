@@ -40,20 +40,24 @@ static cn_status fits_int(const char *call, int64_t n) {
  * reduce-scatter by vector halving, then an all-gather), which libnbc has but picks only for a
  * large out-of-place reduction on 4 ranks or more, has each of 2 ranks receive and sum one half
  * and receive the other half summed: half the bytes and half the additions per rank, in the
- * same two rounds. It is chosen here, for the all-reduces of tensors that have at least a
- * world's number of elements (its requirement), through the MPI tool interface's control
- * variable coll_libnbc_iallreduce_algorithm (3), set for the call that starts the reduction and
- * restored after it, so that no other reduction of the process changes. An algorithm the user
- * chose (`--mca coll_libnbc_iallreduce_algorithm N`, or OMPI_MCA_...) is kept, and where the
- * variable does not exist (another MPI, or a libnbc without it) nothing is done. */
+ * same two rounds (docs/distributed.md: CPU time per reduction of the CNN's 1.6 MB bucket, rank
+ * 0 0.65-0.74 ms -> 0.39-0.47 ms). It is chosen for cn_ddp's bucket reductions (w->halving) of
+ * at least a world's number of elements (its requirement), through the MPI tool interface's
+ * control variable coll_libnbc_iallreduce_algorithm (3), set for the call that starts the
+ * reduction and restored after it, so that no other reduction of the process changes. An
+ * algorithm the user chose (`--mca coll_libnbc_iallreduce_algorithm N`, or OMPI_MCA_...) is
+ * kept, and where the variable does not exist (another MPI, or a libnbc without it) nothing is
+ * done. Starting the tool interface costs about 0.2 s (Open MPI registers every component's
+ * variables), once: dist__mpi_prefer_halving, from cn_ddp_new. */
 #define NBC_RABENSEIFNER 3
 
 static struct {
-    int state; /* 0: not looked up yet; 1: usable; -1: absent, or chosen by the user */
+    int state; /* 0: not looked up; 1: usable; -1: absent, or chosen by the user */
     MPI_T_cvar_handle handle;
 } nbc = {0, MPI_T_CVAR_HANDLE_NULL};
 
-static void nbc_lookup(void) {
+void dist__mpi_prefer_halving(void) {
+    if (nbc.state != 0) return;
     int provided = 0, index = -1, count = 0, value = 0;
     nbc.state = -1;
     if (MPI_T_init_thread(MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return;
@@ -70,7 +74,6 @@ static void nbc_lookup(void) {
 
 /* Sets libnbc's all-reduce algorithm to `value` (0: its own choice) where it may be set. */
 static void nbc_choose(int value) {
-    if (nbc.state == 0) nbc_lookup();
     if (nbc.state == 1) MPI_T_cvar_write(nbc.handle, &value);
 }
 
@@ -92,10 +95,10 @@ static cn_status mpi_start(cn_dist_work *w) {
     switch (w->kind) {
     case DIST_ALL_REDUCE:
         if (fits_int(op, w->count) != CN_OK) return cn_last_status();
-        if (w->count >= dist__state.world) nbc_choose(NBC_RABENSEIFNER);
+        if (w->halving && w->count >= dist__state.world) nbc_choose(NBC_RABENSEIFNER);
         rc = MPI_Iallreduce(MPI_IN_PLACE, out, (int)w->count, mpi_type(w->dtype), mpi_op(w->op),
                             comm, &w->req);
-        if (w->count >= dist__state.world) nbc_choose(0);
+        if (w->halving && w->count >= dist__state.world) nbc_choose(0);
         break;
     case DIST_BROADCAST:
         if (fits_int(op, w->count * elem) != CN_OK) return cn_last_status();

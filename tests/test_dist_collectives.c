@@ -5,6 +5,8 @@
  * the shape, the dtype or the root, a mean of integers, a tracked tensor outside no-grad mode.
  * After each refused call the group must still work. Every rank checks and reports; the test
  * fails when any rank does. */
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cinder/backend.h"
@@ -53,6 +55,85 @@ static void test_all_reduce_ops(void) {
     for (int k = 0; k < 6; k++) want[k] = (k + 1) * tri() / W;
     th_check_values("all_reduce mean", t, want, 6, 0);
     cn_release(t);
+}
+
+/* Sums and means of f32 vectors of 1 element (fewer than the ranks), as many elements as ranks,
+ * an odd count, and 300,001 elements (1.2 MB, past Open MPI's eager and fragment sizes, so moved
+ * by its large-message protocol), the mean reduced non-blocking while this rank computes. Every
+ * element is a small integer, so the sums are exact. (cn_ddp's buckets take Rabenseifner's
+ * algorithm where Open MPI's libnbc lets it be chosen, engine_mpi.c; test_dist_train checks
+ * them against one process.) */
+static void test_all_reduce_sizes(void) {
+    const int64_t sizes[4] = {1, 2, 7, 300001};
+    for (int c = 0; c < 4; c++) {
+        const int64_t n = sizes[c];
+        double *v = malloc((size_t)n * sizeof *v), *want = malloc((size_t)n * sizeof *want);
+        CHECK(v && want);
+        if (!v || !want) {
+            free(v);
+            free(want);
+            return;
+        }
+        for (int64_t k = 0; k < n; k++) {
+            v[k] = (double)((R + 1) * (k % 97 + 1));
+            want[k] = (double)(k % 97 + 1) * tri();
+        }
+        cn_tensor *t = th_tensor(v, &n, 1, CN_F32);
+        CHECK(cn_dist_all_reduce(t, CN_DIST_SUM) == CN_OK);
+        th_check_values("all_reduce sum by size", t, want, n, 0);
+        cn_release(t);
+        /* the mean, reduced non-blocking while this rank computes */
+        t = th_tensor(v, &n, 1, CN_F32);
+        cn_dist_work *w = cn_dist_all_reduce_async(t, CN_DIST_MEAN);
+        CHECK(w != NULL);
+        cn_tensor *other = th_tensor(v, &n, 1, CN_F32), *busy = cn_exp(other);
+        CHECK(w && cn_dist_wait(w) == CN_OK);
+        for (int64_t k = 0; k < n; k++) want[k] /= W;
+        th_check_values("all_reduce mean by size", t, want, n, 0);
+        cn_release(busy);
+        cn_release(other);
+        cn_release(t);
+        free(v);
+        free(want);
+    }
+}
+
+/* The mean's rounding, against the division in double of the f32 sum (what the engine computed
+ * before multiplying by the reciprocal of a power-of-two world size, engine_mpi.c): values
+ * that are not multiples of a power of two, large ones, and subnormal ones whose halves round.
+ * With 2 ranks the f32 sum is a + b whatever the algorithm, so the result is known bit for bit;
+ * other world sizes sum in an order MPI chooses, and the check is skipped. */
+static float mean_input(int rank, int64_t k) {
+    if (k % 5 == 4) return (float)(rank + 1) * 1.4e-45f * (float)(k % 7 + 1); /* subnormal */
+    return (float)((rank + 1) * 0.1 * (double)(k + 1)) * (k % 3 == 0 ? 1e30f : 1.0f);
+}
+
+static void test_mean_rounding(void) {
+    if (W != 2) return;
+    const int64_t n = 4099;
+    float *v = malloc((size_t)n * sizeof *v), *got = malloc((size_t)n * sizeof *got);
+    CHECK(v && got);
+    if (!v || !got) {
+        free(v);
+        free(got);
+        return;
+    }
+    for (int64_t k = 0; k < n; k++) v[k] = mean_input(R, k);
+    cn_tensor *t = cn_from_data(v, &n, 1, CN_F32, cn_cpu());
+    CHECK(t && cn_dist_all_reduce(t, CN_DIST_MEAN) == CN_OK);
+    CHECK(t && cn_read(t, got, (size_t)n * sizeof *got) == CN_OK);
+    int64_t bad = 0;
+    for (int64_t k = 0; k < n; k++) {
+        float sum = mean_input(0, k) + mean_input(1, k);
+        float want = (float)((double)sum / 2.0);
+        if (memcmp(&want, &got[k], sizeof want) != 0 && bad++ < 3)
+            fprintf(stderr, "mean rounding: element %lld is %a, want %a\n", (long long)k,
+                    (double)got[k], (double)want);
+    }
+    CHECK(bad == 0);
+    cn_release(t);
+    free(v);
+    free(got);
 }
 
 static void test_async_and_strided(void) {
@@ -249,6 +330,8 @@ int main(void) {
     cn_dist_set_timeout(60);
     if (W >= 2) {
         RUN(test_all_reduce_ops);
+        RUN(test_all_reduce_sizes);
+        RUN(test_mean_rounding);
         RUN(test_async_and_strided);
         RUN(test_broadcast_gather_scatter);
         RUN(test_mismatch_detected);

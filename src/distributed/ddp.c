@@ -249,6 +249,8 @@ cn_ddp *cn_ddp_new(const cn_param *params, int n, size_t bucket_bytes) {
     }
     for (int i = 0; i < n && s == CN_OK; i++)
         s = cn_set_grad_ready_hook(d->params[i].t, on_grad_ready, &d->params[i]);
+    /* the buckets' reductions by halving over MPI (engine_mpi.c); its one-time cost here */
+    if (s == CN_OK && dist__state.engine == CN_DIST_MPI) dist__mpi_prefer_halving();
     if (s != CN_OK) {
         cn_ddp_free(d);
         return NULL;

@@ -449,10 +449,11 @@ static void work_free(cn_dist_work *w) {
 
 /* Builds the work of a checked collective and starts it on the engine. */
 static cn_dist_work *start(const char *op, dist_kind kind, cn_dist_op how, int root,
-                           cn_tensor *out, cn_tensor *in) {
+                           cn_tensor *out, cn_tensor *in, int halving) {
     cn_dist_work *w = dist__calloc(op, 1, sizeof *w);
     if (!w) return NULL;
     w->kind = kind;
+    w->halving = halving;
     w->op = how;
     w->root = root;
     w->req = MPI_REQUEST_NULL;
@@ -526,12 +527,12 @@ static cn_dist_work *collective(const char *op, dist_kind kind, cn_dist_op how, 
     cn_status own = s;
     s = dist__agree(op, desc, DESC_LEN, describe_collective);
     if (s != CN_OK || own != CN_OK) return NULL;
-    return start(op, kind, how, root, out, in);
+    return start(op, kind, how, root, out, in, 0);
 }
 
 cn_dist_work *dist__all_reduce_unchecked(const char *op, cn_tensor *t, cn_dist_op how) {
     if (dist__check_group(op) != CN_OK) return NULL;
-    return start(op, DIST_ALL_REDUCE, how, 0, t, NULL);
+    return start(op, DIST_ALL_REDUCE, how, 0, t, NULL, 1);
 }
 
 cn_dist_work *cn_dist_all_reduce_async(cn_tensor *t, cn_dist_op op) {

@@ -30,6 +30,8 @@ struct cn_dist_work {
     cn_tensor *in;    /* dense buffer the engine reads (reduce_scatter, all_gather), or NULL */
     int64_t count;    /* elements the engine moves per rank: out's (all_reduce, broadcast,
                          reduce_scatter), in's (all_gather) */
+    int halving;      /* a cn_ddp bucket's all-reduce: the MPI engine may choose Rabenseifner's
+                         algorithm for it (dist__mpi_prefer_halving) */
     int done;
     cn_status status; /* of the engine, once done */
     MPI_Request req;  /* MPI engine */
@@ -84,8 +86,15 @@ cn_status dist__check_group(const char *op);
 void dist__break(const char *why);
 
 /* Starts an all-reduce of the dense tensor t without the agreement step: for callers that agreed
- * on the layout once (cn_ddp's buckets). NULL with the error set on failure. */
+ * on the layout once (cn_ddp's buckets, which it marks `halving`). NULL with the error set on
+ * failure. */
 cn_dist_work *dist__all_reduce_unchecked(const char *op, cn_tensor *t, cn_dist_op how);
+
+/* The MPI engine: looks up, once per process, whether Open MPI's libnbc lets its all-reduce
+ * algorithm be chosen (engine_mpi.c), so that the `halving` reductions use Rabenseifner's. It
+ * starts the MPI tool interface, which costs about 0.2 s once: cn_ddp_new calls it, before
+ * training, and nothing else does. */
+void dist__mpi_prefer_halving(void);
 
 /* The agreement step: every rank sends its descriptor (len int64s) to every other and compares
  * each with rank 0's. Fails on every rank alike when one differs (naming the first rank that

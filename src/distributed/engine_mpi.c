@@ -33,6 +33,59 @@ static cn_status fits_int(const char *call, int64_t n) {
                         (long long)n, INT_MAX);
 }
 
+/* Open MPI's non-blocking collectives (coll/libnbc) reduce an in-place MPI_Iallreduce on fewer
+ * than 4 ranks along a binomial tree: every rank copies its buffer aside, rank 0 receives all of
+ * rank 1's, sums it and sends the whole result back, so rank 0 moves and sums twice what it
+ * needs to and the two transfers run one after the other. Rabenseifner's algorithm (a
+ * reduce-scatter by vector halving, then an all-gather), which libnbc has but picks only for a
+ * large out-of-place reduction on 4 ranks or more, has each of 2 ranks receive and sum one half
+ * and receive the other half summed: half the bytes and half the additions per rank, in the
+ * same two rounds (docs/distributed.md: CPU time per reduction of the CNN's 1.6 MB bucket, rank
+ * 0 0.65-0.74 ms -> 0.39-0.47 ms). It is chosen for cn_ddp's bucket reductions (w->halving) of
+ * at least a world's number of elements (its requirement), through the MPI tool interface's
+ * control variable coll_libnbc_iallreduce_algorithm (3), set for the call that starts the
+ * reduction and restored after it, so that no other reduction of the process changes. An
+ * algorithm the user chose (`--mca coll_libnbc_iallreduce_algorithm N`, or OMPI_MCA_...) is
+ * kept, and where the variable does not exist (another MPI, or a libnbc without it) nothing is
+ * done. Starting the tool interface costs about 0.2 s (Open MPI registers every component's
+ * variables), once: dist__mpi_prefer_halving, from cn_ddp_new. */
+#define NBC_RABENSEIFNER 3
+
+static struct {
+    int state; /* 0: not looked up; 1: usable; -1: absent, or chosen by the user */
+    MPI_T_cvar_handle handle;
+} nbc = {0, MPI_T_CVAR_HANDLE_NULL};
+
+void dist__mpi_prefer_halving(void) {
+    if (nbc.state != 0) return;
+    int provided = 0, index = -1, count = 0, value = 0;
+    nbc.state = -1;
+    if (MPI_T_init_thread(MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return;
+    if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, NULL, &nbc.handle, &count) == MPI_SUCCESS) {
+        if (count == 1 && MPI_T_cvar_read(nbc.handle, &value) == MPI_SUCCESS && value == 0) {
+            nbc.state = 1;
+            return;
+        }
+        MPI_T_cvar_handle_free(&nbc.handle);
+    }
+    MPI_T_finalize();
+}
+
+/* Sets libnbc's all-reduce algorithm to `value` (0: its own choice) where it may be set. */
+static void nbc_choose(int value) {
+    if (nbc.state == 1) MPI_T_cvar_write(nbc.handle, &value);
+}
+
+static cn_status mpi_finalize(void) {
+    if (nbc.state == 1) {
+        MPI_T_cvar_handle_free(&nbc.handle);
+        MPI_T_finalize();
+    }
+    nbc.state = 0;
+    return CN_OK;
+}
+
 static cn_status mpi_start(cn_dist_work *w) {
     const char *op = "dist_mpi";
     MPI_Comm comm = dist__state.comm;
@@ -42,8 +95,10 @@ static cn_status mpi_start(cn_dist_work *w) {
     switch (w->kind) {
     case DIST_ALL_REDUCE:
         if (fits_int(op, w->count) != CN_OK) return cn_last_status();
+        if (w->halving && w->count >= dist__state.world) nbc_choose(NBC_RABENSEIFNER);
         rc = MPI_Iallreduce(MPI_IN_PLACE, out, (int)w->count, mpi_type(w->dtype), mpi_op(w->op),
                             comm, &w->req);
+        if (w->halving && w->count >= dist__state.world) nbc_choose(0);
         break;
     case DIST_BROADCAST:
         if (fits_int(op, w->count * elem) != CN_OK) return cn_last_status();
@@ -70,11 +125,21 @@ static cn_status mpi_start(cn_dist_work *w) {
     return CN_OK;
 }
 
-/* out /= world size, in host memory (a mean from a sum) */
+/* out /= world size, in host memory (a mean from a sum). In f32, for a world size that is a power
+ * of two, multiplying by its reciprocal (exact) gives the bits of the division in double (both
+ * round the exact quotient once to the nearest float; test_dist_collectives checks it, subnormal
+ * results included), at a quarter of the cost: the double division of the CNN's 1.6 MB bucket
+ * took 280 us a step, the multiplication 60-70 us (docs/benchmarks.md, round 6). Other world
+ * sizes keep the division. */
 static void divide(cn_dist_work *w) {
-    const double k = (double)dist__state.world;
+    const int world = dist__state.world;
+    const double k = (double)world;
     const int64_t n = cn_numel(w->out);
-    if (w->dtype == CN_F32) {
+    if (w->dtype == CN_F32 && (world & (world - 1)) == 0) {
+        float *p = cn_data_ptr(w->out);
+        const float r = 1.0f / (float)world;
+        for (int64_t i = 0; i < n; i++) p[i] *= r;
+    } else if (w->dtype == CN_F32) {
         float *p = cn_data_ptr(w->out);
         for (int64_t i = 0; i < n; i++) p[i] = (float)(p[i] / k);
     } else if (w->dtype == CN_F64) {
@@ -111,5 +176,5 @@ const dist_engine dist__mpi_engine = {
     .test = mpi_test,
     .release = mpi_release,
     .abort = NULL,
-    .finalize = NULL,
+    .finalize = mpi_finalize,
 };

@@ -121,6 +121,7 @@ typedef struct aunpack {
     const uint8_t *row[16]; /* NULL: a row past N */
     int8_t *abuf;
     int64_t unit, units; /* the next unit; 16 * groups of 4 blocks */
+    int64_t r, g;        /* the next unit's row and group */
 } aunpack;
 
 /* A 64-byte table: entry i = (i & 15) - 8, a nibble's int8 value by vpermb (6 index bits) */
@@ -136,9 +137,10 @@ amx_unpack_some(const cpu_qlinear *q, aunpack *u, int64_t count, int64_t astride
     const __m512i tbl = _mm512_loadu_si512(nib_table);
     const __m512i lo01 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
                   lo23 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    int64_t r = u->r, g = u->g;
     for (int64_t end = u->unit + count < u->units ? u->unit + count : u->units; u->unit < end;
          u->unit++) {
-        const int64_t r = u->unit / ng, g = u->unit % ng, left = nb - 4 * g;
+        const int64_t left = nb - 4 * g;
         int8_t *d = u->abuf + r * astride + 128 * g;
         const uint8_t *src = u->row[r];
         __m512i v0, v1;
@@ -165,7 +167,13 @@ amx_unpack_some(const cpu_qlinear *q, aunpack *u, int64_t count, int64_t astride
         }
         _mm512_store_si512(d, v0);
         _mm512_store_si512(d + 64, v1);
+        if (++g == ng) {
+            g = 0;
+            r++;
+        }
     }
+    u->r = r;
+    u->g = g;
 }
 
 /* Panels [p0, p1) of 16 output columns against every tile of activation rows. */
@@ -216,7 +224,7 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
                     int64_t e0 = q->w_off + (n0 + r) * q->w_s0;
                     next.row[r] = r < nn ? q->w + (q->q4 ? e0 >> 1 : e0) : NULL;
                 }
-                next.unit = 0;
+                next.unit = next.r = next.g = 0;
                 next.units = 16 * ng;
             }
             amx_unpack_some(q, &next, next.units, ustride);
@@ -232,7 +240,7 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
                 int64_t e0 = q->w_off + (m0 + r) * q->w_s0;
                 next.row[r] = r < mm ? q->w + (q->q4 ? e0 >> 1 : e0) : NULL;
             }
-            next.unit = 0;
+            next.unit = next.r = next.g = 0;
             next.units = 16 * ng;
         }
         const int64_t steps = j->tiles * ((nb + 1) / 2);

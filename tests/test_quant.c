@@ -434,12 +434,12 @@ static void test_linear_every_isa(void) {
     /* the last two for AMX's unpacking of the next panel's weight rows while a panel runs (units of
      * 4 blocks): 5 and 7 blocks a row (a partial unit), a partial last panel, several panels a
      * chunk, on one thread (6 x 40) and on the pool's (33 x 580: more panels than chunks) */
-    const int64_t sizes[NSIZES][3] = {{1, 7, 64},    {5, 13, 96},   {3, 33, 160}, {4, 300, 256},
-                                      {2, 1, 32},    {17, 50, 64},  {64, 33, 32}, {65, 20, 4096},
-                                      {1, 50, 4096}, {3, 49, 4096}, {4, 97, 32},  {65, 16, 96},
+    const int64_t sizes[NSIZES][3] = {{1, 7, 64},    {5, 13, 96},   {3, 33, 160},  {4, 300, 256},
+                                      {2, 1, 32},    {17, 50, 64},  {64, 33, 32},  {65, 20, 4096},
+                                      {1, 50, 4096}, {3, 49, 4096}, {4, 97, 32},   {65, 16, 96},
                                       {2, 19, 608},  {6, 40, 160},  {33, 580, 224}};
-    const int64_t row_k[NSIZES] = {37, 100, 1, 64, 333, 64, 32, 4096, 4096, 4095, 31, 97, 600,
-                                   150, 223};
+    const int64_t row_k[NSIZES] = {37,   100,  1,  64, 333, 64,  32, 4096,
+                                   4096, 4095, 31, 97, 600, 150, 223};
     float *res[4];
     double *mag = malloc(sizeof(double) * 65 * 300), worst[4][2] = {{0}};
     for (int i = 0; i < 4; i++)

@@ -225,7 +225,7 @@ T_VNNI static int64_t dot_row_vnni(const int8_t *a, const int8_t *b, int64_t nb)
  * or the thread that computes it. */
 /* weight rows ahead that the row kernel prefetches: 2 measured 0.93x the time of 4 (one thread, CPU
  * time, alternated; 1 as 2, none 1.05x) */
-#define GEMV_AHEAD 2
+#define GEMV_AHEAD  2
 #define VGEMM_MIN_M 6 /* rows from which gemm_tiles runs (below, its repack costs more) */
 /* rows from which the AMX tile kernel runs (quant_amx.c; fewer than 16 are padded to a tile:
  * faster than VNNI's tiles for q8, as fast for q4, measured) */

@@ -36,7 +36,7 @@
 #include "backends/cpu/quant_x86.h"
 
 #define T_AMX                                                                                      \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni,avx512vbmi,"        \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni,avx512vbmi,"         \
                           "amx-tile,amx-int8")))
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
@@ -49,7 +49,7 @@ static void amx_probe(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
     if (!((d >> 24) & 1u) || !((d >> 25) & 1u)) return; /* AMX-TILE, AMX-INT8 */
-    if (!((c >> 1) & 1u)) return; /* AVX512_VBMI (vpermb: the q4 unpacking) */
+    if (!((c >> 1) & 1u)) return;                       /* AVX512_VBMI (vpermb: the q4 unpacking) */
     if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) return;
     amx_ok = 1;
 }
@@ -128,10 +128,10 @@ typedef struct aunpack {
 } aunpack;
 
 /* A 64-byte table: entry i = (i & 15) - 8, a nibble's int8 value by vpermb (6 index bits) */
-static const int8_t nib_table[64] = {
-    -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3,
-    -2, -1, 0,  1,  2,  3,  4,  5,  6, 7, -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2,
-    3,  4,  5,  6,  7,  -8, -7, -6, -5, -4, -3, -2, -1, 0,  1,  2,  3,  4, 5, 6, 7};
+static const int8_t nib_table[64] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7,
+                                     -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7,
+                                     -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7,
+                                     -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
 
 /* Units [u->unit, u->unit + count) of the panel (fewer at its end). */
 T_AMX static inline __attribute__((always_inline)) void
@@ -266,8 +266,7 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
         /* the rows of the panel read next (in place: the next one; unpacked: the one after, as
          * the next one is unpacked meanwhile) fetched into L2, a few lines each step */
         const int64_t pfp = AMX_DIRECT(p + 1) ? p + 1 : p + 2;
-        const int64_t lpr = ((q->q4 ? 16 : 32) * nb + 63) / 64,
-                      pf_total = pfp < p1 ? 16 * lpr : 0;
+        const int64_t lpr = ((q->q4 ? 16 : 32) * nb + 63) / 64, pf_total = pfp < p1 ? 16 * lpr : 0;
         const int64_t pf_step = (pf_total + steps - 1) / steps;
         int64_t pf = 0, pf_row = 0, pf_line = 0;
         const uint8_t *pf_base =

@@ -133,10 +133,10 @@ static const int8_t nib_table[64] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3,
                                      -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7,
                                      -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
 
-/* Units [u->unit, u->unit + count) of the panel (fewer at its end). */
+/* Units [u->unit, u->unit + count) of the panel (fewer at its end); Q4: the scheme. */
 T_AMX static inline __attribute__((always_inline)) void
-amx_unpack_some(const cpu_qlinear *q, aunpack *u, int64_t count, int64_t astride) {
-    const int64_t nb = q->nb, ng = (nb + 3) / 4;
+amx_unpack_some(int Q4, int64_t nb, aunpack *u, int64_t count, int64_t astride) {
+    const int64_t ng = (nb + 3) / 4;
     const __m512i tbl = _mm512_loadu_si512(nib_table);
     const __m512i lo01 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
                   lo23 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
@@ -149,7 +149,7 @@ amx_unpack_some(const cpu_qlinear *q, aunpack *u, int64_t count, int64_t astride
         __m512i v0, v1;
         if (!src) {
             v0 = v1 = _mm512_setzero_si512();
-        } else if (q->q4) {
+        } else if (Q4) {
             src += 64 * g;
             /* a few lines on in this row, toward L1 (the row streams from L2 or beyond) */
             if (g + 8 < ng) _mm_prefetch((const char *)src + 512, _MM_HINT_T0);
@@ -215,6 +215,15 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
      * against 3.3-3.7 at batch 64, one thread); q4 rows, and the rows of a last partial panel
      * (zeros past N), are unpacked */
 #define AMX_DIRECT(p) (!q->q4 && N - 16 * (p) >= 16)
+    /* the scheme a constant of each instance: the unpacking's stores (int8) may alias *q */
+#define AMX_UNPACK(count)                                                                          \
+    do {                                                                                           \
+        if (q4)                                                                                    \
+            amx_unpack_some(1, nb, &next, count, ustride);                                         \
+        else                                                                                       \
+            amx_unpack_some(0, nb, &next, count, ustride);                                         \
+    } while (0)
+    const int q4 = q->q4;
     aunpack next = {.units = 0};
     for (int64_t p = p0; p < p1; p++) {
         const int64_t n0 = 16 * p, nn = N - n0 < 16 ? N - n0 : 16;
@@ -232,7 +241,7 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
                 next.unit = next.r = next.g = 0;
                 next.units = 16 * ng;
             }
-            amx_unpack_some(q, &next, next.units, ustride);
+            AMX_UNPACK(next.units);
             abase = abufs[p & 1];
             astride = ustride;
         }
@@ -296,7 +305,7 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
                     }
                 }
                 if (b + 1 < nb) AMX_ISSUE(4, 5, 3, b + 1);
-                if (per_step) amx_unpack_some(q, &next, per_step, ustride);
+                if (per_step) AMX_UNPACK(per_step);
                 _tile_stored(2, cbuf[0], 64);
                 if (b > 0) scale_block(acc, cbuf[1], dx + 16 * (b - 1), ws + b - 1, nb);
                 if (b + 1 >= nb) {
@@ -317,9 +326,10 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
                 _mm512_mask_storeu_ps(q->y + (16 * t + m) * N + n0, k, _mm512_add_ps(v, bias));
             }
         }
-        amx_unpack_some(q, &next, next.units, ustride); /* what the steps left, if any */
+        AMX_UNPACK(next.units); /* what the steps left, if any */
     }
 #undef AMX_DIRECT
+#undef AMX_UNPACK
     _tile_release();
     cn__free(mem);
     cn__free(ws);

@@ -427,15 +427,19 @@ static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int w
  * int dots are exact and scaled alike), within f32 rounding of the block sums (1e-5 of the sum of
  * |x W|) for the blocks. The worst error against the double reference, as a fraction of the
  * bound, is printed per scheme. */
-#define NSIZES 13
+#define NSIZES 15
 static void test_linear_every_isa(void) {
     cn_scope_begin();
     const char *isas[4] = {"c", "avx2", "vnni", "amx"};
-    const int64_t sizes[NSIZES][3] = {{1, 7, 64},    {5, 13, 96},   {3, 33, 160}, {4, 300, 256},
-                                      {2, 1, 32},    {17, 50, 64},  {64, 33, 32}, {65, 20, 4096},
-                                      {1, 50, 4096}, {3, 49, 4096}, {4, 97, 32},  {65, 16, 96},
-                                      {2, 19, 608}};
-    const int64_t row_k[NSIZES] = {37, 100, 1, 64, 333, 64, 32, 4096, 4096, 4095, 31, 97, 600};
+    /* the last two for AMX's unpacking of the next panel's weight rows while a panel runs (units of
+     * 4 blocks): 5 and 7 blocks a row (a partial unit), a partial last panel, several panels a
+     * chunk, on one thread (6 x 40) and on the pool's (33 x 580: more panels than chunks) */
+    const int64_t sizes[NSIZES][3] = {{1, 7, 64},    {5, 13, 96},   {3, 33, 160},  {4, 300, 256},
+                                      {2, 1, 32},    {17, 50, 64},  {64, 33, 32},  {65, 20, 4096},
+                                      {1, 50, 4096}, {3, 49, 4096}, {4, 97, 32},   {65, 16, 96},
+                                      {2, 19, 608},  {6, 40, 160},  {33, 580, 224}};
+    const int64_t row_k[NSIZES] = {37,   100,  1,  64, 333, 64,  32, 4096,
+                                   4096, 4095, 31, 97, 600, 150, 223};
     float *res[4];
     double *mag = malloc(sizeof(double) * 65 * 300), worst[4][2] = {{0}};
     for (int i = 0; i < 4; i++)
@@ -497,17 +501,19 @@ static void test_linear_every_isa(void) {
 
 /* The outputs of the products below, each scheme on each ISA path this CPU has, into out
  * (THREADS_FLOATS floats); returns how many were written. */
-#define THREADS_FLOATS (2 * 4 * (65 * 20 + 3 * 50 + 17 * 97))
+#define THREADS_FLOATS (2 * 4 * (65 * 20 + 3 * 50 + 17 * 97 + 20 * 600))
 static int64_t thread_products(float *out) {
     const char *isas[4] = {"c", "avx2", "vnni", "amx"};
     const cn_dtype blk[2] = {CN_Q8_BLOCK, CN_Q4_BLOCK};
-    const int64_t sizes[3][3] = {{65, 20, 4096}, {3, 50, 4096}, {17, 97, 256}};
+    /* the last: 38 panels of 16 columns, two or three in a chunk (AMX unpacks a panel's q4 rows
+     * while the chunk's previous panel runs), 5 blocks a row */
+    const int64_t sizes[4][3] = {{65, 20, 4096}, {3, 50, 4096}, {17, 97, 256}, {20, 600, 160}};
     int64_t at = 0;
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < 4; i++) {
             setenv("CINDER_QUANT_ISA", isas[i], 1);
             if (strcmp(cn_cpu_quant_isa(), isas[i]) != 0) continue;
-            for (int z = 0; z < 3; z++) {
+            for (int z = 0; z < 4; z++) {
                 int64_t M = sizes[z][0], N = sizes[z][1], K = sizes[z][2];
                 uint64_t seed = 5 + (uint64_t)z;
                 float *x = malloc(sizeof(float) * (size_t)(M * K)),

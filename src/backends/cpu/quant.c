@@ -223,7 +223,9 @@ T_VNNI static int64_t dot_row_vnni(const int8_t *a, const int8_t *b, int64_t nb)
  * column corrections) are scaled (dw * dx) and added in f32. An output's arithmetic (over b in
  * order: C = fma(f32(dot_b), dw_b * dx_b, C), then + bias) does not depend on the tile, the chunk
  * or the thread that computes it. */
-#define GEMV_AHEAD  4 /* weight rows ahead that the row kernel prefetches */
+/* weight rows ahead that the row kernel prefetches: 2 measured 0.93x the time of 4 (one thread, CPU
+ * time, alternated; 1 as 2, none 1.05x) */
+#define GEMV_AHEAD  2
 #define VGEMM_MIN_M 6 /* rows from which gemm_tiles runs (below, its repack costs more) */
 /* rows from which the AMX tile kernel runs (quant_amx.c; fewer than 16 are padded to a tile:
  * faster than VNNI's tiles for q8, as fast for q4, measured) */
@@ -307,21 +309,21 @@ static const int32_t vpair_idx[8][16] = {
     {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13},
     {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
 
-/* weight rows [n0, n1) against the MR (< VGEMM_MIN_M) activation rows */
-T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int MR, int64_t n0,
-                                                                   int64_t n1) {
+/* weight rows [n0, n1) against the MR (< VGEMM_MIN_M) activation rows; Q4: the weight's scheme
+ * (a constant of each instance, as MR) */
+T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int MR, int Q4,
+                                                                   int64_t n0, int64_t n1) {
     const int64_t nb = j->nb, kx = j->kx, N = j->N;
-    const int q4 = j->q4;
-    const int64_t bstep = q4 ? 16 : 32; /* bytes of a packed block */
+    const int64_t bstep = Q4 ? 16 : 32; /* bytes of a packed block */
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
     __m512i idx[8];
     for (int p = 0; p < 8; p++)
         idx[p] = _mm512_loadu_si512(vpair_idx[p]);
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *wr = vrow(j, n), *sc = vrow_scales(j, n);
-        /* the row GEMV_AHEAD rows on, fetched while this one is dotted (the weight streams from
-         * the last-level cache or memory, row after row: a hardware prefetcher stops at each
-         * 4 KiB page) */
+        /* the row GEMV_AHEAD rows on (the last rows: this one again), fetched while this one is
+         * dotted (the weight streams from the last-level cache or memory, row after row: a
+         * hardware prefetcher stops at each 4 KiB page) */
         const uint8_t *ahead = vrow(j, n + GEMV_AHEAD < n1 ? n + GEMV_AHEAD : n);
         /* two accumulators a row (even and odd pairs of blocks): the adds do not wait on each
          * other */
@@ -336,8 +338,8 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
                 s[m] = _mm512_mul_ps(_mm512_loadu_ps(j->dx + m * nb + g), dw);
             for (int p = 0; p < 8; p++) {
                 int64_t b = g + 2 * p;
-                if (n + GEMV_AHEAD < n1) _mm_prefetch((const char *)ahead + bstep * b, _MM_HINT_T0);
-                __m512i w = vpair(q4, wr + bstep * b, 1, x80);
+                _mm_prefetch((const char *)ahead + bstep * b, _MM_HINT_T0);
+                __m512i w = vpair(Q4, wr + bstep * b, 1, x80);
                 for (int m = 0; m < MR; m++) {
                     __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
                     d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
@@ -355,7 +357,7 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
                 s[m] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, j->dx + m * nb + g), dw);
             for (int64_t p = 0; 2 * p < ng; p++) {
                 int64_t b = g + 2 * p;
-                __m512i w = vpair(q4, wr + bstep * b, b + 1 < nb, x80);
+                __m512i w = vpair(Q4, wr + bstep * b, b + 1 < nb, x80);
                 for (int m = 0; m < MR; m++) {
                     __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
                     d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
@@ -373,13 +375,19 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
 T_VNNI static void gemv_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
     (void)chunk;
     vjob *j = ctx;
-    switch (j->M) {
-    case 1: gemv_body(j, 1, n0, n1); break;
-    case 2: gemv_body(j, 2, n0, n1); break;
-    case 3: gemv_body(j, 3, n0, n1); break;
-    case 4: gemv_body(j, 4, n0, n1); break;
-    default: gemv_body(j, 5, n0, n1); break;
+#define GEMV_CASES(Q4)                                                                             \
+    switch (j->M) {                                                                                \
+    case 1: gemv_body(j, 1, Q4, n0, n1); break;                                                    \
+    case 2: gemv_body(j, 2, Q4, n0, n1); break;                                                    \
+    case 3: gemv_body(j, 3, Q4, n0, n1); break;                                                    \
+    case 4: gemv_body(j, 4, Q4, n0, n1); break;                                                    \
+    default: gemv_body(j, 5, Q4, n0, n1); break;                                                   \
     }
+    if (j->q4)
+        GEMV_CASES(1)
+    else
+        GEMV_CASES(0)
+#undef GEMV_CASES
 }
 
 /* Panel n0: columns n0 .. n0 + VNP - 1 repacked into pw (per block b and vector jj of 16

@@ -9,14 +9,17 @@
  * C = fma(f32(dot_b), dw_b * dx_b, C), then + bias), so both give the same bits. The weights need
  * no repacking: a q8 row block is 32 consecutive bytes, so the A tile is read from the weight in
  * place (stride: its row); q4 rows are unpacked per panel of 16 rows as [low nibbles, high
- * nibbles] - 8, with the activations quantized in the matching order (quant_block512). The next
- * panel's rows are prefetched into L2 while a panel computes. The
- * activations are quantized once per call into the B tiles' layout.
+ * nibbles] - 8 (vpermb of a 16-entry table), with the activations quantized in the matching order
+ * (quant_block512), into one of two buffers: the next panel's while this one's tiles run, a few
+ * units of 4 blocks of a row each step of the block loop (the vector units have room beside the
+ * tile unit; unpacking a panel before its tiles cost ~22% of q4's time). The rows of the panel
+ * read after that are prefetched into L2 meanwhile. The activations are quantized once per call
+ * into the B tiles' layout.
  *
  * The threads split the panels of 16 output columns; each loads the tile configuration at the
  * start of its chunk and releases the tiles at its end. Linux grants the tile data state only to
  * a process that asks (arch_prctl, Linux 5.16+); cpu_amx_ready asks once, and without it (or
- * without AMX) the VNNI kernels run. */
+ * without AMX or AVX512_VBMI, which every AMX CPU has) the VNNI kernels run. */
 #define _GNU_SOURCE /* syscall */
 #include <stdint.h>
 #include <string.h>
@@ -33,8 +36,8 @@
 #include "backends/cpu/quant_x86.h"
 
 #define T_AMX                                                                                      \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni,amx-tile,amx-"       \
-                          "int8")))
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni,avx512vbmi,"         \
+                          "amx-tile,amx-int8")))
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA  18
@@ -46,6 +49,7 @@ static void amx_probe(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
     if (!((d >> 24) & 1u) || !((d >> 25) & 1u)) return; /* AMX-TILE, AMX-INT8 */
+    if (!((c >> 1) & 1u)) return;                       /* AVX512_VBMI (vpermb: the q4 unpacking) */
     if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) return;
     amx_ok = 1;
 }
@@ -101,35 +105,97 @@ scale_block(__m512 acc[16], const int32_t *cbuf, const float *dx, const float *w
     }
 }
 
-#define AMX_AHEAD 32 /* blocks ahead that the panel's copy prefetches */
-
-/* Block b's product into tile tc (tiles ta, tb: its weights and activations; abase/astride or
- * abuf, xb: the panel's); a macro because the tile numbers are immediates of the instructions. */
+/* Block b's product into tile tc (tiles ta, tb: its weights and activations; abase/astride: the
+ * panel's weight rows, in place or unpacked; xb: the activations); a macro because the tile
+ * numbers are immediates of the instructions. */
 #define AMX_ISSUE(ta, tb, tc, b)                                                                   \
     do {                                                                                           \
         _tile_zero(tc);                                                                            \
-        if (direct)                                                                                \
-            _tile_loadd(ta, abase + 32 * (b), astride);                                            \
-        else                                                                                       \
-            _tile_loadd(ta, abuf + 512 * (b), 32);                                                 \
+        _tile_loadd(ta, abase + 32 * (b), astride);                                                \
         _tile_loadd(tb, xb + (b)*512, 64);                                                         \
         _tile_dpbssd(tc, ta, tb);                                                                  \
     } while (0)
+
+/* A panel's weight rows in tile order: row r's blocks at abuf + r * astride, 32 bytes a block
+ * (q4: [low nibbles, high nibbles] - 8), rows past N zeros. Unpacked in units of 4 blocks of a
+ * row (row-major: each row read in order), some at a time while the previous panel's tiles run
+ * (the vector units have room beside the tile unit, and the weight's reads overlap it). */
+typedef struct aunpack {
+    const uint8_t *row[16]; /* NULL: a row past N */
+    int8_t *abuf;
+    int64_t unit, units; /* the next unit; 16 * groups of 4 blocks */
+    int64_t r, g;        /* the next unit's row and group */
+} aunpack;
+
+/* A 64-byte table: entry i = (i & 15) - 8, a nibble's int8 value by vpermb (6 index bits) */
+static const int8_t nib_table[64] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7,
+                                     -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7,
+                                     -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7,
+                                     -8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+/* Units [u->unit, u->unit + count) of the panel (fewer at its end); Q4: the scheme. */
+T_AMX static inline __attribute__((always_inline)) void
+amx_unpack_some(int Q4, int64_t nb, aunpack *u, int64_t count, int64_t astride) {
+    const int64_t ng = (nb + 3) / 4;
+    const __m512i tbl = _mm512_loadu_si512(nib_table);
+    const __m512i lo01 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
+                  lo23 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    int64_t r = u->r, g = u->g;
+    for (int64_t end = u->unit + count < u->units ? u->unit + count : u->units; u->unit < end;
+         u->unit++) {
+        const int64_t left = nb - 4 * g;
+        int8_t *d = u->abuf + r * astride + 128 * g;
+        const uint8_t *src = u->row[r];
+        __m512i v0, v1;
+        if (!src) {
+            v0 = v1 = _mm512_setzero_si512();
+        } else if (Q4) {
+            src += 64 * g;
+            /* a few lines on in this row, toward L1 (the row streams from L2 or beyond) */
+            if (g + 8 < ng) _mm_prefetch((const char *)src + 512, _MM_HINT_T0);
+            __m512i z = left >= 4 ? _mm512_loadu_si512(src)
+                                  : _mm512_maskz_loadu_epi8((1ull << (16 * left)) - 1, src);
+            __m512i lo = _mm512_permutexvar_epi8(z, tbl);
+            __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(z, 4), tbl);
+            v0 = _mm512_permutex2var_epi64(lo, lo01, hi); /* [lo b, hi b, lo b+1, hi b+1] */
+            v1 = _mm512_permutex2var_epi64(lo, lo23, hi);
+        } else {
+            src += 128 * g;
+            if (g + 4 < ng) _mm_prefetch((const char *)src + 512, _MM_HINT_T0);
+            v0 = left >= 2 ? _mm512_loadu_si512(src)
+                           : _mm512_maskz_loadu_epi8((1ull << (32 * left)) - 1, src);
+            v1 = left >= 4   ? _mm512_loadu_si512(src + 64)
+                 : left == 3 ? _mm512_maskz_loadu_epi8(0xFFFFFFFFull, src + 64)
+                             : _mm512_setzero_si512();
+        }
+        _mm512_store_si512(d, v0);
+        _mm512_store_si512(d + 64, v1);
+        if (++g == ng) {
+            g = 0;
+            r++;
+        }
+    }
+    u->r = r;
+    u->g = g;
+}
 
 /* Panels [p0, p1) of 16 output columns against every tile of activation rows. */
 T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
     (void)chunk;
     ajob *j = ctx;
     const cpu_qlinear *q = j->q;
-    const int64_t nb = q->nb, kx = 32 * nb, N = q->N, M = q->M;
-    int8_t *abuf = cn__malloc("quant_linear", (size_t)(16 * kx + 64));
+    const int64_t nb = q->nb, N = q->N, M = q->M, ng = (nb + 3) / 4;
+    const int64_t ustride = 128 * ng + 64; /* + a line: rows 4 KiB apart would share L1 sets */
+    int8_t *mem = cn__malloc("quant_linear", (size_t)(2 * 16 * ustride + 64));
     float *ws = cn__malloc("quant_linear", (size_t)(16 * nb + 16) * sizeof(float));
-    if (!abuf || !ws) {
+    if (!mem || !ws) {
         j->failed = 1; /* the error is set; the caller reports it */
-        cn__free(abuf);
+        cn__free(mem);
         cn__free(ws);
         return;
     }
+    int8_t *abufs[2] = {(int8_t *)(((uintptr_t)mem + 63) & ~(uintptr_t)63), NULL};
+    abufs[1] = abufs[0] + 16 * ustride;
     _Alignas(64) int32_t cbuf[2][256];
     _Alignas(64) float tmp[256];
     _Alignas(64) tile_config cfg;
@@ -144,43 +210,55 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
     const __m512i gather =
         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                            _mm512_set1_epi32(16));
+    /* A whole panel of q8 rows is read in place by the tiles (a copy costs more than it saves,
+     * measured, even made beside the previous panel's tiles as q4's unpacking: 4.5-4.8 ms
+     * against 3.3-3.7 at batch 64, one thread); q4 rows, and the rows of a last partial panel
+     * (zeros past N), are unpacked */
+#define AMX_DIRECT(p) (!q->q4 && N - 16 * (p) >= 16)
+    /* the scheme a constant of each instance: the unpacking's stores (int8) may alias *q */
+#define AMX_UNPACK(count)                                                                          \
+    do {                                                                                           \
+        if (q4)                                                                                    \
+            amx_unpack_some(1, nb, &next, count, ustride);                                         \
+        else                                                                                       \
+            amx_unpack_some(0, nb, &next, count, ustride);                                         \
+    } while (0)
+    const int q4 = q->q4;
+    aunpack next = {.units = 0};
     for (int64_t p = p0; p < p1; p++) {
         const int64_t n0 = 16 * p, nn = N - n0 < 16 ? N - n0 : 16;
-        /* A whole panel of q8 rows is read in place by the tiles (a copy costs more than it
-         * saves, measured); q4 rows, and the rows of a last partial panel (zeros past N), are
-         * copied as int8 in tile order, [block][row][32] */
-        const int direct = !q->q4 && nn == 16;
+        const int direct = AMX_DIRECT(p);
         const int8_t *abase = (const int8_t *)q->w + q->w_off + n0 * q->w_s0;
-        const int64_t astride = q->w_s0;
-        const uint8_t *wrow[16];
-        for (int64_t r = 0; r < 16; r++) {
-            int64_t e0 = q->w_off + (n0 + (r < nn ? r : 0)) * q->w_s0;
-            wrow[r] = q->w + (q->q4 ? e0 >> 1 : e0);
-        }
-        for (int64_t b = 0; !direct && b < nb; b += 2) {
-            int two = b + 1 < nb;
-            for (int64_t r = 0; r < 16; r++) {
-                /* the rows come from the last-level cache or memory: each is a stream the
-                 * hardware prefetcher follows only within its 4 KiB page */
-                _mm_prefetch((const char *)wrow[r] + (q->q4 ? 16 : 32) * (b + AMX_AHEAD),
-                             _MM_HINT_T0);
-                __m512i v;
-                if (r >= nn)
-                    v = _mm512_setzero_si512();
-                else if (q->q4)
-                    v = _mm512_sub_epi8(quant_q4_pair512(wrow[r] + 16 * b, two),
-                                        _mm512_set1_epi8(8));
-                else
-                    v = two ? _mm512_loadu_si512(wrow[r] + 32 * b)
-                            : _mm512_castsi256_si512(
-                                  _mm256_loadu_si256((const __m256i *)(wrow[r] + 32 * b)));
-                _mm256_storeu_si256((__m256i *)(abuf + (b * 16 + r) * 32),
-                                    _mm512_castsi512_si256(v));
-                if (two)
-                    _mm256_storeu_si256((__m256i *)(abuf + ((b + 1) * 16 + r) * 32),
-                                        _mm512_extracti64x4_epi64(v, 1));
+        int64_t astride = q->w_s0;
+        if (!direct) {
+            /* the first panel of the chunk (else the previous one unpacked it meanwhile) */
+            if (next.units == 0) {
+                next.abuf = abufs[p & 1];
+                for (int64_t r = 0; r < 16; r++) {
+                    int64_t e0 = q->w_off + (n0 + r) * q->w_s0;
+                    next.row[r] = r < nn ? q->w + (q->q4 ? e0 >> 1 : e0) : NULL;
+                }
+                next.unit = next.r = next.g = 0;
+                next.units = 16 * ng;
             }
+            AMX_UNPACK(next.units);
+            abase = abufs[p & 1];
+            astride = ustride;
         }
+        /* the next panel's, some units each step of this one's tiles */
+        next.units = 0;
+        if (p + 1 < p1 && !AMX_DIRECT(p + 1)) {
+            const int64_t m0 = n0 + 16, mm = N - m0 < 16 ? N - m0 : 16;
+            next.abuf = abufs[(p + 1) & 1];
+            for (int64_t r = 0; r < 16; r++) {
+                int64_t e0 = q->w_off + (m0 + r) * q->w_s0;
+                next.row[r] = r < mm ? q->w + (q->q4 ? e0 >> 1 : e0) : NULL;
+            }
+            next.unit = next.r = next.g = 0;
+            next.units = 16 * ng;
+        }
+        const int64_t steps = j->tiles * ((nb + 1) / 2);
+        const int64_t per_step = (next.units + steps - 1) / steps;
         for (int64_t r = 0; r < 16; r++) {
             const uint8_t *sc =
                 q->scales + 2 * ((q->w_off + (n0 + (r < nn ? r : 0)) * q->w_s0) / 32);
@@ -194,16 +272,16 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
         if (q->bias)
             for (int64_t r = 0; r < nn; r++)
                 ((float *)&bias)[r] = q->bias[(n0 + r) * q->bias_stride];
-        /* the next panel's rows fetched into L2 meanwhile, a few lines each step */
-        const int64_t lpr = ((q->q4 ? 16 : 32) * nb + 63) / 64,
-                      pf_total = p + 1 < p1 ? 16 * lpr : 0;
-        const int64_t pf_step =
-            (pf_total + j->tiles * ((nb + 1) / 2) - 1) / (j->tiles * ((nb + 1) / 2));
-        int64_t pf = 0;
+        /* the rows of the panel read next (in place: the next one; unpacked: the one after, as
+         * the next one is unpacked meanwhile) fetched into L2, a few lines each step */
+        const int64_t pfp = AMX_DIRECT(p + 1) ? p + 1 : p + 2;
+        const int64_t lpr = ((q->q4 ? 16 : 32) * nb + 63) / 64, pf_total = pfp < p1 ? 16 * lpr : 0;
+        const int64_t pf_step = (pf_total + steps - 1) / steps;
+        int64_t pf = 0, pf_row = 0, pf_line = 0;
         const uint8_t *pf_base =
-            q->w + (q->q4 ? (q->w_off + (n0 + 16) * q->w_s0) >> 1 : q->w_off + (n0 + 16) * q->w_s0);
+            q->w + (q->q4 ? (q->w_off + 16 * pfp * q->w_s0) >> 1 : q->w_off + 16 * pfp * q->w_s0);
         const int64_t pf_stride = q->q4 ? q->w_s0 >> 1 : q->w_s0;
-        const int64_t pf_rows = N - (n0 + 16) < 16 ? N - (n0 + 16) : 16;
+        const int64_t pf_rows = N - 16 * pfp < 16 ? N - 16 * pfp : 16;
         for (int64_t t = 0; t < j->tiles; t++) {
             const int8_t *xb = j->xb + t * nb * 512;
             const float *dx = j->dx + t * nb * 16;
@@ -217,12 +295,17 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
             AMX_ISSUE(0, 1, 2, 0);
             int64_t b = 0;
             for (; b < nb; b += 2) {
-                for (int64_t i = 0; i < pf_step && pf < pf_total; i++, pf++)
-                    if (pf / lpr < pf_rows)
-                        _mm_prefetch((const char *)pf_base + (pf / lpr) * pf_stride +
-                                         64 * (pf % lpr),
+                for (int64_t i = 0; i < pf_step && pf < pf_total; i++, pf++) {
+                    if (pf_row < pf_rows)
+                        _mm_prefetch((const char *)pf_base + pf_row * pf_stride + 64 * pf_line,
                                      _MM_HINT_T1);
+                    if (++pf_line == lpr) {
+                        pf_line = 0;
+                        pf_row++;
+                    }
+                }
                 if (b + 1 < nb) AMX_ISSUE(4, 5, 3, b + 1);
+                if (per_step) AMX_UNPACK(per_step);
                 _tile_stored(2, cbuf[0], 64);
                 if (b > 0) scale_block(acc, cbuf[1], dx + 16 * (b - 1), ws + b - 1, nb);
                 if (b + 1 >= nb) {
@@ -243,9 +326,12 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
                 _mm512_mask_storeu_ps(q->y + (16 * t + m) * N + n0, k, _mm512_add_ps(v, bias));
             }
         }
+        AMX_UNPACK(next.units); /* what the steps left, if any */
     }
+#undef AMX_DIRECT
+#undef AMX_UNPACK
     _tile_release();
-    cn__free(abuf);
+    cn__free(mem);
     cn__free(ws);
 }
 

@@ -365,6 +365,38 @@ for name, what, source, limit, limit_source, fraction, bar, below in LIMITS:
     print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {fmt(limit)} | {fc:.3f} | {fmt(ft)} | "
           f"{'<=' if below else '>='} {bar:g} | {'yes' if ok else 'NO'} |")
 
+# Quantized linear (issue 19), 4096 x 4096: batch 1 at least 3x cinder's f32 linear and at least
+# 0.7 of the memory bandwidth (packed weights and scales read / time), batch 64 at least as fast
+# as PyTorch's dynamically quantized Linear (int8, fbgemm; the one PyTorch figure both schemes
+# are held against). A row: what, cinder's figure, its reference, fraction(figure, reference), bar.
+if any(med("cinder", f"quant_{s}_b1") is not None for s in ("q8", "q4")):
+    f32_b1, torch_b64 = med("cinder", "quant_f32_b1"), med("torch", "quant_q8_b64")
+    QUANT = []
+    for s, label in (("q8", "q8_block"), ("q4", "q4_block")):
+        QUANT += [
+            (f"{label}, batch 1: cinder's f32 linear / {label}", "ms", med("cinder", f"quant_{s}_b1"),
+             f32_b1, lambda v, ref: ref / v, 3.0),
+            (f"{label}, batch 1: GB/s of weights and scales / memory bandwidth", "GB/s",
+             med("cinder", f"quant_{s}_b1_gbs"), bandwidth, lambda v, ref: v / ref, 0.7),
+            (f"{label}, batch 64: PyTorch's dynamic int8 Linear / {label}", "ms",
+             med("cinder", f"quant_{s}_b64"), torch_b64, lambda v, ref: ref / v, 1.0),
+        ]
+    print()
+    print("Quantized linear, 4096 x 4096 (issue 19): each scheme against cinder's f32 linear "
+          "(quant_f32_b1), the memory bandwidth (elementwise) and PyTorch's dynamically "
+          "quantized Linear at batch 64, in the same run.")
+    print()
+    print("| figure | unit | cinder | reference | fraction | bar | met |")
+    print("|---|---|---|---|---|---|---|")
+    for what, unit, v, ref, fraction, bar in QUANT:
+        if v is None or ref is None:
+            print(f"| {what} | {unit} | {fmt(v)} | {fmt(ref)} | - | >= {bar:g} | skipped: needs "
+                  "quant and elementwise in the run |")
+            continue
+        fr = fraction(v, ref)
+        print(f"| {what} | {unit} | {fmt(v)} | {fmt(ref)} | {fr:.3f} | >= {bar:g} | "
+              f"{'yes' if fr >= bar else 'NO'} |")
+
 # Data parallelism (issue 18): one process x 1 thread against 2 processes x 1 thread.
 def best(impl, name):
     v = values.get((impl, name))

@@ -49,46 +49,6 @@ static int64_t query_block_elems(int64_t D, int64_t Dv) {
 #define EXP_f32(x) exp_f32(x)
 #define EXP_f64(x) exp(x)
 
-/* The f32 rows' exps on 16 lanes of exp512 where the CPU has AVX-512 (the same bits as exp_f32);
- * f64 keeps the compiled loops. Each returns how many leading elements (a multiple of 16) it did.
- * exp_sub512: s[c] = exp(s[c] - m); exp_lanes512 also adds each value into lane[c % 16], in the
- * order the compiled loop adds them. */
-#define EXP512_f32 CPU_EXP512
-#define EXP512_f64 0
-#if CPU_EXP512
-__attribute__((target("avx512f"))) static int64_t exp_sub512(float *s, int64_t n, float m) {
-    const __m512 vm = _mm512_set1_ps(m);
-    int64_t c = 0;
-    for (; c + 16 <= n; c += 16)
-        _mm512_storeu_ps(s + c, exp512(_mm512_sub_ps(_mm512_loadu_ps(s + c), vm)));
-    return c;
-}
-
-__attribute__((target("avx512f"))) static int64_t exp_lanes512(float *s, int64_t n, float m,
-                                                               float *lane) {
-    const __m512 vm = _mm512_set1_ps(m);
-    __m512 acc = _mm512_loadu_ps(lane);
-    int64_t c = 0;
-    for (; c + 16 <= n; c += 16) {
-        __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + c), vm));
-        _mm512_storeu_ps(s + c, e);
-        acc = _mm512_add_ps(acc, e);
-    }
-    _mm512_storeu_ps(lane, acc);
-    return c;
-}
-#else
-static int64_t exp_sub512(float *s, int64_t n, float m) {
-    (void)s, (void)n, (void)m;
-    return 0;
-}
-
-static int64_t exp_lanes512(float *s, int64_t n, float m, float *lane) {
-    (void)s, (void)n, (void)m, (void)lane;
-    return 0;
-}
-#endif
-
 /* The geometry every item reads. */
 typedef struct sdpa_geom {
     const cn_kernel_args *a;
@@ -195,8 +155,10 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
         for (int64_t r = 0; r < bq; r++) {                                                         \
             T *s = S + r * bk, l = lse[r];                                                         \
             int64_t n = l == (T)-INFINITY ? 0 : row_keys(G, i0, r, j0, bk);                        \
-            int64_t c0 =                                                                           \
-                EXP512_##SUF && cpu_has_avx512() ? exp_sub512((float *)s, n, (float)l) : 0;        \
+            /* f32 on AVX-512: the 16-lane part by exp_sub512 (the same bits) */                   \
+            int64_t c0 = CPU_EXP512_##SUF && cpu_has_avx512()                                      \
+                             ? exp_sub512((float *)s, (float *)s, n, (float)l, NULL, 0)            \
+                             : 0;                                                                  \
             for (int64_t c = c0; c < n; c++) s[c] = EXP_##SUF(s[c] - l);                           \
             for (int64_t c = n; c < bk; c++) s[c] = 0;                                             \
         }                                                                                          \
@@ -218,8 +180,8 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
     CPU_CLONES_512 static T exp_sum_##SUF(T *s, int64_t n, T mx) {                                 \
         T lane[MAX_LANES];                                                                         \
         for (int j = 0; j < MAX_LANES; j++) lane[j] = 0;                                           \
-        int64_t c = EXP512_##SUF && cpu_has_avx512()                                               \
-                        ? exp_lanes512((float *)s, n, (float)mx, (float *)lane)                    \
+        int64_t c = CPU_EXP512_##SUF && cpu_has_avx512()                                           \
+                        ? exp_sub512((float *)s, (float *)s, n, (float)mx, (float *)lane, 0)       \
                         : 0;                                                                       \
         for (; c + MAX_LANES <= n; c += MAX_LANES)                                                 \
             for (int j = 0; j < MAX_LANES; j++) {                                                  \

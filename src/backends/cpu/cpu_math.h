@@ -91,10 +91,39 @@ __attribute__((target("avx512f"))) static inline __m512 exp512(__m512 x) {
         _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f)));
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), e, x);
 }
+
+/* y[i] = exp(x[i] - m) for i < n / 16 * 16, 16 lanes at a time, each value also added into
+ * lane[i % 16] when lane (16 floats) is not NULL, in the order a compiled loop over 16 lanes adds
+ * them. nonpos: x - m is <= 0 or NaN, taken as exp_nonpos_f32 does (a NaN gives 0: softmax's
+ * rows); else as exp_f32 (clamps, NaN kept). x and y may be the same array. Returns how many
+ * leading elements it did: the caller's loop does the rest. */
+__attribute__((target("avx512f"))) static inline int64_t
+exp_sub512(const float *x, float *y, int64_t n, float m, float *lane, int nonpos) {
+    const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-104.0f);
+    __m512 acc = lane ? _mm512_loadu_ps(lane) : _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
+        /* nonpos: below -104 (or NaN: max returns its second operand) becomes -104 */
+        __m512 e = nonpos ? exp_clamped512(_mm512_max_ps(v, lo)) : exp512(v);
+        _mm512_storeu_ps(y + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    if (lane) _mm512_storeu_ps(lane, acc);
+    return i;
+}
 #else
 #define CPU_EXP512 0
 static inline int cpu_has_avx512(void) { return 0; }
+static inline int64_t exp_sub512(const float *x, float *y, int64_t n, float m, float *lane,
+                                 int nonpos) {
+    (void)x, (void)y, (void)n, (void)m, (void)lane, (void)nonpos;
+    return 0;
+}
 #endif
+/* For code generated per type (f32, f64): whether exp_sub512 serves the type. */
+#define CPU_EXP512_f32 CPU_EXP512
+#define CPU_EXP512_f64 0
 
 /* ---- erf, erfc and the normal CDF for f32, vectorisable ------------------------------------- *
  * Branch-free (both branches computed, one selected), so loops over them vectorise where libm's

@@ -54,41 +54,6 @@
 #define EXP_NONPOS_f32(x) exp_nonpos_f32(x) /* softmax's exp(x - max): see cpu_math.h */
 #define EXP_NONPOS_f64(x) exp(x)
 
-/* expsum_row's leaf for f32 where the CPU has AVX-512F: exp_nonpos_f32 of 16 lanes at a time
- * with exp_clamped512 (the same bits), the lanes' sums reduced in sum_row's order (h = 8, 4, 2,
- * 1). Returns the sum of the first n / 16 * 16 elements; *done receives that count. */
-#if CPU_EXP512
-__attribute__((target("avx512f"))) static float expsum_lanes512(const float *restrict x,
-                                                                 int64_t n, float mx,
-                                                                 float *restrict y, int64_t *done) {
-    const __m512 vmx = _mm512_set1_ps(mx), lo = _mm512_set1_ps(-104.0f);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        /* x - mx below -104 (or NaN: max returns its second operand) becomes -104 */
-        __m512 e = exp_clamped512(_mm512_max_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmx), lo));
-        _mm512_storeu_ps(y + i, e);
-        acc = _mm512_add_ps(acc, e);
-    }
-    __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(acc),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
-    __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
-    __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
-    __m128 h1 = _mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1));
-    *done = i;
-    return _mm_cvtss_f32(h1);
-}
-#else
-static float expsum_lanes512(const float *x, int64_t n, float mx, float *y, int64_t *done) {
-    (void)x, (void)n, (void)mx, (void)y;
-    *done = 0;
-    return 0;
-}
-#endif
-/* The AVX-512 leaf for f32 only (f64 keeps the compiled loop). */
-#define EXPSUM_FAST_f32 1
-#define EXPSUM_FAST_f64 0
-
 /* ---- primitives ------------------------------------------------------------------------------ *
  * Row forms reduce n elements at stride rs to one value; column forms reduce n rows (stride rs)
  * of w contiguous elements to w values. */
@@ -800,17 +765,11 @@ DEF_SUM_ROWS(double, f64)
         }                                                                                          \
         if (pf)                                                                                    \
             for (int64_t i = 0; i < n; i += 64 / (int64_t)sizeof(T)) __builtin_prefetch(pf + i);   \
-        if (EXPSUM_FAST_##SUF && cpu_has_avx512()) {                                               \
-            int64_t i;                                                                             \
-            T s = (T)expsum_lanes512((const float *)x, n, (float)mx, (float *)y, &i), t = 0;       \
-            for (; i < n; i++) {                                                                   \
-                y[i] = EXP_NONPOS_##SUF(x[i] - mx);                                                \
-                t += y[i];                                                                         \
-            }                                                                                      \
-            return s + t;                                                                          \
-        }                                                                                          \
         T acc[LANES] = {0};                                                                        \
-        int64_t i = 0;                                                                             \
+        /* f32 on AVX-512: the 16-lane part by exp_sub512 (the same bits and order of sums) */     \
+        int64_t i = CPU_EXP512_##SUF && cpu_has_avx512()                                           \
+                        ? exp_sub512((const float *)x, (float *)y, n, (float)mx, (float *)acc, 1)  \
+                        : 0;                                                                       \
         for (; i + LANES <= n; i += LANES)                                                         \
             for (int j = 0; j < LANES; j++) {                                                      \
                 T e = EXP_NONPOS_##SUF(x[i + j] - mx);                                             \

@@ -14,7 +14,8 @@
  * units of 4 blocks of a row each step of the block loop (the vector units have room beside the
  * tile unit; unpacking a panel before its tiles cost ~22% of q4's time). The rows of the panel
  * read after that are prefetched into L2 meanwhile. The activations are quantized once per call
- * into the B tiles' layout.
+ * into the B tiles' layout. Two tiles of activation rows run against each weight tile loaded
+ * (32 sums in registers): a tile load of weight rows costs about a third of a block's time.
  *
  * The threads split the panels of 16 output columns; each loads the tile configuration at the
  * start of its chunk and releases the tiles at its end. Linux grants the tile data state only to
@@ -99,22 +100,12 @@ T_AMX static void amx_quantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_
 T_AMX static inline __attribute__((always_inline)) void
 scale_block(__m512 acc[16], const int32_t *cbuf, const float *dx, const float *ws, int64_t nb) {
     __m512 d = _mm512_loadu_ps(dx);
+#pragma GCC unroll 16
     for (int r = 0; r < 16; r++) {
         __m512 s = _mm512_mul_ps(_mm512_set1_ps(ws[r * nb]), d);
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cbuf + 16 * r)), s, acc[r]);
     }
 }
-
-/* Block b's product into tile tc (tiles ta, tb: its weights and activations; abase/astride: the
- * panel's weight rows, in place or unpacked; xb: the activations); a macro because the tile
- * numbers are immediates of the instructions. */
-#define AMX_ISSUE(ta, tb, tc, b)                                                                   \
-    do {                                                                                           \
-        _tile_zero(tc);                                                                            \
-        _tile_loadd(ta, abase + 32 * (b), astride);                                                \
-        _tile_loadd(tb, xb + (b)*512, 64);                                                         \
-        _tile_dpbssd(tc, ta, tb);                                                                  \
-    } while (0)
 
 /* A panel's weight rows in tile order: row r's blocks at abuf + r * astride, 32 bytes a block
  * (q4: [low nibbles, high nibbles] - 8), rows past N zeros. Unpacked in units of 4 blocks of a
@@ -179,6 +170,147 @@ amx_unpack_some(int Q4, int64_t nb, aunpack *u, int64_t count, int64_t astride) 
     u->g = g;
 }
 
+/* Block b of two tiles' dots (c0, c1: [n][m] int32) scaled into acc[n] and acc[16 + n], each
+ * as scale_block does (the same bits). */
+T_AMX static inline __attribute__((always_inline)) void
+scale_block2(__m512 acc[32], const int32_t *c0, const int32_t *c1, const float *dx0,
+             const float *dx1, const float *ws, int64_t nb) {
+    __m512 d0 = _mm512_loadu_ps(dx0), d1 = _mm512_loadu_ps(dx1);
+#pragma GCC unroll 16 /* the 32 sums stay in registers only when the loop is unrolled */
+    for (int r = 0; r < 16; r++) {
+        __m512 w = _mm512_set1_ps(ws[r * nb]);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c0 + 16 * r)),
+                                 _mm512_mul_ps(w, d0), acc[r]);
+        acc[16 + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c1 + 16 * r)),
+                                      _mm512_mul_ps(w, d1), acc[16 + r]);
+    }
+}
+
+/* The prefetch into L2 of a panel read later: a few of its rows' lines each step */
+typedef struct apf {
+    const uint8_t *base;
+    int64_t stride, rows, lpr, total, step;
+    int64_t at, row, line; /* the next line */
+} apf;
+
+static inline __attribute__((always_inline)) void apf_some(apf *p) {
+    for (int64_t i = 0; i < p->step && p->at < p->total; i++, p->at++) {
+        if (p->row < p->rows)
+            _mm_prefetch((const char *)p->base + p->row * p->stride + 64 * p->line, _MM_HINT_T1);
+        if (++p->line == p->lpr) {
+            p->line = 0;
+            p->row++;
+        }
+    }
+}
+
+/* A panel of 16 output columns, as amx_rows runs it against tiles of activation rows */
+typedef struct atiles {
+    const int8_t *abase; /* the panel's weight rows (block b at abase + 32 b) */
+    int64_t astride, nb;
+    const float *ws;  /* the rows' block scales, [16][nb] */
+    aunpack *next;    /* the next panel's unpacking, some units each step */
+    int q4;
+    int64_t per_step, ustride;
+    apf *pf;
+    float *y;
+    int64_t M, N, n0, nn;
+    __m512 bias; /* lanes n */
+} atiles;
+
+/* Tile t of activation rows against the panel (TWO: tiles t and t + 1, each weight tile loaded
+ * once for both) into y. A software pipeline over the blocks: block b + 1's products start before
+ * block b's dots are stored, and those are scaled one step later, after block b + 1's stores, so
+ * that neither the tile unit nor the vector units wait on the other's latency (tiles 0, 1, 5 and
+ * 2, 3 the even blocks; 4, 1 or 5, and 6, 7 the odd ones; cbuf[b % 2]). */
+T_AMX static inline __attribute__((always_inline)) void
+amx_rows(const int TWO, const atiles *c, const int8_t *xb0, const float *dx0, int64_t t) {
+    const int8_t *const abase = c->abase, *const xb1 = xb0 + c->nb * 512;
+    const int64_t astride = c->astride, nb = c->nb, per_step = c->per_step, ustride = c->ustride;
+    const float *const ws = c->ws, *const dx1 = dx0 + nb * 16;
+    const int q4 = c->q4;
+    _Alignas(64) int32_t cbuf[2][2][256];
+    __m512 acc[32];
+#pragma GCC unroll 32
+    for (int r = 0; r < 32; r++)
+        acc[r] = _mm512_setzero_ps();
+/* block b's products: weights into tile ta, the first tile's activations into tb (the second's
+ * into 5), the dots into c0 (and c1); a macro because tile numbers are immediates (abase, astride:
+ * the panel's weight rows, in place or unpacked) */
+#define AMX_ISSUE(ta, tb, c0, c1, b)                                                               \
+    do {                                                                                           \
+        _tile_loadd(ta, abase + 32 * (b), astride);                                                \
+        _tile_zero(c0);                                                                            \
+        _tile_loadd(tb, xb0 + (b)*512, 64);                                                        \
+        _tile_dpbssd(c0, ta, tb);                                                                  \
+        if (TWO) {                                                                                 \
+            _tile_zero(c1);                                                                        \
+            _tile_loadd(5, xb1 + (b)*512, 64);                                                     \
+            _tile_dpbssd(c1, ta, 5);                                                               \
+        }                                                                                          \
+    } while (0)
+#define AMX_SCALE(cb, b)                                                                           \
+    do {                                                                                           \
+        if (TWO)                                                                                   \
+            scale_block2(acc, (cb)[0], (cb)[1], dx0 + 16 * (b), dx1 + 16 * (b), ws + (b), nb);     \
+        else                                                                                       \
+            scale_block(acc, (cb)[0], dx0 + 16 * (b), ws + (b), nb);                               \
+    } while (0)
+    AMX_ISSUE(0, 1, 2, 3, 0);
+    int64_t b = 0;
+    for (; b < nb; b += 2) {
+        apf_some(c->pf);
+        if (b + 1 < nb) {
+            if (TWO)
+                AMX_ISSUE(4, 1, 6, 7, b + 1);
+            else
+                AMX_ISSUE(4, 5, 6, 7, b + 1);
+        }
+        if (per_step) {
+            if (q4)
+                amx_unpack_some(1, nb, c->next, per_step, ustride);
+            else
+                amx_unpack_some(0, nb, c->next, per_step, ustride);
+        }
+        _tile_stored(2, cbuf[0][0], 64);
+        if (TWO) _tile_stored(3, cbuf[0][1], 64);
+        if (b > 0) AMX_SCALE(cbuf[1], b - 1);
+        if (b + 1 >= nb) {
+            AMX_SCALE(cbuf[0], b);
+            break;
+        }
+        if (b + 2 < nb) AMX_ISSUE(0, 1, 2, 3, b + 2);
+        _tile_stored(6, cbuf[1][0], 64);
+        if (TWO) _tile_stored(7, cbuf[1][1], 64);
+        AMX_SCALE(cbuf[0], b);
+    }
+    if (b == nb) AMX_SCALE(cbuf[1], nb - 1);
+#undef AMX_ISSUE
+#undef AMX_SCALE
+    /* the [n][m] sums into rows m of y */
+    const __m512i gather =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(16));
+    const __mmask16 k = c->nn == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << c->nn) - 1u);
+    float *tmp = (float *)cbuf; /* [2][256]: the sums, [n][m] */
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++)
+        _mm512_store_ps(tmp + 16 * r, acc[r]);
+    if (TWO) {
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++)
+            _mm512_store_ps(tmp + 256 + 16 * r, acc[16 + r]);
+    }
+    for (int u = 0; u < (TWO ? 2 : 1); u++) {
+        for (int64_t m = 0; m < 16 && 16 * (t + u) + m < c->M; m++) {
+            __m512 v = _mm512_i32gather_ps(_mm512_add_epi32(gather, _mm512_set1_epi32((int)m)),
+                                           tmp + 256 * u, 4);
+            _mm512_mask_storeu_ps(c->y + (16 * (t + u) + m) * c->N + c->n0, k,
+                                  _mm512_add_ps(v, c->bias));
+        }
+    }
+}
+
 /* Panels [p0, p1) of 16 output columns against every tile of activation rows. */
 T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
     (void)chunk;
@@ -196,20 +328,15 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
     }
     int8_t *abufs[2] = {(int8_t *)(((uintptr_t)mem + 63) & ~(uintptr_t)63), NULL};
     abufs[1] = abufs[0] + 16 * ustride;
-    _Alignas(64) int32_t cbuf[2][256];
-    _Alignas(64) float tmp[256];
     _Alignas(64) tile_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int t = 0; t < 6; t++) {
+    for (int t = 0; t < 8; t++) {
         int a = t == 0 || t == 4, b = t == 1 || t == 5;
         cfg.rows[t] = b ? 8 : 16;
         cfg.colsb[t] = a ? 32 : 64;
     }
     _tile_loadconfig(&cfg);
-    const __m512i gather =
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                           _mm512_set1_epi32(16));
     /* A whole panel of q8 rows is read in place by the tiles (a copy costs more than it saves,
      * measured, even made beside the previous panel's tiles as q4's unpacking: 4.5-4.8 ms
      * against 3.3-3.7 at batch 64, one thread); q4 rows, and the rows of a last partial panel
@@ -257,7 +384,7 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
             next.unit = next.r = next.g = 0;
             next.units = 16 * ng;
         }
-        const int64_t steps = j->tiles * ((nb + 1) / 2);
+        const int64_t steps = (j->tiles + 1) / 2 * ((nb + 1) / 2);
         const int64_t per_step = (next.units + steps - 1) / steps;
         for (int64_t r = 0; r < 16; r++) {
             const uint8_t *sc =
@@ -275,57 +402,23 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
         /* the rows of the panel read next (in place: the next one; unpacked: the one after, as
          * the next one is unpacked meanwhile) fetched into L2, a few lines each step */
         const int64_t pfp = AMX_DIRECT(p + 1) ? p + 1 : p + 2;
-        const int64_t lpr = ((q->q4 ? 16 : 32) * nb + 63) / 64, pf_total = pfp < p1 ? 16 * lpr : 0;
-        const int64_t pf_step = (pf_total + steps - 1) / steps;
-        int64_t pf = 0, pf_row = 0, pf_line = 0;
-        const uint8_t *pf_base =
+        apf pf = {.lpr = ((q->q4 ? 16 : 32) * nb + 63) / 64};
+        pf.total = pfp < p1 ? 16 * pf.lpr : 0;
+        pf.step = (pf.total + steps - 1) / steps;
+        pf.base =
             q->w + (q->q4 ? (q->w_off + 16 * pfp * q->w_s0) >> 1 : q->w_off + 16 * pfp * q->w_s0);
-        const int64_t pf_stride = q->q4 ? q->w_s0 >> 1 : q->w_s0;
-        const int64_t pf_rows = N - 16 * pfp < 16 ? N - 16 * pfp : 16;
-        for (int64_t t = 0; t < j->tiles; t++) {
-            const int8_t *xb = j->xb + t * nb * 512;
-            const float *dx = j->dx + t * nb * 16;
-            __m512 acc[16];
-            for (int r = 0; r < 16; r++)
-                acc[r] = _mm512_setzero_ps();
-            /* A software pipeline over the blocks: block b + 1's product starts before block b's
-             * dots are stored, and those are scaled one step later, after block b + 1's store,
-             * so that neither the tile unit nor the vector units wait on the other's latency
-             * (tiles 0-2 the even blocks, 4, 5, 3 the odd ones; cbuf[b % 2]). */
-            AMX_ISSUE(0, 1, 2, 0);
-            int64_t b = 0;
-            for (; b < nb; b += 2) {
-                for (int64_t i = 0; i < pf_step && pf < pf_total; i++, pf++) {
-                    if (pf_row < pf_rows)
-                        _mm_prefetch((const char *)pf_base + pf_row * pf_stride + 64 * pf_line,
-                                     _MM_HINT_T1);
-                    if (++pf_line == lpr) {
-                        pf_line = 0;
-                        pf_row++;
-                    }
-                }
-                if (b + 1 < nb) AMX_ISSUE(4, 5, 3, b + 1);
-                if (per_step) AMX_UNPACK(per_step);
-                _tile_stored(2, cbuf[0], 64);
-                if (b > 0) scale_block(acc, cbuf[1], dx + 16 * (b - 1), ws + b - 1, nb);
-                if (b + 1 >= nb) {
-                    scale_block(acc, cbuf[0], dx + 16 * b, ws + b, nb);
-                    break;
-                }
-                if (b + 2 < nb) AMX_ISSUE(0, 1, 2, b + 2);
-                _tile_stored(3, cbuf[1], 64);
-                scale_block(acc, cbuf[0], dx + 16 * b, ws + b, nb);
-            }
-            if (b == nb) scale_block(acc, cbuf[1], dx + 16 * (nb - 1), ws + nb - 1, nb);
-            for (int r = 0; r < 16; r++)
-                _mm512_store_ps(tmp + 16 * r, acc[r]);
-            const __mmask16 k = nn == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nn) - 1u);
-            for (int64_t m = 0; m < 16 && 16 * t + m < M; m++) {
-                __m512 v = _mm512_i32gather_ps(_mm512_add_epi32(gather, _mm512_set1_epi32((int)m)),
-                                               tmp, 4);
-                _mm512_mask_storeu_ps(q->y + (16 * t + m) * N + n0, k, _mm512_add_ps(v, bias));
-            }
-        }
+        pf.stride = q->q4 ? q->w_s0 >> 1 : q->w_s0;
+        pf.rows = N - 16 * pfp < 16 ? N - 16 * pfp : 16;
+        atiles c = {.abase = abase, .astride = astride, .nb = nb, .ws = ws, .next = &next,
+                    .q4 = q4, .per_step = per_step, .ustride = ustride, .pf = &pf, .y = q->y,
+                    .M = M, .N = N, .n0 = n0, .nn = nn, .bias = bias};
+        /* two tiles of activation rows share each weight tile (a load of the weights costs about
+         * a third of a product's time); a last odd tile on its own */
+        for (int64_t t = 0; t < j->tiles; t += 2)
+            if (t + 1 < j->tiles)
+                amx_rows(1, &c, j->xb + t * nb * 512, j->dx + t * nb * 16, t);
+            else
+                amx_rows(0, &c, j->xb + t * nb * 512, j->dx + t * nb * 16, t);
         AMX_UNPACK(next.units); /* what the steps left, if any */
     }
 #undef AMX_DIRECT

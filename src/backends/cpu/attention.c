@@ -147,6 +147,55 @@ static int64_t exp_sub512_row(float *s, int64_t n, int64_t ne, float m, float *l
     return c;
 }
 
+/* The forward's row of a score tile in one pass, f32 on AVX-512, for tiles without an attn_mask
+ * whose bk is a multiple of 16: s holds the row's q.k (scores_ left it unscaled and without the
+ * causal -inf); its first ne keys are the row's (ne >= 1). Scales them, takes their maximum with
+ * start, and writes exp(s - max) to the ne keys and 0 to the rest of the bk; *mx_out gets the
+ * maximum and *sum_out the sum of the exps. The values of scores_, row_max, exp_sum and the zero
+ * fill, in the same bits (the same products, the same maximum, the same 16 lane sums added in
+ * the same order), with the row held in registers instead of four passes over it and three
+ * calls. Returns 0 when the maximum is -inf (no key yet: the caller zeroes the row). */
+#if CPU_EXP512
+__attribute__((target("avx512f"))) static int fwd_row512(float *s, int64_t bk, int64_t ne,
+                                                         float scale, float start, float *mx_out,
+                                                         float *sum_out) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    __m512 v[BK / 16];
+    __mmask16 k[BK / 16];
+    const int nv = (int)((ne + 15) / 16);
+    __m512 lmax = _mm512_set1_ps(start);
+    for (int i = 0; i < nv; i++) {
+        int64_t left = ne - 16 * i;
+        k[i] = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+        v[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k[i], s + 16 * i), vs);
+        /* the row's lanes only; max gives its second operand for a NaN: NaNs are passed over */
+        lmax = _mm512_mask_max_ps(lmax, k[i], v[i], lmax);
+    }
+    float mx = _mm512_reduce_max_ps(lmax);
+    if (mx == -INFINITY) return 0;
+    const __m512 vm = _mm512_set1_ps(mx);
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < nv; i++) { /* lanes past ne: exp of 0, zeroed (see exp_sub512_head) */
+        __m512 e = _mm512_maskz_mov_ps(k[i], exp512(_mm512_maskz_sub_ps(k[i], v[i], vm)));
+        _mm512_storeu_ps(s + 16 * i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    for (int64_t c = 16 * (int64_t)nv; c < bk; c += 16) _mm512_storeu_ps(s + c, _mm512_setzero_ps());
+    float lane[16], sum = 0;
+    _mm512_storeu_ps(lane, acc);
+    for (int j = 0; j < 16; j++) sum += lane[j];
+    *mx_out = mx;
+    *sum_out = sum;
+    return 1;
+}
+#else
+static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start, float *mx_out,
+                      float *sum_out) {
+    (void)s, (void)bk, (void)ne, (void)scale, (void)start, (void)mx_out, (void)sum_out;
+    return 0;
+}
+#endif
+
 /* The body of each kernel, per dtype. Tiles are read in place where the rows are dense (a row's
  * elements adjacent: q, k, v split from one projection and transposed are still that), else
  * packed into the chunk's scratch; each tile carries its row distance (ld). The row loops are
@@ -168,11 +217,13 @@ static int64_t exp_sub512_row(float *s, int64_t n, int64_t ne, float m, float *l
         *ld = C;                                                                                   \
         return dst;                                                                                \
     }                                                                                              \
-    /* S [bq, bk] = scale * Q K^T + mask, causal keys left out as -inf */                          \
+    /* S [bq, bk] = scale * Q K^T + mask, causal keys left out as -inf (raw: Q K^T alone, which   \
+     * fwd_row512 scales and cuts) */                                                             \
     CPU_CLONES_512 static void scores_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, \
                                             int64_t j0, int64_t bk, const T *Q, int64_t ldq,       \
-                                            const T *K, int64_t ldk, T *S) {                       \
+                                            const T *K, int64_t ldk, T *S, int raw) {              \
         mm(G->q->dtype, 0, 1, bq, bk, G->d, Q, ldq, K, ldk, 0.0, S, bk);                           \
+        if (raw) return;                                                                           \
         const T scale = (T)G->scale, ninf = (T)-INFINITY;                                          \
         const cn_view *mv = G->mask;                                                               \
         const T *mb = mv ? (const T *)mv->data + batch_off(mv, G->nb, b) : NULL;                   \
@@ -261,18 +312,29 @@ static int64_t exp_sub512_row(float *s, int64_t n, int64_t ne, float m, float *l
                 int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                      \
                 const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                             \
                 const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                             \
-                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, S);                             \
+                /* f32 on AVX-512 without a mask, whole vectors: each row in one pass */          \
+                int row512 = CPU_EXP512_##SUF && !G->mask && bk % 16 == 0 && cpu_has_avx512();     \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, S, row512);                     \
                 for (int64_t r = 0; r < bq; r++) {                                                 \
-                    int64_t n = row_keys(G, i0, r, j0, bk);                                        \
-                    T *s = S + r * bk, mx = row_max_##SUF(s, n, m[r]);                             \
+                    int64_t n = row_keys(G, i0, r, j0, bk), ne = row_keys_exact(G, i0, r, j0, bk); \
+                    T *s = S + r * bk, mx, sum = 0;                                                \
+                    if (row512 && ne > 0) {                                                        \
+                        float fmx = 0, fsum = 0;                                                   \
+                        int any = fwd_row512((float *)s, bk, ne, (float)G->scale, (float)m[r],     \
+                                             &fmx, &fsum);                                         \
+                        mx = any ? (T)fmx : (T)-INFINITY;                                          \
+                        sum = (T)fsum;                                                             \
+                    } else                                                                         \
+                        mx = row_max_##SUF(s, row512 ? 0 : n, m[r]);                               \
                     if (mx == (T)-INFINITY) { /* no key yet in this row */                         \
                         for (int64_t c = 0; c < bk; c++) s[c] = 0;                                 \
                         continue;                                                                  \
                     }                                                                              \
                     /* exp(-inf) is +0: not computed (an underflow, see exp_sub512_head) */        \
                     T alpha = m[r] == (T)-INFINITY ? 0 : EXP_##SUF(m[r] - mx);                     \
-                    l[r] = l[r] * alpha +                                                          \
-                           exp_sum_##SUF(s, n, row_keys_exact(G, i0, r, j0, bk), mx);              \
+                    if (!row512) sum = exp_sum_##SUF(s, n, ne, mx);                                \
+                    l[r] = l[r] * alpha + sum;                                                     \
+                    if (row512) n = ne > 0 ? bk : 0; /* fwd_row512 zeroed past ne */               \
                     for (int64_t c = n; c < bk; c++) s[c] = 0;                                     \
                     if (alpha != 1)                                                                \
                         for (int64_t c = 0; c < Dv; c++) acc[r * Dv + c] *= alpha;                 \
@@ -335,7 +397,7 @@ static int64_t exp_sub512_row(float *s, int64_t n, int64_t ne, float m, float *l
             int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                          \
             const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                                 \
             const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                                 \
-            scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                                 \
+            scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P, 0);                                 \
             probs_##SUF(G, i0, j0, bq, bk, lse, P);                                                \
             if (dV) mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV + j0 * Dv, Dv);               \
             dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                                \
@@ -379,7 +441,7 @@ static int64_t exp_sub512_row(float *s, int64_t n, int64_t ne, float m, float *l
                 const T *Q = tile_##SUF(G, G->q, b, i0, bq, Qp, &ldq);                             \
                 const T *Gt = tile_##SUF(G, G->g, b, i0, bq, Gp, &ldg);                            \
                 pack_lse_##SUF(G, b, i0, bq, lse);                                                 \
-                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                             \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P, 0);                             \
                 probs_##SUF(G, i0, j0, bq, bk, lse, P);                                            \
                 mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV, Dv);                             \
                 dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                            \

@@ -318,6 +318,12 @@ typedef enum cn_op {
      * sum of each plane of gz, as sum over dim 2 of gz seen as [N, O, OH * OW]: the bias's
      * gradient is its sum over dim 0) */
     CN_OP_CONV2D_MAX_POOL2D_BACKWARD,
+    /* added for speed (issue 17, the GPT's residual stream): linear_add, y = x w^T + b + r in one
+     * kernel: in = (x [M, K], w [N, K], r [M, N][, b [N]]), x, w and b as linear's, r any
+     * strides (the router folds its leading dims as x's); out = y [M, N] contiguous, each block
+     * of rows getting the bias and then r added while it is in cache (the values of linear and
+     * then add: (x w^T + b) + r); float */
+    CN_OP_LINEAR_ADD,
     CN_OP_COUNT
 } cn_op;
 

@@ -180,7 +180,8 @@ __attribute__((target("avx512f"))) static int fwd_row512(float *s, int64_t bk, i
         _mm512_storeu_ps(s + 16 * i, e);
         acc = _mm512_add_ps(acc, e);
     }
-    for (int64_t c = 16 * (int64_t)nv; c < bk; c += 16) _mm512_storeu_ps(s + c, _mm512_setzero_ps());
+    for (int64_t c = 16 * (int64_t)nv; c < bk; c += 16)
+        _mm512_storeu_ps(s + c, _mm512_setzero_ps());
     float lane[16], sum = 0;
     _mm512_storeu_ps(lane, acc);
     for (int j = 0; j < 16; j++) sum += lane[j];
@@ -397,7 +398,7 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
             int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                          \
             const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                                 \
             const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                                 \
-            scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P, 0);                                 \
+            scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P, 0);                              \
             probs_##SUF(G, i0, j0, bq, bk, lse, P);                                                \
             if (dV) mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV + j0 * Dv, Dv);               \
             dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                                \
@@ -441,7 +442,7 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
                 const T *Q = tile_##SUF(G, G->q, b, i0, bq, Qp, &ldq);                             \
                 const T *Gt = tile_##SUF(G, G->g, b, i0, bq, Gp, &ldg);                            \
                 pack_lse_##SUF(G, b, i0, bq, lse);                                                 \
-                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P, 0);                             \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P, 0);                          \
                 probs_##SUF(G, i0, j0, bq, bk, lse, P);                                            \
                 mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV, Dv);                             \
                 dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                            \

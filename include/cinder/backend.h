@@ -189,7 +189,9 @@ typedef enum cn_op {
     CN_OP_SOFTMAX_BACKWARD,
     /* added with attention and ctc_loss (issue 16): scaled_dot_product_attention (in = q, k, v[,
      * mask]; out = o, lse; ints[0] causal, reals[0] scale) and its backward (in = g, q, k, v, o,
-     * lse[, mask]; out = dq, dk, dv[, dmask]), which recomputes the probabilities block by block;
+     * lse[, mask]; out = dq, dk, dv[, dmask]), which recomputes the probabilities block by block
+     * (o, dq, dk, dv: the CPU's front-end hands its kernels views in q's, k's and v's layouts,
+     * which they write through their strides; other backends get them dense);
      * ctc_loss (in = log_probs, targets, input_lengths, target_lengths; out = each sample's
      * negative log-likelihood; ints = blank, concatenated, zero_infinity) and its backward (in =
      * g, then ctc_loss's inputs; out = the log_probs' gradient) */

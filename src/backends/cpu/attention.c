@@ -2,7 +2,8 @@
  *
  * Shapes (backend.h): q [B.., Lq, D], k [B.., Lk, D], v [B.., Lk, Dv], mask [B.., Lq, Lk] (a
  * broadcast view, strides may be 0), o [B.., Lq, Dv], lse [B.., Lq]; B.. flattened to one batch
- * index b. The scores of query block i and key block j are
+ * index b. o, dq, dk and dv are written through their views' strides (the front-end gives them
+ * the layout of q, k and v); lse and the mask's gradient are dense. The scores of query block i and key block j are
  *     S = scale * Q_i K_j^T + mask_ij   (key j > query i left out as -inf when causal)
  * computed in tiles of BQ x BK by GEMM on the rows in place (or on packed copies when a row's
  * elements are not adjacent), so no [Lq, Lk] matrix exists.
@@ -218,6 +219,17 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
         *ld = C;                                                                                   \
         return dst;                                                                                \
     }                                                                                              \
+    /* rows [r0, r0 + nr) of batch b of output view v (any strides) = src [nr, C] dense, times s  \
+     * when scaled */                                                                             \
+    static void store_rows_##SUF(const sdpa_geom *G, const cn_view *v, int64_t b, int64_t r0,      \
+                                 int64_t nr, const T *src, T s, int scaled) {                      \
+        int nb = G->nb;                                                                            \
+        int64_t rs = v->strides[nb], cs = v->strides[nb + 1], C = v->shape[nb + 1];                \
+        T *base = (T *)v->data + batch_off(v, nb, b) + r0 * rs;                                    \
+        for (int64_t r = 0; r < nr; r++)                                                           \
+            for (int64_t c = 0; c < C; c++)                                                        \
+                base[r * rs + c * cs] = scaled ? src[r * C + c] * s : src[r * C + c];              \
+    }                                                                                              \
     /* S [bq, bk] = scale * Q K^T + mask, causal keys left out as -inf (raw: Q K^T alone, which   \
      * fwd_row512 scales and cuts) */                                                             \
     CPU_CLONES_512 static void scores_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, \
@@ -343,11 +355,13 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
                 }                                                                                  \
                 mm(dt, 0, 0, bq, Dv, bk, S, bk, V, ldv, 1.0, acc, Dv);                             \
             }                                                                                      \
-            T *o = (T *)G->a->out[0].data + (b * G->lq + i0) * Dv;                                 \
+            const cn_view *ov = &G->a->out[0]; /* any strides (the front-end's layout) */          \
+            int64_t ors = ov->strides[G->nb], ocs = ov->strides[G->nb + 1];                        \
+            T *o = (T *)ov->data + batch_off(ov, G->nb, b) + i0 * ors;                             \
             T *lse = (T *)G->a->out[1].data + b * G->lq + i0;                                      \
             for (int64_t r = 0; r < bq; r++) {                                                     \
                 T inv = l[r] == 0 ? 0 : 1 / l[r];                                                  \
-                for (int64_t c = 0; c < Dv; c++) o[r * Dv + c] = acc[r * Dv + c] * inv;            \
+                for (int64_t c = 0; c < Dv; c++) o[r * ors + c * ocs] = acc[r * Dv + c] * inv;     \
                 lse[r] = l[r] == 0 ? (T)-INFINITY : m[r] + (T)log((double)l[r]);                   \
             }                                                                                      \
         }                                                                                          \
@@ -408,8 +422,7 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
             mm(dt, 0, 0, bq, D, bk, P, bk, K, ldk, 1.0, dQ, D);                                    \
             if (dK) mm(dt, 1, 0, bk, D, bq, P, bk, Q, ldq, 1.0, dK + j0 * D, D);                   \
         }                                                                                          \
-        T *dq = (T *)a->out[0].data + (b * G->lq + i0) * D;                                        \
-        for (int64_t e = 0; e < bq * D; e++) dq[e] = dQ[e] * (T)G->scale;                          \
+        store_rows_##SUF(G, &a->out[0], b, i0, bq, dQ, (T)G->scale, 1);                            \
     }                                                                                              \
     /* pass 1: Dr, dQ and the mask's gradient, per (b, query block) */                             \
     CPU_CLONES_512 static void bwd_q_items_##SUF(void *ctx, int64_t chunk, int64_t begin,          \
@@ -448,10 +461,8 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
                 dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                            \
                 mm(dt, 1, 0, bk, D, bq, P, bk, Q, ldq, 1.0, dK, D);                                \
             }                                                                                      \
-            T *dk = (T *)a->out[1].data + (b * G->lk + j0) * D;                                    \
-            T *dv = (T *)a->out[2].data + (b * G->lk + j0) * Dv;                                   \
-            for (int64_t e = 0; e < bk * D; e++) dk[e] = dK[e] * (T)G->scale;                      \
-            memcpy(dv, dV, sizeof(T) * (size_t)(bk * Dv));                                         \
+            store_rows_##SUF(G, &a->out[1], b, j0, bk, dK, (T)G->scale, 1);                        \
+            store_rows_##SUF(G, &a->out[2], b, j0, bk, dV, 1, 0);                                  \
         }                                                                                          \
     }                                                                                              \
     /* both passes in one, per batch index b (enough of them for every thread): P and dS of each   \
@@ -470,10 +481,8 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
             memset(dK, 0, sizeof(T) * (size_t)(lk * D));                                           \
             memset(dV, 0, sizeof(T) * (size_t)(lk * Dv));                                          \
             for (int64_t i0 = 0; i0 < G->lq; i0 += BQ) query_block_##SUF(G, Qp, b, i0, dK, dV);    \
-            T *dk = (T *)a->out[1].data + b * lk * D;                                              \
-            T *dv = (T *)a->out[2].data + b * lk * Dv;                                             \
-            for (int64_t e = 0; e < lk * D; e++) dk[e] = dK[e] * (T)G->scale;                      \
-            memcpy(dv, dV, sizeof(T) * (size_t)(lk * Dv));                                         \
+            store_rows_##SUF(G, &a->out[1], b, 0, lk, dK, (T)G->scale, 1);                         \
+            store_rows_##SUF(G, &a->out[2], b, 0, lk, dV, 1, 0);                                   \
         }                                                                                          \
     }
 

@@ -3,7 +3,8 @@
  * Shapes (backend.h): q [B.., Lq, D], k [B.., Lk, D], v [B.., Lk, Dv], mask [B.., Lq, Lk] (a
  * broadcast view, strides may be 0), o [B.., Lq, Dv], lse [B.., Lq]; B.. flattened to one batch
  * index b. o, dq, dk and dv are written through their views' strides (the front-end gives them
- * the layout of q, k and v); lse and the mask's gradient are dense. The scores of query block i and key block j are
+ * the layout of q, k and v); lse and the mask's gradient are dense. The scores of query block i
+ * and key block j are
  *     S = scale * Q_i K_j^T + mask_ij   (key j > query i left out as -inf when causal)
  * computed in tiles of BQ x BK by GEMM on the rows in place (or on packed copies when a row's
  * elements are not adjacent), so no [Lq, Lk] matrix exists.

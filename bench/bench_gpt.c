@@ -19,7 +19,10 @@
  * training steps'. Initial weights: --weights FILE (a safetensors file of nanoGPT's keys, e.g.
  * `bench/torch/gpt.py --write-weights FILE`), else cn_gpt_new's draw from seed 0.
  *
- *   bench_gpt [--device cpu|cuda[:N]] [--reps N] [--text FILE] [--weights FILE] */
+ *   bench_gpt [--device cpu|cuda[:N]] [--reps N] [--text FILE] [--weights FILE]
+ *             [--only train|forward]
+ * --only runs one of the two loops (for profiling one of them); the other's figures are not
+ * printed (a forward-only run draws the same batches as a full run's forward passes). */
 #include "bench_common.h"
 
 #define BLOCK  64
@@ -83,7 +86,7 @@ static cn_tensor *lm_loss(cn_tensor *logits, cn_tensor *y, int64_t vocab) {
 
 int main(int argc, char **argv) {
     const char *device_name = "cpu", *text = TEXT, *weights = NULL;
-    int reps = 20;
+    int reps = 20, run_train = 1, run_forward = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
             device_name = argv[++i];
@@ -93,10 +96,13 @@ int main(int argc, char **argv) {
             text = argv[++i];
         else if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc)
             weights = argv[++i];
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
+                 (strcmp(argv[i + 1], "train") == 0 || strcmp(argv[i + 1], "forward") == 0))
+            run_forward = !(run_train = strcmp(argv[++i], "train") == 0);
         else {
             fprintf(stderr,
                     "usage: %s [--device cpu|cuda[:N]] [--reps N] [--text FILE] "
-                    "[--weights FILE]\n",
+                    "[--weights FILE] [--only train|forward]\n",
                     argv[0]);
             return 2;
         }
@@ -136,9 +142,15 @@ int main(int argc, char **argv) {
     double *times = malloc(sizeof *times * (size_t)reps);
     float loss = 0;
     for (int s = 0; s < WARMUP + reps; s++) {
+        cn_tensor *x, *y;
+        if (!run_train) { /* the batches a full run would have drawn */
+            next_batch(&c, dev, &x, &y);
+            cn_release(x);
+            cn_release(y);
+            continue;
+        }
         double t0 = bench_now();
         cn_scope_begin();
-        cn_tensor *x, *y;
         next_batch(&c, dev, &x, &y);
         cn_tensor *l = bench_check(lm_loss(cn_module_forward(gpt, x), y, c.vocab), "forward");
         cn_grads *g = cn_backward(l);
@@ -151,11 +163,11 @@ int main(int argc, char **argv) {
         bench_sync(o.device);
         if (s >= WARMUP) times[s - WARMUP] = bench_now() - t0;
     }
-    double step = bench_median(times, reps);
+    double step = run_train ? bench_median(times, reps) : 0;
 
     cn_module_train(gpt, 0);
     cn_no_grad_begin();
-    for (int s = 0; s < WARMUP + reps; s++) {
+    for (int s = 0; s < (run_forward ? WARMUP + reps : 0); s++) {
         double t0 = bench_now();
         cn_scope_begin();
         cn_tensor *x, *y;
@@ -166,13 +178,17 @@ int main(int argc, char **argv) {
         if (s >= WARMUP) times[s - WARMUP] = bench_now() - t0;
     }
     cn_no_grad_end();
-    double forward = bench_median(times, reps);
+    double forward = run_forward ? bench_median(times, reps) : 0;
 
-    bench_print("gpt_train_step", step * 1e3, "ms");
-    bench_print("gpt_train_tokens_per_s", BATCH * BLOCK / step, "tokens/s");
-    bench_print("gpt_forward", forward * 1e3, "ms");
-    bench_print("gpt_forward_tokens_per_s", BATCH * BLOCK / forward, "tokens/s");
-    bench_print("gpt_final_loss", loss, "nats");
+    if (run_train) {
+        bench_print("gpt_train_step", step * 1e3, "ms");
+        bench_print("gpt_train_tokens_per_s", BATCH * BLOCK / step, "tokens/s");
+    }
+    if (run_forward) {
+        bench_print("gpt_forward", forward * 1e3, "ms");
+        bench_print("gpt_forward_tokens_per_s", BATCH * BLOCK / forward, "tokens/s");
+    }
+    if (run_train) bench_print("gpt_final_loss", loss, "nats");
     free(times);
     free(c.tokens);
     cn_optimizer_free(opt);

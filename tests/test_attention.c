@@ -132,6 +132,29 @@ static void test_many_batch_indices(void) {
     compare(8, 4, 64, 64, 32, 32, NULL, 0, 1, 0.0, CN_F32, 2e-5, 1);
 }
 
+/* On the CPU the outputs take q's layout (o, and in the backward dq; dk and dv k's and v's): from
+ * q, k, v that are [B, T, H, hs] seen as [B, H, T, hs] (a transformer's heads), o seen back as
+ * [B, T, H, hs] is dense, so that merging the heads is a view, not a copy; from dense inputs,
+ * dense outputs. The values, and the gradients written in those layouts, are compare()'s
+ * business (permuted 1 and 2 above). */
+static void test_outputs_take_the_inputs_layout(void) {
+    cn_scope_begin();
+    const int64_t s[4] = {3, 64, 4, 8};
+    const int perm[4] = {0, 2, 1, 3};
+    cn_tensor *l[3];
+    for (int i = 0; i < 3; i++) l[i] = leaf(cn_permute(randn(10 + i, s, 4, CN_F32), perm));
+    cn_tensor *o = cn_scaled_dot_product_attention(l[0], l[1], l[2], NULL, 1, 0.0);
+    CHECK(o && !cn_is_contiguous(o) && cn_is_contiguous(cn_transpose(o, 1, 2)));
+    cn_tensor *d[3];
+    for (int i = 0; i < 3; i++) d[i] = leaf(randn(20 + i, (int64_t[]){3, 4, 64, 8}, 4, CN_F32));
+    o = cn_scaled_dot_product_attention(d[0], d[1], d[2], NULL, 1, 0.0);
+    CHECK(o && cn_is_contiguous(o));
+    cn_grads *g = cn_backward(cn_sum(o));
+    for (int i = 0; g && i < 3; i++) CHECK(cn_is_contiguous(cn_grad(g, d[i])));
+    cn_grads_free(g);
+    cn_scope_end();
+}
+
 /* Empty feature sizes: D = 0 (every score 0: the mean of the visible values) and Dv = 0. */
 static void test_empty_feature_sizes(void) {
     compare(1, 2, 5, 7, 0, 3, NULL, 0, 1, 0.0, CN_F64, 1e-12, 0);
@@ -394,6 +417,7 @@ int main(void) {
     RUN(test_masks_and_strided_inputs);
     RUN(test_f32_matches);
     RUN(test_many_batch_indices);
+    RUN(test_outputs_take_the_inputs_layout);
     RUN(test_empty_feature_sizes);
     RUN(test_rows_with_no_key_give_zeros);
     RUN(test_backward_keeps_no_attention_matrix);

@@ -345,6 +345,10 @@ static cn_tensor *f_linear_gelu(cn_tensor *const *x, const void *a) {
     const int *p = a;
     return cn_linear_gelu(x[0], x[1], p[0] > 2 ? x[2] : NULL, (cn_gelu_approx)p[1]);
 }
+/* a: the number of inputs (4: with the bias); x = x, w, r[, b] */
+static cn_tensor *f_linear_add(cn_tensor *const *x, const void *a) {
+    return cn_linear_add(x[0], x[1], *(const int *)a > 3 ? x[3] : NULL, x[2]);
+}
 static cn_tensor *f_gather(cn_tensor *const *x, const void *a) {
     return cn_gather(x[0], (int)A(a)->i0, x[1]);
 }
@@ -1447,6 +1451,17 @@ static void test_matmul(void) {
                                nb == 3 ? " bias" : ""),
                          CN_OP_LINEAR_GELU, f_linear_gelu, arg, in, nb, 2);
                 for (int i = 0; i < 3; i++) pair_free(in[i]);
+            }
+        /* linear_add (f32 and f64 on CUDA): x in each layout, with and without the bias */
+        const int64_t rs[3] = {2, 5, 24};
+        for (int l = 0; l < 3 && (dt == CN_F32 || dt == CN_F64); l++)
+            for (int nb = 3; nb <= 4; nb++) {
+                pair in[4] = {input(xs, 3, dt, -1, 1, l), input(ws, 2, dt, -1, 1, CONTIG),
+                              input(rs, 3, dt, -1, 1, CONTIG), input(bs, 1, dt, -1, 1, CONTIG)};
+                check_op(label("linear_add %s %s%s", cn_dtype_name(dt), layout_names[l],
+                               nb == 4 ? " bias" : ""),
+                         CN_OP_LINEAR_ADD, f_linear_add, &nb, in, nb, 2);
+                for (int i = 0; i < 4; i++) pair_free(in[i]);
             }
     }
     /* i32 and i64: exact, as the CPU's loop */

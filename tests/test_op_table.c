@@ -476,6 +476,11 @@ static cn_tensor *run_linear_gelu(const oc_call *c) {
                           (cn_gelu_approx)INT_AT(0));
 }
 
+/* linear_add: x, w, r[, b] */
+static cn_tensor *run_linear_add(const oc_call *c) {
+    return cn_linear_add(c->x[0], c->x[1], c->d->n_in > 3 ? c->x[3] : NULL, c->x[2]);
+}
+
 static cn_tensor *run_transpose(const oc_call *c) {
     return cn_transpose(c->x[0], INT_AT(0), INT_AT(1));
 }
@@ -875,6 +880,8 @@ static const oc_op ops[CN__OP_ALL] = {
     [CN_OP_LINEAR] = {run_linear},
     /* both forms, with a bias and without (x 3-D); the gradient through the saved gelu' */
     [CN_OP_LINEAR_GELU] = {run_linear_gelu},
+    /* with a bias and without (x 3-D); r's gradient is the output's */
+    [CN_OP_LINEAR_ADD] = {run_linear_add},
     /* scans along a dim (cumprod with zeros: its gradient must not divide by x), cumprod's
      * backward kernel against autograd's, cummax / cummin / sort values and indices (distinct
      * values for the gradients, ties on ints), any / all on float, int and bool */

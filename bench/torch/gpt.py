@@ -14,7 +14,9 @@ fortunes); block 64, n_embd 128, 4 heads, 4 layers, batch 32, f32; AdamW lr 1e-3
 step starts at (x >> 33) mod (len - 64), x the next value of the LCG
 x = x * 6364136223846793005 + 1442695040888963407 mod 2^64 from x = 1, as bench_gpt.c draws it.
 
-  gpt.py [--device D] [--reps N] [--text FILE] [--weights FILE]   the figures
+  gpt.py [--device D] [--reps N] [--text FILE] [--weights FILE] [--only train|forward]
+                                                                  the figures (--only: one loop,
+                                                                  as bench_gpt's, for profiling)
   gpt.py --write-weights FILE                                     nanoGPT's init (seed 0), saved
                                                                   with safetensors' save_model
                                                                   for both sides' --weights"""
@@ -57,6 +59,7 @@ def extra(p):
     p.add_argument("--text", default=TEXT)
     p.add_argument("--weights")
     p.add_argument("--write-weights")
+    p.add_argument("--only", choices=["train", "forward"])
 
 
 def main():
@@ -75,8 +78,12 @@ def main():
     opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 1e-8)
     batches = Batches(tokens)
 
+    run_train, run_forward = args.only != "forward", args.only != "train"
     times, loss = [], float("nan")
     for s in range(WARMUP + args.reps):
+        if not run_train:  # the batches a full run would have drawn
+            batches.next(device)
+            continue
         t0 = now()
         x, y = batches.next(device)
         l = loss_of(model(x), y)
@@ -87,25 +94,28 @@ def main():
         sync(device)
         if s >= WARMUP:
             times.append(now() - t0)
-    step = median(times)
+    step = median(times) if run_train else 0
 
     model.eval()
     times = []
     with torch.no_grad():
-        for s in range(WARMUP + args.reps):
+        for s in range(WARMUP + args.reps if run_forward else 0):
             t0 = now()
             x, _ = batches.next(device)
             model(x)
             sync(device)
             if s >= WARMUP:
                 times.append(now() - t0)
-    forward = median(times)
+    forward = median(times) if run_forward else 0
 
-    emit("gpt_train_step", step * 1e3, "ms")
-    emit("gpt_train_tokens_per_s", BATCH * BLOCK / step, "tokens/s")
-    emit("gpt_forward", forward * 1e3, "ms")
-    emit("gpt_forward_tokens_per_s", BATCH * BLOCK / forward, "tokens/s")
-    emit("gpt_final_loss", loss, "nats")
+    if run_train:
+        emit("gpt_train_step", step * 1e3, "ms")
+        emit("gpt_train_tokens_per_s", BATCH * BLOCK / step, "tokens/s")
+    if run_forward:
+        emit("gpt_forward", forward * 1e3, "ms")
+        emit("gpt_forward_tokens_per_s", BATCH * BLOCK / forward, "tokens/s")
+    if run_train:
+        emit("gpt_final_loss", loss, "nats")
 
 
 if __name__ == "__main__":

@@ -189,7 +189,9 @@ typedef enum cn_op {
     CN_OP_SOFTMAX_BACKWARD,
     /* added with attention and ctc_loss (issue 16): scaled_dot_product_attention (in = q, k, v[,
      * mask]; out = o, lse; ints[0] causal, reals[0] scale) and its backward (in = g, q, k, v, o,
-     * lse[, mask]; out = dq, dk, dv[, dmask]), which recomputes the probabilities block by block;
+     * lse[, mask]; out = dq, dk, dv[, dmask]), which recomputes the probabilities block by block
+     * (o, dq, dk, dv: the CPU's front-end hands its kernels views in q's, k's and v's layouts,
+     * which they write through their strides; other backends get them dense);
      * ctc_loss (in = log_probs, targets, input_lengths, target_lengths; out = each sample's
      * negative log-likelihood; ints = blank, concatenated, zero_infinity) and its backward (in =
      * g, then ctc_loss's inputs; out = the log_probs' gradient) */
@@ -318,6 +320,12 @@ typedef enum cn_op {
      * sum of each plane of gz, as sum over dim 2 of gz seen as [N, O, OH * OW]: the bias's
      * gradient is its sum over dim 0) */
     CN_OP_CONV2D_MAX_POOL2D_BACKWARD,
+    /* added for speed (issue 17, the GPT's residual stream): linear_add, y = x w^T + b + r in one
+     * kernel: in = (x [M, K], w [N, K], r [M, N][, b [N]]), x, w and b as linear's, r any
+     * strides (the router folds its leading dims as x's); out = y [M, N] contiguous, each block
+     * of rows getting the bias and then r added while it is in cache (the values of linear and
+     * then add: (x w^T + b) + r); float */
+    CN_OP_LINEAR_ADD,
     CN_OP_COUNT
 } cn_op;
 
@@ -421,7 +429,7 @@ CN_API int cn_backend_find(const char *name);
 
 /* The version of the backend interface (this header's structs and the op numbering). Bumped on
  * any incompatible change; a module must have been built with the same number. */
-#define CN_BACKEND_ABI_VERSION 7
+#define CN_BACKEND_ABI_VERSION 8
 
 /* What cinder hands a module: its error path and its counted host allocator (so that the
  * allocation-failure mode, cn_alloc_fail_after, covers the module too). Valid for the life of the

@@ -311,6 +311,15 @@ CN_API cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b);
  * Errors: cn_linear's, and CN_ERR_INVALID_ARG for an approx other than CN_GELU_ERF or
  * CN_GELU_TANH (nothing computed). Any thread, as every op. */
 CN_API cn_tensor *cn_linear_gelu(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_gelu_approx approx);
+/* x @ w^T + b + r: cn_add(cn_linear(x, w, b), r) as one op (a transformer block's projection
+ * back into its residual stream, r the stream). x: [..., in], w: [out, in], b: [out] or NULL,
+ * r: [..., out], exactly the output's shape (no broadcasting), of x's dtype and device -> a new
+ * [..., out]; float. The CPU adds the bias and then r to each block of rows while it is in cache,
+ * instead of in a pass (and an output) of its own; the values are those of the two ops. r's
+ * gradient is the output's. Errors: cn_linear's; CN_ERR_NULL_ARG for a NULL r; CN_ERR_SHAPE when
+ * r's shape is not the output's; CN_ERR_KIND / CN_ERR_DTYPE / the router's device errors for an r
+ * of another kind, dtype or device (nothing computed). Any thread, as every op. */
+CN_API cn_tensor *cn_linear_add(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_tensor *r);
 
 /* ---- layout --------------------------------------------------------------------------------- */
 /* Concatenates n tensors (same dtype, device, and shape except along dim). Sizes along dim that

@@ -83,6 +83,8 @@ cn_tensor *ad_grad_irfft(ad_node *n, cn_tensor *g, int i);
 cn_tensor *ad_grad_linear(ad_node *n, cn_tensor *g, int i);
 /* linear_gelu: the whole node (x, w, d[, b]) */
 cn_status ad_grad_linear_gelu(ad_node *n, cn_tensor *g, cn_tensor **gin);
+/* ---- formulas_linear_add.c: linear_add (x w^T + b + r in one kernel) ---------------------- */
+cn_tensor *ad_grad_linear_add(ad_node *n, cn_tensor *g, int i);
 /* ---- formulas_quant.c: the quantized linear of issue 19 (the whole node: x and bias) -------- */
 cn_status ad_grad_quant_linear(ad_node *n, cn_tensor *g, cn_tensor **gin);
 

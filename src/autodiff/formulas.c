@@ -706,6 +706,7 @@ static const formula formulas[CN__OP_ALL] = {
     [CN_OP_IRFFT] = {.input = ad_grad_irfft},
     [CN_OP_LINEAR] = {.input = ad_grad_linear},
     [CN_OP_LINEAR_GELU] = {.node = ad_grad_linear_gelu},
+    [CN_OP_LINEAR_ADD] = {.input = ad_grad_linear_add},
     [CN_OP_LAYER_NORM] = {.node = ad_grad_layer_norm},
     [CN_OP_RMS_NORM] = {.node = ad_grad_rms_norm},
     [CN_OP_QUANT_LINEAR] = {.node = ad_grad_quant_linear},

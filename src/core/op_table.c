@@ -424,6 +424,11 @@ const cn__op_decl cn__op_table[CN__OP_ALL] = {
                                           .family = CN__FAMILY_GRAD, .n_in = 4,
                                           .kinds = {F, I, F}, .out = CN__OUT_INPUT,
                                           .n_ints = 11},
+    /* y = x w^T + b + r (issue 17): inputs (x, w, r[, b]); the formula needs x and w
+     * (ad_grad_linear_add: r's gradient is g itself) */
+    [CN_OP_LINEAR_ADD] = {.name = "linear_add", .family = CN__FAMILY_MATMUL, .n_in = 4,
+                          .kinds = {F, F, F}, .out = CN__OUT_INPUT, .saves = IN0 | IN1,
+                          .differentiable = 1},
     /* no kernel: views share the input's storage; cat copies through cn_copy_ */
     [CN__OP_TRANSPOSE] = {.name = "transpose", .family = CN__FAMILY_VIEW, .n_in = 1,
                           .kinds = {A}, .out = CN__OUT_INPUT, .n_ints = 2, .differentiable = 1,

@@ -64,6 +64,35 @@ static cn_status check_shapes(cn_tensor *q, cn_tensor *k, cn_tensor *v, cn_tenso
     return CN_OK;
 }
 
+/* A new tensor of `shape` (ndim dims, as like's) laid out in memory as `like` is: dense, its dims
+ * in the order of like's strides (a permuted view of a dense allocation). The CPU's attention
+ * kernels write o, dq, dk and dv through their views' strides, so a q that is a transposed view
+ * ([B, T, nh, hs] seen as [B, nh, T, hs], as a transformer's heads are) gives an o and a dq that
+ * turn back into [B, T, C] as views instead of copies. Other backends get dense outputs. */
+static cn_tensor *alloc_like(const char *op, const int64_t *shape, int ndim, cn_tensor *like,
+                             cn_device dev) {
+    int order[CN_MAX_DIMS], identity = 1;
+    for (int d = 0; d < ndim; d++) { /* dims by decreasing stride, ties in order (stable) */
+        int k = d;
+        for (; k > 0 && like->strides[order[k - 1]] < like->strides[d]; k--)
+            order[k] = order[k - 1];
+        order[k] = d;
+    }
+    for (int d = 0; d < ndim; d++) identity &= order[d] == d;
+    if (dev.backend != CN_BACKEND_CPU || identity || like->ndim != ndim)
+        return cn__tensor_alloc(op, shape, ndim, like->dtype, dev);
+    int64_t dense[CN_MAX_DIMS];
+    int perm[CN_MAX_DIMS];
+    for (int d = 0; d < ndim; d++) {
+        dense[d] = shape[order[d]];
+        perm[order[d]] = d; /* view dim order[d] is dense dim d */
+    }
+    cn_tensor *base = cn__tensor_alloc(op, dense, ndim, like->dtype, dev);
+    cn_tensor *view = base ? cn_permute(base, perm) : NULL;
+    cn_release(base);
+    return view;
+}
+
 /* The forward: o, and *lse_out (a new concrete tensor [B.., Lq]) when lse_out is not NULL. */
 static cn_tensor *sdpa(cn_tensor *q, cn_tensor *k, cn_tensor *v, cn_tensor *mask, int causal,
                        double scale, cn_tensor **lse_out) {
@@ -94,7 +123,7 @@ static cn_tensor *sdpa(cn_tensor *q, cn_tensor *k, cn_tensor *v, cn_tensor *mask
     cn_device concrete = dev;
     concrete.autodiff = 0;
     concrete.checkpoint = 0;
-    cn_tensor *outs[2] = {cn__tensor_alloc(SDPA, oshape, nb + 2, q->dtype, dev),
+    cn_tensor *outs[2] = {alloc_like(SDPA, oshape, nb + 2, q, dev),
                           cn__tensor_alloc(SDPA, q->shape, nb + 1, q->dtype, concrete)};
     if (!outs[0] || !outs[1]) goto fail;
     cn_view views[4];
@@ -150,9 +179,9 @@ cn_status cn__sdpa_backward(cn_tensor *g, cn_tensor *q, cn_tensor *k, cn_tensor 
     int64_t sshape[CN_MAX_DIMS];
     memcpy(sshape, q->shape, sizeof(int64_t) * (size_t)q->ndim);
     sshape[nb + 1] = k->shape[nb];
-    cn_tensor *outs[4] = {cn__tensor_alloc(op, q->shape, q->ndim, q->dtype, dev),
-                          cn__tensor_alloc(op, k->shape, k->ndim, q->dtype, dev),
-                          cn__tensor_alloc(op, v->shape, v->ndim, q->dtype, dev),
+    cn_tensor *outs[4] = {alloc_like(op, q->shape, q->ndim, q, dev),
+                          alloc_like(op, k->shape, k->ndim, k, dev),
+                          alloc_like(op, v->shape, v->ndim, v, dev),
                           want_dmask ? cn__tensor_alloc(op, sshape, nb + 2, q->dtype, dev)
                                      : NULL};
     int n_out = want_dmask ? 4 : 3;

@@ -207,3 +207,74 @@ cn_tensor *cn_linear(cn_tensor *x, cn_tensor *w, cn_tensor *b) {
 cn_tensor *cn_linear_gelu(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_gelu_approx approx) {
     return linear_op(x, w, b, 1, approx);
 }
+
+/* cn_linear_add: the linear_add kernel on x folded to [M, K] and r to [M, N] (views, or copies
+ * when their leading dims do not fold), recorded as one node (x, w, r[, b]); the result is viewed
+ * back as [.., N]. A backend without the kernel gets linear, then add. */
+cn_tensor *cn_linear_add(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_tensor *r) {
+    const char *op = "linear_add";
+    if (!x || !w || !r) {
+        cn__null_arg(op, !x ? "x" : !w ? "w" : "r");
+        return NULL;
+    }
+    char s[128], s2[128];
+    if (w->ndim != 2) {
+        cn_set_error(CN_ERR_SHAPE, op, "'w' is %s; it must be 2-D [out, in]",
+                     cn_tensor_str(w, s, sizeof s));
+        return NULL;
+    }
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
+        cn_set_error(CN_ERR_SHAPE, op, "'b' is %s; it must be 1-D [out] = [%lld] to match 'w'",
+                     cn_tensor_str(b, s, sizeof s), (long long)w->shape[0]);
+        return NULL;
+    }
+    int fits = x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[1];
+    int same = x->ndim >= 1 && r->ndim == x->ndim && r->shape[r->ndim - 1] == w->shape[0];
+    for (int d = 0; same && d < x->ndim - 1; d++) same = r->shape[d] == x->shape[d];
+    if (fits && !same) {
+        cn_set_error(CN_ERR_SHAPE, op, "'r' is %s; it must have the output's shape, x's leading "
+                     "dims and [out] = [%lld] (x is %s): expand it first if it broadcasts",
+                     cn_tensor_str(r, s, sizeof s), (long long)w->shape[0],
+                     cn_tensor_str(x, s2, sizeof s2));
+        return NULL;
+    }
+    if (!fits || !cn__has_kernel(CN_OP_LINEAR_ADD, x)) { /* linear's errors, or no kernel */
+        cn_tensor *y = cn_linear(x, w, b);
+        cn_tensor *out = y ? cn_add(y, r) : NULL;
+        cn_release(y);
+        return out;
+    }
+    cn_tensor *in[4] = {x, w, r, b};
+    const char *names[4] = {"x", "w", "r", "b"};
+    int n = b ? 4 : 3;
+    cn_device dev;
+    const cn_backend *be = cn__route_floats(op, in, names, n, 0, &dev);
+    if (!be) return NULL;
+    int64_t K = w->shape[1], N = w->shape[0], M = 1, shape[CN_MAX_DIMS];
+    for (int d = 0; d < x->ndim - 1; d++) {
+        if (__builtin_mul_overflow(M, x->shape[d], &M)) { /* possible only when K is 0 */
+            cn_set_error(CN_ERR_OVERFLOW, op, "'x' is %s: its rows number past int64; give it "
+                         "fewer", cn_tensor_str(x, s, sizeof s));
+            return NULL;
+        }
+        shape[d] = x->shape[d];
+    }
+    shape[x->ndim - 1] = N;
+    const int64_t flat[2] = {M, K}, out_shape[2] = {M, N};
+    cn_tensor *x2 = cn_reshape(x, flat, 2), *r2 = x2 ? cn_reshape(r, out_shape, 2) : NULL;
+    cn_tensor *out = r2 ? cn__tensor_alloc(op, out_shape, 2, x->dtype, dev) : NULL;
+    cn_tensor *args[4] = {x2, w, r2, b};
+    cn_view views[4];
+    for (int i = 0; out && i < n; i++) cn__tensor_as_view(args[i], &views[i]);
+    if (out && cn__launch(be, dev, CN_OP_LINEAR_ADD, views, n, &out, 1, NULL, 0, NULL, 0) !=
+                   CN_OK) {
+        cn_release(out);
+        out = NULL;
+    }
+    out = out ? cn__record(CN_OP_LINEAR_ADD, out, args, n, NULL, 0, NULL, 0) : NULL;
+    cn_release(x2);
+    cn_release(r2);
+    cn_tensor *y = out ? cn_reshape(out, shape, x->ndim) : NULL;
+    cn_release(out);
+    return y;
+}

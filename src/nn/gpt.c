@@ -137,8 +137,8 @@ typedef struct attention_state {
     int64_t n_head, n_embd;
 } attention_state;
 
-/* x: [B, T, C] -> [B, T, C] */
-static cn_tensor *attention_forward(cn_module *m, cn_tensor *x) {
+/* x: [B, T, C] -> the heads' outputs merged, [B, T, C]: the attention before c_proj */
+static cn_tensor *attention_heads(cn_module *m, cn_tensor *x) {
     const attention_state *s = cn_module_state(m);
     if (cn_ndim(x) != 3 || cn_shape(x)[2] != s->n_embd) {
         char buf[128];
@@ -163,7 +163,12 @@ static cn_tensor *attention_forward(cn_module *m, cn_tensor *x) {
         qkvh[i] = cn_transpose(cn_reshape(cn_linear(x, wi, bi), heads, 4), 1, 2);
     }
     cn_tensor *y = cn_scaled_dot_product_attention(qkvh[0], qkvh[1], qkvh[2], NULL, 1, 0.0);
-    y = cn_reshape(cn_transpose(y, 1, 2), merged, 3); /* [B, T, nh, hs] -> [B, T, C], a copy */
+    return cn_reshape(cn_transpose(y, 1, 2), merged, 3); /* [B, T, nh, hs] -> [B, T, C], a copy */
+}
+
+/* x: [B, T, C] -> [B, T, C] */
+static cn_tensor *attention_forward(cn_module *m, cn_tensor *x) {
+    cn_tensor *y = attention_heads(m, x);
     return y ? cn_module_forward(cn_module_child(m, 1), y) : NULL; /* c_proj */
 }
 
@@ -173,25 +178,37 @@ static const cn_module_vtable attention_vtable = {"CausalSelfAttention", attenti
 /* x: [B, T, C] -> c_proj(gelu(c_fc(x))): [B, T, C]. gelu(c_fc(x)) is one op on c_fc's weight
  * and bias (cn_linear_gelu: gelu applied to each block of rows while in cache, and its
  * derivative kept for the backward instead of recomputed), the same values as the two. */
-static cn_tensor *mlp_forward(cn_module *m, cn_tensor *x) {
+static cn_tensor *mlp_hidden(cn_module *m, cn_tensor *x) {
     cn_module *c_fc = cn_module_child(m, 0);
     cn_tensor *w = cn_module_find(c_fc, "weight"), *bias = cn_module_find(c_fc, "bias");
     cn_clear_error(); /* without bias, "bias" is not found: that is no error */
-    cn_tensor *h = w ? cn_linear_gelu(x, w, bias, CN_GELU_ERF) : NULL; /* [B, T, 4C] */
+    return w ? cn_linear_gelu(x, w, bias, CN_GELU_ERF) : NULL; /* [B, T, 4C] */
+}
+
+static cn_tensor *mlp_forward(cn_module *m, cn_tensor *x) {
+    cn_tensor *h = mlp_hidden(m, x);
     return h ? cn_module_forward(cn_module_child(m, 1), h) : NULL;
 }
 
 static const cn_module_vtable mlp_vtable = {"MLP", mlp_forward, NULL, NULL};
 
-/* children: ln_1, attn, ln_2, mlp. x: [B, T, C] -> [B, T, C] */
+/* r + c_proj(y), c_proj a Linear: one cn_linear_add on its weight and bias (the bias and r
+ * added to each block of rows while in cache), the values of cn_add(r, c_proj(y)). */
+static cn_tensor *proj_add(cn_module *c_proj, cn_tensor *y, cn_tensor *r) {
+    if (!y) return NULL;
+    cn_tensor *w = cn_module_find(c_proj, "weight"), *bias = cn_module_find(c_proj, "bias");
+    cn_clear_error(); /* without bias, "bias" is not found: that is no error */
+    return w ? cn_linear_add(y, w, bias, r) : NULL;
+}
+
+/* children: ln_1, attn, ln_2, mlp. x: [B, T, C] -> [B, T, C]: x + attn(ln_1(x)), then the
+ * same + mlp(ln_2(...)), each residual added by the c_proj that ends the branch */
 static cn_tensor *block_forward(cn_module *m, cn_tensor *x) {
-    cn_tensor *a =
-        cn_module_forward(cn_module_child(m, 1), cn_module_forward(cn_module_child(m, 0), x));
-    x = cn_add(x, a);
-    if (!x) return NULL;
-    cn_tensor *f =
-        cn_module_forward(cn_module_child(m, 3), cn_module_forward(cn_module_child(m, 2), x));
-    return cn_add(x, f);
+    cn_module *attn = cn_module_child(m, 1), *mlp = cn_module_child(m, 3);
+    cn_tensor *h = cn_module_forward(cn_module_child(m, 0), x);
+    x = proj_add(cn_module_child(attn, 1), h ? attention_heads(attn, h) : NULL, x);
+    h = x ? cn_module_forward(cn_module_child(m, 2), x) : NULL;
+    return proj_add(cn_module_child(mlp, 1), h ? mlp_hidden(mlp, h) : NULL, x);
 }
 
 static const cn_module_vtable block_vtable = {"Block", block_forward, NULL, NULL};

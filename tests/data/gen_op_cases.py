@@ -353,6 +353,11 @@ case("linear_gelu", "linear_gelu_erf", [Fl([3, 4]), Fl([5, 4]), Fl([5])],
      lambda x, w, b: F.gelu(F.linear(x, w, b)), ints=[0])
 case("linear_gelu", "linear_gelu_tanh_batched_no_bias", [Fl([2, 3, 4]), Fl([5, 4])],
      lambda x, w: F.gelu(F.linear(x, w), approximate="tanh"), ints=[1])
+# linear_add: inputs (x, w, r[, b]), r the output's shape
+case("linear_add", "linear_add_bias", [Fl([3, 4]), Fl([5, 4]), Fl([3, 5]), Fl([5])],
+     lambda x, w, r, b: F.linear(x, w, b) + r)
+case("linear_add", "linear_add_batched_no_bias", [Fl([2, 3, 4]), Fl([5, 4]), Fl([2, 3, 5])],
+     lambda x, w, r: F.linear(x, w) + r)
 case("matmul", "matmul", [Fl([2, 3]), Fl([3, 4])], torch.matmul)
 case("matmul", "matmul_batched", [Fl([2, 2, 3]), Fl([3, 2])], torch.matmul)
 case("matmul", "matmul_i64", [In([2, 2, 3], [1, -2, 3, 0, 4, 5, -1, 2, 0, 3, 1, -4]),

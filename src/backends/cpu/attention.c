@@ -2,7 +2,9 @@
  *
  * Shapes (backend.h): q [B.., Lq, D], k [B.., Lk, D], v [B.., Lk, Dv], mask [B.., Lq, Lk] (a
  * broadcast view, strides may be 0), o [B.., Lq, Dv], lse [B.., Lq]; B.. flattened to one batch
- * index b. The scores of query block i and key block j are
+ * index b. o, dq, dk and dv are written through their views' strides (the front-end gives them
+ * the layout of q, k and v); lse and the mask's gradient are dense. The scores of query block i
+ * and key block j are
  *     S = scale * Q_i K_j^T + mask_ij   (key j > query i left out as -inf when causal)
  * computed in tiles of BQ x BK by GEMM on the rows in place (or on packed copies when a row's
  * elements are not adjacent), so no [Lq, Lk] matrix exists.
@@ -106,6 +108,97 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
     return n < bk ? n : bk;
 }
 
+/* The keys of row r of a tile that a causal mask leaves in, exactly (row_keys rounds them up). */
+static int64_t row_keys_exact(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, int64_t bk) {
+    if (!G->causal) return bk;
+    int64_t n = i0 + r + 1 - j0;
+    return n <= 0 ? 0 : n < bk ? n : bk;
+}
+
+/* exp_sub512 (nonpos 0) of the one vector x[0, 16) whose lanes [n, 16) (0 <= n < 16) are -inf,
+ * the keys a causal mask left out: those lanes give +0 in y and add +0 into lane, as exp_sub512
+ * gives them, without computing their exp. exp of -inf (clamped to -104) ends in a product that
+ * underflows to 0, and an underflowing product takes a microcode assist of some hundred cycles
+ * on Intel's cores: once per row at the mask's edge, it made a vector 6x as slow as one without
+ * (measured), and the attention forward's exp a tenth of the GPT's forward. */
+#if CPU_EXP512
+__attribute__((target("avx512f"))) static void exp_sub512_head(const float *x, float *y,
+                                                               int64_t n, float m, float *lane) {
+    __mmask16 k = (__mmask16)((1u << n) - 1);
+    /* the lanes left out are 0 here: exp(0) cannot underflow, and the mask zeroes its result */
+    __m512 v = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x), _mm512_set1_ps(m));
+    __m512 e = _mm512_maskz_mov_ps(k, exp512(v));
+    _mm512_storeu_ps(y, e);
+    if (lane) _mm512_storeu_ps(lane, _mm512_add_ps(_mm512_loadu_ps(lane), e));
+}
+#else
+static void exp_sub512_head(const float *x, float *y, int64_t n, float m, float *lane) {
+    (void)x, (void)y, (void)n, (void)m, (void)lane;
+}
+#endif
+
+/* exp_sub512 of s[0, n) (n from row_keys) whose keys from ne on (row_keys_exact) are -inf,
+ * with the vector that holds the mask's edge taken by exp_sub512_head; returns how many leading
+ * elements it did (the caller's loop does the rest, as after exp_sub512). */
+static int64_t exp_sub512_row(float *s, int64_t n, int64_t ne, float m, float *lane) {
+    int64_t c = exp_sub512(s, s, ne, m, lane, 0);
+    if (c + 16 <= n) { /* the vector with the edge (n - ne < 16); else the caller's loop's */
+        exp_sub512_head(s + c, s + c, ne - c, m, lane);
+        c += 16;
+    }
+    return c;
+}
+
+/* The forward's row of a score tile in one pass, f32 on AVX-512, for tiles without an attn_mask
+ * whose bk is a multiple of 16: s holds the row's q.k (scores_ left it unscaled and without the
+ * causal -inf); its first ne keys are the row's (ne >= 1). Scales them, takes their maximum with
+ * start, and writes exp(s - max) to the ne keys and 0 to the rest of the bk; *mx_out gets the
+ * maximum and *sum_out the sum of the exps. The values of scores_, row_max, exp_sum and the zero
+ * fill, in the same bits (the same products, the same maximum, the same 16 lane sums added in
+ * the same order), with the row held in registers instead of four passes over it and three
+ * calls. Returns 0 when the maximum is -inf (no key yet: the caller zeroes the row). */
+#if CPU_EXP512
+__attribute__((target("avx512f"))) static int fwd_row512(float *s, int64_t bk, int64_t ne,
+                                                         float scale, float start, float *mx_out,
+                                                         float *sum_out) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    __m512 v[BK / 16];
+    __mmask16 k[BK / 16];
+    const int nv = (int)((ne + 15) / 16);
+    __m512 lmax = _mm512_set1_ps(start);
+    for (int i = 0; i < nv; i++) {
+        int64_t left = ne - 16 * i;
+        k[i] = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+        v[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k[i], s + 16 * i), vs);
+        /* the row's lanes only; max gives its second operand for a NaN: NaNs are passed over */
+        lmax = _mm512_mask_max_ps(lmax, k[i], v[i], lmax);
+    }
+    float mx = _mm512_reduce_max_ps(lmax);
+    if (mx == -INFINITY) return 0;
+    const __m512 vm = _mm512_set1_ps(mx);
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < nv; i++) { /* lanes past ne: exp of 0, zeroed (see exp_sub512_head) */
+        __m512 e = _mm512_maskz_mov_ps(k[i], exp512(_mm512_maskz_sub_ps(k[i], v[i], vm)));
+        _mm512_storeu_ps(s + 16 * i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    for (int64_t c = 16 * (int64_t)nv; c < bk; c += 16)
+        _mm512_storeu_ps(s + c, _mm512_setzero_ps());
+    float lane[16], sum = 0;
+    _mm512_storeu_ps(lane, acc);
+    for (int j = 0; j < 16; j++) sum += lane[j];
+    *mx_out = mx;
+    *sum_out = sum;
+    return 1;
+}
+#else
+static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start, float *mx_out,
+                      float *sum_out) {
+    (void)s, (void)bk, (void)ne, (void)scale, (void)start, (void)mx_out, (void)sum_out;
+    return 0;
+}
+#endif
+
 /* The body of each kernel, per dtype. Tiles are read in place where the rows are dense (a row's
  * elements adjacent: q, k, v split from one projection and transposed are still that), else
  * packed into the chunk's scratch; each tile carries its row distance (ld). The row loops are
@@ -127,11 +220,24 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
         *ld = C;                                                                                   \
         return dst;                                                                                \
     }                                                                                              \
-    /* S [bq, bk] = scale * Q K^T + mask, causal keys left out as -inf */                          \
+    /* rows [r0, r0 + nr) of batch b of output view v (any strides) = src [nr, C] dense, times s  \
+     * when scaled */                                                                             \
+    static void store_rows_##SUF(const sdpa_geom *G, const cn_view *v, int64_t b, int64_t r0,      \
+                                 int64_t nr, const T *src, T s, int scaled) {                      \
+        int nb = G->nb;                                                                            \
+        int64_t rs = v->strides[nb], cs = v->strides[nb + 1], C = v->shape[nb + 1];                \
+        T *base = (T *)v->data + batch_off(v, nb, b) + r0 * rs;                                    \
+        for (int64_t r = 0; r < nr; r++)                                                           \
+            for (int64_t c = 0; c < C; c++)                                                        \
+                base[r * rs + c * cs] = scaled ? src[r * C + c] * s : src[r * C + c];              \
+    }                                                                                              \
+    /* S [bq, bk] = scale * Q K^T + mask, causal keys left out as -inf (raw: Q K^T alone, which   \
+     * fwd_row512 scales and cuts) */                                                             \
     CPU_CLONES_512 static void scores_##SUF(const sdpa_geom *G, int64_t b, int64_t i0, int64_t bq, \
                                             int64_t j0, int64_t bk, const T *Q, int64_t ldq,       \
-                                            const T *K, int64_t ldk, T *S) {                       \
+                                            const T *K, int64_t ldk, T *S, int raw) {              \
         mm(G->q->dtype, 0, 1, bq, bk, G->d, Q, ldq, K, ldk, 0.0, S, bk);                           \
+        if (raw) return;                                                                           \
         const T scale = (T)G->scale, ninf = (T)-INFINITY;                                          \
         const cn_view *mv = G->mask;                                                               \
         const T *mb = mv ? (const T *)mv->data + batch_off(mv, G->nb, b) : NULL;                   \
@@ -155,9 +261,11 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
         for (int64_t r = 0; r < bq; r++) {                                                         \
             T *s = S + r * bk, l = lse[r];                                                         \
             int64_t n = l == (T)-INFINITY ? 0 : row_keys(G, i0, r, j0, bk);                        \
+            int64_t ne = row_keys_exact(G, i0, r, j0, bk);                                         \
+            ne = ne < n ? ne : n;                                                                  \
             /* f32 on AVX-512: the 16-lane part by exp_sub512 (the same bits) */                   \
             int64_t c0 = CPU_EXP512_##SUF && cpu_has_avx512()                                      \
-                             ? exp_sub512((float *)s, (float *)s, n, (float)l, NULL, 0)            \
+                             ? exp_sub512_row((float *)s, n, ne, (float)l, NULL)                   \
                              : 0;                                                                  \
             for (int64_t c = c0; c < n; c++) s[c] = EXP_##SUF(s[c] - l);                           \
             for (int64_t c = n; c < bk; c++) s[c] = 0;                                             \
@@ -177,11 +285,11 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
     }                                                                                              \
     /* s[c] = exp(s[c] - mx) for c < n, and their sum, added in MAX_LANES lanes (one running sum   \
      * is a chain of dependent scalar adds that keeps the exp loop from vectorising) */            \
-    CPU_CLONES_512 static T exp_sum_##SUF(T *s, int64_t n, T mx) {                                 \
+    CPU_CLONES_512 static T exp_sum_##SUF(T *s, int64_t n, int64_t ne, T mx) {                     \
         T lane[MAX_LANES];                                                                         \
         for (int j = 0; j < MAX_LANES; j++) lane[j] = 0;                                           \
         int64_t c = CPU_EXP512_##SUF && cpu_has_avx512()                                           \
-                        ? exp_sub512((float *)s, (float *)s, n, (float)mx, (float *)lane, 0)       \
+                        ? exp_sub512_row((float *)s, n, ne, (float)mx, (float *)lane)              \
                         : 0;                                                                       \
         for (; c + MAX_LANES <= n; c += MAX_LANES)                                                 \
             for (int j = 0; j < MAX_LANES; j++) {                                                  \
@@ -218,16 +326,29 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
                 int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                      \
                 const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                             \
                 const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                             \
-                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, S);                             \
+                /* f32 on AVX-512 without a mask, whole vectors: each row in one pass */          \
+                int row512 = CPU_EXP512_##SUF && !G->mask && bk % 16 == 0 && cpu_has_avx512();     \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, S, row512);                     \
                 for (int64_t r = 0; r < bq; r++) {                                                 \
-                    int64_t n = row_keys(G, i0, r, j0, bk);                                        \
-                    T *s = S + r * bk, mx = row_max_##SUF(s, n, m[r]);                             \
+                    int64_t n = row_keys(G, i0, r, j0, bk), ne = row_keys_exact(G, i0, r, j0, bk); \
+                    T *s = S + r * bk, mx, sum = 0;                                                \
+                    if (row512 && ne > 0) {                                                        \
+                        float fmx = 0, fsum = 0;                                                   \
+                        int any = fwd_row512((float *)s, bk, ne, (float)G->scale, (float)m[r],     \
+                                             &fmx, &fsum);                                         \
+                        mx = any ? (T)fmx : (T)-INFINITY;                                          \
+                        sum = (T)fsum;                                                             \
+                    } else                                                                         \
+                        mx = row_max_##SUF(s, row512 ? 0 : n, m[r]);                               \
                     if (mx == (T)-INFINITY) { /* no key yet in this row */                         \
                         for (int64_t c = 0; c < bk; c++) s[c] = 0;                                 \
                         continue;                                                                  \
                     }                                                                              \
-                    T alpha = EXP_##SUF(m[r] - mx);                                                \
-                    l[r] = l[r] * alpha + exp_sum_##SUF(s, n, mx);                                 \
+                    /* exp(-inf) is +0: not computed (an underflow, see exp_sub512_head) */        \
+                    T alpha = m[r] == (T)-INFINITY ? 0 : EXP_##SUF(m[r] - mx);                     \
+                    if (!row512) sum = exp_sum_##SUF(s, n, ne, mx);                                \
+                    l[r] = l[r] * alpha + sum;                                                     \
+                    if (row512) n = ne > 0 ? bk : 0; /* fwd_row512 zeroed past ne */               \
                     for (int64_t c = n; c < bk; c++) s[c] = 0;                                     \
                     if (alpha != 1)                                                                \
                         for (int64_t c = 0; c < Dv; c++) acc[r * Dv + c] *= alpha;                 \
@@ -235,11 +356,13 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
                 }                                                                                  \
                 mm(dt, 0, 0, bq, Dv, bk, S, bk, V, ldv, 1.0, acc, Dv);                             \
             }                                                                                      \
-            T *o = (T *)G->a->out[0].data + (b * G->lq + i0) * Dv;                                 \
+            const cn_view *ov = &G->a->out[0]; /* any strides (the front-end's layout) */          \
+            int64_t ors = ov->strides[G->nb], ocs = ov->strides[G->nb + 1];                        \
+            T *o = (T *)ov->data + batch_off(ov, G->nb, b) + i0 * ors;                             \
             T *lse = (T *)G->a->out[1].data + b * G->lq + i0;                                      \
             for (int64_t r = 0; r < bq; r++) {                                                     \
                 T inv = l[r] == 0 ? 0 : 1 / l[r];                                                  \
-                for (int64_t c = 0; c < Dv; c++) o[r * Dv + c] = acc[r * Dv + c] * inv;            \
+                for (int64_t c = 0; c < Dv; c++) o[r * ors + c * ocs] = acc[r * Dv + c] * inv;     \
                 lse[r] = l[r] == 0 ? (T)-INFINITY : m[r] + (T)log((double)l[r]);                   \
             }                                                                                      \
         }                                                                                          \
@@ -290,7 +413,7 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
             int64_t bk = kend - j0 < BK ? kend - j0 : BK;                                          \
             const T *K = tile_##SUF(G, G->k, b, j0, bk, Kp, &ldk);                                 \
             const T *V = tile_##SUF(G, G->v, b, j0, bk, Vp, &ldv);                                 \
-            scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                                 \
+            scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P, 0);                              \
             probs_##SUF(G, i0, j0, bq, bk, lse, P);                                                \
             if (dV) mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV + j0 * Dv, Dv);               \
             dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                                \
@@ -300,8 +423,7 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
             mm(dt, 0, 0, bq, D, bk, P, bk, K, ldk, 1.0, dQ, D);                                    \
             if (dK) mm(dt, 1, 0, bk, D, bq, P, bk, Q, ldq, 1.0, dK + j0 * D, D);                   \
         }                                                                                          \
-        T *dq = (T *)a->out[0].data + (b * G->lq + i0) * D;                                        \
-        for (int64_t e = 0; e < bq * D; e++) dq[e] = dQ[e] * (T)G->scale;                          \
+        store_rows_##SUF(G, &a->out[0], b, i0, bq, dQ, (T)G->scale, 1);                            \
     }                                                                                              \
     /* pass 1: Dr, dQ and the mask's gradient, per (b, query block) */                             \
     CPU_CLONES_512 static void bwd_q_items_##SUF(void *ctx, int64_t chunk, int64_t begin,          \
@@ -334,16 +456,14 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
                 const T *Q = tile_##SUF(G, G->q, b, i0, bq, Qp, &ldq);                             \
                 const T *Gt = tile_##SUF(G, G->g, b, i0, bq, Gp, &ldg);                            \
                 pack_lse_##SUF(G, b, i0, bq, lse);                                                 \
-                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P);                             \
+                scores_##SUF(G, b, i0, bq, j0, bk, Q, ldq, K, ldk, P, 0);                          \
                 probs_##SUF(G, i0, j0, bq, bk, lse, P);                                            \
                 mm(dt, 1, 0, bk, Dv, bq, P, bk, Gt, ldg, 1.0, dV, Dv);                             \
                 dscores_##SUF(G, b, i0, bq, bk, Gt, ldg, V, ldv, P, W);                            \
                 mm(dt, 1, 0, bk, D, bq, P, bk, Q, ldq, 1.0, dK, D);                                \
             }                                                                                      \
-            T *dk = (T *)a->out[1].data + (b * G->lk + j0) * D;                                    \
-            T *dv = (T *)a->out[2].data + (b * G->lk + j0) * Dv;                                   \
-            for (int64_t e = 0; e < bk * D; e++) dk[e] = dK[e] * (T)G->scale;                      \
-            memcpy(dv, dV, sizeof(T) * (size_t)(bk * Dv));                                         \
+            store_rows_##SUF(G, &a->out[1], b, j0, bk, dK, (T)G->scale, 1);                        \
+            store_rows_##SUF(G, &a->out[2], b, j0, bk, dV, 1, 0);                                  \
         }                                                                                          \
     }                                                                                              \
     /* both passes in one, per batch index b (enough of them for every thread): P and dS of each   \
@@ -362,10 +482,8 @@ static int64_t row_keys(const sdpa_geom *G, int64_t i0, int64_t r, int64_t j0, i
             memset(dK, 0, sizeof(T) * (size_t)(lk * D));                                           \
             memset(dV, 0, sizeof(T) * (size_t)(lk * Dv));                                          \
             for (int64_t i0 = 0; i0 < G->lq; i0 += BQ) query_block_##SUF(G, Qp, b, i0, dK, dV);    \
-            T *dk = (T *)a->out[1].data + b * lk * D;                                              \
-            T *dv = (T *)a->out[2].data + b * lk * Dv;                                             \
-            for (int64_t e = 0; e < lk * D; e++) dk[e] = dK[e] * (T)G->scale;                      \
-            memcpy(dv, dV, sizeof(T) * (size_t)(lk * Dv));                                         \
+            store_rows_##SUF(G, &a->out[1], b, 0, lk, dK, (T)G->scale, 1);                         \
+            store_rows_##SUF(G, &a->out[2], b, 0, lk, dV, 1, 0);                                   \
         }                                                                                          \
     }
 

@@ -262,6 +262,8 @@ void cn__cpu_backend_fill(cn_backend *b) {
     dt[CN_OP_LINEAR] = F;
     k[CN_OP_LINEAR_GELU] = cpu_linear_gelu;
     dt[CN_OP_LINEAR_GELU] = F;
+    k[CN_OP_LINEAR_ADD] = cpu_linear_add;
+    dt[CN_OP_LINEAR_ADD] = F;
     k[CN_OP_ACTIVATION_BACKWARD] = cpu_activation_backward;
     dt[CN_OP_ACTIVATION_BACKWARD] = F;
     k[CN_OP_SOFTMAX_BACKWARD] = cpu_softmax_backward;

@@ -98,6 +98,7 @@ cn_status cpu_sgd_step(const cn_kernel_args *a);
 cn_status cpu_adamw_step(const cn_kernel_args *a);
 cn_status cpu_linear(const cn_kernel_args *a);
 cn_status cpu_linear_gelu(const cn_kernel_args *a);
+cn_status cpu_linear_add(const cn_kernel_args *a);
 /* attention.c: scaled_dot_product_attention and its backward */
 cn_status cpu_sdpa(const cn_kernel_args *a);
 cn_status cpu_sdpa_backward(const cn_kernel_args *a);

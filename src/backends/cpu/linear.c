@@ -1,5 +1,6 @@
-/* CPU linear: y = x w^T + b (torch.nn.functional.linear, PyTorch's addmm) in one kernel, and
- * linear_gelu: y = gelu(x w^T + b), with gelu' of the same values into d when asked.
+/* CPU linear: y = x w^T + b (torch.nn.functional.linear, PyTorch's addmm) in one kernel,
+ * linear_gelu: y = gelu(x w^T + b), with gelu' of the same values into d when asked, and
+ * linear_add: y = x w^T + b + r (r [M, N], any strides: a residual stream).
  *
  * x [M, K], w [N, K], b [N] (optional), any strides; y [M, N] (and d) contiguous. Blocks of rows
  * go to the pool's threads; each block is one single-threaded GEMM (cn_cpu_gemm) and then gets
@@ -68,6 +69,7 @@ typedef struct linear_job {
     int64_t M, N, K;
     lin_operand x, w;
     const cn_view *b;
+    const cn_view *r; /* linear_add: r [M, N], added after the bias */
     char *y;
     int64_t rows;  /* rows per block */
     int no_k;      /* K = 0: y is the bias alone (zeroed first), no GEMM */
@@ -82,13 +84,53 @@ typedef struct linear_job {
  * values of a GPT's c_fc mostly are: 3 times fewer operations), else through both; the same bits
  * either way. Compiled for AVX-512 and AVX2 as well, as gelu_run_f32. */
 #define GELU_SMALL_BLOCK 64
+
+/* gelu_small_with_grad_f32 of y[0, n) in place, gelu' into d, on AVX-512, 16 lanes at a time
+ * (returns how many it did: the caller's loop does the rest): the same operations in the same
+ * order (no FMA), with exp512 in place of exp_f32 (the same bits, cpu_math.h: vscalefps scales
+ * by 2^k where the compiled exp_f32 builds two powers of two and multiplies twice). */
+#if CPU_EXP512
+__attribute__((target("avx512f"))) static int64_t gelu_small_grad512(float *restrict y,
+                                                                     float *restrict d,
+                                                                     int64_t n) {
+    const __m512 zero = _mm512_setzero_ps(), half = _mm512_set1_ps(0.5f);
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        __m512 x = _mm512_loadu_ps(y + k);
+        __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.707106781186547524f));
+        __mmask16 neg = _mm512_cmp_ps_mask(z, zero, _CMP_LT_OQ);
+        __m512 t = _mm512_mask_sub_ps(z, neg, zero, z); /* z < 0 ? -z : z */
+        __m512 s = _mm512_mul_ps(t, t);                  /* erf_small_f32's polynomial */
+        __m512 q = _mm512_set1_ps(-6.254293257e-04f);
+        q = _mm512_add_ps(_mm512_mul_ps(q, s), _mm512_set1_ps(5.042351317e-03f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, s), _mm512_set1_ps(-2.679867297e-02f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, s), _mm512_set1_ps(1.128267050e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, s), _mm512_set1_ps(-3.761257529e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, s), _mm512_set1_ps(1.283791661e-01f));
+        __m512 e = _mm512_mul_ps(half, _mm512_add_ps(t, _mm512_mul_ps(t, q)));
+        __m512 phi = _mm512_mask_blend_ps(neg, _mm512_add_ps(half, e), _mm512_sub_ps(half, e));
+        __m512 g = exp512(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5f), x), x));
+        __m512 dx = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps((float)GELU_INV_SQRT_2PI)), g);
+        _mm512_storeu_ps(d + k, _mm512_add_ps(phi, dx));
+        _mm512_storeu_ps(y + k, _mm512_mul_ps(x, phi));
+    }
+    return k;
+}
+#else
+static int64_t gelu_small_grad512(float *restrict y, float *restrict d, int64_t n) {
+    (void)y, (void)d, (void)n;
+    return 0;
+}
+#endif
+
 CPU_CLONES_512 static void gelu_erf_run_f32(float *restrict y, float *restrict d, int64_t n) {
+    const int v512 = cpu_has_avx512();
     for (int64_t i = 0; i < n; i += GELU_SMALL_BLOCK) {
         int64_t len = n - i < GELU_SMALL_BLOCK ? n - i : GELU_SMALL_BLOCK;
         float *yi = y + i, *di = d ? d + i : NULL;
         int small = gelu_out_of_small(yi, len) == 0;
         if (small && di)
-            for (int64_t k = 0; k < len; k++) {
+            for (int64_t k = v512 ? gelu_small_grad512(yi, di, len) : 0; k < len; k++) {
                 float dk;
                 yi[k] = gelu_small_with_grad_f32(yi[k], &dk);
                 di[k] = dk;
@@ -142,6 +184,36 @@ CPU_CLONES_512 static void bias_rows_f32(float *restrict y, const float *restric
     }
 }
 
+/* y[r, c] = (y[r, c] + b[c * bs]) + x[r * rs + c * cs] over rows [rows, N] of y (b NULL: no
+ * bias): linear_add's bias and residual in one pass over the block, the values of the bias pass
+ * and then add; compiled for AVX-512 and AVX2 as well. */
+CPU_CLONES_512 static void bias_res_rows_f32(float *restrict y, const float *restrict b,
+                                             int64_t bs, const float *restrict x, int64_t rs,
+                                             int64_t cs, int64_t rows, int64_t N) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = y + r * N;
+        const float *xr = x + r * rs;
+        if (b && bs == 1 && cs == 1)
+            for (int64_t c = 0; c < N; c++) row[c] = (row[c] + b[c]) + xr[c];
+        else if (!b && cs == 1)
+            for (int64_t c = 0; c < N; c++) row[c] += xr[c];
+        else
+            for (int64_t c = 0; c < N; c++)
+                row[c] = (b ? row[c] + b[c * bs] : row[c]) + xr[c * cs];
+    }
+}
+
+static void bias_res_rows_f64(double *restrict y, const double *restrict b, int64_t bs,
+                              const double *restrict x, int64_t rs, int64_t cs, int64_t rows,
+                              int64_t N) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < N; c++) {
+            double v = y[r * N + c];
+            if (b) v += b[c * bs];
+            y[r * N + c] = v + x[r * rs + c * cs];
+        }
+}
+
 /* A [rows, K] operand stored as x (trans 0: row r at r * ld; 1: column r at r) from row r0. */
 static const char *rows_from(const lin_operand *o, int64_t r0, size_t es) {
     return o->data + (size_t)(o->trans ? r0 : r0 * o->ld) * es;
@@ -160,7 +232,19 @@ static void linear_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
         else if (!j->gemm_done)
             cn_cpu_gemm(j->dt, j->x.trans, !j->w.trans, rows, j->N, j->K, rows_from(&j->x, r0, es),
                         j->x.ld, j->w.data, j->w.ld, 0.0, y, j->N);
-        if (j->b) {
+        if (j->r) { /* linear_add */
+            int64_t bs = j->b ? j->b->strides[0] : 0;
+            int64_t rs = j->r->strides[0], cs = j->r->strides[1];
+            size_t off = (size_t)(r0 * rs) * es;
+            if (j->dt == CN_F32)
+                bias_res_rows_f32((float *)y, j->b ? (const float *)j->b->data : NULL, bs,
+                                  (const float *)((const char *)j->r->data + off), rs, cs, rows,
+                                  j->N);
+            else
+                bias_res_rows_f64((double *)y, j->b ? (const double *)j->b->data : NULL, bs,
+                                  (const double *)((const char *)j->r->data + off), rs, cs, rows,
+                                  j->N);
+        } else if (j->b) {
             int64_t bs = j->b->strides[0];
             if (j->dt == CN_F32) {
                 bias_rows_f32((float *)y, (const float *)j->b->data, bs, rows, j->N);
@@ -182,9 +266,10 @@ static void linear_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) 
     }
 }
 
-/* linear (gelu 0) and linear_gelu (gelu 1: ints = approx, want_d; out[1] = d when want_d) */
-static cn_status linear_run(const cn_kernel_args *a, int gelu) {
-    const char *op = gelu ? "linear_gelu" : "linear";
+/* linear (gelu 0), linear_gelu (gelu 1: ints = approx, want_d; out[1] = d when want_d) and
+ * linear_add (residual 1: in = x, w, r[, b]) */
+static cn_status linear_run(const cn_kernel_args *a, int gelu, int residual) {
+    const char *op = gelu ? "linear_gelu" : residual ? "linear_add" : "linear";
     const cn_view *xv = &a->in[0], *wv = &a->in[1], *yv = &a->out[0];
     cn_dtype dt = yv->dtype; /* f32 or f64, one for all (the router's and dtypes[op]) */
     if (dt != CN_F32 && dt != CN_F64) return cn__kernel_dtype_error("cpu", a->op, dt);
@@ -199,7 +284,8 @@ static cn_status linear_run(const cn_kernel_args *a, int gelu) {
                     .M = M,
                     .N = N,
                     .K = K,
-                    .b = a->n_in > 2 ? &a->in[2] : NULL,
+                    .b = a->n_in > 2 + residual ? &a->in[2 + residual] : NULL,
+                    .r = residual ? &a->in[2] : NULL,
                     .rows = LINEAR_ROWS,
                     .y = (char *)yv->data,
                     .no_k = K == 0,
@@ -238,6 +324,8 @@ static cn_status linear_run(const cn_kernel_args *a, int gelu) {
     return s;
 }
 
-cn_status cpu_linear(const cn_kernel_args *a) { return linear_run(a, 0); }
+cn_status cpu_linear(const cn_kernel_args *a) { return linear_run(a, 0, 0); }
 
-cn_status cpu_linear_gelu(const cn_kernel_args *a) { return linear_run(a, 1); }
+cn_status cpu_linear_gelu(const cn_kernel_args *a) { return linear_run(a, 1, 0); }
+
+cn_status cpu_linear_add(const cn_kernel_args *a) { return linear_run(a, 0, 1); }

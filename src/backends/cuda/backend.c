@@ -354,6 +354,7 @@ static void fill_table(cn_backend *b) {
     k[CN_OP_ADAMW_STEP] = cuda_adamw_step;
     k[CN_OP_LINEAR] = cuda_linear;
     k[CN_OP_LINEAR_GELU] = cuda_linear_gelu;
+    k[CN_OP_LINEAR_ADD] = cuda_linear_add;
     k[CN_OP_ACTIVATION_BACKWARD] = cuda_activation_backward;
     k[CN_OP_SOFTMAX_BACKWARD] = cuda_softmax_backward;
     k[CN_OP_MASKED_FILL] = cuda_masked_fill;
@@ -407,6 +408,7 @@ static void fill_table(cn_backend *b) {
     dt[CN_OP_ADAMW_STEP] = DT(CN_F32) | DT(CN_F64);
     dt[CN_OP_LINEAR] = DT(CN_F32) | DT(CN_F64) | DT(CN_F16) | DT(CN_BF16);
     dt[CN_OP_LINEAR_GELU] = DT(CN_F32) | DT(CN_F64);
+    dt[CN_OP_LINEAR_ADD] = DT(CN_F32) | DT(CN_F64);
     /* scans and sorts: float and int; any / all: every dtype */
     const cn_op scans[] = {CN_OP_CUMSUM, CN_OP_CUMPROD, CN_OP_CUMMAX, CN_OP_CUMMIN, CN_OP_SORT,
                            CN_OP_ANY,    CN_OP_ALL};

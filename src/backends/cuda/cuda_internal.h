@@ -257,6 +257,7 @@ cn_status cuda_sgd_step(const cn_kernel_args *a);
 cn_status cuda_adamw_step(const cn_kernel_args *a);
 cn_status cuda_linear(const cn_kernel_args *a);
 cn_status cuda_linear_gelu(const cn_kernel_args *a);
+cn_status cuda_linear_add(const cn_kernel_args *a);
 /* elementwise.cu: linear_gelu's epilogue over its dense output (out[0], and out[1] = gelu') */
 cn_status cuda_gelu_epilogue(const cn_kernel_args *a);
 /* attention.cu: scaled_dot_product_attention and its backward */

@@ -1,7 +1,8 @@
 /* The CUDA backend's linear: y = x w^T + b as cuBLAS's GEMM (the matmul kernel, on a transposed
  * view of w) followed by the bias added in place by the binary add kernel (one pass over y; the
  * CPU fuses it with the GEMM, cuBLAS's epilogue is not reached through cublasGemmEx); and
- * linear_gelu, the same and then gelu (and its derivative) in one more pass. */
+ * linear_gelu, the same and then gelu (and its derivative) in one more pass; linear_add, the
+ * same and then the residual added in one more pass. */
 #include "backends/cuda/cuda_internal.h"
 #include "core/backend_common.h"
 
@@ -38,4 +39,22 @@ cn_status cuda_linear_gelu(const cn_kernel_args *a) {
     lin.n_ints = 0;
     cn_status s = cuda_linear(&lin);
     return s == CN_OK ? cuda_gelu_epilogue(a) : s;
+}
+
+/* linear_add (in = x, w, r[, b]): the linear above on (x, w[, b]), then r added in place by the
+ * binary add kernel (one more pass over y). */
+cn_status cuda_linear_add(const cn_kernel_args *a) {
+    const cn_view lin_in[3] = {a->in[0], a->in[1], a->n_in > 3 ? a->in[3] : a->in[1]};
+    cn_kernel_args lin = *a;
+    lin.op = CN_OP_LINEAR;
+    lin.in = lin_in;
+    lin.n_in = a->n_in > 3 ? 3 : 2;
+    cn_status s = cuda_linear(&lin);
+    if (s != CN_OK) return s;
+    const cn_view add_in[2] = {a->out[0], a->in[2]};
+    cn_kernel_args add = *a;
+    add.op = CN_OP_ADD;
+    add.n_in = 2, add.in = add_in;
+    add.n_ints = 0, add.n_reals = 0;
+    return cuda_binary(&add);
 }

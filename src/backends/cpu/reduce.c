@@ -1027,8 +1027,8 @@ cn_status cpu_softmax(const cn_kernel_args *a) {
     pl.y = (char *)y->data;
     int64_t items = numel / pl.n / pl.m * pl.ntiles;
     pl.stream = CPU_EXP512 && !pl.f64 && !pl.lg && !pl.col && pl.rs == 1 && pl.inner == 1 &&
-                pl.n <= SOFTMAX_STREAM_ROW && numel >= SOFTMAX_STREAM_BYTES / (int64_t)sizeof(float) &&
-                cpu_has_avx512();
+                pl.n <= SOFTMAX_STREAM_ROW &&
+                numel >= SOFTMAX_STREAM_BYTES / (int64_t)sizeof(float) && cpu_has_avx512();
 
     if (!parallel || items == 1) {
         softmax_items(&pl, 0, items);

@@ -34,6 +34,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -48,7 +49,7 @@
 #define SOFTMAX_TILE_BYTES (1024 * 1024) /* a column softmax tile ([n, w]) aims to stay in cache */
 /* Softmax rows whose output is at least this large are written with streaming stores (below) */
 #define SOFTMAX_STREAM_BYTES (16 << 20)
-#define SOFTMAX_STREAM_ROW   8192 /* the longest row that takes them: its exps in a stack buffer */
+#define SOFTMAX_STREAM_ROW   8192 /* the longest row that takes them: its exps in a buffer */
 
 #define MAYBE_UNUSED __attribute__((unused))
 
@@ -871,7 +872,7 @@ DEF_SOFTMAX(double, f64, 8)
  * A row's output is written twice, exp(x - max) then its product by 1 / sum, so each of its cache
  * lines is read from memory before the first write (a write allocates its line) and written back
  * later: three transfers for two tensors' worth of data. For an output too large to stay in
- * cache, the exps go to a buffer on the stack (in L1) and y = exp * (1 / sum) is stored with
+ * cache, the exps go to a buffer (one per chunk, in L1) and y = exp * (1 / sum) is stored with
  * non-temporal stores, which write whole lines without reading them first. The values are the
  * same products of the same exps, so the bits do not change. AVX-512 only (the path that
  * exp_sub512 serves); the caller fences after its rows. */
@@ -886,8 +887,8 @@ __attribute__((target("avx512f"))) static void scale_stream_f32(const float *res
     for (; i < n; i++) y[i] = e[i] * inv;
 }
 
-static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const float *next) {
-    _Alignas(64) float e[SOFTMAX_STREAM_ROW];
+static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const float *next,
+                                   float *restrict e) {
     float mx = max_dense_f32(x, n);
     float inv = 1 / expsum_row_f32(x, n, mx, e, next);
     scale_stream_f32(e, n, inv, y);
@@ -895,7 +896,9 @@ static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const fl
 
 static void stream_fence(void) { _mm_sfence(); }
 #else
-static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const float *next) {
+static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const float *next,
+                                   float *e) {
+    (void)e;
     softmax_row_f32(x, n, 1, y, 1, 0, next);
 }
 static void stream_fence(void) {}
@@ -932,6 +935,8 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
     int64_t q = begin / pl->ntiles;
     walker_seek(&wk, q);
     size_t es = pl->f64 ? sizeof(double) : sizeof(float);
+    /* the streamed rows' exps (without memory for it, the rows take the ordinary path) */
+    float *ebuf = pl->stream ? aligned_alloc(64, (size_t)(pl->n + 15) / 16 * 64) : NULL;
     for (int64_t i = begin; i < end; i++) {
         for (; q < i / pl->ntiles; q++) walker_next(&wk);
         int64_t j0 = (i % pl->ntiles) * pl->tile;
@@ -956,9 +961,9 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
                 next = j + 1 < w ? xp + (size_t)((j + 1) * pl->cs) * es
                        : i + 1 < end ? item_x(pl, &wk, q, i + 1, es)
                                      : NULL;
-            if (pl->stream)
+            if (ebuf)
                 softmax_row_stream_f32((const float *)xp + j * pl->cs, pl->n, (float *)yp + j,
-                                       (const float *)next);
+                                       (const float *)next, ebuf);
             else if (pl->f64)
                 softmax_row_f64((const double *)xp + j * pl->cs, pl->n, pl->rs,
                                 (double *)yp + j, pl->inner, pl->lg, (const double *)next);
@@ -967,7 +972,8 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
                                 pl->inner, pl->lg, (const float *)next);
         }
     }
-    if (pl->stream) stream_fence(); /* the streamed lines are visible before the chunk is done */
+    if (ebuf) stream_fence(); /* the streamed lines are visible before the chunk is done */
+    free(ebuf);
 }
 
 static void softmax_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {

@@ -200,6 +200,12 @@ typedef void (*cpu_range_fn)(void *ctx, int64_t chunk, int64_t begin, int64_t en
  * is running, the chunks run on the caller in order. chunks <= 1: fn(ctx, 0, 0, n) here. */
 void cpu_parallel(int64_t n, int64_t chunks, cpu_range_fn fn, void *ctx);
 
+/* cpu_parallel with the same chunks, but each thread takes first the chunks of its own stripe
+ * (chunks [s C / T, (s + 1) C / T) for the core it runs on, s of T threads), then any left: work
+ * cut the same way op after op finds its data in the cache of the core that last touched it.
+ * Results are cpu_parallel's; more than 64 chunks simply take cpu_parallel. */
+void cpu_parallel_affine(int64_t n, int64_t chunks, cpu_range_fn fn, void *ctx);
+
 /* How many chunks n units of work deserve when `grain` units are worth a thread: 1 below
  * 2 * grain, else n / grain up to a few per thread. */
 int64_t cpu_chunks(int64_t n, int64_t grain);

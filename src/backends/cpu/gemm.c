@@ -137,5 +137,5 @@ void cpu_gemm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, cons
         gemm_call(&j, m, n, j.a, j.b, j.c);
         return;
     }
-    cpu_parallel(blocks, chunks, gemm_blocks, &j);
+    cpu_parallel_affine(blocks, chunks, gemm_blocks, &j);
 }

@@ -34,6 +34,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -46,6 +47,9 @@
 #define PAIR_BLOCK 256 /* row sums: elements summed in lanes before a block is halved */
 #define COL_BLOCK 32   /* column sums: rows added in sequence before a block is halved */
 #define SOFTMAX_TILE_BYTES (1024 * 1024) /* a column softmax tile ([n, w]) aims to stay in cache */
+/* Softmax rows whose output is at least this large are written with streaming stores (below) */
+#define SOFTMAX_STREAM_BYTES (16 << 20)
+#define SOFTMAX_STREAM_ROW   8192 /* the longest row that takes them: its exps in a buffer */
 
 #define MAYBE_UNUSED __attribute__((unused))
 
@@ -864,11 +868,48 @@ DEF_SUM_ROWS(double, f64)
 DEF_SOFTMAX(float, f32, 16)
 DEF_SOFTMAX(double, f64, 8)
 
+/* ---- softmax rows with streaming stores ------------------------------------------------------ *
+ * A row's output is written twice, exp(x - max) then its product by 1 / sum, so each of its cache
+ * lines is read from memory before the first write (a write allocates its line) and written back
+ * later: three transfers for two tensors' worth of data. For an output too large to stay in
+ * cache, the exps go to a buffer (one per chunk, in L1) and y = exp * (1 / sum) is stored with
+ * non-temporal stores, which write whole lines without reading them first. The values are the
+ * same products of the same exps, so the bits do not change. AVX-512 only (the path that
+ * exp_sub512 serves); the caller fences after its rows. */
+#if CPU_EXP512
+__attribute__((target("avx512f"))) static void scale_stream_f32(const float *restrict e,
+                                                               int64_t n, float inv,
+                                                               float *restrict y) {
+    int64_t i = 0;
+    for (; i < n && ((uintptr_t)(y + i) & 63) != 0; i++) y[i] = e[i] * inv;
+    const __m512 v = _mm512_set1_ps(inv);
+    for (; i + 16 <= n; i += 16) _mm512_stream_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(e + i), v));
+    for (; i < n; i++) y[i] = e[i] * inv;
+}
+
+static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const float *next,
+                                   float *restrict e) {
+    float mx = max_dense_f32(x, n);
+    float inv = 1 / expsum_row_f32(x, n, mx, e, next);
+    scale_stream_f32(e, n, inv, y);
+}
+
+static void stream_fence(void) { _mm_sfence(); }
+#else
+static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const float *next,
+                                   float *e) {
+    (void)e;
+    softmax_row_f32(x, n, 1, y, 1, 0, next);
+}
+static void stream_fence(void) {}
+#endif
+
 /* Items of a softmax: item i is tile i % ntiles of walker position i / ntiles, where the walker
  * runs over the outer dims (before dim) then the inner dims but the innermost. */
 typedef struct splan {
     int lg, f64;
     int col;         /* tiles are contiguous in the input: column kernel */
+    int stream;      /* f32 softmax over dense rows into a large output: softmax_row_stream_f32 */
     int64_t n, rs;   /* softmax dim: size and input stride */
     int64_t inner;   /* output stride of dim = product of the inner sizes */
     walker wk;       /* over outer + inner-but-innermost */
@@ -894,6 +935,8 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
     int64_t q = begin / pl->ntiles;
     walker_seek(&wk, q);
     size_t es = pl->f64 ? sizeof(double) : sizeof(float);
+    /* the streamed rows' exps (without memory for it, the rows take the ordinary path) */
+    float *ebuf = pl->stream ? aligned_alloc(64, (size_t)(pl->n + 15) / 16 * 64) : NULL;
     for (int64_t i = begin; i < end; i++) {
         for (; q < i / pl->ntiles; q++) walker_next(&wk);
         int64_t j0 = (i % pl->ntiles) * pl->tile;
@@ -918,7 +961,10 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
                 next = j + 1 < w ? xp + (size_t)((j + 1) * pl->cs) * es
                        : i + 1 < end ? item_x(pl, &wk, q, i + 1, es)
                                      : NULL;
-            if (pl->f64)
+            if (ebuf)
+                softmax_row_stream_f32((const float *)xp + j * pl->cs, pl->n, (float *)yp + j,
+                                       (const float *)next, ebuf);
+            else if (pl->f64)
                 softmax_row_f64((const double *)xp + j * pl->cs, pl->n, pl->rs,
                                 (double *)yp + j, pl->inner, pl->lg, (const double *)next);
             else
@@ -926,6 +972,8 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
                                 pl->inner, pl->lg, (const float *)next);
         }
     }
+    if (ebuf) stream_fence(); /* the streamed lines are visible before the chunk is done */
+    free(ebuf);
 }
 
 static void softmax_chunk(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
@@ -984,6 +1032,9 @@ cn_status cpu_softmax(const cn_kernel_args *a) {
     pl.x = (const char *)x->data;
     pl.y = (char *)y->data;
     int64_t items = numel / pl.n / pl.m * pl.ntiles;
+    pl.stream = CPU_EXP512 && !pl.f64 && !pl.lg && !pl.col && pl.rs == 1 && pl.inner == 1 &&
+                pl.n <= SOFTMAX_STREAM_ROW &&
+                numel >= SOFTMAX_STREAM_BYTES / (int64_t)sizeof(float) && cpu_has_avx512();
 
     if (!parallel || items == 1) {
         softmax_items(&pl, 0, items);

@@ -1,14 +1,14 @@
 /* The CPU's row kernels of "same"-width convolutions and of 2x2 max pooling with kept choices
  * (im2col512.c, pool512.c where the CPU has AVX-512; im2col.c and pool_index.c elsewhere) on rows
  * of every length they cut into 16-lane pieces (1 to 66 columns: one, two and five pieces, and
- * partial ones):
+ * partial ones; pools of up to 8 windows a row take two rows a vector, an odd last one alone):
  * - conv2d and its input and weight gradients (cn__conv2d_backward_input / _weight) against the
  *   definition's loops in double, for kernel widths 1, 3 and 5, heights with padding from none
  *   to more than the kernel, channels sliced out of a wider tensor; inputs are k/8, so the f32
  *   results are exact sums and any misplaced or missing term shows;
  * - conv2d_max_pool2d (k = 2) against max_pool2d(conv2d(...)) bit for bit, values and the
  *   gradient of x, on planes full of ties, signed zeros and NaN, with a column and a row left
- *   out of the last window. */
+ *   out of the last window, with and without a bias and kept choices. */
 #include <math.h>
 
 #include "dispatch/backward_ops.h"
@@ -148,11 +148,11 @@ static void check_same(const char *what, cn_tensor *a, cn_tensor *b) {
 static void test_pool_rows_match_max_pool2d(void) {
     /* values that tie often: -1, -0, +0, 1, 2, and now and then NaN */
     const double pick[6] = {-1.0, -0.0, 0.0, 1.0, 2.0, NAN};
-    const int64_t widths[] = {2, 3, 14, 15, 28, 32, 33, 34, 63, 66};
-    const int64_t heights[] = {2, 5};
+    const int64_t widths[] = {2, 3, 8, 14, 15, 16, 18, 28, 32, 33, 34, 63, 66};
+    const int64_t heights[] = {2, 5, 7, 8};
     cn_device ad = cn_autodiff(cn_cpu());
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
-        for (size_t j = 0; j < 2; j++) {
+        for (size_t j = 0; j < sizeof heights / sizeof heights[0]; j++) {
             char what[96];
             snprintf(what, sizeof what, "pool of %lld x %lld planes", (long long)heights[j],
                      (long long)widths[i]);
@@ -172,8 +172,13 @@ static void test_pool_rows_match_max_pool2d(void) {
             w = th_own(cn_to_device(w, ad));
             const cn_conv2d_params p = {{1, 1}, {0, 0}, {1, 1}, 2}; /* groups 2: w = 1 */
             const cn_pool2d_params pp = {{2, 2}, {2, 2}, {0, 0}};
-            cn_tensor *fused = th_own(cn_conv2d_max_pool2d(x, w, NULL, &p, 2));
-            cn_tensor *two = th_own(cn_max_pool2d(th_own(cn_conv2d(x, w, NULL, &p)), &pp));
+            /* every other case with a bias (added in the pool where it is fused there) */
+            const double bv[2] = {0.25, -0.0};
+            cn_tensor *b = NULL;
+            if (j % 2) b = th_own(th_tensor(bv, (int64_t[]){2}, 1, CN_F32));
+            if (b) b = th_own(cn_to_device(b, ad));
+            cn_tensor *fused = th_own(cn_conv2d_max_pool2d(x, w, b, &p, 2));
+            cn_tensor *two = th_own(cn_max_pool2d(th_own(cn_conv2d(x, w, b, &p)), &pp));
             check_same(what, fused, two);
             cn_tensor *r = fused ? eighths(cn_shape(fused), CN_F32, NULL) : NULL;
             cn_tensor *ra = r ? th_own(cn_to_device(r, ad)) : NULL;
@@ -183,6 +188,11 @@ static void test_pool_rows_match_max_pool2d(void) {
             if (gf && gt) check_same(what, cn_grad(gf, x), cn_grad(gt, x));
             cn_grads_free(gf);
             cn_grads_free(gt);
+            /* untracked: no choices kept, the same values */
+            cn_tensor *xc = th_own(cn_to_device(x, cn_cpu()));
+            cn_tensor *wc = th_own(cn_to_device(w, cn_cpu()));
+            cn_tensor *bc = b ? th_own(cn_to_device(b, cn_cpu())) : NULL;
+            check_same(what, th_own(cn_conv2d_max_pool2d(xc, wc, bc, &p, 2)), two);
             th_release_owned();
         }
 }

@@ -19,56 +19,91 @@ int cpu_pool512(void) {
            __builtin_cpu_supports("avx512vl");
 }
 
-/* The first c lanes (c in 0..16). */
-static inline __mmask16 first(int64_t c) { return (__mmask16)((1u << c) - 1u); }
+/* The first c lanes, c clipped to [0, 16]. */
+static inline __mmask16 first(int64_t c) {
+    return (__mmask16)(c <= 0 ? 0u : c >= 16 ? 0xffffu : (1u << c) - 1u);
+}
 
-/* n <= 16 windows of the row pair (r0, r1) -> o[0, n), id[0, n) when id is not NULL. The
- * window's a, b (row 0) and c, d (row 1); m = the first maximum under >, the choice k = the
- * first position equal to m, then the first NaN, and the value the chosen element: the
- * selects of pool_index.c's pool2_at, in its order. */
-AVX512 static inline void pool2_piece(const float *r0, const float *r1, int64_t n, float *o,
-                                      uint8_t *id) {
+/* n <= 16 windows whose rows 0 and 1 are x (32 values in x0, x1) and y -> o[0, n), id[0, n)
+ * when id is not NULL. The window's a, b (row 0) and c, d (row 1); m = the first maximum under
+ * >, the choice k = the first position equal to m, then the first NaN, and the value the chosen
+ * element: the selects of pool_index.c's pool2_at, in its order. */
+AVX512 static inline void pool2_windows(__m512 x0, __m512 x1, __m512 y0, __m512 y1, int64_t n,
+                                        const float *bias, float *o, uint8_t *id) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
                                            30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    __mmask16 lo = first(2 * n < 16 ? 2 * n : 16), hi = first(2 * n > 16 ? 2 * n - 16 : 0);
-    __m512 x0 = _mm512_maskz_loadu_ps(lo, r0), x1 = _mm512_maskz_loadu_ps(hi, r0 + 16);
-    __m512 y0 = _mm512_maskz_loadu_ps(lo, r1), y1 = _mm512_maskz_loadu_ps(hi, r1 + 16);
     __m512 a = _mm512_permutex2var_ps(x0, even, x1), b = _mm512_permutex2var_ps(x0, odd, x1);
     __m512 c = _mm512_permutex2var_ps(y0, even, y1), d = _mm512_permutex2var_ps(y0, odd, y1);
+    if (bias) { /* the convolution's epilogue, z + b, as conv.c adds it */
+        const __m512 bv = _mm512_set1_ps(*bias);
+        a = _mm512_add_ps(a, bv);
+        b = _mm512_add_ps(b, bv);
+        c = _mm512_add_ps(c, bv);
+        d = _mm512_add_ps(d, bv);
+    }
     __m512 m = a;
     m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b, m, _CMP_GT_OQ), m, b);
     m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, m, _CMP_GT_OQ), m, c);
     m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(d, m, _CMP_GT_OQ), m, d);
-    __mmask16 na = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), nb = _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q);
-    __mmask16 nc = _mm512_cmp_ps_mask(c, c, _CMP_UNORD_Q), nd = _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q);
-    __m512 v = _mm512_mask_mov_ps(m, nd, d);
-    v = _mm512_mask_mov_ps(v, nc, c);
-    v = _mm512_mask_mov_ps(v, nb, b);
-    v = _mm512_mask_mov_ps(v, na, a);
+    __m512i k = _mm512_set1_epi32(3);
+    if (id) {
+        k = _mm512_mask_mov_epi32(k, _mm512_cmp_ps_mask(c, m, _CMP_EQ_OQ), _mm512_set1_epi32(2));
+        k = _mm512_mask_mov_epi32(k, _mm512_cmp_ps_mask(b, m, _CMP_EQ_OQ), _mm512_set1_epi32(1));
+        k = _mm512_mask_mov_epi32(k, _mm512_cmp_ps_mask(a, m, _CMP_EQ_OQ),
+                                  _mm512_setzero_si512());
+    }
+    __m512 v = m;
+    /* the NaNs, where there are any (lanes past n hold zeros, or the bias) */
+    if (_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(c, d, _CMP_UNORD_Q)) {
+        __mmask16 na = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+        __mmask16 nb = _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q);
+        __mmask16 nc = _mm512_cmp_ps_mask(c, c, _CMP_UNORD_Q);
+        __mmask16 nd = _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q);
+        v = _mm512_mask_mov_ps(v, nd, d);
+        v = _mm512_mask_mov_ps(v, nc, c);
+        v = _mm512_mask_mov_ps(v, nb, b);
+        v = _mm512_mask_mov_ps(v, na, a);
+        k = _mm512_mask_mov_epi32(k, nd, _mm512_set1_epi32(3));
+        k = _mm512_mask_mov_epi32(k, nc, _mm512_set1_epi32(2));
+        k = _mm512_mask_mov_epi32(k, nb, _mm512_set1_epi32(1));
+        k = _mm512_mask_mov_epi32(k, na, _mm512_setzero_si512());
+    }
     __mmask16 n16 = first(n);
     _mm512_mask_storeu_ps(o, n16, v);
-    if (!id) return;
-    __m512i k = _mm512_set1_epi32(3);
-    k = _mm512_mask_mov_epi32(k, _mm512_cmp_ps_mask(c, m, _CMP_EQ_OQ), _mm512_set1_epi32(2));
-    k = _mm512_mask_mov_epi32(k, _mm512_cmp_ps_mask(b, m, _CMP_EQ_OQ), _mm512_set1_epi32(1));
-    k = _mm512_mask_mov_epi32(k, _mm512_cmp_ps_mask(a, m, _CMP_EQ_OQ), _mm512_setzero_si512());
-    k = _mm512_mask_mov_epi32(k, nd, _mm512_set1_epi32(3));
-    k = _mm512_mask_mov_epi32(k, nc, _mm512_set1_epi32(2));
-    k = _mm512_mask_mov_epi32(k, nb, _mm512_set1_epi32(1));
-    k = _mm512_mask_mov_epi32(k, na, _mm512_setzero_si512());
-    _mm512_mask_cvtepi32_storeu_epi8(id, n16, k);
+    if (id) _mm512_mask_cvtepi32_storeu_epi8(id, n16, k);
 }
 
-AVX512 void cpu_pool2_plane512_f32(const float *z, int64_t W, int64_t PH, int64_t PW, float *out,
-                                   uint8_t *idx) {
-    for (int64_t ph = 0; ph < PH; ph++) {
-        const float *r0 = z + ph * 2 * W;
+AVX512 void cpu_pool2_plane512_f32(const float *z, int64_t W, int64_t PH, int64_t PW,
+                                   const float *bias, float *out, uint8_t *idx) {
+    int64_t ph = 0;
+    if (PW <= 8) { /* two rows of windows per vector: rows 2 ph, 2 ph + 1 and 2 ph + 2, 2 ph + 3 */
+        /* x0: 2 PW values of the first row, then the second's first; x1: the second's rest */
+        const __mmask16 m0 = first(2 * PW), m1 = (__mmask16)(first(4 * PW) & ~m0);
+        const __mmask16 m2 = first(4 * PW - 16);
+        for (; ph + 2 <= PH; ph += 2) {
+            const float *r0 = z + ph * 2 * W, *r1 = r0 + W, *s0 = r0 + 2 * W, *s1 = s0 + W;
+            __m512 x0 = _mm512_mask_loadu_ps(_mm512_maskz_loadu_ps(m0, r0), m1, s0 - 2 * PW);
+            __m512 y0 = _mm512_mask_loadu_ps(_mm512_maskz_loadu_ps(m0, r1), m1, s1 - 2 * PW);
+            __m512 x1 = _mm512_maskz_loadu_ps(m2, s0 + 16 - 2 * PW);
+            __m512 y1 = _mm512_maskz_loadu_ps(m2, s1 + 16 - 2 * PW);
+            pool2_windows(x0, x1, y0, y1, 2 * PW, bias, out + ph * PW,
+                          idx ? idx + ph * PW : NULL);
+        }
+    }
+    for (; ph < PH; ph++) {
+        const float *r0 = z + ph * 2 * W, *r1 = r0 + W;
         float *o = out + ph * PW;
         uint8_t *id = idx ? idx + ph * PW : NULL;
-        for (int64_t p = 0; p < PW; p += 16)
-            pool2_piece(r0 + 2 * p, r0 + W + 2 * p, PW - p < 16 ? PW - p : 16, o + p,
-                        id ? id + p : NULL);
+        for (int64_t p = 0; p < PW; p += 16) {
+            int64_t n = PW - p < 16 ? PW - p : 16;
+            __mmask16 lo = first(2 * n), hi = first(2 * n - 16);
+            __m512 x0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * p);
+            __m512 x1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * p + 16);
+            __m512 y0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * p);
+            __m512 y1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * p + 16);
+            pool2_windows(x0, x1, y0, y1, n, bias, o + p, id ? id + p : NULL);
+        }
     }
 }
 
@@ -85,7 +120,7 @@ AVX512 static inline void back2_piece(const float *g, const uint8_t *id, int64_t
     __m512 v1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(1)), v);
     __m512 v2 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(2)), v);
     __m512 v3 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(3)), v);
-    __mmask16 lo = first(2 * n < 16 ? 2 * n : 16), hi = first(2 * n > 16 ? 2 * n - 16 : 0);
+    __mmask16 lo = first(2 * n), hi = first(2 * n - 16);
     _mm512_mask_storeu_ps(d0, lo, _mm512_permutex2var_ps(v0, lo_half, v1));
     _mm512_mask_storeu_ps(d1, lo, _mm512_permutex2var_ps(v2, lo_half, v3));
     if (hi) {
@@ -109,9 +144,10 @@ AVX512 void cpu_pool2_back_plane512_f32(const float *g, int64_t gs_h, const uint
 
 int cpu_pool512(void) { return 0; }
 
-void cpu_pool2_plane512_f32(const float *z, int64_t W, int64_t PH, int64_t PW, float *out,
-                            uint8_t *idx) {
-    (void)z, (void)W, (void)PH, (void)PW, (void)out, (void)idx;
+/* never called: cpu_pool512 is 0 */
+void cpu_pool2_plane512_f32(const float *z, int64_t W, int64_t PH, int64_t PW, const float *bias,
+                            float *out, uint8_t *idx) {
+    (void)z, (void)W, (void)PH, (void)PW, (void)bias, (void)out, (void)idx;
 }
 
 void cpu_pool2_back_plane512_f32(const float *g, int64_t gs_h, const uint8_t *idx, int64_t PH,

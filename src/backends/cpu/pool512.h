@@ -14,9 +14,10 @@ int cpu_pool512(void);
 
 /* z: [PH rows of 2, at row stride W] (each row at least 2 PW long) -> out [PH, PW] (row stride
  * PW) and, when idx is not NULL, idx [PH, PW]: a window's first NaN, else its first maximum,
- * as i * 2 + j; the value is the chosen element. */
-void cpu_pool2_plane512_f32(const float *z, int64_t W, int64_t PH, int64_t PW, float *out,
-                            uint8_t *idx);
+ * as i * 2 + j; the value is the chosen element. bias: NULL, or a value added to each element
+ * of z first (the convolution's bias, as conv.c's epilogue adds it: z is then never written). */
+void cpu_pool2_plane512_f32(const float *z, int64_t W, int64_t PH, int64_t PW, const float *bias,
+                            float *out, uint8_t *idx);
 
 /* The backward of one pooled plane: g [PH, PW] (row stride gs_h, unit column stride), idx
  * [PH, PW] -> gz rows [2 PH, W]: 0 + g at each window's choice, +0 at its other three places,

@@ -112,7 +112,7 @@ DEFINE_POOL2(double, int64_t, f64, 2)
     void cpu_pool_index_plane_##SUF(const T *z, int64_t W, int64_t k, int64_t PH, int64_t PW,   \
                                     T *out, uint8_t *idx) {                                     \
         if (k == 2 && POOL512_##SUF && cpu_pool512()) {                                         \
-            cpu_pool2_plane512_f32((const float *)z, W, PH, PW, (float *)out, idx);             \
+            cpu_pool2_plane512_f32((const float *)z, W, PH, PW, NULL, (float *)out, idx);       \
             return;                                                                             \
         }                                                                                       \
         for (int64_t ph = 0; ph < PH; ph++) {                                                   \

@@ -46,9 +46,9 @@ static void shift_masks(const cpu_conv_geom *g, int64_t chunks, int sign, __mmas
     }
 }
 
-__attribute__((target("avx512f"))) void cpu_im2col_shifted512(const cpu_conv_geom *g,
-                                                               const float *x, int64_t cs,
-                                                               float *col) {
+__attribute__((target("avx512f,prfchw"))) void cpu_im2col_shifted512(const cpu_conv_geom *g,
+                                                                      const float *x,
+                                                                      int64_t cs, float *col) {
     const int64_t W = g->W, H = g->H, OH = g->OH, chunks = (W + 15) / 16;
     __mmask16 valid[MASKS];
     shift_masks(g, chunks, 1, valid);
@@ -73,8 +73,11 @@ __attribute__((target("avx512f"))) void cpu_im2col_shifted512(const cpu_conv_geo
                 float *d = dst + oh0 * W;
                 if (chunks == 1) { /* rows of at most 16: one load and store each */
                     const __mmask16 lm = m[0], sm = first(W);
-                    for (int64_t oh = oh0; oh < oh1; oh++, src += W, d += W)
+                    for (int64_t oh = oh0; oh < oh1; oh++, src += W, d += W) {
+                        /* the column row after next, for writing (its lines come from L2) */
+                        __builtin_prefetch(d + 2 * g->P, 1, 3);
                         _mm512_mask_storeu_ps(d, sm, _mm512_maskz_loadu_ps(lm, src));
+                    }
                     continue;
                 }
                 for (int64_t oh = oh0; oh < oh1; oh++, src += W, d += W)
@@ -86,24 +89,30 @@ __attribute__((target("avx512f"))) void cpu_im2col_shifted512(const cpu_conv_geo
     }
 }
 
-__attribute__((target("avx512f"))) void cpu_col2im_set512(const cpu_conv_geom *g,
-                                                           const float *col, float *x) {
-    const int64_t W = g->W, H = g->H, OH = g->OH, P = g->P, chunks = (W + 15) / 16;
-    __mmask16 valid[MASKS];
-    shift_masks(g, chunks, -1, valid);
+/* col2im's loops with the kernel's size as arguments: given as constants (3x3, rows of at most
+ * 16), the compiler unrolls the taps and keeps the masks in registers. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+col2im_rows(const cpu_conv_geom *g, const float *col, float *x, const __mmask16 *valid,
+            int64_t chunks, int64_t KH, int64_t KW) {
+    const int64_t W = g->W, H = g->H, OH = g->OH, P = g->P;
     for (int64_t c = 0; c < g->Cg; c++) {
-        const float *cc = col + c * g->KH * g->KW * P;
+        const float *cc = col + c * KH * KW * P;
         float *plane = x + c * H * W;
         for (int64_t ih = 0; ih < H; ih++) {
+            /* the next channel's rows for this ih: the column rows are short streams that the
+             * hardware prefetcher does not follow */
+            if (c + 1 < g->Cg)
+                for (int64_t k = 0; k < KH * KW; k++)
+                    _mm_prefetch((const char *)(cc + (KH * KW + k) * P + ih * W + 16), _MM_HINT_T0);
             for (int64_t q = 0; q < chunks; q++) {
                 __m512 acc = _mm512_setzero_ps();
-                for (int64_t kh = 0; kh < g->KH; kh++) {
+                for (int64_t kh = 0; kh < KH; kh++) {
                     int64_t oh = ih + g->ph - kh;
                     if (oh < 0 || oh >= OH) continue;
                     /* x[ih, iw] takes col[(kh, kw), oh, iw - (kw - pw)] where that column
                      * is in the row: im2col's entries read from (ih, iw) */
-                    const float *r = cc + kh * g->KW * P + oh * W + g->pw + 16 * q;
-                    for (int64_t kw = 0; kw < g->KW; kw++, r += P - 1)
+                    const float *r = cc + kh * KW * P + oh * W + g->pw + 16 * q;
+                    for (int64_t kw = 0; kw < KW; kw++, r += P - 1)
                         acc = _mm512_add_ps(acc,
                                             _mm512_maskz_loadu_ps(valid[kw * chunks + q], r));
                 }
@@ -111,6 +120,17 @@ __attribute__((target("avx512f"))) void cpu_col2im_set512(const cpu_conv_geom *g
             }
         }
     }
+}
+
+__attribute__((target("avx512f"))) void cpu_col2im_set512(const cpu_conv_geom *g,
+                                                           const float *col, float *x) {
+    const int64_t chunks = (g->W + 15) / 16;
+    __mmask16 valid[MASKS];
+    shift_masks(g, chunks, -1, valid);
+    if (g->KH == 3 && g->KW == 3 && chunks == 1)
+        col2im_rows(g, col, x, valid, 1, 3, 3);
+    else
+        col2im_rows(g, col, x, valid, chunks, g->KH, g->KW);
 }
 
 #else

@@ -64,8 +64,10 @@ __attribute__((target("avx512f,prfchw"))) void cpu_im2col_shifted512(const cpu_c
             if (oh1 < oh0) oh1 = oh0;
             for (int64_t kw = 0; kw < g->KW; kw++, dst += g->P) {
                 const __mmask16 *m = valid + kw * chunks;
-                /* input row oh0 - ph + kh, shifted: only the masked lanes are read */
-                const float *src = plane + (oh0 - g->ph + kh) * W + (kw - g->pw);
+                /* input row oh0 - ph + kh, shifted: only the masked lanes are read (none when
+                 * no output row reads the image) */
+                const float *src = oh0 < oh1 ? plane + (oh0 - g->ph + kh) * W + (kw - g->pw)
+                                             : plane;
                 for (int64_t i = 0; i < oh0 * W; i += 16)
                     _mm512_mask_storeu_ps(dst + i, first(oh0 * W - i), zero);
                 for (int64_t i = oh1 * W; i < g->P; i += 16)

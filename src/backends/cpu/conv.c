@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/im2col.h"
+#include "backends/cpu/pool512.h"
 #include "core/backend_common.h"
 #include "core/alloc.h"
 
@@ -64,12 +65,14 @@ typedef struct conv_job {
     /* conv2d_max_pool2d: each task's output [Og, P] goes to a buffer per chunk (z_bytes apart),
      * then the k x k pool of its planes to out[0] (and the choices to out[1] when present) */
     int64_t pool, PH, PW;
+    int pool_bias; /* f32, k = 2, AVX-512: the bias is added in the pool, not the epilogue */
     char *zs;
     size_t z_bytes;
     const cn_view *iv;
 } conv_job;
 
-/* The pool of one task's output z [Og, OH, OW] (dense) into its planes of out[0] and out[1]. */
+/* The pool of one task's output z [Og, OH, OW] (dense) into its planes of out[0] and out[1];
+ * with j->pool_bias, z is the GEMM's product and the pool adds the bias to it (pool512.c). */
 static void pool_task(const conv_job *j, const char *z, int64_t n, int64_t grp) {
     const cpu_conv_geom *g = j->g;
     for (int64_t o = 0; o < g->Og; o++) {
@@ -77,7 +80,12 @@ static void pool_task(const conv_job *j, const char *z, int64_t n, int64_t grp) 
         uint8_t *idx = j->iv ? (uint8_t *)j->iv->data + plane * pp : NULL;
         char *out = (char *)j->ov->data + (size_t)(plane * pp) * j->es;
         const char *zp = z + (size_t)(o * g->P) * j->es;
-        if (j->dt == CN_F32)
+        if (j->pool_bias) {
+            const cn_view *b = j->bv;
+            const float *bias = (const float *)b->data + (grp * g->Og + o) * b->strides[0];
+            cpu_pool2_plane512_f32((const float *)zp, g->OW, j->PH, j->PW, bias, (float *)out,
+                                   idx);
+        } else if (j->dt == CN_F32)
             cpu_pool_index_plane_f32((const float *)zp, g->OW, j->pool, j->PH, j->PW,
                                      (float *)out, idx);
         else
@@ -115,7 +123,8 @@ static void conv_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
         }
         const char *wg = j->wdata + (size_t)(grp * g->Og * j->w_ld) * es;
         cpu_gemm(j->dt, 0, 0, g->Og, g->P, g->K, wg, j->w_ld, col, j->col_ld, 0.0, out, g->P);
-        if (j->bv || j->relu) epilogue(j->dt, out, j->bv, grp * g->Og, g->Og, g->P, 0, j->relu);
+        if ((j->bv && !j->pool_bias) || j->relu)
+            epilogue(j->dt, out, j->bv, grp * g->Og, g->Og, g->P, 0, j->relu);
         if (j->pool) pool_task(j, out, n, grp);
     }
 }
@@ -187,6 +196,8 @@ cn_status cpu_conv2d(const cn_kernel_args *args) {
                   .w_ld = w_ld, .direct_cols = direct_cols, .relu = relu, .col_ld = col_ld,
                   .cols = scratch ? scratch + w_bytes : NULL, .col_bytes = col_bytes,
                   .pool = pool, .PH = pool ? g.OH / pool : 0, .PW = pool ? g.OW / pool : 0,
+                  .pool_bias = pool == 2 && bv && !relu && g.K > 0 && dt == CN_F32 &&
+                               cpu_pool512(),
                   .zs = scratch ? scratch + w_bytes + col_bytes * (size_t)chunks : NULL,
                   .z_bytes = z_bytes, .iv = args->n_out > 1 ? &args->out[1] : NULL};
     cpu_parallel(tasks, chunks, conv_tasks, &j);

@@ -96,6 +96,10 @@ void cpu_conv_input_grad(const cpu_conv_geom *g, cn_dtype dt, const char *wg, in
     char *cols = direct ? gx : col;
     cpu_gemm(dt, 1, 0, g->K, g->P, g->Og, wg, w_ld, gb, g_ld, 0.0, cols, g->P);
     if (direct) return;
+    if (dt == CN_F32 && cpu_im2col512(g)) { /* writes every element: no memset */
+        cpu_col2im_set512(g, (const float *)cols, (float *)gx);
+        return;
+    }
     memset(gx, 0, (size_t)(g->Cg * g->H * g->W) * cn_dtype_size(dt));
     if (dt == CN_F32)
         cpu_col2im_f32(g, (float *)cols, (float *)gx);

@@ -105,9 +105,21 @@ DEFINE_IM2COL_SHIFTED(float, im2col_shifted_f32)
 DEFINE_IM2COL_SHIFTED(double, im2col_shifted_f64)
 #undef DEFINE_IM2COL_SHIFTED
 
-#define DEFINE_IM2COL(T, name, shifted)                                                        \
+/* cpu_im2col_shifted512 where it serves (f32 only) */
+static int im2col_fast_f32(const cpu_conv_geom *g, const float *x, int64_t cs, float *col) {
+    if (!cpu_im2col512(g)) return 0;
+    cpu_im2col_shifted512(g, x, cs, col);
+    return 1;
+}
+static int im2col_fast_f64(const cpu_conv_geom *g, const double *x, int64_t cs, double *col) {
+    (void)g, (void)x, (void)cs, (void)col;
+    return 0;
+}
+
+#define DEFINE_IM2COL(T, name, shifted, fast)                                                  \
     void name(const cpu_conv_geom *g, const T *x, const int64_t *xs, T *col) {                 \
         if (im2col_shifted(g, xs)) {                                                           \
+            if (fast(g, x, xs[0], col)) return;                                                \
             shifted(g, x, xs[0], col);                                                         \
             return;                                                                            \
         }                                                                                      \
@@ -140,8 +152,8 @@ DEFINE_IM2COL_SHIFTED(double, im2col_shifted_f64)
             }                                                                                  \
         }                                                                                      \
     }
-DEFINE_IM2COL(float, cpu_im2col_f32, im2col_shifted_f32)
-DEFINE_IM2COL(double, cpu_im2col_f64, im2col_shifted_f64)
+DEFINE_IM2COL(float, cpu_im2col_f32, im2col_shifted_f32, im2col_fast_f32)
+DEFINE_IM2COL(double, cpu_im2col_f64, im2col_shifted_f64, im2col_fast_f64)
 #undef DEFINE_IM2COL
 
 /* ---- col2im --------------------------------------------------------------------------------- */

@@ -37,6 +37,15 @@ void cpu_im2col_f64(const cpu_conv_geom *g, const double *x, const int64_t *xs, 
 void cpu_col2im_f32(const cpu_conv_geom *g, float *col, float *x);
 void cpu_col2im_f64(const cpu_conv_geom *g, double *col, double *x);
 
+/* The same two on AVX-512 for f32 "same"-width convolutions (im2col512.c): unit stride and
+ * dilation, OW == W. cpu_im2col512 says whether they serve g on this CPU (else never call
+ * them). cpu_im2col_shifted512 is cpu_im2col_f32 for x's dense rows (xs = {cs, W, 1});
+ * cpu_col2im_set512 writes x (dense [Cg, H, W]) = col2im(col), every element, with
+ * cpu_col2im_f32's bits on a zeroed x. */
+int cpu_im2col512(const cpu_conv_geom *g);
+void cpu_im2col_shifted512(const cpu_conv_geom *g, const float *x, int64_t cs, float *col);
+void cpu_col2im_set512(const cpu_conv_geom *g, const float *col, float *x);
+
 /* The input's gradient of one image and group: gx (dense [Cg, H, W]) = col2im(wg^T @ gb), wg
  * [Og, K] at row stride w_ld, gb [Og, P] at g_ld. direct: the columns are the plane itself (1x1,
  * stride 1, no padding), written by the GEMM; else col (scratch, [K, P]) then col2im. */

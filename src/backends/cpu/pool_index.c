@@ -17,6 +17,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/cpu_math.h"
+#include "backends/cpu/pool512.h"
 #include "core/backend_common.h"
 
 /* ---- the forward: one plane ------------------------------------------------------------------ */
@@ -102,10 +103,18 @@ DEFINE_POOL2(float, int32_t, f32, 4)
 DEFINE_POOL2(double, int64_t, f64, 2)
 #undef DEFINE_POOL2
 
+/* Whether pool512.c serves the type (2x2 windows of f32 planes where the CPU has AVX-512). */
+#define POOL512_f32 1
+#define POOL512_f64 0
+
 /* Any k: the window's elements in row-major order, the first NaN ending the search. */
 #define DEFINE_POOL_PLANE(T, SUF)                                                               \
     void cpu_pool_index_plane_##SUF(const T *z, int64_t W, int64_t k, int64_t PH, int64_t PW,   \
                                     T *out, uint8_t *idx) {                                     \
+        if (k == 2 && POOL512_##SUF && cpu_pool512()) {                                         \
+            cpu_pool2_plane512_f32((const float *)z, W, PH, PW, NULL, (float *)out, idx);       \
+            return;                                                                             \
+        }                                                                                       \
         for (int64_t ph = 0; ph < PH; ph++) {                                                   \
             const T *r = z + ph * k * W;                                                        \
             T *o = out + ph * PW;                                                               \
@@ -152,7 +161,12 @@ typedef struct back_job {
     void cpu_pool_index_back_plane_##SUF(const T *g, int64_t gs_h, int64_t gs_w,                \
                                          const uint8_t *idx, int64_t H, int64_t W, int64_t PH,  \
                                          int64_t PW, int64_t k, T *gz) {                        \
-        for (int64_t ph = 0; ph < PH; ph++) {                                                   \
+        int64_t done = 0; /* the rows of windows done by pool512.c */                           \
+        if (k == 2 && gs_w == 1 && POOL512_##SUF && cpu_pool512()) {                            \
+            cpu_pool2_back_plane512_f32((const float *)g, gs_h, idx, PH, PW, W, (float *)gz);   \
+            done = PH;                                                                          \
+        }                                                                                       \
+        for (int64_t ph = done; ph < PH; ph++) {                                                \
             const T *gr = g + ph * gs_h;                                                        \
             const uint8_t *ir = idx + ph * PW;                                                  \
             T *d = gz + ph * k * W;                                                             \

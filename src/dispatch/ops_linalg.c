@@ -161,6 +161,22 @@ static cn_tensor *linear_fused(cn_tensor *x, cn_tensor *w, cn_tensor *b, int gel
     return y;
 }
 
+/* w is 2-D [out, in] and b, when given, [out]; else the error, naming op. */
+static int linear_w_b_fit(const char *op, cn_tensor *w, cn_tensor *b) {
+    char s[128];
+    if (w->ndim != 2) {
+        cn_set_error(CN_ERR_SHAPE, op, "'w' is %s; it must be 2-D [out, in]",
+                     cn_tensor_str(w, s, sizeof s));
+        return 0;
+    }
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
+        cn_set_error(CN_ERR_SHAPE, op, "'b' is %s; it must be 1-D [out] = [%lld] to match 'w'",
+                     cn_tensor_str(b, s, sizeof s), (long long)w->shape[0]);
+        return 0;
+    }
+    return 1;
+}
+
 /* cn_linear and cn_linear_gelu (gelu: after the linear, with approx). */
 static cn_tensor *linear_op(cn_tensor *x, cn_tensor *w, cn_tensor *b, int gelu,
                             cn_gelu_approx approx) {
@@ -169,17 +185,7 @@ static cn_tensor *linear_op(cn_tensor *x, cn_tensor *w, cn_tensor *b, int gelu,
         cn__null_arg(op, !x ? "x" : "w");
         return NULL;
     }
-    char s[128];
-    if (w->ndim != 2) {
-        cn_set_error(CN_ERR_SHAPE, op, "'w' is %s; it must be 2-D [out, in]",
-                     cn_tensor_str(w, s, sizeof s));
-        return NULL;
-    }
-    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
-        cn_set_error(CN_ERR_SHAPE, op, "'b' is %s; it must be 1-D [out] = [%lld] to match 'w'",
-                     cn_tensor_str(b, s, sizeof s), (long long)w->shape[0]);
-        return NULL;
-    }
+    if (!linear_w_b_fit(op, w, b)) return NULL;
     if (gelu && approx != CN_GELU_ERF && approx != CN_GELU_TANH) {
         cn_set_error(CN_ERR_INVALID_ARG, op, "approx = %d; use CN_GELU_ERF or CN_GELU_TANH",
                      (int)approx);
@@ -218,16 +224,7 @@ cn_tensor *cn_linear_add(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_tensor *r)
         return NULL;
     }
     char s[128], s2[128];
-    if (w->ndim != 2) {
-        cn_set_error(CN_ERR_SHAPE, op, "'w' is %s; it must be 2-D [out, in]",
-                     cn_tensor_str(w, s, sizeof s));
-        return NULL;
-    }
-    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
-        cn_set_error(CN_ERR_SHAPE, op, "'b' is %s; it must be 1-D [out] = [%lld] to match 'w'",
-                     cn_tensor_str(b, s, sizeof s), (long long)w->shape[0]);
-        return NULL;
-    }
+    if (!linear_w_b_fit(op, w, b)) return NULL;
     int fits = x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[1];
     int same = x->ndim >= 1 && r->ndim == x->ndim && r->shape[r->ndim - 1] == w->shape[0];
     for (int d = 0; same && d < x->ndim - 1; d++) same = r->shape[d] == x->shape[d];

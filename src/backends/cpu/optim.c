@@ -127,49 +127,19 @@ static void sgd_row_f64(char **ptrs, const int64_t *step, int64_t n, const void 
  * A step's parameter, gradient and state are each read and written once, so the update runs at
  * the speed the data comes from: the MLP's first weight matrix with its gradient and momentum is
  * 2.4 MB, more than a core's private cache, and through the strided iterator the chunk that a core
- * updated in one step went to either core in the next. Dense operands are cut instead into two
- * parts per thread on 16-element bounds (a cache line of f32), and each core takes the same parts
- * step after step (cpu_parallel_affine), as it does for the forward's and the weight gradient's
- * blocks of rows (gemm.c, cn_cpu_parallel_for), so its rows of the weight, the gradient and the
- * state stay in its cache. Each element's update is the same whichever thread runs it. */
-#define OPTIM_PARTS_PER_THREAD 2
-#define OPTIM_ALIGN            16
-
-typedef struct dense_optim {
-    int nops;
-    char *base[4];
-    int64_t step[4];
-    int64_t n;
-    cpu_row_fn fn;
-    const void *ctx;
-} dense_optim;
-
-static void dense_optim_part(void *vctx, int64_t chunk, int64_t begin, int64_t end) {
-    (void)chunk;
-    const dense_optim *d = vctx;
-    int64_t b = begin * OPTIM_ALIGN, e = end * OPTIM_ALIGN < d->n ? end * OPTIM_ALIGN : d->n;
-    if (b >= e) return;
-    char *ptrs[4];
-    for (int k = 0; k < d->nops; k++) ptrs[k] = d->base[k] + b * d->step[k];
-    d->fn(ptrs, d->step, e - b, d->ctx);
-}
+ * updated in one step went to either core in the next. Dense operands go instead to cpu_map_dense,
+ * whose parts each core takes step after step, as it does the forward's and the weight gradient's
+ * blocks of rows (gemm.c, cn_cpu_parallel_for). Each element's update is the same whichever thread
+ * runs it. */
 
 /* cpu_map for the optimizers' operands (p first, as cpu_map takes them). */
 static void optim_map(int nops, const cn_view *const *views, cpu_row_fn fn, const void *ctx) {
     int dense;
     int64_t n = cpu_count_dense(nops, views, &dense);
-    int threads = dense && n >= 2 * CPU_PARALLEL_GRAIN ? cpu_threads() : 1;
-    if (threads <= 1) {
+    if (dense)
+        cpu_map_dense(nops, views, n, fn, ctx);
+    else
         cpu_map(nops, views, fn, ctx);
-        return;
-    }
-    dense_optim d = {.nops = nops, .n = n, .fn = fn, .ctx = ctx};
-    for (int k = 0; k < nops; k++) {
-        d.base[k] = (char *)views[k]->data;
-        d.step[k] = (int64_t)cn_dtype_size(views[k]->dtype);
-    }
-    int64_t units = (n + OPTIM_ALIGN - 1) / OPTIM_ALIGN;
-    cpu_parallel_affine(units, (int64_t)threads * OPTIM_PARTS_PER_THREAD, dense_optim_part, &d);
 }
 
 /* ---- the kernel ------------------------------------------------------------------------------ */

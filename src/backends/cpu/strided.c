@@ -143,3 +143,41 @@ void cpu_map(int nops, const cn_view *const *views, cpu_row_fn fn, const void *c
     }
     map_iter(nops, views, fn, ctx);
 }
+
+/* ---- dense operands: a fixed part per core ---------------------------------------------------- */
+#define DENSE_PARTS_PER_THREAD 2
+
+typedef struct dense_job {
+    int nops;
+    char *base[CPU_ITER_MAX_OPS];
+    int64_t step[CPU_ITER_MAX_OPS];
+    int64_t n;
+    cpu_row_fn fn;
+    const void *ctx;
+} dense_job;
+
+/* Units [begin, end) of 16 elements. */
+static void dense_part(void *vctx, int64_t chunk, int64_t begin, int64_t end) {
+    (void)chunk;
+    const dense_job *d = vctx;
+    int64_t b = begin * 16, e = end * 16 < d->n ? end * 16 : d->n;
+    if (b >= e) return;
+    char *ptrs[CPU_ITER_MAX_OPS];
+    for (int k = 0; k < d->nops; k++) ptrs[k] = d->base[k] + b * d->step[k];
+    d->fn(ptrs, d->step, e - b, d->ctx);
+}
+
+void cpu_map_dense(int nops, const cn_view *const *views, int64_t n, cpu_row_fn fn,
+                   const void *ctx) {
+    dense_job d = {.nops = nops, .n = n, .fn = fn, .ctx = ctx};
+    for (int k = 0; k < nops; k++) {
+        d.base[k] = (char *)views[k]->data;
+        d.step[k] = (int64_t)cn_dtype_size(views[k]->dtype);
+    }
+    int threads = n >= 2 * CPU_PARALLEL_GRAIN ? cpu_threads() : 1;
+    if (threads <= 1) {
+        dense_part(&d, 0, 0, (n + 15) / 16);
+        return;
+    }
+    cpu_parallel_affine((n + 15) / 16, (int64_t)threads * DENSE_PARTS_PER_THREAD, dense_part, &d);
+}

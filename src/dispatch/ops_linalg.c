@@ -99,6 +99,24 @@ cn_tensor *cn_matmul(cn_tensor *a, cn_tensor *b) {
     return cn__record(CN_OP_MATMUL, out, in, 2, NULL, 0, NULL, 0);
 }
 
+/* x's leading dims folded into *rows, and the output's shape (x's leading dims, then n) into
+ * shape; 0 with the error when the rows number past int64. */
+static int linear_rows(const char *op, cn_tensor *x, int64_t n, int64_t *rows, int64_t *shape) {
+    int64_t m = 1;
+    for (int d = 0; d < x->ndim - 1; d++) {
+        if (__builtin_mul_overflow(m, x->shape[d], &m)) { /* possible only when K is 0 */
+            char buf[128];
+            cn_set_error(CN_ERR_OVERFLOW, op, "'x' is %s: its rows number past int64; give it "
+                         "fewer", cn_tensor_str(x, buf, sizeof buf));
+            return 0;
+        }
+        shape[d] = x->shape[d];
+    }
+    shape[x->ndim - 1] = n;
+    *rows = m;
+    return 1;
+}
+
 /* The linear kernel (gelu: linear_gelu's, with approx) on x [.., K] folded to [M, K] (a view,
  * or a copy when its leading dims do not fold), recorded as one node; the result is viewed back
  * as [.., N]. linear_gelu's node is (x, w, d[, b]), d = gelu' that the kernel wrote beside y,
@@ -112,17 +130,8 @@ static cn_tensor *linear_fused(cn_tensor *x, cn_tensor *w, cn_tensor *b, int gel
     cn_device dev;
     const cn_backend *be = cn__route_floats(op, in, names, n, 0, &dev);
     if (!be) return NULL;
-    int64_t K = w->shape[1], N = w->shape[0], M = 1, shape[CN_MAX_DIMS];
-    for (int d = 0; d < x->ndim - 1; d++) {
-        if (__builtin_mul_overflow(M, x->shape[d], &M)) { /* possible only when K is 0 */
-            char buf[128];
-            cn_set_error(CN_ERR_OVERFLOW, op, "'x' is %s: its rows number past int64; give it "
-                         "fewer", cn_tensor_str(x, buf, sizeof buf));
-            return NULL;
-        }
-        shape[d] = x->shape[d];
-    }
-    shape[x->ndim - 1] = N;
+    int64_t K = w->shape[1], N = w->shape[0], M, shape[CN_MAX_DIMS];
+    if (!linear_rows(op, x, N, &M, shape)) return NULL;
     const int64_t flat[2] = {M, K}, out_shape[2] = {M, N};
     cn_tensor *x2 = cn_reshape(x, flat, 2);
     cn_tensor *out = x2 ? cn__tensor_alloc(op, out_shape, 2, x->dtype, dev) : NULL;
@@ -247,16 +256,8 @@ cn_tensor *cn_linear_add(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_tensor *r)
     cn_device dev;
     const cn_backend *be = cn__route_floats(op, in, names, n, 0, &dev);
     if (!be) return NULL;
-    int64_t K = w->shape[1], N = w->shape[0], M = 1, shape[CN_MAX_DIMS];
-    for (int d = 0; d < x->ndim - 1; d++) {
-        if (__builtin_mul_overflow(M, x->shape[d], &M)) { /* possible only when K is 0 */
-            cn_set_error(CN_ERR_OVERFLOW, op, "'x' is %s: its rows number past int64; give it "
-                         "fewer", cn_tensor_str(x, s, sizeof s));
-            return NULL;
-        }
-        shape[d] = x->shape[d];
-    }
-    shape[x->ndim - 1] = N;
+    int64_t K = w->shape[1], N = w->shape[0], M, shape[CN_MAX_DIMS];
+    if (!linear_rows(op, x, N, &M, shape)) return NULL;
     const int64_t flat[2] = {M, K}, out_shape[2] = {M, N};
     cn_tensor *x2 = cn_reshape(x, flat, 2), *r2 = x2 ? cn_reshape(r, out_shape, 2) : NULL;
     cn_tensor *out = r2 ? cn__tensor_alloc(op, out_shape, 2, x->dtype, dev) : NULL;

@@ -100,14 +100,7 @@ __attribute__((target("avx512f"))) static int64_t gelu_small_grad512(float *rest
         __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.707106781186547524f));
         __mmask16 neg = _mm512_cmp_ps_mask(z, zero, _CMP_LT_OQ);
         __m512 t = _mm512_mask_sub_ps(z, neg, zero, z); /* z < 0 ? -z : z */
-        __m512 s = _mm512_mul_ps(t, t);                  /* erf_small_f32's polynomial */
-        __m512 q = _mm512_set1_ps(-6.254293257e-04f);
-        q = _mm512_add_ps(_mm512_mul_ps(q, s), _mm512_set1_ps(5.042351317e-03f));
-        q = _mm512_add_ps(_mm512_mul_ps(q, s), _mm512_set1_ps(-2.679867297e-02f));
-        q = _mm512_add_ps(_mm512_mul_ps(q, s), _mm512_set1_ps(1.128267050e-01f));
-        q = _mm512_add_ps(_mm512_mul_ps(q, s), _mm512_set1_ps(-3.761257529e-01f));
-        q = _mm512_add_ps(_mm512_mul_ps(q, s), _mm512_set1_ps(1.283791661e-01f));
-        __m512 e = _mm512_mul_ps(half, _mm512_add_ps(t, _mm512_mul_ps(t, q)));
+        __m512 e = _mm512_mul_ps(half, erf_small512(t));
         __m512 phi = _mm512_mask_blend_ps(neg, _mm512_add_ps(half, e), _mm512_sub_ps(half, e));
         __m512 g = exp512(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5f), x), x));
         __m512 dx = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps((float)GELU_INV_SQRT_2PI)), g);

@@ -117,34 +117,36 @@ static int linear_rows(const char *op, cn_tensor *x, int64_t n, int64_t *rows, i
     return 1;
 }
 
-/* The linear kernel (gelu: linear_gelu's, with approx) on x [.., K] folded to [M, K] (a view,
- * or a copy when its leading dims do not fold), recorded as one node; the result is viewed back
- * as [.., N]. linear_gelu's node is (x, w, d[, b]), d = gelu' that the kernel wrote beside y,
+/* The linear kernel (gelu: linear_gelu's, with approx; r: linear_add's, r folded to [M, N]) on
+ * x [.., K] folded to [M, K] (a view, or a copy when its leading dims do not fold), recorded as
+ * one node; the result is viewed back as [.., N]. linear_add's node is (x, w, r[, b]);
+ * linear_gelu's node is (x, w, d[, b]), d = gelu' that the kernel wrote beside y,
  * asked for only when the node will be recorded (grad mode on and an input tracked). */
-static cn_tensor *linear_fused(cn_tensor *x, cn_tensor *w, cn_tensor *b, int gelu,
+static cn_tensor *linear_fused(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_tensor *r, int gelu,
                                cn_gelu_approx approx) {
-    const char *op = gelu ? "linear_gelu" : "linear";
-    cn_tensor *in[3] = {x, w, b};
-    const char *names[3] = {"x", "w", "b"};
-    int n = b ? 3 : 2;
+    const char *op = gelu ? "linear_gelu" : r ? "linear_add" : "linear";
+    /* the kernel's inputs: x, w[, r][, b] */
+    cn_tensor *in[4] = {x, w, r ? r : b, r ? b : NULL};
+    const char *names[4] = {"x", "w", r ? "r" : "b", "b"};
+    int n = 2 + (r != NULL) + (b != NULL);
     cn_device dev;
     const cn_backend *be = cn__route_floats(op, in, names, n, 0, &dev);
     if (!be) return NULL;
     int64_t K = w->shape[1], N = w->shape[0], M, shape[CN_MAX_DIMS];
     if (!linear_rows(op, x, N, &M, shape)) return NULL;
     const int64_t flat[2] = {M, K}, out_shape[2] = {M, N};
-    cn_tensor *x2 = cn_reshape(x, flat, 2);
-    cn_tensor *out = x2 ? cn__tensor_alloc(op, out_shape, 2, x->dtype, dev) : NULL;
-    cn_view views[3];
-    cn_tensor *args[3] = {x2, w, b};
+    cn_tensor *x2 = cn_reshape(x, flat, 2), *r2 = x2 && r ? cn_reshape(r, out_shape, 2) : NULL;
+    cn_tensor *out = x2 && (r2 || !r) ? cn__tensor_alloc(op, out_shape, 2, x->dtype, dev) : NULL;
+    cn_view views[4];
+    cn_tensor *args[4] = {x2, w, r ? r2 : b, r ? b : NULL};
     for (int i = 0; out && i < n; i++) cn__tensor_as_view(args[i], &views[i]);
     if (!gelu) {
-        if (out && cn__launch(be, dev, CN_OP_LINEAR, views, n, &out, 1, NULL, 0, NULL, 0) !=
-                       CN_OK) {
+        cn_op kop = r ? CN_OP_LINEAR_ADD : CN_OP_LINEAR;
+        if (out && cn__launch(be, dev, kop, views, n, &out, 1, NULL, 0, NULL, 0) != CN_OK) {
             cn_release(out);
             out = NULL;
         }
-        out = out ? cn__record(CN_OP_LINEAR, out, args, n, NULL, 0, NULL, 0) : NULL;
+        out = out ? cn__record(kop, out, args, n, NULL, 0, NULL, 0) : NULL;
     } else if (out) {
         int want_d = cn__will_record(dev, args, n);
         cn_device concrete = dev;
@@ -165,6 +167,7 @@ static cn_tensor *linear_fused(cn_tensor *x, cn_tensor *w, cn_tensor *b, int gel
         cn_release(outs[1]); /* the node keeps its own reference */
     }
     cn_release(x2);
+    cn_release(r2);
     cn_tensor *y = out ? cn_reshape(out, shape, x->ndim) : NULL;
     cn_release(out);
     return y;
@@ -202,7 +205,7 @@ static cn_tensor *linear_op(cn_tensor *x, cn_tensor *w, cn_tensor *b, int gelu,
     }
     cn_op kop = gelu ? CN_OP_LINEAR_GELU : CN_OP_LINEAR;
     if (x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[1] && cn__has_kernel(kop, x))
-        return linear_fused(x, w, b, gelu, approx);
+        return linear_fused(x, w, b, NULL, gelu, approx);
     /* matmul's checks (and errors) for anything else, and a backend without the kernel */
     cn_tensor *wt = cn_transpose(w, 0, 1);
     cn_tensor *y = cn_matmul(x, wt);
@@ -223,9 +226,8 @@ cn_tensor *cn_linear_gelu(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_gelu_appr
     return linear_op(x, w, b, 1, approx);
 }
 
-/* cn_linear_add: the linear_add kernel on x folded to [M, K] and r to [M, N] (views, or copies
- * when their leading dims do not fold), recorded as one node (x, w, r[, b]); the result is viewed
- * back as [.., N]. A backend without the kernel gets linear, then add. */
+/* cn_linear_add: r's shape checked, then the linear_add kernel through linear_fused; a backend
+ * without the kernel gets linear, then add. */
 cn_tensor *cn_linear_add(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_tensor *r) {
     const char *op = "linear_add";
     if (!x || !w || !r) {
@@ -250,29 +252,5 @@ cn_tensor *cn_linear_add(cn_tensor *x, cn_tensor *w, cn_tensor *b, cn_tensor *r)
         cn_release(y);
         return out;
     }
-    cn_tensor *in[4] = {x, w, r, b};
-    const char *names[4] = {"x", "w", "r", "b"};
-    int n = b ? 4 : 3;
-    cn_device dev;
-    const cn_backend *be = cn__route_floats(op, in, names, n, 0, &dev);
-    if (!be) return NULL;
-    int64_t K = w->shape[1], N = w->shape[0], M, shape[CN_MAX_DIMS];
-    if (!linear_rows(op, x, N, &M, shape)) return NULL;
-    const int64_t flat[2] = {M, K}, out_shape[2] = {M, N};
-    cn_tensor *x2 = cn_reshape(x, flat, 2), *r2 = x2 ? cn_reshape(r, out_shape, 2) : NULL;
-    cn_tensor *out = r2 ? cn__tensor_alloc(op, out_shape, 2, x->dtype, dev) : NULL;
-    cn_tensor *args[4] = {x2, w, r2, b};
-    cn_view views[4];
-    for (int i = 0; out && i < n; i++) cn__tensor_as_view(args[i], &views[i]);
-    if (out && cn__launch(be, dev, CN_OP_LINEAR_ADD, views, n, &out, 1, NULL, 0, NULL, 0) !=
-                   CN_OK) {
-        cn_release(out);
-        out = NULL;
-    }
-    out = out ? cn__record(CN_OP_LINEAR_ADD, out, args, n, NULL, 0, NULL, 0) : NULL;
-    cn_release(x2);
-    cn_release(r2);
-    cn_tensor *y = out ? cn_reshape(out, shape, x->ndim) : NULL;
-    cn_release(out);
-    return y;
+    return linear_fused(x, w, b, r, 0, CN_GELU_ERF);
 }

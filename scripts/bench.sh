@@ -75,11 +75,11 @@ if [ -n "$only" ]; then IFS=, read -r -a workloads <<< "$only"; fi
 
 # ---- PyTorch, in a virtual environment of our own ---------------------------------------------
 venv=.venv-bench
-if ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import torch, numpy, safetensors" 2>/dev/null; then
   echo "bench.sh: installing PyTorch from PyPI into $venv (large download)..." >&2
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip
-  "$venv/bin/pip" install -q torch numpy
+  "$venv/bin/pip" install -q torch numpy safetensors  # safetensors: the GPT's shared weights
 fi
 py="$venv/bin/python"
 

@@ -328,6 +328,39 @@ static void test_conv2d_backward_strided_operands(void) {
     }
 }
 
+/* g the same for every image (batch stride 0) but not one value: each group's block is packed
+ * once and read by every (image, group) task, threaded or not; and g's rows of unit stride in
+ * planes that are not dense (copied row by row). */
+static void test_conv2d_backward_g_shared_over_batch(void) {
+    for (int i = 0; i < 2; i++) {
+        cn_dtype dt = dtypes[i];
+        conv_case pad1 = {1, 1, 1, 1, 1, 1, 1}, grouped = {1, 1, 1, 1, 1, 1, 2};
+        cn_tensor *x = rand_tensor((int64_t[]){3, 4, 7, 6}, 4, dt);
+        cn_tensor *g_img = rand_tensor((int64_t[]){1, 6, 7, 6}, 4, dt);
+        cn_tensor *g_batch = th_own(cn_expand(g_img, (int64_t[]){3, 6, 7, 6}, 4));
+        check_conv_backward("g expanded over the batch", x,
+                            rand_tensor((int64_t[]){6, 4, 3, 3}, 4, dt), g_batch, pad1);
+        check_conv_backward("g expanded over the batch, groups 2", x,
+                            rand_tensor((int64_t[]){6, 2, 3, 3}, 4, dt), g_batch, grouped);
+        /* g expanded over the batch and the rows: rows of stride 1 read from one row */
+        cn_tensor *g_row = rand_tensor((int64_t[]){1, 6, 1, 6}, 4, dt);
+        check_conv_backward("g expanded over the batch and rows", x,
+                            rand_tensor((int64_t[]){6, 4, 3, 3}, 4, dt),
+                            th_own(cn_expand(g_row, (int64_t[]){3, 6, 7, 6}, 4)), pad1);
+        /* the benchmark's shape at a batch that the threads split */
+        cn_tensor *g_big = rand_tensor((int64_t[]){1, 32, 28, 28}, 4, dt);
+        check_conv_backward("benchmark-like, g expanded over the batch",
+                            rand_tensor((int64_t[]){6, 1, 28, 28}, 4, dt),
+                            rand_tensor((int64_t[]){32, 1, 3, 3}, 4, dt),
+                            th_own(cn_expand(g_big, (int64_t[]){6, 32, 28, 28}, 4)), pad1);
+        /* columns 2..7 of every row of g: unit-stride rows, row stride 12 */
+        cn_tensor *g_wide = rand_tensor((int64_t[]){3, 6, 7, 12}, 4, dt);
+        check_conv_backward("column slice of g", x, rand_tensor((int64_t[]){6, 4, 3, 3}, 4, dt),
+                            th_own(cn_slice(g_wide, 3, 2, 8, 1)), pad1);
+        th_release_owned();
+    }
+}
+
 /* Shapes big enough for the threaded paths: many small GEMMs side by side (the weight gradient
  * summed over per-thread partials), and GEMMs big enough for OpenBLAS's own threads. */
 static void test_conv2d_backward_threaded_paths(void) {
@@ -628,6 +661,7 @@ int main(void) {
     RUN(test_conv2d_backward_stride_padding_dilation);
     RUN(test_conv2d_backward_groups_and_depthwise);
     RUN(test_conv2d_backward_strided_operands);
+    RUN(test_conv2d_backward_g_shared_over_batch);
     RUN(test_conv2d_backward_threaded_paths);
     RUN(test_conv2d_backward_empty_batch);
     RUN(test_conv2d_backward_rejects_inconsistent_arguments);

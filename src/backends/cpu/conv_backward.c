@@ -26,14 +26,23 @@ static int grad_direct(const cn_view *gv, int64_t Og, int64_t P, int64_t *ld) {
     return direct;
 }
 
-/* dst [Og, OH*OW] dense = g [Og, OH, OW] with element strides gs (the view's dims 1..3). */
+/* dst [Og, OH*OW] dense = g [Og, OH, OW] with element strides gs (the view's dims 1..3). Rows
+ * of unit stride are copied and rows of stride 0 (the broadcast g of a sum's backward) filled
+ * in loops apart, which the compiler vectorises. */
 #define DEFINE_PACK_GRAD(T, name)                                                              \
     static void name(const T *g, const int64_t *gs, int64_t Og, int64_t OH, int64_t OW,        \
-                     T *dst) {                                                                 \
+                     T *restrict dst) {                                                        \
         for (int64_t o = 0; o < Og; o++)                                                       \
-            for (int64_t oh = 0; oh < OH; oh++) {                                              \
+            for (int64_t oh = 0; oh < OH; oh++, dst += OW) {                                   \
                 const T *s = g + o * gs[0] + oh * gs[1];                                       \
-                for (int64_t ow = 0; ow < OW; ow++) *dst++ = s[ow * gs[2]];                    \
+                if (gs[2] == 1) {                                                              \
+                    for (int64_t ow = 0; ow < OW; ow++) dst[ow] = s[ow];                       \
+                } else if (gs[2] == 0) {                                                       \
+                    const T v = *s;                                                            \
+                    for (int64_t ow = 0; ow < OW; ow++) dst[ow] = v;                           \
+                } else {                                                                       \
+                    for (int64_t ow = 0; ow < OW; ow++) dst[ow] = s[ow * gs[2]];               \
+                }                                                                              \
             }                                                                                  \
     }
 DEFINE_PACK_GRAD(float, pack_grad_f32)
@@ -54,6 +63,24 @@ static const char *grad_block(const cn_view *gv, const cpu_conv_geom *g, int dir
     return buf;
 }
 
+/* Every group's block of g packed once into shared ([groups, Og, P]) when the blocks are the same
+ * for every image (a batch stride of 0: the broadcast g of a sum's backward), instead of once per
+ * task; returns shared, or NULL (each task packs its own or reads g in place). */
+static const char *pack_shared(const cn_view *gv, const cpu_conv_geom *g, int g_direct,
+                               char *shared) {
+    if (g_direct || gv->strides[0] != 0) return NULL;
+    size_t block = (size_t)(g->Og * g->P) * cn_dtype_size(gv->dtype);
+    for (int64_t grp = 0; grp < g->groups; grp++)
+        grad_block(gv, g, 0, 0, grp, shared + block * (size_t)grp);
+    return shared;
+}
+
+/* Bytes of pack_shared's buffer for g (0 when it is not used). */
+static size_t shared_bytes(const cn_view *gv, const cpu_conv_geom *g, int g_direct) {
+    if (g_direct || gv->strides[0] != 0) return 0;
+    return round_line((size_t)(g->groups * g->Og * g->P) * cn_dtype_size(gv->dtype));
+}
+
 static cn_status gemm_too_big(const char *op, const cpu_conv_geom *g) {
     return cn_set_error(CN_ERR_BACKEND, op,
                         "the per-group GEMM (%lld x %lld x %lld) exceeds BLAS's int range; "
@@ -69,6 +96,7 @@ typedef struct input_job {
     cn_dtype dt;
     size_t es;
     const char *wdata; /* weights as [O, K] */
+    const char *g_packed; /* pack_shared's blocks, or NULL */
     int64_t w_ld, g_ld, plane;
     int g_direct, direct_cols;
     char *scratch; /* per chunk: columns, then the packed gradient block */
@@ -84,7 +112,9 @@ static void input_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; t++) {
         int64_t n = t / g->groups, grp = t % g->groups;
         const char *gb =
-            grad_block(j->gv, g, j->g_direct, n, grp, j->g_direct ? NULL : mine + j->col_bytes);
+            j->g_packed ? j->g_packed + (size_t)(grp * g->Og * g->P) * es
+                        : grad_block(j->gv, g, j->g_direct, n, grp,
+                                     j->g_direct ? NULL : mine + j->col_bytes);
         const char *wg = j->wdata + (size_t)(grp * g->Og * j->w_ld) * es;
         char *gx = (char *)j->ov->data + (size_t)((n * g->groups + grp) * j->plane) * es;
         cpu_conv_input_grad(g, j->dt, wg, j->w_ld, gb, j->g_ld, j->direct_cols, mine, gx);
@@ -131,13 +161,14 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
                       g.pw == 0;
 
     size_t w_bytes = w_direct ? 0 : round_line((size_t)(g.O * g.K) * es);
+    size_t sh_bytes = shared_bytes(gv, &g, g_direct);
     size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
-    size_t gpk_bytes = g_direct ? 0 : round_line((size_t)(g.Og * g.P) * es);
+    size_t gpk_bytes = g_direct || sh_bytes ? 0 : round_line((size_t)(g.Og * g.P) * es);
     size_t per_chunk = col_bytes + gpk_bytes;
     int64_t chunks = cpu_conv_chunks(tasks, (double)g.K * (double)g.P * (double)g.Og, per_chunk);
     char *scratch = NULL;
-    if (w_bytes + per_chunk) {
-        scratch = cn__malloc(op, w_bytes + per_chunk * (size_t)chunks);
+    if (w_bytes + sh_bytes + per_chunk) {
+        scratch = cn__malloc(op, w_bytes + sh_bytes + per_chunk * (size_t)chunks);
         if (!scratch) return CN_ERR_OUT_OF_MEMORY;
     }
     const char *wdata = (const char *)wv->data;
@@ -146,8 +177,9 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
         wdata = scratch;
     }
     input_job j = {.g = &g, .gv = gv, .ov = ov, .dt = dt, .es = es, .wdata = wdata,
+                   .g_packed = sh_bytes ? pack_shared(gv, &g, g_direct, scratch + w_bytes) : NULL,
                    .w_ld = w_ld, .g_direct = g_direct, .g_ld = g_ld, .direct_cols = direct_cols,
-                   .plane = plane, .scratch = scratch ? scratch + w_bytes : NULL,
+                   .plane = plane, .scratch = scratch ? scratch + w_bytes + sh_bytes : NULL,
                    .per_chunk = per_chunk, .col_bytes = col_bytes};
     cpu_parallel(tasks, chunks, input_tasks, &j);
     cn__free(scratch);
@@ -178,6 +210,7 @@ typedef struct weight_job {
     size_t es;
     int64_t g_ld, col_ld;
     int g_direct, direct_cols;
+    const char *g_packed; /* pack_shared's blocks, or NULL */
     char *scratch; /* per chunk: columns, packed gradient block, accumulator */
     size_t per_chunk, col_bytes, gpk_bytes, acc_bytes;
 } weight_job;
@@ -194,7 +227,9 @@ static void weight_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; t++) {
         int64_t n = t / g->groups, grp = t % g->groups;
         const char *gb =
-            grad_block(j->gv, g, j->g_direct, n, grp, j->g_direct ? NULL : mine + j->col_bytes);
+            j->g_packed ? j->g_packed + (size_t)(grp * g->Og * g->P) * es
+                        : grad_block(j->gv, g, j->g_direct, n, grp,
+                                     j->g_direct ? NULL : mine + j->col_bytes);
         cpu_conv_weight_grad(g, j->dt, xv, n, grp, j->direct_cols, j->col_ld, mine, gb, j->g_ld,
                              acc + (size_t)(grp * g->Og * g->K) * es);
     }
@@ -242,27 +277,30 @@ cn_status cpu_conv2d_backward_weight(const cn_kernel_args *args) {
 
     /* Chunks accumulate their images into private copies of gw, summed at the end in chunk
      * order (deterministic: the chunks do not depend on timing); one chunk accumulates into out. */
+    size_t sh_bytes = shared_bytes(gv, &g, g_direct);
     size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
-    size_t gpk_bytes = g_direct ? 0 : round_line((size_t)(g.Og * g.P) * es);
+    size_t gpk_bytes = g_direct || sh_bytes ? 0 : round_line((size_t)(g.Og * g.P) * es);
     size_t numel_bytes = round_line((size_t)numel * es);
     int64_t chunks = cpu_conv_chunks(tasks, (double)g.Og * (double)g.K * (double)g.P,
                                      col_bytes + gpk_bytes + numel_bytes);
     size_t acc_bytes = chunks > 1 ? numel_bytes : 0;
     size_t per_chunk = col_bytes + gpk_bytes + acc_bytes;
-    char *scratch = NULL;
-    if (per_chunk) {
-        scratch = cn__malloc(op, per_chunk * (size_t)chunks);
+    char *scratch = NULL, *chunk_scratch = NULL;
+    if (sh_bytes + per_chunk) {
+        scratch = cn__malloc(op, sh_bytes + per_chunk * (size_t)chunks);
         if (!scratch) return CN_ERR_OUT_OF_MEMORY;
+        chunk_scratch = scratch + sh_bytes;
     }
     for (int64_t k = 0; k < chunks && acc_bytes; k++)
-        memset(scratch + per_chunk * (size_t)k + col_bytes + gpk_bytes, 0, acc_bytes);
+        memset(chunk_scratch + per_chunk * (size_t)k + col_bytes + gpk_bytes, 0, acc_bytes);
     weight_job j = {.g = &g, .gv = gv, .xv = xv, .ov = ov, .dt = dt, .es = es,
                     .g_direct = g_direct, .g_ld = g_ld, .direct_cols = direct_cols,
-                    .col_ld = col_ld, .scratch = scratch, .per_chunk = per_chunk,
+                    .g_packed = sh_bytes ? pack_shared(gv, &g, g_direct, scratch) : NULL,
+                    .col_ld = col_ld, .scratch = chunk_scratch, .per_chunk = per_chunk,
                     .col_bytes = col_bytes, .gpk_bytes = gpk_bytes, .acc_bytes = acc_bytes};
     cpu_parallel(tasks, chunks, weight_tasks, &j);
     if (acc_bytes)
-        cpu_conv_sum_parts(dt, ov->data, scratch + col_bytes + gpk_bytes, per_chunk,
+        cpu_conv_sum_parts(dt, ov->data, chunk_scratch + col_bytes + gpk_bytes, per_chunk,
                            (int)chunks, numel);
     cn__free(scratch);
     return CN_OK;

@@ -563,6 +563,49 @@ static void test_long_runs_split_across_threads(void) {
     cn_release(x);
 }
 
+/* f32 add, sub, mul and div into an output of 8 MB and more (24 MB with the inputs), which the
+ * kernel writes with streaming stores: every element against double arithmetic rounded to f32
+ * (exact for these four: the double result rounds once more to the same float), with the output
+ * on a 64-byte boundary and 3 floats past one (ordinary stores up to the boundary), and a tail
+ * shorter than a vector. */
+static void test_large_f32_binary_outputs_are_exact(void) {
+    const int64_t n = ((int64_t)1 << 21) + 37;
+    float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+    float *out = aligned_alloc(64, (size_t)(n + 31) / 16 * 64); /* n + 16 floats, whole lines */
+    CHECK(x && y && out);
+    uint32_t r = 12345;
+    for (int64_t i = 0; i < n; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)((double)(r >> 8) / (1 << 24) * 200.0 - 100.0);
+        r = r * 1664525u + 1013904223u;
+        y[i] = (float)((double)(r >> 8) / (1 << 24) * 8.0 + 0.5); /* never 0 */
+    }
+    const cn_op ops[4] = {CN_OP_ADD, CN_OP_SUB, CN_OP_MUL, CN_OP_DIV};
+    const int64_t shape[1] = {n}, strides[1] = {1};
+    for (int k = 0; k < 4; k++)
+        for (int shift = 0; shift <= 3; shift += 3) {
+            float *o = out + shift;
+            for (int64_t i = 0; i < n; i++) o[i] = NAN;
+            cn_view in[2] = {view_of(x, CN_F32, 1, shape, strides),
+                             view_of(y, CN_F32, 1, shape, strides)};
+            cn_view ov = view_of(o, CN_F32, 1, shape, strides);
+            CHECK(call_kernel(ops[k], in, 2, &ov, NULL, 0, NULL, 0) == CN_OK);
+            int64_t bad = -1;
+            for (int64_t i = 0; i < n && bad < 0; i++) {
+                double a = x[i], b = y[i];
+                double want = k == 0 ? a + b : k == 1 ? a - b : k == 2 ? a * b : a / b;
+                if (o[i] != (float)want) bad = i;
+            }
+            if (bad >= 0)
+                fprintf(stderr, "%s, output shifted by %d floats: element %lld wrong\n",
+                        cn_op_name(ops[k]), shift, (long long)bad);
+            CHECK(bad < 0);
+        }
+    free(x);
+    free(y);
+    free(out);
+}
+
 /* ---- comparisons, logic, where -------------------------------------------------------------- */
 
 static void test_comparisons_on_every_dtype(void) {
@@ -911,6 +954,7 @@ int main(void) {
     RUN(test_binary_broadcasts_column_with_row);
     RUN(test_binary_reads_transposed_and_stepped_inputs);
     RUN(test_long_runs_split_across_threads);
+    RUN(test_large_f32_binary_outputs_are_exact);
     RUN(test_comparisons_on_every_dtype);
     RUN(test_logic_truth_tables_and_bool_compare);
     RUN(test_where_selects_with_broadcast_for_every_width);

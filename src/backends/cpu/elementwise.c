@@ -584,8 +584,9 @@ DEFINE_FIND_ZERO(find_zero_i64, int64_t)
  * Zen 4 of docs/benchmarks.md), its inputs come from memory anyway, and ordinary stores cost
  * twice: each output line is read before it is written (write-allocate), and the lines they
  * leave push the inputs of the next op out of the L3. Streaming stores write whole lines to
- * memory without either. Measured there (2 threads): add of 4M f32 (48 MB) 46 -> 66 GB/s, of 16M
- * 38 -> 51; at 1M-1.5M f32 (12-18 MB, in the L3) ordinary stores are the faster, by up to 2x.
+ * memory without either. Measured there (2 threads, this loop alone): add of 4M f32 (48 MB) 46
+ * -> 66 GB/s, of 16M 38 -> 51; at 1M-1.5M f32 (12-18 MB, in the L3) ordinary stores are faster,
+ * by up to 2x.
  * add sub mul div only: one vector instruction each, the same bits as the scalar loop. */
 #define STREAM_BYTES ((int64_t)24 << 20)
 

@@ -165,10 +165,6 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
     size_t col_bytes = direct_cols ? 0 : round_line((size_t)(g.K * g.P) * es);
     size_t gpk_bytes = g_direct || sh_bytes ? 0 : round_line((size_t)(g.Og * g.P) * es);
     size_t per_chunk = col_bytes + gpk_bytes;
-    /* g the same for every image (batch stride 0): so is gx; image 0's groups are computed, then
-     * copied to the other images */
-    int same_images = gv->strides[0] == 0 && g.N > 1;
-    if (same_images) tasks = g.groups;
     int64_t chunks = cpu_conv_chunks(tasks, (double)g.K * (double)g.P * (double)g.Og, per_chunk);
     char *scratch = NULL;
     if (w_bytes + sh_bytes + per_chunk) {
@@ -186,9 +182,6 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
                    .plane = plane, .scratch = scratch ? scratch + w_bytes + sh_bytes : NULL,
                    .per_chunk = per_chunk, .col_bytes = col_bytes};
     cpu_parallel(tasks, chunks, input_tasks, &j);
-    size_t image = (size_t)(g.groups * plane) * es;
-    for (int64_t n = 1; same_images && n < g.N; n++)
-        memcpy((char *)ov->data + image * (size_t)n, ov->data, image);
     cn__free(scratch);
     return CN_OK;
 }

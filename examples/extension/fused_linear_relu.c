@@ -197,8 +197,8 @@ cn_status fused_linear_relu_cpu(const cn_kernel_args *args) {
                    (st = make_operand(w, esize, &j.bt)) == CN_OK)) {
         /* blocks of columns on cinder's CPU threads, when the product is large enough to be
          * worth it: one per thread, since each block packs all of x again (the MLP's first
-         * layer on Zen 4: 64-column blocks ran at 64-74 GFLOP/s inside a step, 128-column
-         * blocks at 80-83; docs/benchmarks.md). A thread that starts late leaves its block to
+         * layer on Zen 4: 64-column blocks ran at 64-76 GFLOP/s inside a step, 128-column
+         * blocks at 83-98; docs/benchmarks.md). A thread that starts late leaves its block to
          * the others. */
         int64_t blocks = (o + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
         int64_t chunks = (double)n * (double)k * (double)o < PARALLEL_MACS ? 1 : cn_cpu_threads();

@@ -116,11 +116,11 @@ static block_header *cache_pop(int cls, size_t cap) {
 /* ---- 2 MB pages for data sets ---------------------------------------------------------------- *
  * A training set is read a batch of shuffled rows at a time, anywhere in its hundreds of MB: on
  * 4 KB pages nearly every row is a TLB miss whose page-table walk misses the caches too (the
- * MLP's batch of 128 images from the 188 MB Fashion-MNIST set: 0.053 s of gathering an epoch at
- * one thread, 0.041 s with the set on 2 MB pages; docs/benchmarks.md). Where Linux leaves
+ * MLP's batch of 128 images from the 188 MB Fashion-MNIST set: 0.058 s of gathering an epoch at
+ * one thread, 0.042 s with this advice; docs/benchmarks.md). Where Linux leaves
  * transparent huge pages to the program ("madvise", Debian's default), fresh blocks of at least
  * HUGE_BYTES ask for them. Only blocks this large: smaller ones are recycled outputs, and making
- * every block huge (glibc's hugetlb tunable) slowed the MLP's step by a third (oneDNN's packing
+ * every block huge (glibc's hugetlb tunable) slowed the MLP's forward by a third (oneDNN's packing
  * buffers, mapped and unmapped per call, then fault 2 MB at a time). */
 #define HUGE_BYTES ((size_t)128 << 20)
 #define HUGE_PAGE  ((uintptr_t)2 << 20)

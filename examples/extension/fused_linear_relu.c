@@ -196,10 +196,12 @@ cn_status fused_linear_relu_cpu(const cn_kernel_args *args) {
     if (k == 0 || ((st = make_operand(x, esize, &j.a)) == CN_OK &&
                    (st = make_operand(w, esize, &j.bt)) == CN_OK)) {
         /* blocks of columns on cinder's CPU threads, when the product is large enough to be
-         * worth it: two per thread, so that a thread that starts late leaves its second block
-         * to the others (each block packs x again, so not more) */
+         * worth it: one per thread, since each block packs all of x again (the MLP's first
+         * layer on Zen 4: 64-column blocks ran at 64-76 GFLOP/s inside a step, 128-column
+         * blocks at 83-98; docs/benchmarks.md). A thread that starts late leaves its block to
+         * the others. */
         int64_t blocks = (o + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
-        int64_t chunks = (double)n * (double)k * (double)o < PARALLEL_MACS ? 1 : 2 * cn_cpu_threads();
+        int64_t chunks = (double)n * (double)k * (double)o < PARALLEL_MACS ? 1 : cn_cpu_threads();
         cn_cpu_parallel_for(blocks, chunks, forward_columns, &j);
     }
     free(j.a.packed);

@@ -419,15 +419,16 @@ static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int w
 }
 
 /* Every scheme on every ISA path this CPU has (CINDER_QUANT_ISA forces the narrower ones), at odd
- * sizes: N and K not multiples of the vector width nor of the VNNI tiles (48 columns x 4 rows;
- * K a multiple of 32 for the blocks), one row (the decode case), 1-5 rows (the VNNI row kernel,
- * whole groups of 16 blocks and a partial one) and 6 or more (its tile kernel, with a partial tile
- * of rows: 17, 65), K up to 4096, products big
+ * sizes: N and K not multiples of the vector width nor of the VNNI tiles (48 columns x 16-64
+ * rows; K a multiple of 32 for the blocks), one row (the decode case), 1-5 rows (the VNNI row
+ * kernel, whole groups of 16 blocks and a partial one) and 6 or more (its broadcast kernel: 1-4
+ * groups of 16 rows a tile, partial groups: 6, 17, 33, 65; two units of 128 rows: 136), K up to
+ * 4096, products big
  * enough to run on the pool's threads. The paths agree: exactly for q8_tensor / q8_channel (the
  * int dots are exact and scaled alike), within f32 rounding of the block sums (1e-5 of the sum of
  * |x W|) for the blocks. The worst error against the double reference, as a fraction of the
  * bound, is printed per scheme. */
-#define NSIZES 15
+#define NSIZES 16
 static void test_linear_every_isa(void) {
     cn_scope_begin();
     const char *isas[4] = {"c", "avx2", "vnni", "amx"};
@@ -437,9 +438,10 @@ static void test_linear_every_isa(void) {
     const int64_t sizes[NSIZES][3] = {{1, 7, 64},    {5, 13, 96},   {3, 33, 160},  {4, 300, 256},
                                       {2, 1, 32},    {17, 50, 64},  {64, 33, 32},  {65, 20, 4096},
                                       {1, 50, 4096}, {3, 49, 4096}, {4, 97, 32},   {65, 16, 96},
-                                      {2, 19, 608},  {6, 40, 160},  {33, 580, 224}};
-    const int64_t row_k[NSIZES] = {37,   100,  1,  64, 333, 64,  32, 4096,
-                                   4096, 4095, 31, 97, 600, 150, 223};
+                                      {2, 19, 608},  {6, 40, 160},  {33, 580, 224},
+                                      {136, 53, 96}};
+    const int64_t row_k[NSIZES] = {37,   100,  1,  64, 333, 64,  32,  4096,
+                                   4096, 4095, 31, 97, 600, 150, 223, 95};
     float *res[4];
     double *mag = malloc(sizeof(double) * 65 * 300), worst[4][2] = {{0}};
     for (int i = 0; i < 4; i++)

@@ -248,12 +248,12 @@ void cpu_iter_run(const cpu_iter *it, cpu_row_fn fn, const void *ctx);
  * dense operands too small to split are one call of fn. */
 void cpu_map(int nops, const cn_view *const *views, cpu_row_fn fn, const void *ctx);
 /* fn over nops dense views of n elements (the first the output), split over the pool's threads
- * when n >= 2 * CPU_PARALLEL_GRAIN: two parts per thread on 16-element bounds (a cache line of
- * f32), each core taking the same parts op after op (cpu_parallel_affine), so that data a core
- * wrote in one op is in its cache in the next; else one call. fn must compute each element alone
- * (results then do not depend on the split). */
-void cpu_map_dense(int nops, const cn_view *const *views, int64_t n, cpu_row_fn fn,
-                   const void *ctx);
+ * when n >= split_from: two parts per thread on 16-element bounds (a cache line of f32), each
+ * core taking the same parts op after op (cpu_parallel_affine), so that data a core wrote in one
+ * op is in its cache in the next; else one call. fn must compute each element alone (results
+ * then do not depend on the split). */
+void cpu_map_dense(int nops, const cn_view *const *views, int64_t n, int64_t split_from,
+                   cpu_row_fn fn, const void *ctx);
 /* The element count of views[0]'s shape; *dense: whether every operand is dense in row-major
  * order over it (size-1 dims take any stride). */
 int64_t cpu_count_dense(int nops, const cn_view *const *views, int *dense);

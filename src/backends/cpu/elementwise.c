@@ -658,7 +658,7 @@ static cn_status run_binary(const cn_kernel_args *a, const cn_view *const *views
         }
         fn(ptrs, step, n, c);
     } else if (n > 0 && cpu_threads() > 1) {
-        cpu_map_dense(3, views, n, dense_binary_fn(fn, c, views, n), c);
+        cpu_map_dense(3, views, n, 2 * CPU_PARALLEL_GRAIN, dense_binary_fn(fn, c, views, n), c);
     } else {
         cpu_map(3, views, n > 0 ? dense_binary_fn(fn, c, views, n) : fn, c);
     }

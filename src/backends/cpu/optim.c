@@ -132,12 +132,18 @@ static void sgd_row_f64(char **ptrs, const int64_t *step, int64_t n, const void 
  * blocks of rows (gemm.c, cn_cpu_parallel_for). Each element's update is the same whichever thread
  * runs it. */
 
+/* Dense parameters from this many elements are split over the threads: 16K, not the 64K of
+ * elementwise ops, since an update streams two or three operands in and out (the MLP's second
+ * weight, 32K elements, was updated by the main thread alone while the other core waited: the
+ * optimizer phase of its epoch 0.026 -> 0.021 s at 2 threads on Zen 4; docs/benchmarks.md). */
+#define OPTIM_SPLIT_FROM 16384
+
 /* cpu_map for the optimizers' operands (p first, as cpu_map takes them). */
 static void optim_map(int nops, const cn_view *const *views, cpu_row_fn fn, const void *ctx) {
     int dense;
     int64_t n = cpu_count_dense(nops, views, &dense);
     if (dense)
-        cpu_map_dense(nops, views, n, fn, ctx);
+        cpu_map_dense(nops, views, n, OPTIM_SPLIT_FROM, fn, ctx);
     else
         cpu_map(nops, views, fn, ctx);
 }

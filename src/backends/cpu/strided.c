@@ -167,14 +167,14 @@ static void dense_part(void *vctx, int64_t chunk, int64_t begin, int64_t end) {
     d->fn(ptrs, d->step, e - b, d->ctx);
 }
 
-void cpu_map_dense(int nops, const cn_view *const *views, int64_t n, cpu_row_fn fn,
-                   const void *ctx) {
+void cpu_map_dense(int nops, const cn_view *const *views, int64_t n, int64_t split_from,
+                   cpu_row_fn fn, const void *ctx) {
     dense_job d = {.nops = nops, .n = n, .fn = fn, .ctx = ctx};
     for (int k = 0; k < nops; k++) {
         d.base[k] = (char *)views[k]->data;
         d.step[k] = (int64_t)cn_dtype_size(views[k]->dtype);
     }
-    int threads = n >= 2 * CPU_PARALLEL_GRAIN ? cpu_threads() : 1;
+    int threads = n >= split_from ? cpu_threads() : 1;
     if (threads <= 1) {
         dense_part(&d, 0, 0, (n + 15) / 16);
         return;

@@ -134,8 +134,9 @@ static void sgd_row_f64(char **ptrs, const int64_t *step, int64_t n, const void 
 
 /* Dense parameters from this many elements are split over the threads: 16K, not the 64K of
  * elementwise ops, since an update streams two or three operands in and out (the MLP's second
- * weight, 32K elements, was updated by the main thread alone while the other core waited: the
- * optimizer phase of its epoch 0.026 -> 0.021 s at 2 threads on Zen 4; docs/benchmarks.md). */
+ * weight, 32K elements, was updated by the main thread alone while the other core waited; on
+ * Zen 4 at 2 threads the optimizer phase of its epoch fell in 4 of 5 alternated series, e.g.
+ * 0.029 -> 0.024 s; docs/benchmarks.md). */
 #define OPTIM_SPLIT_FROM 16384
 
 /* cpu_map for the optimizers' operands (p first, as cpu_map takes them). */

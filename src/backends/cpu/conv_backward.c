@@ -63,19 +63,25 @@ static const char *grad_block(const cn_view *gv, const cpu_conv_geom *g, int dir
     return buf;
 }
 
-/* Every group's block of g packed once into shared ([groups, Og, P]) when the blocks are the same
- * for every image (a batch stride of 0: the broadcast g of a sum's backward), instead of once per
- * task; returns shared, or NULL (each task packs its own or reads g in place). */
-static const char *pack_shared(const cn_view *gv, const cpu_conv_geom *g, int g_direct,
-                               char *shared) {
-    if (g_direct || gv->strides[0] != 0) return NULL;
+/* Every group's block of g packed once into shared ([groups, Og, P]), for a g whose blocks are
+ * the same for every image (shared_bytes, below, says when); returns shared. */
+static const char *pack_shared(const cn_view *gv, const cpu_conv_geom *g, char *shared) {
     size_t block = (size_t)(g->Og * g->P) * cn_dtype_size(gv->dtype);
     for (int64_t grp = 0; grp < g->groups; grp++)
         grad_block(gv, g, 0, 0, grp, shared + block * (size_t)grp);
     return shared;
 }
 
-/* Bytes of pack_shared's buffer for g (0 when it is not used). */
+/* The block of g for task (n, grp): pack_shared's when there is one (shared), else as
+ * grad_block gives it (buf: the task's packing space). */
+static const char *task_grad_block(const cn_view *gv, const cpu_conv_geom *g, const char *shared,
+                                   int g_direct, int64_t n, int64_t grp, char *buf) {
+    if (shared) return shared + (size_t)(grp * g->Og * g->P) * cn_dtype_size(gv->dtype);
+    return grad_block(gv, g, g_direct, n, grp, g_direct ? NULL : buf);
+}
+
+/* Bytes of pack_shared's buffer for g: 0 unless g is packed (not read in place) and its batch
+ * stride is 0 (the broadcast g of a sum's backward), so that one packing serves every image. */
 static size_t shared_bytes(const cn_view *gv, const cpu_conv_geom *g, int g_direct) {
     if (g_direct || gv->strides[0] != 0) return 0;
     return round_line((size_t)(g->groups * g->Og * g->P) * cn_dtype_size(gv->dtype));
@@ -112,9 +118,7 @@ static void input_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; t++) {
         int64_t n = t / g->groups, grp = t % g->groups;
         const char *gb =
-            j->g_packed ? j->g_packed + (size_t)(grp * g->Og * g->P) * es
-                        : grad_block(j->gv, g, j->g_direct, n, grp,
-                                     j->g_direct ? NULL : mine + j->col_bytes);
+            task_grad_block(j->gv, g, j->g_packed, j->g_direct, n, grp, mine + j->col_bytes);
         const char *wg = j->wdata + (size_t)(grp * g->Og * j->w_ld) * es;
         char *gx = (char *)j->ov->data + (size_t)((n * g->groups + grp) * j->plane) * es;
         cpu_conv_input_grad(g, j->dt, wg, j->w_ld, gb, j->g_ld, j->direct_cols, mine, gx);
@@ -177,7 +181,7 @@ cn_status cpu_conv2d_backward_input(const cn_kernel_args *args) {
         wdata = scratch;
     }
     input_job j = {.g = &g, .gv = gv, .ov = ov, .dt = dt, .es = es, .wdata = wdata,
-                   .g_packed = sh_bytes ? pack_shared(gv, &g, g_direct, scratch + w_bytes) : NULL,
+                   .g_packed = sh_bytes ? pack_shared(gv, &g, scratch + w_bytes) : NULL,
                    .w_ld = w_ld, .g_direct = g_direct, .g_ld = g_ld, .direct_cols = direct_cols,
                    .plane = plane, .scratch = scratch ? scratch + w_bytes + sh_bytes : NULL,
                    .per_chunk = per_chunk, .col_bytes = col_bytes};
@@ -227,9 +231,7 @@ static void weight_tasks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; t++) {
         int64_t n = t / g->groups, grp = t % g->groups;
         const char *gb =
-            j->g_packed ? j->g_packed + (size_t)(grp * g->Og * g->P) * es
-                        : grad_block(j->gv, g, j->g_direct, n, grp,
-                                     j->g_direct ? NULL : mine + j->col_bytes);
+            task_grad_block(j->gv, g, j->g_packed, j->g_direct, n, grp, mine + j->col_bytes);
         cpu_conv_weight_grad(g, j->dt, xv, n, grp, j->direct_cols, j->col_ld, mine, gb, j->g_ld,
                              acc + (size_t)(grp * g->Og * g->K) * es);
     }
@@ -295,7 +297,7 @@ cn_status cpu_conv2d_backward_weight(const cn_kernel_args *args) {
         memset(chunk_scratch + per_chunk * (size_t)k + col_bytes + gpk_bytes, 0, acc_bytes);
     weight_job j = {.g = &g, .gv = gv, .xv = xv, .ov = ov, .dt = dt, .es = es,
                     .g_direct = g_direct, .g_ld = g_ld, .direct_cols = direct_cols,
-                    .g_packed = sh_bytes ? pack_shared(gv, &g, g_direct, scratch) : NULL,
+                    .g_packed = sh_bytes ? pack_shared(gv, &g, scratch) : NULL,
                     .col_ld = col_ld, .scratch = chunk_scratch, .per_chunk = per_chunk,
                     .col_bytes = col_bytes, .gpk_bytes = gpk_bytes, .acc_bytes = acc_bytes};
     cpu_parallel(tasks, chunks, weight_tasks, &j);

@@ -537,16 +537,7 @@ T_VNNI static void bcast_cols(void *ctx, int64_t chunk, int64_t t0, int64_t t1) 
             const uint8_t *sn = vrow_scales(j, n + BW < N ? n + BW : N - 1);
             for (int64_t l = 0; l < 2 * nb; l += 64)
                 _mm_prefetch((const char *)sn + l, _MM_HINT_T1);
-            float *d = dw + (n - c0) * nb;
-            int64_t b = 0;
-            for (; b + 16 <= nb; b += 16)
-                _mm512_storeu_ps(
-                    d + b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 2 * b))));
-            if (b < nb) {
-                __mmask16 k = (__mmask16)((1u << (nb - b)) - 1u);
-                _mm512_mask_storeu_ps(d + b, k,
-                                      _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, sc + 2 * b)));
-            }
+            quant_scales_f16_avx2(sc, nb, dw + (n - c0) * nb);
         }
         for (int64_t tl = tl0; tl < tl1; tl++) {
             float *o = ob + (tl - tl0) * BW * 64;

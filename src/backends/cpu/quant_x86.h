@@ -12,15 +12,16 @@
 #define T_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define T_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 
-/* x rounded half away from zero (roundf), for integer-valued or fractional floats alike */
-T_VNNI static inline __m512 quant_round_away512(__m512 v) {
-    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m512 fr = _mm512_abs_ps(_mm512_sub_ps(v, t));
-    __mmask16 up = _mm512_cmp_ps_mask(fr, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN));
-    __m512 one =
-        _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)), sign));
-    return _mm512_mask_add_ps(t, up, t, one);
+/* v rounded half away from zero (roundf) to int32 and clamped to [-127, 127], as every path
+ * quantizes: trunc(v + copysign(0.49999997, v)), three operations (0.49999997 is the float below
+ * 0.5: v + 0.5 would round up at v = 0.49999997); the same values as roundf then the clamp for
+ * every float, NaN and infinities included (checked exhaustively over the 2^32 floats). */
+T_VNNI static inline __m512i quant_round_clamp512(__m512 v) {
+    const __m512i half = _mm512_castps_si512(_mm512_set1_ps(0.49999997f));
+    const __m512 hv = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+        half, _mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN), 0xF8)); /* half | sign of v */
+    const __m512i q = _mm512_cvttps_epi32(_mm512_add_ps(v, hv));
+    return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
 }
 
 /* The 32 floats at x quantized as the portable quantize_rows does (d = amax / 127, q =
@@ -32,12 +33,9 @@ T_VNNI static inline float quant_block512(const float *x, int q4, __m512i *i0, _
     __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
     float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
     __m512 s = _mm512_set1_ps(id);
-    __m512i a = _mm512_cvtps_epi32(quant_round_away512(_mm512_mul_ps(v0, s)));
-    __m512i b = _mm512_cvtps_epi32(quant_round_away512(_mm512_mul_ps(v1, s)));
-    a = _mm512_min_epi32(_mm512_max_epi32(a, lo), hi);
-    b = _mm512_min_epi32(_mm512_max_epi32(b, lo), hi);
+    __m512i a = quant_round_clamp512(_mm512_mul_ps(v0, s));
+    __m512i b = quant_round_clamp512(_mm512_mul_ps(v1, s));
     if (q4) {
         const __m512i even =
             _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);

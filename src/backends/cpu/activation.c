@@ -74,12 +74,16 @@ static inline double log_sigmoid_grad_f64(double x) {
 #define HARD_SWISH_GRAD(T, g, s)                                                               \
     ((s) < (T)-3 ? (T)0 : (s) <= (T)3 ? (g) * ((s) / (T)3 + (T)0.5) : (g))
 
-CPU_CLONES static void silu_row_f32(char **ptrs, const int64_t *step, int64_t n) {
+CPU_CLONES_EXP static void silu_row_f32(char **ptrs, const int64_t *step, int64_t n) {
     ACT_LOOP(float, g * silu_grad_f32(s));
 }
 
+CPU_CLONES_EXP static void log_sigmoid_row_f32(char **ptrs, const int64_t *step, int64_t n) {
+    ACT_LOOP(float, g * log_sigmoid_grad_f32(s));
+}
+
 /* gelu's f32 loops, compiled for AVX2 and AVX-512 as well (elementwise.c's forward likewise) */
-CPU_CLONES_512 static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n,
+CPU_CLONES_EXP static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n,
                                         int tanh_form) {
     if (tanh_form)
         ACT_LOOP(float, g * gelu_grad_f32(s, 1));
@@ -96,7 +100,7 @@ static void act_f32(char **ptrs, const int64_t *step, int64_t n, const void *ctx
     case CN_OP_SILU: silu_row_f32(ptrs, step, n); break;
     case CN_OP_GELU: gelu_row_f32(ptrs, step, n, c->tanh); break;
     case CN_OP_HARD_SIGMOID: ACT_LOOP(float, HARD_SIGMOID_GRAD(float, g, s)); break;
-    case CN_OP_LOG_SIGMOID: ACT_LOOP(float, g * log_sigmoid_grad_f32(s)); break;
+    case CN_OP_LOG_SIGMOID: log_sigmoid_row_f32(ptrs, step, n); break;
     case CN_OP_HARD_SWISH: ACT_LOOP(float, HARD_SWISH_GRAD(float, g, s)); break;
     default: break; /* refused before the run (cpu_activation_backward) */
     }

@@ -202,7 +202,7 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
 /* The body of each kernel, per dtype. Tiles are read in place where the rows are dense (a row's
  * elements adjacent: q, k, v split from one projection and transposed are still that), else
  * packed into the chunk's scratch; each tile carries its row distance (ld). The row loops are
- * compiled for AVX-512 and AVX2 as well (CPU_CLONES_512): exp_f32 runs 16 or 8 wide there. */
+ * compiled for AVX-512 and AVX2 as well (CPU_CLONES_512; CPU_CLONES_EXP where they run exp_f32). */
 #define DEF_SDPA(T, SUF)                                                                           \
     /* rows [r0, r0 + nr) of view v of batch b: in place (*ld = the row stride) when each row is   \
      * dense and the stride fits the GEMM's int, else packed into dst (*ld = the row's length) */  \
@@ -256,7 +256,7 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
     }                                                                                              \
     /* P = exp(S - lse) per row, in place (0 where lse is -inf: a row with no key, and past the    \
      * causal mask's row_keys) */                                                                 \
-    CPU_CLONES_512 static void probs_##SUF(const sdpa_geom *G, int64_t i0, int64_t j0, int64_t bq, \
+    CPU_CLONES_EXP static void probs_##SUF(const sdpa_geom *G, int64_t i0, int64_t j0, int64_t bq, \
                                            int64_t bk, const T *lse, T *S) {                       \
         for (int64_t r = 0; r < bq; r++) {                                                         \
             T *s = S + r * bk, l = lse[r];                                                         \
@@ -285,7 +285,7 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
     }                                                                                              \
     /* s[c] = exp(s[c] - mx) for c < n, and their sum, added in MAX_LANES lanes (one running sum   \
      * is a chain of dependent scalar adds that keeps the exp loop from vectorising) */            \
-    CPU_CLONES_512 static T exp_sum_##SUF(T *s, int64_t n, int64_t ne, T mx) {                     \
+    CPU_CLONES_EXP static T exp_sum_##SUF(T *s, int64_t n, int64_t ne, T mx) {                     \
         T lane[MAX_LANES];                                                                         \
         for (int j = 0; j < MAX_LANES; j++) lane[j] = 0;                                           \
         int64_t c = CPU_EXP512_##SUF && cpu_has_avx512()                                           \
@@ -308,7 +308,7 @@ static int fwd_row512(float *s, int64_t bk, int64_t ne, float scale, float start
     static int64_t key_end_##SUF(const sdpa_geom *G, int64_t i0, int64_t bq) {                     \
         return G->causal && i0 + bq < G->lk ? i0 + bq : G->lk;                                     \
     }                                                                                              \
-    CPU_CLONES_512 static void fwd_items_##SUF(void *ctx, int64_t chunk, int64_t begin,            \
+    CPU_CLONES_EXP static void fwd_items_##SUF(void *ctx, int64_t chunk, int64_t begin,            \
                                                int64_t end) {                                      \
         const sdpa_geom *G = ctx;                                                                  \
         cn_dtype dt = G->q->dtype;                                                                 \

@@ -120,7 +120,7 @@ static inline double sigmoid_f64(double x) {
 
 /* The dense f32 gelu loops, one per form, compiled for AVX2 and AVX-512 as well (with 16 lanes
  * the polynomials' constants stay in the 32 vector registers: about twice as fast as AVX2). */
-CPU_CLONES_512 static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n,
+CPU_CLONES_EXP static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n,
                                         int tanh_form) {
     if (tanh_form)
         MAP1(float, float, gelu_f32(x, 1));
@@ -243,8 +243,17 @@ static cn_status run(const cn_kernel_args *a, const char *kernel, int nops,
 /* exp on f32 with exp_f32 (within 1.2 ulp; libm's expf does not vectorise), 8 lanes where the
  * CPU has AVX2; a dense run takes 16 lanes of exp_clamped512 where it has AVX-512 (the same
  * bits). */
-CPU_CLONES static void exp_row_f32_plain(char **ptrs, const int64_t *step, int64_t n) {
+CPU_CLONES_EXP static void exp_row_f32_plain(char **ptrs, const int64_t *step, int64_t n) {
     MAP1(float, float, exp_f32(x));
+}
+
+/* erf and log_sigmoid on f32, whose exp_f32 needs the clones' FMA (elsewhere fmaf is a call) */
+CPU_CLONES_EXP static void erf_row_f32(char **ptrs, const int64_t *step, int64_t n) {
+    MAP1(float, float, erf_f32(x));
+}
+
+CPU_CLONES_EXP static void log_sigmoid_row_f32(char **ptrs, const int64_t *step, int64_t n) {
+    MAP1(float, float, log_sigmoid_f32(x));
 }
 
 #if CPU_EXP512
@@ -284,7 +293,7 @@ static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_SIGMOID: MAP1(float, float, sigmoid_f32(x)); break;
     case CN_OP_SILU: MAP1(float, float, x * sigmoid_f32(x)); break;
     case CN_OP_GELU: gelu_row_f32(ptrs, step, n, c->gelu_tanh); break;
-    case CN_OP_ERF: MAP1(float, float, erf_f32(x)); break;
+    case CN_OP_ERF: erf_row_f32(ptrs, step, n); break;
     case CN_OP_FLOOR: MAP1(float, float, floorf(x)); break;
     case CN_OP_CEIL: MAP1(float, float, ceilf(x)); break;
     case CN_OP_ROUND: MAP1(float, float, rintf(x)); break; /* half to even (the default mode) */
@@ -303,7 +312,7 @@ static void unary_f32(char **ptrs, const int64_t *step, int64_t n, const void *c
     case CN_OP_IS_NAN: MAP1(uint8_t, float, (uint8_t)(isnan(x) != 0)); break;
     case CN_OP_IS_INF: MAP1(uint8_t, float, (uint8_t)(isinf(x) != 0)); break;
     case CN_OP_HARD_SIGMOID: MAP1(float, float, hard_sigmoid_f32(x)); break;
-    case CN_OP_LOG_SIGMOID: MAP1(float, float, log_sigmoid_f32(x)); break;
+    case CN_OP_LOG_SIGMOID: log_sigmoid_row_f32(ptrs, step, n); break;
     case CN_OP_HARD_SWISH: MAP1(float, float, x * hard_sigmoid_f32(x)); break;
     default: UNKNOWN_OP(c); break;
     }

@@ -116,7 +116,7 @@ static int64_t gelu_small_grad512(float *restrict y, float *restrict d, int64_t 
 }
 #endif
 
-CPU_CLONES_512 static void gelu_erf_run_f32(float *restrict y, float *restrict d, int64_t n) {
+CPU_CLONES_EXP static void gelu_erf_run_f32(float *restrict y, float *restrict d, int64_t n) {
     const int v512 = cpu_has_avx512();
     for (int64_t i = 0; i < n; i += GELU_SMALL_BLOCK) {
         int64_t len = n - i < GELU_SMALL_BLOCK ? n - i : GELU_SMALL_BLOCK;
@@ -143,7 +143,7 @@ CPU_CLONES_512 static void gelu_erf_run_f32(float *restrict y, float *restrict d
 
 /* y[i] = gelu(y[i]) over n values, and d[i] = gelu'(y[i]) (of the value before) when d is not
  * NULL; compiled for AVX-512 and AVX2 as well, as gelu's own loops (elementwise.c). */
-CPU_CLONES_512 static void gelu_run_f32(float *restrict y, float *restrict d, int64_t n,
+CPU_CLONES_EXP static void gelu_run_f32(float *restrict y, float *restrict d, int64_t n,
                                         int tanh_form) {
     if (d && tanh_form)
         for (int64_t i = 0; i < n; i++) {

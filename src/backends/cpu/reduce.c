@@ -352,7 +352,7 @@ typedef void (*item_fn)(const rctx *r, const char *x, int64_t w, char *y);
 #define DEF_FLOAT_FAMILY(T, SUF, LANES)                                                            \
     DEF_SUM(T, SUF, LANES, id, F_ID, )                                                             \
     DEF_SUM(T, SUF, LANES, sq, F_SQ, )                                                             \
-    DEF_SUM(T, SUF, LANES, ex, F_EX_##SUF, CPU_CLONES)                                             \
+    DEF_SUM(T, SUF, LANES, ex, F_EX_##SUF, CPU_CLONES_EXP)                                         \
     DEF_PROD(T, SUF, LANES)                                                                        \
     DEF_EXTREME(T, SUF, max, max, ABOVE, ISNAN_F, (T)-INFINITY)                                    \
     DEF_EXTREME(T, SUF, min, min, BELOW, ISNAN_F, (T)INFINITY)                                     \
@@ -757,23 +757,25 @@ DEF_SUM_ROWS(double, f64)
     }                                                                                              \
     /* exp(x - mx) into y, returning the sum; pairwise like sum_row. Contiguous x and y. pf: the   \
      * next row (or NULL), which each block prefetches as far as it reaches into this row, so the  \
-     * next row's reads from memory overlap this row's exps instead of stalling its max pass.      \
+     * next row's reads from memory overlap this row's exps instead of stalling its max pass (on   \
+     * AVX-512 a line an iteration, into L2; elsewhere the block's lines first, into L1).          \
      * f32 takes exp_nonpos_f32: where x - mx is NaN (a row holding a NaN or +inf, or only -inf)   \
      * the sum is 0, and the caller's y * (1 / 0) is NaN everywhere, as exp_f32's NaN would be. */ \
-    CPU_CLONES_512 static T expsum_row_##SUF(const T *restrict x, int64_t n, T mx, T *restrict y,  \
+    CPU_CLONES_EXP static T expsum_row_##SUF(const T *restrict x, int64_t n, T mx, T *restrict y,  \
                                              const T *pf) {                                        \
         if (n > PAIR_BLOCK) {                                                                      \
             int64_t h = (n / 2 + LANES - 1) / LANES * LANES;                                       \
             return expsum_row_##SUF(x, h, mx, y, pf) +                                             \
                    expsum_row_##SUF(x + h, n - h, mx, y + h, pf ? pf + h : NULL);                  \
         }                                                                                          \
+        /* f32 on AVX-512: the same bits and order of sums, in registers */                        \
+        if (CPU_EXP512_##SUF && cpu_has_avx512())                                                  \
+            return (T)expsum_leaf512((const float *)x, (float *)y, n, (float)mx,                   \
+                                     (const float *)pf);                                           \
         if (pf)                                                                                    \
             for (int64_t i = 0; i < n; i += 64 / (int64_t)sizeof(T)) __builtin_prefetch(pf + i);   \
         T acc[LANES] = {0};                                                                        \
-        /* f32 on AVX-512: the 16-lane part by exp_sub512 (the same bits and order of sums) */     \
-        int64_t i = CPU_EXP512_##SUF && cpu_has_avx512()                                           \
-                        ? exp_sub512((const float *)x, (float *)y, n, (float)mx, (float *)acc, 1)  \
-                        : 0;                                                                       \
+        int64_t i = 0;                                                                             \
         for (; i + LANES <= n; i += LANES)                                                         \
             for (int j = 0; j < LANES; j++) {                                                      \
                 T e = EXP_NONPOS_##SUF(x[i + j] - mx);                                             \
@@ -791,7 +793,7 @@ DEF_SUM_ROWS(double, f64)
     }                                                                                              \
     /* One row: x at stride xs, y at stride ys; next: the next row when x and it are contiguous    \
      * (prefetched), else NULL. */                                                                 \
-    CPU_CLONES_512                                                                                 \
+    CPU_CLONES_EXP                                                                                 \
     static void softmax_row_##SUF(const T *x, int64_t n, int64_t xs, T *y, int64_t ys, int lg,     \
                                   const T *next) {                                                 \
         int dense = xs == 1 && ys == 1;                                                            \
@@ -818,7 +820,7 @@ DEF_SUM_ROWS(double, f64)
             for (int64_t i = 0; i < n; i++) y[i * ys] *= inv;                                      \
     }                                                                                              \
     /* exp(x - mx) of a [n, w] tile into y (row stride ys), summing each column pairwise. */       \
-    CPU_CLONES                                                                                     \
+    CPU_CLONES_EXP                                                                                 \
     static void expsum_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w,                     \
                                  const T *restrict mx, T *y, int64_t ys, T *restrict acc) {        \
         if (n > COL_BLOCK) {                                                                       \
@@ -841,7 +843,7 @@ DEF_SUM_ROWS(double, f64)
         }                                                                                          \
     }                                                                                              \
     /* A tile of w adjacent columns: x rows at stride xs (columns contiguous), y rows at ys. */    \
-    CPU_CLONES                                                                                     \
+    CPU_CLONES_512                                                                                 \
     static void softmax_col_##SUF(const T *x, int64_t n, int64_t xs, int64_t w, T *y,              \
                                   int64_t ys, int lg) {                                            \
         T mx[MAX_TILE], s[MAX_TILE];                                                               \

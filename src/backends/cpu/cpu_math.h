@@ -266,13 +266,14 @@ static inline float sigmoid_of_f32(float a, float *dsig) {
 #endif
 
 /* The clones of every loop that runs exp_f32 (exp, softmax, logsumexp, gelu, silu, erf, ...):
- * AVX-512, and FMA (with AVX's 8 float lanes) rather than AVX2, since gcc's AVX2 target lacks
- * FMA and its fmaf would be a call per operation; no single target_clones entry names both, and
- * arch=haswell is chosen only on Intel's Haswell family. With 16 lanes the constants and a row's
- * partial sums fit in AVX-512's 32 vector registers. The results are the same on every clone. */
+ * AVX-512, and x86-64-v3 (AVX2 with FMA) rather than CPU_CLONES' AVX2, which lacks FMA: its
+ * fmaf would be a call per operation. (arch=x86-64-v3 is chosen on any CPU with the level's
+ * features, AMD's included; arch=haswell only on Intel's Haswell family.) With 16 lanes the
+ * constants and a row's partial sums fit in AVX-512's 32 vector registers. The results are the
+ * same on every clone. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
     !defined(__SANITIZE_THREAD__)
-#define CPU_CLONES_EXP __attribute__((target_clones("avx512f", "fma", "default")))
+#define CPU_CLONES_EXP __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
 #else
 #define CPU_CLONES_EXP
 #endif

@@ -154,8 +154,12 @@ static inline int64_t exp_sub512(const float *x, float *y, int64_t n, float m, f
     (void)x, (void)y, (void)n, (void)m, (void)lane, (void)nonpos;
     return 0;
 }
+static inline float expsum_leaf512(const float *x, float *y, int64_t n, float m, const float *pf) {
+    (void)x, (void)y, (void)n, (void)m, (void)pf;
+    return 0;
+}
 #endif
-/* For code generated per type (f32, f64): whether exp_sub512 serves the type. */
+/* For code generated per type (f32, f64): whether exp_sub512 and expsum_leaf512 serve the type. */
 #define CPU_EXP512_f32 CPU_EXP512
 #define CPU_EXP512_f64 0
 

@@ -82,7 +82,8 @@ CPU_CLONES_EXP static void log_sigmoid_row_f32(char **ptrs, const int64_t *step,
     ACT_LOOP(float, g * log_sigmoid_grad_f32(s));
 }
 
-/* gelu's f32 loops, compiled for AVX2 and AVX-512 as well (elementwise.c's forward likewise) */
+/* gelu's f32 loops, compiled for AVX2 (with FMA) and AVX-512 as well (elementwise.c's forward
+ * likewise) */
 CPU_CLONES_EXP static void gelu_row_f32(char **ptrs, const int64_t *step, int64_t n,
                                         int tanh_form) {
     if (tanh_form)

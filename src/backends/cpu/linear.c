@@ -87,8 +87,9 @@ typedef struct linear_job {
 
 /* gelu_small_with_grad_f32 of y[0, n) in place, gelu' into d, on AVX-512, 16 lanes at a time
  * (returns how many it did: the caller's loop does the rest): the same operations in the same
- * order (no FMA), with exp512 in place of exp_f32 (the same bits, cpu_math.h: vscalefps scales
- * by 2^k where the compiled exp_f32 builds two powers of two and multiplies twice). */
+ * order (no FMA but exp's own), with exp512 in place of exp_f32 (the same bits, cpu_math.h:
+ * vscalefps scales by 2^k where the compiled exp_f32 builds two powers of two and multiplies
+ * twice). */
 #if CPU_EXP512
 __attribute__((target("avx512f"))) static int64_t gelu_small_grad512(float *restrict y,
                                                                      float *restrict d,

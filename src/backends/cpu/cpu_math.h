@@ -121,8 +121,8 @@ exp_sub512(const float *x, float *y, int64_t n, float m, float *lane, int nonpos
 /* A softmax leaf: y = exp_nonpos_f32(x - m) for all n, returning the sum that a loop over 16
  * lanes gives, lanes then halved (8, 4, 2, 1), then a running sum of the tail added. The lanes
  * stay in registers (exp_sub512's lane array, written as a vector and read back as halves and
- * scalars, stalls the loads that read it). pf: each iteration prefetches
- * one line of it into L2 (the next row, read while this one's exps are computed), or NULL. */
+ * scalars, stalls the loads that read it). pf: each iteration prefetches one line of it into L2
+ * (the next row, read while this one's exps are computed), or NULL. */
 __attribute__((target("avx512f"))) static inline float
 expsum_leaf512(const float *x, float *y, int64_t n, float m, const float *pf) {
     const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-104.0f);

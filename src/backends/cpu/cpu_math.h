@@ -97,54 +97,53 @@ __attribute__((target("avx512f"))) static inline __m512 exp512(__m512 x) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), e, x);
 }
 
-/* y[i] = exp(x[i] - m) for i < n / 16 * 16, 16 lanes at a time, each value also added into
- * lane[i % 16] when lane (16 floats) is not NULL, in the order a compiled loop over 16 lanes adds
- * them. nonpos: x - m is <= 0 or NaN, taken as exp_nonpos_f32 does (a NaN gives 0: softmax's
- * rows); else as exp_f32 (clamps, NaN kept). x and y may be the same array. Returns how many
- * leading elements it did: the caller's loop does the rest. */
+/* y[i] = exp(x[i] - m) for i < n / 16 * 16, 16 lanes at a time, each value also added into lane
+ * i % 16 of *acc, in the order a compiled loop over 16 lanes adds them. nonpos: x - m is <= 0 or
+ * NaN, taken as exp_nonpos_f32 does (a NaN gives 0: softmax's rows); else as exp_f32 (clamps, NaN
+ * kept). pf: each iteration prefetches one line of it into L2 (the next row, read while this
+ * one's exps are computed), or NULL. x and y may be the same array. Returns how many leading
+ * elements it did: the caller's loop does the rest. */
 __attribute__((target("avx512f"))) static inline int64_t
-exp_sub512(const float *x, float *y, int64_t n, float m, float *lane, int nonpos) {
+exp_sub512_acc(const float *x, float *y, int64_t n, float m, __m512 *acc, int nonpos,
+               const float *pf) {
     const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-104.0f);
-    __m512 acc = lane ? _mm512_loadu_ps(lane) : _mm512_setzero_ps();
+    __m512 a = *acc;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        if (pf) _mm_prefetch((const char *)(pf + i), _MM_HINT_T1);
         __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
         /* nonpos: below -104 (or NaN: max returns its second operand) becomes -104 */
         __m512 e = nonpos ? exp_clamped512(_mm512_max_ps(v, lo)) : exp512(v);
         _mm512_storeu_ps(y + i, e);
-        acc = _mm512_add_ps(acc, e);
+        a = _mm512_add_ps(a, e);
     }
+    *acc = a;
+    return i;
+}
+
+/* exp_sub512_acc with the lane sums in memory: lane (16 floats) when not NULL. */
+__attribute__((target("avx512f"))) static inline int64_t
+exp_sub512(const float *x, float *y, int64_t n, float m, float *lane, int nonpos) {
+    __m512 acc = lane ? _mm512_loadu_ps(lane) : _mm512_setzero_ps();
+    int64_t i = exp_sub512_acc(x, y, n, m, &acc, nonpos, NULL);
     if (lane) _mm512_storeu_ps(lane, acc);
     return i;
 }
 
 /* A softmax leaf: y = exp_nonpos_f32(x - m) for all n, returning the sum that a loop over 16
- * lanes gives, lanes then halved (8, 4, 2, 1), then a running sum of the tail added. The lanes
- * stay in registers (exp_sub512's lane array, written as a vector and read back as halves and
- * scalars, stalls the loads that read it). pf: each iteration prefetches one line of it into L2
- * (the next row, read while this one's exps are computed), or NULL. */
+ * lanes gives, lanes then halved (8, 4, 2, 1: _mm512_reduce_add_ps's order), then a running sum
+ * of the tail added. The lanes stay in registers: exp_sub512's lane array, written as a vector
+ * and read back as halves and scalars, stalls the loads that read it. pf as exp_sub512_acc. */
 __attribute__((target("avx512f"))) static inline float
 expsum_leaf512(const float *x, float *y, int64_t n, float m, const float *pf) {
-    const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-104.0f);
     __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        if (pf) _mm_prefetch((const char *)(pf + i), _MM_HINT_T1);
-        __m512 e = exp_clamped512(_mm512_max_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), lo));
-        _mm512_storeu_ps(y + i, e);
-        acc = _mm512_add_ps(acc, e);
-    }
-    __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(acc),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
-    __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
-    __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
-    float sum = _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1)));
+    int64_t i = exp_sub512_acc(x, y, n, m, &acc, 1, pf);
     float s = 0;
     for (; i < n; i++) {
         y[i] = exp_nonpos_f32(x[i] - m);
         s += y[i];
     }
-    return sum + s;
+    return _mm512_reduce_add_ps(acc) + s;
 }
 #else
 #define CPU_EXP512 0

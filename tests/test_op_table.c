@@ -617,9 +617,8 @@ static cn_tensor *run_norm_bwd(const oc_call *c) {
 #include "op_table_random.h" /* check_rand_uniform, check_rand_normal */
 
 /* cn_quant_linear on dev: x [3, 64] and W [5, 64] with bias, the weight quantized with each
- * scheme; y within sum_k dx(k) / 2 |Wq[n, k]| (+ f32 rounding) of x @ dequant(W)^T + b in double,
- * dx = the step of x's int8 quantization (amax / 127 per block of 32, per row for q8_tensor and
- * q8_channel). */
+ * scheme; y within dx / 2 sum_k |Wq[n, k]| (+ f32 rounding) of x @ dequant(W)^T + b in double,
+ * dx = the step of x's int8 quantization (amax / 127 a row). */
 static void check_quant_linear(cn_device dev, const char *backend) {
     enum { M = 3, N = 5, K = 64 };
     const cn_dtype schemes[4] = {CN_Q8_TENSOR, CN_Q8_CHANNEL, CN_Q8_BLOCK, CN_Q4_BLOCK};
@@ -642,7 +641,7 @@ static void check_quant_linear(cn_device dev, const char *backend) {
                     cn_dtype_name(schemes[s]), cn_last_error());
             th_checks_failed++;
         }
-        int per = s >= 2 ? 32 : K;
+        const int per = K; /* the activations' scales: one a row */
         for (int m = 0; got && wv && m < M; m++)
             for (int n = 0; n < N; n++) {
                 double ref = b[n], bound = 1e-6;

@@ -342,9 +342,9 @@ static void test_safetensors_bit_identical(void) {
 
 /* x [M, K] and the float weight [N, K] in double; the weight quantized with scheme; y =
  * cn_quant_linear(x, wq, bias) against the product of x and the dequantized weight in double.
- * The bound is the activation quantization error the kernel adds: x is quantized per row (per
- * block of 32 for the block schemes) with step dx = amax / 127 and rounding error <= dx / 2 per
- * element, so |y - y_ref| <= sum_k dx(k) / 2 * |Wq[n, k]| (plus f32 rounding: 1e-5 of sum |x W|).
+ * The bound is the activation quantization error the kernel adds: x is quantized per row (every
+ * scheme) with step dx = amax / 127 and rounding error <= dx / 2 per element, so
+ * |y - y_ref| <= dx / 2 * sum_k |Wq[n, k]| (plus f32 rounding: 1e-5 of sum |x W|).
  * The kernel's own arithmetic error is checked too: against the double evaluation of the same
  * products (x quantized here as the kernel does, in f32: dx = amax / 127, q = roundf(x * (1 /
  * dx))), the result is within 1e-5 of the sum of |dx q W| (f32 accumulation).
@@ -368,7 +368,7 @@ static void check_linear(cn_dtype scheme, int64_t M, int64_t N, int64_t K, int w
     cn_tensor *y = cn_quant_linear(xt, wq, bt);
     CHECK(y != NULL);
     double *got = y ? th_values(y) : NULL;
-    int per = scheme == CN_Q8_BLOCK || scheme == CN_Q4_BLOCK ? 32 : (int)K;
+    const int64_t per = K; /* the activations' scales: one a row */
     for (int64_t m = 0; got && m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             double ref = with_bias ? bias[n] : 0, bound = 1e-6, mag = 0;

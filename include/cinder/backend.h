@@ -301,7 +301,7 @@ typedef enum cn_op {
      * elements; bias f32 [N] (any stride); ints = has_bias, w_offset (the storage element of
      * w[0, 0]), group (storage elements per scale), scales_at (byte offset of the scales in the
      * storage); out = y f32, M * N dense: y = x @ dequant(w)^T + bias, with x quantized to int8
-     * per row (per block of 32 for the block schemes) and int8 dots summed in int32) */
+     * per row and int8 dots summed in int32) */
     CN_OP_QUANT_LINEAR,
     /* added for speed (issue 17, the GPT's MLP): linear_gelu, y = gelu(x w^T + b) in one kernel:
      * in = (x [M, K], w [N, K][, b [N]]) as linear's; ints = approx (cn_gelu_approx), want_d;

@@ -93,11 +93,12 @@ CN_API cn_status cn_quant_layout(const cn_tensor *q, int64_t *offset, int64_t *g
 /* The quantized linear: out[.., n] = sum_k x[.., k] * W[n, k] + bias[n], for x f32 [.., K] and
  * wq quantized [N, K] (q8_tensor, q8_channel, q8_block or q4_block; for q8_channel the rows of
  * wq must be its channels, as for any view of an [N, K] weight that slices rows), bias f32 [N]
- * or NULL. Each row of x is quantized on the fly to int8 (symmetric, per row for the q8_tensor /
- * q8_channel weights, per block of 32 for the block weights: scale amax / 127, rounded to
- * nearest), the products are summed in int32 and scaled to f32: the result differs from the
- * exact product of x and the dequantized weight by at most the activation quantization error,
- * sum_k |x_scale(k)| / 2 * |W(n, k)| (tests/test_quant.c checks this bound, plus 1e-5 of
+ * or NULL. Each row of x is quantized on the fly to int8 (symmetric, one scale a row for every
+ * scheme: x_scale = the largest |x| of the row / 127, NaN aside; rounded to nearest, ties away
+ * from zero), the products are summed in int32 (per block of 32 for the block weights, scaled by
+ * the block's weight scale) and scaled to f32: the result differs from the exact product of x
+ * and the dequantized weight by at most the activation quantization error,
+ * x_scale / 2 * sum_k |W(n, k)| (tests/test_quant.c checks this bound, plus 1e-5 of
  * sum_k |x W|; against the double-precision product of the same int8 values the f32 arithmetic
  * adds at most 1e-5 of the sum of |terms|, about 1e-7 measured). CPU: AMX (amx-int8 tiles, for
  * the block weights from 6 rows of x), AVX-512 VNNI, AVX2 or portable C, chosen at run time

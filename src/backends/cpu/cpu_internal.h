@@ -126,7 +126,7 @@ cn_status cpu_quant_linear(const cn_kernel_args *a);
 /* quant_amx.c and quant_avx2.c: the block schemes' linear on the AMX tile unit and in AVX2
  * register tiles. A block weight [N, K] (storage element e of row n at w_off + n * w_s0; q4:
  * packed), x f32 [M, K] dense with K = 32 nb (AVX2: xq, xs, x quantized by quant.c: int8 [M, K]
- * and the block scales [M, nb]), y f32 [M, N] dense, bias f32 with its stride or NULL. */
+ * and the row scales [M]), y f32 [M, N] dense, bias f32 with its stride or NULL. */
 typedef struct cpu_qlinear {
     int q4;
     int64_t M, N, nb;

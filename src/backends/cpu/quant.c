@@ -2,12 +2,13 @@
  * activations x [M, K] and a quantized weight W [N, K] (core/quant.h's layout).
  *
  * Each row of x is quantized to int8 first (symmetric, round to nearest with ties away from
- * zero): per block of 32 for the block weights (one f32 scale amax / 127 a block, as ggml's
- * Q8_0 activations), per row for q8_tensor / q8_channel. Then, for each weight row n (the
- * threads split the rows of W), the row is unpacked once to int8 (q4: the nibbles minus 8), its
- * scales to f32, and dotted with every activation row: int8 x int8 products summed in int32 per
- * block of 32, scaled to f32 (blocks: sum_b dx_b dw_b dot_b; rows: dx dw sum_b dot_b, summed in
- * int64). The int8 dots run on AVX-512 VNNI (vpdpbusd), AVX2 (vpmaddubsw + vpmaddwd) or
+ * zero), one f32 scale dx = amax / 127 a row for every scheme (as fbgemm's dynamic activations,
+ * per row rather than per tensor: no f32 work a block for the activations' scales, so the block
+ * kernels' scaling is one fma a block, not a multiply and an fma). Then, for each weight row n
+ * (the threads split the rows of W), the row is unpacked once to int8 (q4: the nibbles minus 8),
+ * its scales to f32, and dotted with every activation row: int8 x int8 products summed in int32
+ * per block of 32, scaled to f32 (blocks: dx (sum_b dw_b dot_b); rows: dx dw sum_b dot_b, summed
+ * in int64). The int8 dots run on AVX-512 VNNI (vpdpbusd), AVX2 (vpmaddubsw + vpmaddwd) or
  * portable C, chosen at run time (cpu_quant_isa; CINDER_QUANT_ISA=vnni|avx2|c asks for a path,
  * never one the CPU lacks); the block schemes from AMX_MIN_M rows take the AMX tile unit where
  * the CPU and the kernel allow it (quant_amx.c: the bits of the VNNI tile kernel, below). The
@@ -81,14 +82,13 @@ const char *cn_cpu_quant_isa(void) {
 
 /* ---- the int8 dots: n blocks of 32 ------------------------------------------------------------ */
 
-/* blocks: sum_b sa[b] * sb[b] * dot(a_b, b_b), in f32 */
-static float dot_blocks_c(const int8_t *a, const float *sa, const int8_t *b, const float *sb,
-                          int64_t nb) {
+/* blocks: sum_b sb[b] * dot(a_b, b_b), in f32 (the row's scale applied by the caller) */
+static float dot_blocks_c(const int8_t *a, const int8_t *b, const float *sb, int64_t nb) {
     float sum = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         int32_t d = 0;
         for (int j = 0; j < 32; j++) d += (int32_t)a[32 * i + j] * (int32_t)b[32 * i + j];
-        sum += sa[i] * sb[i] * (float)d;
+        sum += sb[i] * (float)d;
     }
     return sum;
 }
@@ -123,8 +123,8 @@ T_AVX2 static inline __m256i dot32_avx2(__m256i a, __m256i b) {
 }
 
 /* two accumulators: consecutive blocks do not wait on each other's fmadd */
-T_AVX2 static float dot_blocks_avx2(const int8_t *a, const float *sa, const int8_t *b,
-                                    const float *sb, int64_t nb) {
+T_AVX2 static float dot_blocks_avx2(const int8_t *a, const int8_t *b, const float *sb,
+                                    int64_t nb) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
@@ -132,14 +132,13 @@ T_AVX2 static float dot_blocks_avx2(const int8_t *a, const float *sa, const int8
                                 _mm256_loadu_si256((const __m256i *)(b + 32 * i)));
         __m256i d1 = dot32_avx2(_mm256_loadu_si256((const __m256i *)(a + 32 * i + 32)),
                                 _mm256_loadu_si256((const __m256i *)(b + 32 * i + 32)));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(sa[i] * sb[i]), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(sa[i + 1] * sb[i + 1]),
-                               acc1);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(sb[i]), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(sb[i + 1]), acc1);
     }
     for (; i < nb; i++) {
         __m256i d = dot32_avx2(_mm256_loadu_si256((const __m256i *)(a + 32 * i)),
                                _mm256_loadu_si256((const __m256i *)(b + 32 * i)));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sa[i] * sb[i]), acc0);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sb[i]), acc0);
     }
     return hsum_f32(_mm256_add_ps(acc0, acc1));
 }
@@ -163,8 +162,8 @@ T_VNNI static inline __m256i dot32_vnni(__m256i acc, __m256i a, __m256i b) {
     return _mm256_dpbusd_epi32(acc, _mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
 
-T_VNNI static float dot_blocks_vnni(const int8_t *a, const float *sa, const int8_t *b,
-                                    const float *sb, int64_t nb) {
+T_VNNI static float dot_blocks_vnni(const int8_t *a, const int8_t *b, const float *sb,
+                                    int64_t nb) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     const __m256i z = _mm256_setzero_si256();
     int64_t i = 0;
@@ -173,14 +172,13 @@ T_VNNI static float dot_blocks_vnni(const int8_t *a, const float *sa, const int8
                                 _mm256_loadu_si256((const __m256i *)(b + 32 * i)));
         __m256i d1 = dot32_vnni(z, _mm256_loadu_si256((const __m256i *)(a + 32 * i + 32)),
                                 _mm256_loadu_si256((const __m256i *)(b + 32 * i + 32)));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(sa[i] * sb[i]), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(sa[i + 1] * sb[i + 1]),
-                               acc1);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(sb[i]), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(sb[i + 1]), acc1);
     }
     for (; i < nb; i++) {
         __m256i d = dot32_vnni(z, _mm256_loadu_si256((const __m256i *)(a + 32 * i)),
                                _mm256_loadu_si256((const __m256i *)(b + 32 * i)));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sa[i] * sb[i]), acc0);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sb[i]), acc0);
     }
     return hsum_f32(_mm256_add_ps(acc0, acc1));
 }
@@ -203,7 +201,7 @@ T_VNNI static int64_t dot_row_vnni(const int8_t *a, const int8_t *b, int64_t nb)
  * vpdpbusd multiplies unsigned bytes by signed bytes; one side is offset by o to be unsigned and
  * the offset is taken back exactly in int32. The activation rows are quantized once per call
  * (vquantize_rows: bit for bit as quantize_rows, vectorized) into rows of kx bytes (a multiple of
- * 64, padded with x = 0), with dx, the block scales [M, nb].
+ * 64, padded with x = 0), with dx, the row scales [M].
  *
  * Few rows (M < VGEMM_MIN_M): gemv_rows, each weight row read once, two blocks a vector (lanes
  * 0-7 block b, 8-15 block b + 1). The weight is the unsigned side (q8: q + 128 = q ^ 0x80; q4:
@@ -211,11 +209,11 @@ T_VNNI static int64_t dot_row_vnni(const int8_t *a, const int8_t *b, int64_t nb)
  * holds -o * the sum of each 4 activation bytes (the int32 lanes of a dot), which starts each
  * dot. q4 activation blocks are stored as [the 16 even elements, the 16 odd ones], the order of a
  * packed block's low nibbles then its high nibbles, so a weight block unpacks with a shuffle, a
- * shift and an and. Each block's 8 int32 lanes go to f32, scaled by dx * dw; the lanes are summed
- * at the end.
+ * shift and an and. Each block's 8 int32 lanes go to f32, scaled by dw; the lanes are summed at
+ * the end, then scaled by the row's dx.
  * More rows: the broadcast kernel (below: bcast_cols), the weight read in place. An output's
- * arithmetic (over b in order: C = fma(f32(dot_b), dw_b * dx_b, C), then + bias) does not depend
- * on the tile, the chunk or the thread that computes it. */
+ * arithmetic (over b in order: C = fma(f32(dot_b), dw_b, C), then C dx + bias) does not depend on
+ * the tile, the chunk or the thread that computes it. */
 /* weight rows ahead that the row kernel prefetches: 2 measured 0.93x the time of 4 (one thread, CPU
  * time, alternated; 1 as 2, none 1.05x) */
 #define GEMV_AHEAD  2
@@ -233,7 +231,7 @@ typedef struct vjob {
     int bc;        /* the broadcast kernel runs: xq, lane and dx in its layout (bquantize_groups) */
     int64_t G;     /* bc: groups of 16 rows (the last padded with zero rows) */
     int8_t *xq;    /* [M, kx] */
-    float *dx;     /* [M, nb] */
+    float *dx;     /* [M]; bc: [16 G], a group's 16 rows together */
     int32_t *lane; /* [M, kx / 4]; bc: the blocks' corrections */
     const uint8_t *w, *scales;
     int64_t w_off, w_s0;
@@ -256,12 +254,13 @@ T_VNNI static void vquantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t 
         int32_t *lane = j->lane + m * (kx / 4);
         memset(q + K, 0, (size_t)(kx - K));
         memset(lane + K / 4, 0, (size_t)(kx - K));
+        float id;
+        j->dx[m] = quant_row_scale512(x, K, &id);
         for (int64_t b = 0; b < nb; b++) {
             __m512i i0, i1;
-            const float d = quant_block512(x + 32 * b, j->q4, &i0, &i1);
+            quant_block512(x + 32 * b, id, j->q4, &i0, &i1);
             __m256i bytes = _mm256_inserti128_si256(
                 _mm256_castsi128_si256(_mm512_cvtepi32_epi8(i0)), _mm512_cvtepi32_epi8(i1), 1);
-            j->dx[m * nb + b] = d;
             _mm256_storeu_si256((__m256i *)(q + 32 * b), bytes);
             __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, bytes);
             _mm256_storeu_si256((__m256i *)(lane + 8 * b), _mm256_mullo_epi32(sums, noff));
@@ -319,43 +318,38 @@ T_VNNI static inline __attribute__((always_inline)) void gemv_body(vjob *j, int 
             acc[0][m] = acc[1][m] = _mm512_setzero_ps();
         int64_t g = 0;
         for (; g + 16 <= nb; g += 16) { /* whole groups of 16 blocks */
-            __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 2 * g)));
-            __m512 s[VGEMM_MIN_M - 1];
-            for (int m = 0; m < MR; m++)
-                s[m] = _mm512_mul_ps(_mm512_loadu_ps(j->dx + m * nb + g), dw);
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 2 * g)));
             for (int p = 0; p < 8; p++) {
                 int64_t b = g + 2 * p;
                 _mm_prefetch((const char *)ahead + bstep * b, _MM_HINT_T0);
                 __m512i w = vpair(Q4, wr + bstep * b, 1, x80);
+                const __m512 sp = _mm512_permutexvar_ps(idx[p], dw);
                 for (int m = 0; m < MR; m++) {
                     __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
                     d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
-                    acc[p & 1][m] = _mm512_fmadd_ps(
-                        _mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx[p], s[m]), acc[p & 1][m]);
+                    acc[p & 1][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sp, acc[p & 1][m]);
                 }
             }
         }
         if (g < nb) { /* the last, partial group */
             int64_t ng = nb - g;
             __mmask16 k = (__mmask16)((1u << ng) - 1u);
-            __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, sc + 2 * g));
-            __m512 s[VGEMM_MIN_M - 1];
-            for (int m = 0; m < MR; m++)
-                s[m] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, j->dx + m * nb + g), dw);
+            const __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, sc + 2 * g));
             for (int64_t p = 0; 2 * p < ng; p++) {
                 int64_t b = g + 2 * p;
                 __m512i w = vpair(Q4, wr + bstep * b, b + 1 < nb, x80);
+                const __m512 sp = _mm512_permutexvar_ps(idx[p], dw);
                 for (int m = 0; m < MR; m++) {
                     __m512i d = _mm512_loadu_si512(j->lane + m * (kx / 4) + 8 * b);
                     d = _mm512_dpbusd_epi32(d, w, _mm512_loadu_si512(j->xq + m * kx + 32 * b));
-                    acc[p & 1][m] = _mm512_fmadd_ps(
-                        _mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(idx[p], s[m]), acc[p & 1][m]);
+                    acc[p & 1][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sp, acc[p & 1][m]);
                 }
             }
         }
         float bias = j->bias ? j->bias[n * j->bias_stride] : 0.0f;
         for (int m = 0; m < MR; m++)
-            j->y[m * N + n] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][m], acc[1][m])) + bias;
+            j->y[m * N + n] =
+                _mm512_reduce_add_ps(_mm512_add_ps(acc[0][m], acc[1][m])) * j->dx[m] + bias;
     }
 }
 
@@ -388,11 +382,12 @@ T_VNNI static void gemv_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
  * block's dot starts from -o * the block's sum of x (o = 128 | 8). A tile of RV groups keeps
  * RV x BR accumulators in registers over all blocks (BR weight rows, output columns: 3 for 4
  * groups, else 4; for 1 group 6 and 12 measured no faster, their row pointers spilled), and
- * scales each block's int32 sums as the AMX and
- * AVX2 tile kernels do: C = fma(f32(dot_b), dw_b * dx_b, C), then + bias, the same bits. The
- * weight is never repacked (repacking it cost a quarter of the time at 64 rows, measured: a
- * 4096 x 4096 weight unpacked each call beside tiles bound by vpdpbusd); a tile's f32 work (a
- * mul and an fma a vector of outputs a block, on the ports of vpdpbusd) is 2 of its 10 cycles. */
+ * scales each block's int32 sums as the AMX and AVX2 tile kernels do: C = fma(f32(dot_b), dw_b,
+ * C), then C dx + bias, the same bits. The weight is never repacked (repacking it cost a quarter
+ * of the time at 64 rows, measured: a 4096 x 4096 weight unpacked each call beside tiles bound by
+ * vpdpbusd); a tile's f32 work (an fma a vector of outputs a block, on the ports of vpdpbusd) is
+ * 1 of its 9 cycles (with block scales for the activations too, a multiply more: the call took
+ * 1.1x the time, measured). */
 #define BCU 2  /* row tiles (of 64 rows) a unit of work: their activations stay in L2 */
 #define BW  48 /* weight rows (output columns) a unit of work: a multiple of every BR and of 16 */
 
@@ -423,13 +418,12 @@ T_VNNI static inline void btranspose16(__m512 v[16]) {
 
 /* Groups [g0, g1) of 16 activation rows (the rows past M: zeros) into the broadcast kernel's
  * layout: row tile tl (rows 64 tl ..) at xq + 2048 nb tl, with gt groups; (block b, step u,
- * group g) at ((b 8 + u) gt + g) 64, row r of the group at 4 r; the corrections and dx at
- * 64 nb tl + (b gt + g) 16 + r. A group's block is quantized 16 rows a vector (lane r: row r),
- * its 32 elements transposed in registers (a row at a time, with the 4-byte stores of the layout
- * and a reduction a block, it took 3% of the kernel's time; 450 cycles per 16 row-blocks now
- * against 1230): in each lane the values of quant_block512, the largest magnitude taken in the
- * order of its _mm512_reduce_max_ps (the same result when an element is NaN), so the same bytes,
- * dx and sums bit for bit. */
+ * group g) at ((b 8 + u) gt + g) 64, row r of the group at 4 r; the corrections at
+ * 64 nb tl + (b gt + g) 16 + r; the row scales dx in row order (16 g + r). A group's block is
+ * quantized 16 rows a vector (lane r: row r), its 32 elements transposed in registers (a row at a
+ * time, with the 4-byte stores of the layout, it took 3% of the kernel's time; 450 cycles per 16
+ * row-blocks now against 1230): in each lane the values of quant_block512 with the row's scale
+ * (quant_row_scale512), so the same bytes, dx and sums bit for bit. */
 T_VNNI static void bquantize_groups(void *ctx, int64_t chunk, int64_t g0, int64_t g1) {
     (void)chunk;
     vjob *j = ctx;
@@ -440,31 +434,19 @@ T_VNNI static void bquantize_groups(void *ctx, int64_t chunk, int64_t g0, int64_
         const int64_t tl = g / 4, gi = g % 4, gt = j->G - 4 * tl < 4 ? j->G - 4 * tl : 4;
         int8_t *xt = j->xq + 2048 * nb * tl + 64 * gi;
         int32_t *ct = j->lane + 64 * nb * tl + 16 * gi;
-        float *dt = j->dx + 64 * nb * tl + 16 * gi;
-        /* row r of the group at xr[r] (past M: row M - 1, loaded as zeros, mask 0) */
+        /* row r of the group at xr[r] (past M: row M - 1, loaded as zeros, mask 0, scale 0) */
         const float *xr[16];
         __mmask16 live[16];
+        _Alignas(64) float dr[16], idr[16];
         for (int r = 0; r < 16; r++) {
             xr[r] = j->x + (16 * g + r < j->M ? 16 * g + r : j->M - 1) * K;
             live[r] = 16 * g + r < j->M ? 0xFFFF : 0;
+            dr[r] = idr[r] = 0.0f;
+            if (live[r]) dr[r] = quant_row_scale512(xr[r], K, &idr[r]);
         }
+        memcpy(j->dx + 16 * g, dr, sizeof dr);
+        const __m512 id = _mm512_load_ps(idr);
         for (int64_t b = 0; b < nb; b++) {
-            /* the largest magnitudes: a[r] lane k max(|x k|, |x k + 16|) of row r, transposed,
-             * then halved as _mm512_reduce_max_ps does (max(upper, lower)) */
-            __m512 a[16];
-            for (int r = 0; r < 16; r++)
-                a[r] = _mm512_max_ps(
-                    _mm512_abs_ps(_mm512_maskz_loadu_ps(live[r], xr[r] + 32 * b)),
-                    _mm512_abs_ps(_mm512_maskz_loadu_ps(live[r], xr[r] + 32 * b + 16)));
-            btranspose16(a);
-            for (int w = 8; w >= 4; w /= 2)
-                for (int k = 0; k < w; k++)
-                    a[k] = _mm512_max_ps(a[k + w], a[k]);
-            const __m512 amax =
-                _mm512_max_ps(_mm512_max_ps(a[0], a[2]), _mm512_max_ps(a[1], a[3]));
-            const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
-            const __m512 id = _mm512_maskz_div_ps(
-                _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), d);
             __m512i sum = _mm512_setzero_si512();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) { /* elements 16 h + k, k < 16 */
@@ -495,7 +477,6 @@ T_VNNI static void bquantize_groups(void *ctx, int64_t chunk, int64_t g0, int64_
             /* -o * the block's sum */
             _mm512_storeu_si512(ct + b * gt * 16,
                                 _mm512_sub_epi32(zero, _mm512_slli_epi32(sum, sh)));
-            _mm512_storeu_ps(dt + b * gt * 16, d);
         }
     }
 }
@@ -505,9 +486,9 @@ T_VNNI static void bquantize_groups(void *ctx, int64_t chunk, int64_t g0, int64_
  * page: the hardware prefetcher starts anew at each) */
 #define BC_AHEAD(Q4) ((Q4) ? 16 : 8)
 
-/* One row tile (RV groups of 16 rows at xt, ct, dt) x the BR weight rows wr (their f32 scales
- * at dw[r * nb + b]; nx: the rows that come next): the 16 RV x BR outputs, before the bias,
- * into out[r * 64 + row]. */
+/* One row tile (RV groups of 16 rows at xt, ct; their row scales at dt) x the BR weight rows wr
+ * (their f32 scales at dw[r * nb + b]; nx: the rows that come next): the 16 RV x BR outputs,
+ * before the bias, into out[r * 64 + row]. */
 T_VNNI static inline __attribute__((always_inline)) void
 btile(const vjob *j, int RV, int BR, int Q4, const int8_t *xt, const int32_t *ct, const float *dt,
       const uint8_t *const *wr, const uint8_t *const *nx, const float *dw, float *out) {
@@ -554,17 +535,17 @@ btile(const vjob *j, int RV, int BR, int Q4, const int8_t *xt, const int32_t *ct
                     a[v * BR + r] = _mm512_dpbusd_epi32(a[v * BR + r], w, xv[v]);
             }
         }
-        for (int v = 0; v < RV; v++) {
-            __m512 d = _mm512_loadu_ps(dt + (b * RV + v) * 16);
-            for (int r = 0; r < BR; r++)
-                c[v * BR + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[v * BR + r]),
-                                                _mm512_mul_ps(_mm512_set1_ps(dw[r * nb + b]), d),
-                                                c[v * BR + r]);
+        for (int r = 0; r < BR; r++) {
+            const __m512 s = _mm512_set1_ps(dw[r * nb + b]);
+            for (int v = 0; v < RV; v++)
+                c[v * BR + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[v * BR + r]), s, c[v * BR + r]);
         }
     }
-    for (int v = 0; v < RV; v++)
+    for (int v = 0; v < RV; v++) {
+        const __m512 d = _mm512_loadu_ps(dt + 16 * v);
         for (int r = 0; r < BR; r++)
-            _mm512_storeu_ps(out + r * 64 + 16 * v, c[v * BR + r]);
+            _mm512_storeu_ps(out + r * 64 + 16 * v, _mm512_mul_ps(c[v * BR + r], d));
+    }
 }
 
 /* Row tile tl (gt groups) x the weight rows [c0, c1) (their scales in dw, from row c0), BR at a
@@ -575,7 +556,7 @@ bcast_tile(const vjob *j, int RV, int BR, int Q4, int64_t tl, int64_t c0, int64_
     const int64_t nb = j->nb, N = j->N;
     const int8_t *xt = j->xq + 2048 * nb * tl;
     const int32_t *ct = j->lane + 64 * nb * tl;
-    const float *dt = j->dx + 64 * nb * tl;
+    const float *dt = j->dx + 64 * tl;
     for (int64_t n0 = c0; n0 < c1; n0 += BR) {
         const uint8_t *wr[12], *nx[12];
         for (int r = 0; r < BR; r++) {
@@ -670,8 +651,7 @@ static cn_status vnni_blocks(vjob *j) {
                  lbytes = (size_t)(j->bc ? rows * nb * 4 : rows * j->kx);
     j->xq = cn__aligned_alloc("quant_linear", xbytes + 64);
     j->lane = j->xq ? cn__aligned_alloc("quant_linear", lbytes + 64) : NULL;
-    j->dx = j->lane ? cn__aligned_alloc("quant_linear", (size_t)(rows * nb + 16) * sizeof(float))
-                    : NULL;
+    j->dx = j->lane ? cn__aligned_alloc("quant_linear", (size_t)(rows + 16) * sizeof(float)) : NULL;
     cn_status st = CN_OK;
     if (!j->dx) {
         st = CN_ERR_OUT_OF_MEMORY;
@@ -718,7 +698,7 @@ typedef struct qjob {
     int64_t M, N, K, nb;      /* nb: blocks of 32 in a (zero-padded) row */
     const float *x;           /* [M, K] */
     int8_t *xq;               /* [M, 32 nb] */
-    float *xs;                /* [M, nb] (blocks) or [M] (rows) */
+    float *xs;                /* [M]: the rows' scales */
     const uint8_t *w, *scales;
     int64_t w_off, w_s0, group;
     const float *bias;
@@ -727,27 +707,23 @@ typedef struct qjob {
     int failed;
 } qjob;
 
-/* Quantizes activation rows [m0, m1) to int8. */
+/* Quantizes activation rows [m0, m1) to int8, a scale a row (the largest |x| not NaN / 127). */
 static void quantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t m1) {
     (void)chunk;
     qjob *j = ctx;
-    int64_t K = j->K, nb = j->nb, per = j->block ? 32 : K;
+    int64_t K = j->K, nb = j->nb;
     for (int64_t m = m0; m < m1; m++) {
         const float *x = j->x + m * K;
         int8_t *q = j->xq + m * 32 * nb;
         memset(q, 0, (size_t)(32 * nb));
-        int64_t groups = j->block ? nb : 1;
-        for (int64_t g = 0; g < groups; g++) {
-            int64_t k0 = g * per, k1 = k0 + per < K ? k0 + per : K;
-            float amax = 0.0f;
-            for (int64_t k = k0; k < k1; k++) amax = fmaxf(amax, fabsf(x[k]));
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            for (int64_t k = k0; k < k1; k++) {
-                float r = roundf(x[k] * id);
-                q[k] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
-            }
-            j->xs[m * groups + g] = d;
+        float amax = 0.0f;
+        for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(x[k]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int64_t k = 0; k < K; k++) {
+            float r = roundf(x[k] * id);
+            q[k] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
         }
+        j->xs[m] = d;
     }
 }
 
@@ -804,14 +780,14 @@ static void weight_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
             const int8_t *xq = j->xq + m * 32 * nb;
             float v;
             if (j->block) {
-                const float *xs = j->xs + m * nb;
 #if QX86
-                v = j->isa >= ISA_VNNI   ? dot_blocks_vnni(xq, xs, wr, ws, nb)
-                    : j->isa == ISA_AVX2 ? dot_blocks_avx2(xq, xs, wr, ws, nb)
-                                         : dot_blocks_c(xq, xs, wr, ws, nb);
+                v = j->isa >= ISA_VNNI   ? dot_blocks_vnni(xq, wr, ws, nb)
+                    : j->isa == ISA_AVX2 ? dot_blocks_avx2(xq, wr, ws, nb)
+                                         : dot_blocks_c(xq, wr, ws, nb);
 #else
-                v = dot_blocks_c(xq, xs, wr, ws, nb);
+                v = dot_blocks_c(xq, wr, ws, nb);
 #endif
+                v *= j->xs[m];
             } else {
                 int64_t d;
 #if QX86
@@ -868,9 +844,8 @@ cn_status cpu_quant_linear(const cn_kernel_args *a) {
         return vnni_blocks(&v);
     }
 #endif
-    int64_t groups = j.block ? j.nb : 1;
     j.xq = cn__malloc("quant_linear", (size_t)(j.M * 32 * j.nb + 1));
-    j.xs = j.xq ? cn__malloc("quant_linear", (size_t)(j.M * groups + 1) * sizeof(float)) : NULL;
+    j.xs = j.xq ? cn__malloc("quant_linear", (size_t)(j.M + 1) * sizeof(float)) : NULL;
     if (!j.xs) {
         cn__free(j.xq);
         return CN_ERR_OUT_OF_MEMORY;

@@ -5,17 +5,17 @@
  * A block of 32 is one tile product: TDPBSSD multiplies a 16 x 32 tile of int8 weights (16 output
  * columns n, one block) by an 8 x 64 tile of int8 activations (the same block of 16 rows m, each
  * row's 4 consecutive bytes in one int32 lane) into a 16 x 16 int32 tile: dot_b[n][m], exact.
- * The tile is stored to memory and scaled in f32 as the VNNI tile kernel does (over b in order:
- * C = fma(f32(dot_b), dw_b * dx_b, C), then + bias), so both give the same bits. The weights need
- * no repacking: a q8 row block is 32 consecutive bytes, so the A tile is read from the weight in
- * place (stride: its row); q4 rows are unpacked per panel of 16 rows as [low nibbles, high
- * nibbles] - 8 (vpermb of a 16-entry table), with the activations quantized in the matching order
- * (quant_block512), into one of two buffers: the next panel's while this one's tiles run, a few
- * units of 4 blocks of a row each step of the block loop (the vector units have room beside the
- * tile unit; unpacking a panel before its tiles cost ~22% of q4's time). The rows of the panel
- * read after that are prefetched into L2 meanwhile. The activations are quantized once per call
- * into the B tiles' layout. Two tiles of activation rows run against each weight tile loaded
- * (32 sums in registers): a tile load of weight rows costs about a third of a block's time.
+ * The tile is stored to memory and scaled in f32 as the VNNI tile kernel does (over b in order: C =
+ * fma(f32(dot_b), dw_b, C), then C dx + bias, dx the row's scale), so both give the same bits. The
+ * weights need no repacking: a q8 row block is 32 consecutive bytes, so the A tile is read from the
+ * weight in place (stride: its row); q4 rows are unpacked per panel of 16 rows as [low nibbles,
+ * high nibbles] - 8 (vpermb of a 16-entry table), with the activations quantized in the matching
+ * order (quant_block512), into one of two buffers: the next panel's while this one's tiles run, a
+ * few units of 4 blocks of a row each step of the block loop (the vector units have room beside the
+ * tile unit; unpacking a panel before its tiles cost ~22% of q4's time). The rows of the panel read
+ * after that are prefetched into L2 meanwhile. The activations are quantized once per call into the
+ * B tiles' layout. Two tiles of activation rows run against each weight tile loaded (32 sums in
+ * registers): a tile load of weight rows costs about a third of a block's time.
  *
  * The threads split the panels of 16 output columns; each loads the tile configuration at the
  * start of its chunk and releases the tiles at its end. Linux grants the tile data state only to
@@ -73,7 +73,7 @@ typedef struct ajob {
     const cpu_qlinear *q;
     int64_t tiles; /* tiles of 16 activation rows */
     int8_t *xb; /* [tiles][nb][8][64]: lane r of row t of block b holds bytes 4t..4t+3 of row r */
-    float *dx;  /* [tiles][nb][16]: the activation block scales (0 past M) */
+    float *dx;  /* [tiles][16]: the activation rows' scales (0 past M) */
     int failed;
 } ajob;
 
@@ -85,26 +85,27 @@ T_AMX static void amx_quantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_
     for (int64_t m = m0; m < m1; m++) {
         const float *x = j->q->x + m * 32 * nb;
         int64_t t = m / 16, r = m % 16;
+        float id;
+        j->dx[t * 16 + r] = quant_row_scale512(x, 32 * nb, &id);
         for (int64_t b = 0; b < nb; b++) {
             __m512i i0, i1;
-            float d = quant_block512(x + 32 * b, j->q->q4, &i0, &i1);
+            quant_block512(x + 32 * b, id, j->q->q4, &i0, &i1);
             __m256i bytes = _mm256_inserti128_si256(
                 _mm256_castsi128_si256(_mm512_cvtepi32_epi8(i0)), _mm512_cvtepi32_epi8(i1), 1);
             _mm256_i32scatter_epi32(j->xb + (t * nb + b) * 512 + 4 * r, lanes, bytes, 4);
-            j->dx[(t * nb + b) * 16 + r] = d;
         }
     }
 }
 
-/* Block b of the panel's dots (cbuf, [n][m] int32) scaled into acc[n] (lanes m). */
-T_AMX static inline __attribute__((always_inline)) void
-scale_block(__m512 acc[16], const int32_t *cbuf, const float *dx, const float *ws, int64_t nb) {
-    __m512 d = _mm512_loadu_ps(dx);
+/* Block b of the panel's dots (cbuf, [n][m] int32) scaled by the weight rows' scales into acc[n]
+ * (lanes m). */
+T_AMX static inline __attribute__((always_inline)) void scale_block(__m512 acc[16],
+                                                                    const int32_t *cbuf,
+                                                                    const float *ws, int64_t nb) {
 #pragma GCC unroll 16
-    for (int r = 0; r < 16; r++) {
-        __m512 s = _mm512_mul_ps(_mm512_set1_ps(ws[r * nb]), d);
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cbuf + 16 * r)), s, acc[r]);
-    }
+    for (int r = 0; r < 16; r++)
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cbuf + 16 * r)),
+                                 _mm512_set1_ps(ws[r * nb]), acc[r]);
 }
 
 /* A panel's weight rows in tile order: row r's blocks at abuf + r * astride, 32 bytes a block
@@ -173,16 +174,13 @@ amx_unpack_some(int Q4, int64_t nb, aunpack *u, int64_t count, int64_t astride) 
 /* Block b of two tiles' dots (c0, c1: [n][m] int32) scaled into acc[n] and acc[16 + n], each
  * as scale_block does (the same bits). */
 T_AMX static inline __attribute__((always_inline)) void
-scale_block2(__m512 acc[32], const int32_t *c0, const int32_t *c1, const float *dx0,
-             const float *dx1, const float *ws, int64_t nb) {
-    __m512 d0 = _mm512_loadu_ps(dx0), d1 = _mm512_loadu_ps(dx1);
+scale_block2(__m512 acc[32], const int32_t *c0, const int32_t *c1, const float *ws, int64_t nb) {
 #pragma GCC unroll 16 /* the 32 sums stay in registers only when the loop is unrolled */
     for (int r = 0; r < 16; r++) {
         __m512 w = _mm512_set1_ps(ws[r * nb]);
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c0 + 16 * r)),
-                                 _mm512_mul_ps(w, d0), acc[r]);
-        acc[16 + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c1 + 16 * r)),
-                                      _mm512_mul_ps(w, d1), acc[16 + r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c0 + 16 * r)), w, acc[r]);
+        acc[16 + r] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c1 + 16 * r)), w, acc[16 + r]);
     }
 }
 
@@ -218,8 +216,8 @@ typedef struct atiles {
     __m512 bias; /* lanes n */
 } atiles;
 
-/* Tile t of activation rows against the panel (TWO: tiles t and t + 1, each weight tile loaded
- * once for both) into y. A software pipeline over the blocks: block b + 1's products start before
+/* Tile t of activation rows (their scales at dx0, 16 a tile) against the panel (TWO: tiles t and
+ * t + 1, each weight tile loaded once for both) into y. A software pipeline over the blocks: block b + 1's products start before
  * block b's dots are stored, and those are scaled one step later, after block b + 1's stores, so
  * that neither the tile unit nor the vector units wait on the other's latency (tiles 0, 1, 5 and
  * 2, 3 the even blocks; 4, 1 or 5, and 6, 7 the odd ones; cbuf[b % 2]). */
@@ -227,7 +225,7 @@ T_AMX static inline __attribute__((always_inline)) void
 amx_rows(const int TWO, const atiles *c, const int8_t *xb0, const float *dx0, int64_t t) {
     const int8_t *const abase = c->abase, *const xb1 = xb0 + c->nb * 512;
     const int64_t astride = c->astride, nb = c->nb, per_step = c->per_step, ustride = c->ustride;
-    const float *const ws = c->ws, *const dx1 = dx0 + nb * 16;
+    const float *const ws = c->ws;
     const int q4 = c->q4;
     _Alignas(64) int32_t cbuf[2][2][256];
     __m512 acc[32];
@@ -252,9 +250,9 @@ amx_rows(const int TWO, const atiles *c, const int8_t *xb0, const float *dx0, in
 #define AMX_SCALE(cb, b)                                                                           \
     do {                                                                                           \
         if (TWO)                                                                                   \
-            scale_block2(acc, (cb)[0], (cb)[1], dx0 + 16 * (b), dx1 + 16 * (b), ws + (b), nb);     \
+            scale_block2(acc, (cb)[0], (cb)[1], ws + (b), nb);                                     \
         else                                                                                       \
-            scale_block(acc, (cb)[0], dx0 + 16 * (b), ws + (b), nb);                               \
+            scale_block(acc, (cb)[0], ws + (b), nb);                                               \
     } while (0)
     AMX_ISSUE(0, 1, 2, 3, 0);
     int64_t b = 0;
@@ -292,14 +290,16 @@ amx_rows(const int TWO, const atiles *c, const int8_t *xb0, const float *dx0, in
         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                            _mm512_set1_epi32(16));
     const __mmask16 k = c->nn == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << c->nn) - 1u);
-    float *tmp = (float *)cbuf; /* [2][256]: the sums, [n][m] */
+    float *tmp = (float *)cbuf; /* [2][256]: the sums times the rows' scales, [n][m] */
+    const __m512 d0 = _mm512_loadu_ps(dx0);
 #pragma GCC unroll 16
     for (int r = 0; r < 16; r++)
-        _mm512_store_ps(tmp + 16 * r, acc[r]);
+        _mm512_store_ps(tmp + 16 * r, _mm512_mul_ps(acc[r], d0));
     if (TWO) {
+        const __m512 d1 = _mm512_loadu_ps(dx0 + 16);
 #pragma GCC unroll 16
         for (int r = 0; r < 16; r++)
-            _mm512_store_ps(tmp + 256 + 16 * r, acc[16 + r]);
+            _mm512_store_ps(tmp + 256 + 16 * r, _mm512_mul_ps(acc[16 + r], d1));
     }
     for (int u = 0; u < (TWO ? 2 : 1); u++) {
         for (int64_t m = 0; m < 16 && 16 * (t + u) + m < c->M; m++) {
@@ -416,9 +416,9 @@ T_AMX static void amx_panels(void *ctx, int64_t chunk, int64_t p0, int64_t p1) {
          * a third of a product's time); a last odd tile on its own */
         for (int64_t t = 0; t < j->tiles; t += 2)
             if (t + 1 < j->tiles)
-                amx_rows(1, &c, j->xb + t * nb * 512, j->dx + t * nb * 16, t);
+                amx_rows(1, &c, j->xb + t * nb * 512, j->dx + t * 16, t);
             else
-                amx_rows(0, &c, j->xb + t * nb * 512, j->dx + t * nb * 16, t);
+                amx_rows(0, &c, j->xb + t * nb * 512, j->dx + t * 16, t);
         AMX_UNPACK(next.units); /* what the steps left, if any */
     }
 #undef AMX_DIRECT
@@ -433,15 +433,14 @@ cn_status cpu_quant_linear_amx(const cpu_qlinear *q) {
     const int64_t nb = q->nb;
     size_t xbytes = (size_t)(j.tiles * nb * 512);
     j.xb = cn__malloc("quant_linear", xbytes + 64);
-    j.dx =
-        j.xb ? cn__malloc("quant_linear", (size_t)(j.tiles * nb * 16 + 16) * sizeof(float)) : NULL;
+    j.dx = j.xb ? cn__malloc("quant_linear", (size_t)(j.tiles * 16 + 16) * sizeof(float)) : NULL;
     if (!j.dx) {
         cn__free(j.xb);
         return CN_ERR_OUT_OF_MEMORY;
     }
     if (q->M % 16) { /* the rows past M: zero activations and scales */
         memset(j.xb, 0, xbytes);
-        memset(j.dx, 0, (size_t)(j.tiles * nb * 16) * sizeof(float));
+        memset(j.dx, 0, (size_t)(j.tiles * 16) * sizeof(float));
     }
     double work = (double)q->M * 32.0 * (double)nb;
     cpu_parallel(q->M, work >= 65536.0 ? cpu_chunks(q->M, 1 + 65536 / (32 * nb + 1)) : 1,

@@ -3,8 +3,7 @@
  * VNNI tile kernel, where the row kernel (weight_rows in quant.c) dots each activation row with
  * each weight row on its own.
  *
- * The activations come quantized (quant.c's quantize_rows: int8 [M, 32 nb], block scales
- * [M, nb]). The weight is repacked 16 output columns (a panel) at a time into a buffer of the
+ * The activations come quantized (quant.c's quantize_rows: int8 [M, 32 nb], row scales [M]). The weight is repacked 16 output columns (a panel) at a time into a buffer of the
  * chunk's: per block of 32 and vector of 8 columns, 8 vectors whose int32 lane c holds bytes
  * 4t..4t+3 of the block of column c (t = 0..7; q4 unpacked to q - 8), and the columns' f32
  * scales. A tile of 4 activation rows x 8 columns keeps its accumulators in registers over all
@@ -12,7 +11,7 @@
  * the sign trick (|w| as unsigned bytes times x with w's sign, vpmaddubsw: a pair sums to at most
  * 2 * 127 * 127, no saturation; vpmaddwd by 1 sums the pairs to int32). Each block's int32 sums
  * are scaled and added in f32 as the VNNI and AMX kernels do (over b in order: C = fma(f32(dot_b),
- * dw_b * dx_b, C), then + bias): the same bits as theirs. */
+ * dw_b, C), then C dx + bias): the same bits as theirs. */
 #include <stdint.h>
 #include <string.h>
 
@@ -105,16 +104,15 @@ T_AVX2 static inline __attribute__((always_inline)) void a2_tile(const cpu_qline
                 }
             }
             __m256 s = _mm256_loadu_ps(ps + (b * 2 + jj) * 8);
-            for (int i = 0; i < RM; i++) {
-                __m256 d = _mm256_set1_ps(q->xs[(m0 + i) * nb + b]);
-                c[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[i]), _mm256_mul_ps(s, d), c[i]);
-            }
+            for (int i = 0; i < RM; i++)
+                c[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[i]), s, c[i]);
         }
         __m256 bias = _mm256_loadu_ps(pb + 8 * jj);
         int64_t left = nn - 8 * jj < 8 ? nn - 8 * jj : 8;
         for (int i = 0; i < RM; i++) {
             _Alignas(32) float out[8];
-            _mm256_store_ps(out, _mm256_add_ps(c[i], bias));
+            _mm256_store_ps(out, _mm256_add_ps(_mm256_mul_ps(c[i], _mm256_set1_ps(q->xs[m0 + i])),
+                                               bias));
             memcpy(q->y + (m0 + i) * q->N + n0 + 8 * jj, out, sizeof(float) * (size_t)left);
         }
     }

@@ -1,6 +1,7 @@
 /* What quant.c (the VNNI kernels) and quant_amx.c (the AMX tile kernel) share: the target
- * attributes of their AVX2 and 512-bit code, F16C scales and q4 unpacking, and the int8 quantization of one block of 32 activations, so
- * that both paths see the same int8 values bit for bit. x86-64 only. */
+ * attributes of their AVX2 and 512-bit code, F16C scales and q4 unpacking, and the int8
+ * quantization of activation rows (a scale a row, a block of 32 at a time), so that both paths see
+ * the same int8 values bit for bit. x86-64 only. */
 #ifndef CINDER_BACKENDS_CPU_QUANT_X86_H
 #define CINDER_BACKENDS_CPU_QUANT_X86_H
 
@@ -24,18 +25,30 @@ T_VNNI static inline __m512i quant_round_clamp512(__m512 v) {
     return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
 }
 
-/* The 32 floats at x quantized as the portable quantize_rows does (d = amax / 127, q =
- * roundf(x / d) clamped to [-127, 127]): the values of elements 0-15 in *i0 and 16-31 in *i1 as
- * int32 lanes; q4 (the activations of a q4_block weight) reorders them to the even elements in
- * *i0 and the odd ones in *i1, the order of a packed q4 block's low then high nibbles. Returns d.
- */
-T_VNNI static inline float quant_block512(const float *x, int q4, __m512i *i0, __m512i *i1) {
-    __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+/* The row's scale, as the portable quantize_rows takes it: d = amax / 127, amax the largest |x|
+ * of the n floats at x (n a multiple of 32) that is not NaN (a max of exact values: the same in
+ * any order); *id = 1 / d, or 0 when d is 0. */
+T_VNNI static inline float quant_row_scale512(const float *x, int64_t n, float *id) {
+    __m512 m0 = _mm512_setzero_ps(), m1 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 32) { /* max_ps(v, m) is m where v is NaN */
+        m0 = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), m0);
+        m1 = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i + 16)), m1);
+    }
+    const float d = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1)) / 127.0f;
+    *id = d != 0.0f ? 1.0f / d : 0.0f;
+    return d;
+}
+
+/* The 32 floats at x quantized with the row's id = 1 / d (quant_row_scale512) as the portable
+ * quantize_rows does (q = roundf(x id) clamped to [-127, 127]): the values of elements 0-15 in
+ * *i0 and 16-31 in *i1 as int32 lanes; q4 (the activations of a q4_block weight) reorders them to
+ * the even elements in *i0 and the odd ones in *i1, the order of a packed q4 block's low then high
+ * nibbles. */
+T_VNNI static inline void quant_block512(const float *x, float id, int q4, __m512i *i0,
+                                         __m512i *i1) {
     __m512 s = _mm512_set1_ps(id);
-    __m512i a = quant_round_clamp512(_mm512_mul_ps(v0, s));
-    __m512i b = quant_round_clamp512(_mm512_mul_ps(v1, s));
+    __m512i a = quant_round_clamp512(_mm512_mul_ps(_mm512_loadu_ps(x), s));
+    __m512i b = quant_round_clamp512(_mm512_mul_ps(_mm512_loadu_ps(x + 16), s));
     if (q4) {
         const __m512i even =
             _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -46,7 +59,6 @@ T_VNNI static inline float quant_block512(const float *x, int q4, __m512i *i0, _
     }
     *i0 = a;
     *i1 = b;
-    return d;
 }
 
 /* A q4 weight row's blocks b and b + 1 (16 packed bytes each at p; only b when two is 0) as the

@@ -1,10 +1,10 @@
 /* CUDA quantized linear (issue 19; the CPU's cpu/quant.c). Two kernels: the activation rows are
- * quantized to int8 as the CPU does (per block of 32 for the block weights, per row otherwise:
- * scale amax / 127, round half away from zero; a q4 weight's blocks stored as their 16 even
- * elements then their 16 odd ones, the order of a packed block's low then high nibbles), one
- * thread per block (per row); then one thread per output y[m, n] sums the int8 products four at a
- * time with dp4a (sm_61 and later), in int32 per block scaled in f32 as the CPU's tile kernels do
- * (over b in order: fma(f32(dot_b), dx_b * dw_b, acc)), or in int32 runs added in int64 for the
+ * quantized to int8 as the CPU does (a scale a row, amax / 127 with amax the largest |x| not NaN,
+ * round half away from zero; for a q4 weight each block of 32 stored as its 16 even elements then
+ * its 16 odd ones, the order of a packed block's low then high nibbles), one thread per row; then
+ * one thread per output y[m, n] sums the int8 products four at a time with dp4a (sm_61 and
+ * later), in int32 per block scaled in f32 as the CPU's tile kernels do (over b in order:
+ * acc = fma(f32(dot_b), dw_b, acc), then acc dx + bias), or in int32 runs added in int64 for the
  * per-row schemes (dx * dw * f32(dot)). Not tiled: correct on any device, not tuned. */
 #include <cuda_fp16.h>
 #include <string.h>
@@ -15,11 +15,11 @@
 typedef struct qgeom {
     int q4, block, f16_scales;
     int64_t m, n, k, w_off, w_s0, group, bias_stride;
-    int64_t kx, groups; /* bytes of a quantized activation row (a multiple of 4); scales a row */
+    int64_t kx, blocks; /* bytes of a quantized activation row (a multiple of 4); blocks of 32 */
     const float *x, *bias;
     const uint8_t *w, *scales;
     int8_t *xq;         /* [m, kx] */
-    float *xs;          /* [m, groups] */
+    float *xs;          /* [m]: the rows' scales */
     float *y;
 } qgeom;
 
@@ -38,28 +38,25 @@ __device__ __forceinline__ int q_act(float v, float id) {
     return r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r;
 }
 
-/* one thread per (row m, group g): a block of 32, or a whole row; writes its bytes of xq (a
- * row's padding past k included) and its scale */
+/* one thread per row m: writes its bytes of xq (the padding past k included) and its scale
+ * (amax / 127 in IEEE division, as the CPU) */
 __global__ void quant_act_kernel(const __grid_constant__ qgeom p) {
-    CU_GRID_LOOP(i, p.m * p.groups) {
-        int64_t m = i / p.groups, g = i - m * p.groups;
-        int64_t k0 = p.block ? 32 * g : 0, k1 = p.block ? k0 + 32 : p.k;
+    CU_GRID_LOOP(m, p.m) {
         const float *x = p.x + m * p.k;
         int8_t *q = p.xq + m * p.kx;
         float amax = 0.0f;
-        for (int64_t j = k0; j < k1; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int64_t j = k0; j < k1; j++) {
+        for (int64_t j = 0; j < p.k; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = __fdiv_rn(amax, 127.0f), id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+        for (int64_t j = 0; j < p.k; j++) {
             int64_t at = j;
-            if (p.q4) { /* even elements first, then the odd ones */
-                int64_t r = j - k0;
+            if (p.q4) { /* in each block, the even elements first, then the odd ones */
+                int64_t k0 = j & ~(int64_t)31, r = j - k0;
                 at = k0 + (r & 1 ? 16 + r / 2 : r / 2);
             }
             q[at] = (int8_t)q_act(x[j], id);
         }
-        if (!p.block)
-            for (int64_t j = p.k; j < p.kx; j++) q[j] = 0;
-        p.xs[i] = d;
+        for (int64_t j = p.k; j < p.kx; j++) q[j] = 0;
+        p.xs[m] = d;
     }
 }
 
@@ -79,8 +76,7 @@ __global__ void quant_linear_kernel(const __grid_constant__ qgeom p) {
         int64_t e0 = p.w_off + n * p.w_s0;
         float acc = 0.0f;
         if (p.block) {
-            const float *dx = p.xs + m * p.groups;
-            for (int64_t b = 0; b < p.groups; b++) {
+            for (int64_t b = 0; b < p.blocks; b++) {
                 int s = 0;
                 if (p.q4) { /* 16 packed bytes: low nibbles = the even elements, high = odd */
                     const unsigned *ww = (const unsigned *)(p.w + (e0 >> 1) + 16 * b);
@@ -95,8 +91,9 @@ __global__ void quant_linear_kernel(const __grid_constant__ qgeom p) {
                     const int *ww = (const int *)(p.w + e0 + 32 * b);
                     for (int t = 0; t < 8; t++) s = __dp4a(xw[8 * b + t], ww[t], s);
                 }
-                acc = fmaf((float)s, dx[b] * q_scale(p, e0 / 32 + b), acc);
+                acc = fmaf((float)s, q_scale(p, e0 / 32 + b), acc);
             }
+            acc = __fmul_rn(acc, p.xs[m]); /* not contracted into the bias's add */
         } else {
             /* int32 runs of 2^14 words (each adds at most 4 * 127 * 127) added in int64 */
             long long s = 0;
@@ -109,7 +106,7 @@ __global__ void quant_linear_kernel(const __grid_constant__ qgeom p) {
             }
             acc = p.xs[m] * q_scale(p, e0 / p.group) * (float)s;
         }
-        p.y[i] = acc + (p.bias ? p.bias[n * p.bias_stride] : 0.0f);
+        p.y[i] = __fadd_rn(acc, p.bias ? p.bias[n * p.bias_stride] : 0.0f);
     }
 }
 
@@ -138,17 +135,17 @@ extern "C" cn_status cuda_quant_linear(const cn_kernel_args *a) {
     }
     p.y = (float *)a->out[0].data;
     if (p.m * p.n == 0) return CN_OK;
-    p.groups = p.block ? p.k / 32 : 1;
+    p.blocks = p.block ? p.k / 32 : 0;
     p.kx = (p.k + 3) / 4 * 4;
     cu_dev *d = cu_device(op, a->device);
     if (!d) return cn_last_status();
     void *xq = NULL, *xs = NULL;
     cn_status st = cu_scratch(d, op, (size_t)(p.m * p.kx), &xq);
-    if (st == CN_OK) st = cu_scratch(d, op, (size_t)(p.m * p.groups) * sizeof(float), &xs);
+    if (st == CN_OK) st = cu_scratch(d, op, (size_t)p.m * sizeof(float), &xs);
     if (st == CN_OK) {
         p.xq = (int8_t *)xq;
         p.xs = (float *)xs;
-        quant_act_kernel<<<cu_blocks(p.m * p.groups), CU_THREADS, 0, d->stream>>>(p);
+        quant_act_kernel<<<cu_blocks(p.m), CU_THREADS, 0, d->stream>>>(p);
         st = cu_check_launch(op, "quant_act_kernel");
     }
     if (st == CN_OK) {

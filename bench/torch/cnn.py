@@ -1,10 +1,12 @@
-"""Twin of `cinder train --model cnn --epochs 1 --schedule constant`: one training epoch of the
-CNN on Fashion-MNIST, then the test accuracy, timed together as cinder's "epoch time" is.
+"""Twin of `cinder train --model cnn --epochs 2 --schedule constant`: training epochs of the
+CNN on Fashion-MNIST, each with the test accuracy after it, timed together as cinder's "epoch
+time" is (mlp.py's run: the first epoch as cnn_first_epoch, the second as cnn_epoch).
 
-  cnn_epoch     s for one epoch: 469 steps of batch 128 (the last one 96), shuffled, SGD lr 0.1
-                momentum 0.9, cross-entropy, the loss read back every step; then the test set in
-                batches of 500 under no_grad
-  cnn_accuracy  the test accuracy after that epoch (fraction)
+  cnn_first_epoch  s for the first epoch, the libraries' one-time start included
+  cnn_epoch        s for the next: 469 steps of batch 128 (the last one 96), shuffled, SGD lr 0.1
+                   momentum 0.9, cross-entropy, the loss read back every step; then the test set
+                   in batches of 500 under no_grad
+  cnn_accuracy     the test accuracy after that epoch (fraction)
 
 The architecture of src/cli/models.c (cnn_new), layer for layer (so the state_dict's keys are
 those of cinder's checkpoint): conv 1 -> 32 3x3 padding 1, relu, max-pool 2x2 stride 2,

@@ -538,7 +538,8 @@ btile(const vjob *j, int RV, int BR, int Q4, const int8_t *xt, const int32_t *ct
         for (int r = 0; r < BR; r++) {
             const __m512 s = _mm512_set1_ps(dw[r * nb + b]);
             for (int v = 0; v < RV; v++)
-                c[v * BR + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[v * BR + r]), s, c[v * BR + r]);
+                c[v * BR + r] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[v * BR + r]), s, c[v * BR + r]);
         }
     }
     for (int v = 0; v < RV; v++) {

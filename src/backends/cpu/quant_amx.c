@@ -216,11 +216,12 @@ typedef struct atiles {
     __m512 bias; /* lanes n */
 } atiles;
 
-/* Tile t of activation rows (their scales at dx0, 16 a tile) against the panel (TWO: tiles t and
- * t + 1, each weight tile loaded once for both) into y. A software pipeline over the blocks: block b + 1's products start before
- * block b's dots are stored, and those are scaled one step later, after block b + 1's stores, so
- * that neither the tile unit nor the vector units wait on the other's latency (tiles 0, 1, 5 and
- * 2, 3 the even blocks; 4, 1 or 5, and 6, 7 the odd ones; cbuf[b % 2]). */
+/* Tile t of activation rows (their scales at dx0, 16 a tile) against the panel (TWO: tiles t
+ * and t + 1, each weight tile loaded once for both) into y. A software pipeline over the blocks:
+ * block b + 1's products start before block b's dots are stored, and those are scaled one step
+ * later, after block b + 1's stores, so that neither the tile unit nor the vector units wait on
+ * the other's latency (tiles 0, 1, 5 and 2, 3 the even blocks; 4, 1 or 5, and 6, 7 the odd ones;
+ * cbuf[b % 2]). */
 T_AMX static inline __attribute__((always_inline)) void
 amx_rows(const int TWO, const atiles *c, const int8_t *xb0, const float *dx0, int64_t t) {
     const int8_t *const abase = c->abase, *const xb1 = xb0 + c->nb * 512;

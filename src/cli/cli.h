@@ -8,6 +8,7 @@
 #ifndef CINDER_CLI_CLI_H
 #define CINDER_CLI_CLI_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -98,6 +99,21 @@ int cli_parse_device(const char *cmd, const char *text, cn_device *out);
 /* Parses --threads N (1..CN_CPU_MAX_THREADS) and sets the CPU pool's size (cn_cpu_set_threads),
  * which must happen before the command's first CPU op; 0, or -1 (printed). */
 int cli_parse_threads(const char *cmd, const char *text);
+
+/* ---- warm.c: the CPU GEMM's one-time start beside the data's loading -------------------------- */
+
+typedef struct cli_warm {
+    pthread_t thread;
+    int started;
+} cli_warm;
+
+/* On the CPU (device's backend), starts a thread that makes one small cn_cpu_gemm, so that oneDNN
+ * generates its kernels while the command loads its data; 1 when started, 0 otherwise (another
+ * device, or no thread to be had: the first product then pays, as before). Call after the pool's
+ * size is set (cli_parse_threads) and pair with cli_warm_end before the first training step. */
+int cli_warm_begin(cn_device device, cli_warm *w);
+/* Joins the thread, if one was started. */
+void cli_warm_end(cli_warm *w);
 
 /* ---- json.c: writing JSON ------------------------------------------------------------------- */
 

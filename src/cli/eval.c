@@ -83,14 +83,19 @@ int cli_eval(int argc, char **argv) {
     cn_device device;
     if (cli_parse_device(CMD, o.device, &device) != 0) return CLI_EXIT_FAILURE;
 
+    cli_warm warm;
+    cli_warm_begin(device, &warm); /* oneDNN's kernels generated while the files load */
     cli_model m = {0};
     if (load_model(o.load, device, &m) != CN_OK) {
+        cli_warm_end(&warm);
         fprintf(stderr, "cinder eval: cannot load the model: %s\n", cn_last_error());
         cli_model_free(&m);
         return CLI_EXIT_FAILURE;
     }
     cli_data d;
-    if (cli_data_load(o.data, device, 0, 0, o.test_limit, &d) != CN_OK) {
+    cn_status loaded = cli_data_load(o.data, device, 0, 0, o.test_limit, &d);
+    cli_warm_end(&warm);
+    if (loaded != CN_OK) {
         fprintf(stderr, "cinder eval: cannot load Fashion-MNIST: %s\n", cn_last_error());
         cli_model_free(&m);
         return CLI_EXIT_FAILURE;

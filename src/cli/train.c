@@ -684,7 +684,11 @@ static int train_command(int argc, char **argv) {
         }
     }
     cli_data d;
-    if (cli_data_load(o.data, device, 1, o.limit, o.test_limit, &d) != CN_OK) {
+    cli_warm warm;
+    cli_warm_begin(inner, &warm); /* oneDNN's kernels generated while the data loads */
+    cn_status loaded = cli_data_load(o.data, device, 1, o.limit, o.test_limit, &d);
+    cli_warm_end(&warm);
+    if (loaded != CN_OK) {
         fprintf(stderr, "cinder train: cannot load Fashion-MNIST: %s\n", cn_last_error());
         return CLI_EXIT_FAILURE;
     }

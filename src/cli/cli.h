@@ -108,10 +108,10 @@ typedef struct cli_warm {
 } cli_warm;
 
 /* On the CPU (device's backend), starts a thread that makes one small cn_cpu_gemm, so that oneDNN
- * generates its kernels while the command loads its data; 1 when started, 0 otherwise (another
- * device, or no thread to be had: the first product then pays, as before). Call after the pool's
- * size is set (cli_parse_threads) and pair with cli_warm_end before the first training step. */
-int cli_warm_begin(cn_device device, cli_warm *w);
+ * generates its kernels while the command loads its data (on another device, or with no thread to
+ * be had, nothing: the first product then pays, as before). Call after the pool's size is set
+ * (cli_parse_threads) and pair with cli_warm_end before the first training step. */
+void cli_warm_begin(cn_device device, cli_warm *w);
 /* Joins the thread, if one was started. */
 void cli_warm_end(cli_warm *w);
 

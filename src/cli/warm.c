@@ -21,9 +21,9 @@ static void *warm_main(void *arg) {
     return NULL;
 }
 
-int cli_warm_begin(cn_device device, cli_warm *w) {
+void cli_warm_begin(cn_device device, cli_warm *w) {
     w->started = 0;
-    if (device.backend != CN_BACKEND_CPU) return 0; /* the CPU's GEMM does not run */
+    if (device.backend != CN_BACKEND_CPU) return; /* the CPU's GEMM does not run */
     /* signals sent to the process stay with the command's own thread (cli_interrupt_install);
      * the faults a thread causes itself stay open, as in the CPU pool's workers */
     sigset_t async, saved;
@@ -33,7 +33,6 @@ int cli_warm_begin(cn_device device, cli_warm *w) {
     pthread_sigmask(SIG_BLOCK, &async, &saved);
     w->started = pthread_create(&w->thread, NULL, warm_main, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    return w->started;
 }
 
 void cli_warm_end(cli_warm *w) {

@@ -257,10 +257,7 @@ T_VNNI static void vquantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t 
         float id;
         j->dx[m] = quant_row_scale512(x, K, &id);
         for (int64_t b = 0; b < nb; b++) {
-            __m512i i0, i1;
-            quant_block512(x + 32 * b, id, j->q4, &i0, &i1);
-            __m256i bytes = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm512_cvtepi32_epi8(i0)), _mm512_cvtepi32_epi8(i1), 1);
+            const __m256i bytes = quant_block512(x + 32 * b, id, j->q4);
             _mm256_storeu_si256((__m256i *)(q + 32 * b), bytes);
             __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, bytes);
             _mm256_storeu_si256((__m256i *)(lane + 8 * b), _mm256_mullo_epi32(sums, noff));

@@ -88,10 +88,7 @@ T_AMX static void amx_quantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_
         float id;
         j->dx[t * 16 + r] = quant_row_scale512(x, 32 * nb, &id);
         for (int64_t b = 0; b < nb; b++) {
-            __m512i i0, i1;
-            quant_block512(x + 32 * b, id, j->q->q4, &i0, &i1);
-            __m256i bytes = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm512_cvtepi32_epi8(i0)), _mm512_cvtepi32_epi8(i1), 1);
+            const __m256i bytes = quant_block512(x + 32 * b, id, j->q->q4);
             _mm256_i32scatter_epi32(j->xb + (t * nb + b) * 512 + 4 * r, lanes, bytes, 4);
         }
     }

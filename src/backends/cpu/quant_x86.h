@@ -40,12 +40,10 @@ T_VNNI static inline float quant_row_scale512(const float *x, int64_t n, float *
 }
 
 /* The 32 floats at x quantized with the row's id = 1 / d (quant_row_scale512) as the portable
- * quantize_rows does (q = roundf(x id) clamped to [-127, 127]): the values of elements 0-15 in
- * *i0 and 16-31 in *i1 as int32 lanes; q4 (the activations of a q4_block weight) reorders them to
- * the even elements in *i0 and the odd ones in *i1, the order of a packed q4 block's low then high
- * nibbles. */
-T_VNNI static inline void quant_block512(const float *x, float id, int q4, __m512i *i0,
-                                         __m512i *i1) {
+ * quantize_rows does (q = roundf(x id) clamped to [-127, 127]): the 32 int8 values in order; q4
+ * (the activations of a q4_block weight) reorders them to the 16 even elements then the 16 odd
+ * ones, the order of a packed q4 block's low then high nibbles. */
+T_VNNI static inline __m256i quant_block512(const float *x, float id, int q4) {
     __m512 s = _mm512_set1_ps(id);
     __m512i a = quant_round_clamp512(_mm512_mul_ps(_mm512_loadu_ps(x), s));
     __m512i b = quant_round_clamp512(_mm512_mul_ps(_mm512_loadu_ps(x + 16), s));
@@ -57,8 +55,8 @@ T_VNNI static inline void quant_block512(const float *x, float id, int q4, __m51
         b = _mm512_permutex2var_epi32(a, odd, b);
         a = e;
     }
-    *i0 = a;
-    *i1 = b;
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(a)),
+                                   _mm512_cvtepi32_epi8(b), 1);
 }
 
 /* A q4 weight row's blocks b and b + 1 (16 packed bytes each at p; only b when two is 0) as the

@@ -874,35 +874,100 @@ DEF_SOFTMAX(double, f64, 8)
  * A row's output is written twice, exp(x - max) then its product by 1 / sum, so each of its cache
  * lines is read from memory before the first write (a write allocates its line) and written back
  * later: three transfers for two tensors' worth of data. For an output too large to stay in
- * cache, the exps go to a buffer (one per chunk, in L1) and y = exp * (1 / sum) is stored with
- * non-temporal stores, which write whole lines without reading them first. The values are the
- * same products of the same exps, so the bits do not change. AVX-512 only (the path that
- * exp_sub512 serves); the caller fences after its rows. */
+ * cache, the exps go to a buffer (two per chunk, in L1/L2) and y = exp * (1 / sum) is stored with
+ * non-temporal stores, which write whole lines without reading them first. The stores of a row
+ * are interleaved with the next row's exps, a line per 16 exps (a pending row, below), so the
+ * writes to memory overlap that computation instead of following it. The values are the same
+ * products of the same exps, so the bits do not change. AVX-512 only (the path that
+ * exp_clamped512 serves); the caller fences after its rows. */
+typedef struct pending_row {
+    const float *e; /* the row's exps, not yet scaled and stored */
+    float *y;       /* where they go: 64-byte aligned once started */
+    int64_t left;   /* how many are left */
+    float inv;      /* 1 / the row's sum */
+} pending_row;
+
 #if CPU_EXP512
-__attribute__((target("avx512f"))) static void scale_stream_f32(const float *restrict e,
-                                                               int64_t n, float inv,
-                                                               float *restrict y) {
+/* Starts a pending row: the elements before y's first 64-byte boundary are stored as usual. */
+static void pending_start(pending_row *p, const float *e, float *y, int64_t n, float inv) {
     int64_t i = 0;
     for (; i < n && ((uintptr_t)(y + i) & 63) != 0; i++) y[i] = e[i] * inv;
-    const __m512 v = _mm512_set1_ps(inv);
-    for (; i + 16 <= n; i += 16) _mm512_stream_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(e + i), v));
-    for (; i < n; i++) y[i] = e[i] * inv;
+    p->e = e + i;
+    p->y = y + i;
+    p->left = n - i;
+    p->inv = inv;
 }
 
+/* Stores what is left of a pending row. */
+__attribute__((target("avx512f"))) static void pending_flush(pending_row *p) {
+    const __m512 v = _mm512_set1_ps(p->inv);
+    int64_t i = 0;
+    for (; i + 16 <= p->left; i += 16)
+        _mm512_stream_ps(p->y + i, _mm512_mul_ps(_mm512_loadu_ps(p->e + i), v));
+    for (; i < p->left; i++) p->y[i] = p->e[i] * p->inv;
+    p->left = 0;
+}
+
+/* expsum_leaf512 (the same bits) that also stores a line of the pending row per 16 exps. */
+__attribute__((target("avx512f"))) static float expsum_store_leaf(const float *x, float *y,
+                                                                  int64_t n, float m,
+                                                                  const float *pf,
+                                                                  pending_row *p) {
+    const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-104.0f);
+    const __m512 vinv = _mm512_set1_ps(p->inv);
+    const float *pe = p->e;
+    float *py = p->y;
+    int64_t lines = p->left / 16;
+    __m512 a = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        if (pf) _mm_prefetch((const char *)(pf + i), _MM_HINT_T1);
+        if (lines > 0) {
+            _mm512_stream_ps(py, _mm512_mul_ps(_mm512_loadu_ps(pe), vinv));
+            py += 16, pe += 16, lines--;
+        }
+        __m512 e = exp_clamped512(_mm512_max_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), lo));
+        _mm512_storeu_ps(y + i, e);
+        a = _mm512_add_ps(a, e);
+    }
+    p->left -= pe - p->e;
+    p->e = pe, p->y = py;
+    float s = 0;
+    for (; i < n; i++) {
+        y[i] = exp_nonpos_f32(x[i] - m);
+        s += y[i];
+    }
+    return _mm512_reduce_add_ps(a) + s;
+}
+
+/* expsum_row_f32 on AVX-512 (the same halving, so the same sum), storing the pending row. */
+static float expsum_store_row(const float *x, int64_t n, float m, float *y, const float *pf,
+                              pending_row *p) {
+    if (n > PAIR_BLOCK) {
+        int64_t h = (n / 2 + 15) / 16 * 16;
+        return expsum_store_row(x, h, m, y, pf, p) +
+               expsum_store_row(x + h, n - h, m, y + h, pf ? pf + h : NULL, p);
+    }
+    return expsum_store_leaf(x, y, n, m, pf, p);
+}
+
+/* One row into e; its predecessor's stores (p) go out meanwhile, then p holds this row. */
 static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const float *next,
-                                   float *restrict e) {
+                                   float *restrict e, pending_row *p) {
     float mx = max_dense_f32(x, n);
-    float inv = 1 / expsum_row_f32(x, n, mx, e, next);
-    scale_stream_f32(e, n, inv, y);
+    float inv = 1 / expsum_store_row(x, n, mx, e, next, p);
+    pending_flush(p);
+    pending_start(p, e, y, n, inv);
 }
 
 static void stream_fence(void) { _mm_sfence(); }
 #else
 static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const float *next,
-                                   float *e) {
-    (void)e;
+                                   float *e, pending_row *p) {
+    (void)e, (void)p;
     softmax_row_f32(x, n, 1, y, 1, 0, next);
 }
+static void pending_flush(pending_row *p) { (void)p; }
 static void stream_fence(void) {}
 #endif
 
@@ -937,8 +1002,12 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
     int64_t q = begin / pl->ntiles;
     walker_seek(&wk, q);
     size_t es = pl->f64 ? sizeof(double) : sizeof(float);
-    /* the streamed rows' exps (without memory for it, the rows take the ordinary path) */
-    float *ebuf = pl->stream ? aligned_alloc(64, (size_t)(pl->n + 15) / 16 * 64) : NULL;
+    /* the streamed rows' exps, two rows' worth: the one being computed and the one being stored
+     * (without memory for it, the rows take the ordinary path) */
+    int64_t ebuf_row = (pl->n + 15) / 16 * 16;
+    float *ebuf = pl->stream ? aligned_alloc(64, (size_t)ebuf_row * 2 * sizeof(float)) : NULL;
+    pending_row pend = {NULL, NULL, 0, 0};
+    int cur = 0;
     for (int64_t i = begin; i < end; i++) {
         for (; q < i / pl->ntiles; q++) walker_next(&wk);
         int64_t j0 = (i % pl->ntiles) * pl->tile;
@@ -963,9 +1032,11 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
                 next = j + 1 < w ? xp + (size_t)((j + 1) * pl->cs) * es
                        : i + 1 < end ? item_x(pl, &wk, q, i + 1, es)
                                      : NULL;
-            if (ebuf)
+            if (ebuf) {
                 softmax_row_stream_f32((const float *)xp + j * pl->cs, pl->n, (float *)yp + j,
-                                       (const float *)next, ebuf);
+                                       (const float *)next, ebuf + cur * ebuf_row, &pend);
+                cur ^= 1;
+            }
             else if (pl->f64)
                 softmax_row_f64((const double *)xp + j * pl->cs, pl->n, pl->rs,
                                 (double *)yp + j, pl->inner, pl->lg, (const double *)next);
@@ -974,7 +1045,10 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
                                 pl->inner, pl->lg, (const float *)next);
         }
     }
-    if (ebuf) stream_fence(); /* the streamed lines are visible before the chunk is done */
+    if (ebuf) {
+        pending_flush(&pend);
+        stream_fence(); /* the streamed lines are visible before the chunk is done */
+    }
     free(ebuf);
 }
 

@@ -8,8 +8,10 @@
 # for --device cuda, with the CUDA backend), then runs each workload's cinder program
 # (bench/bench_*.c, or `cinder train` for the MLP and the CNN) and its PyTorch twin
 # (bench/torch/*.py) N times, alternating which goes first, so that both see the same machine.
-# Prints a table of medians, their ratio and whether the bar is met; --out also writes the raw
-# figures (one run per line).
+# Prints a table of medians, their ratio, the median of each repetition's own ratio (the two runs
+# of a repetition seconds apart: the figure held against the bar, as this host's speed moves by up
+# to 2x over minutes) and whether the bar is met; --out also writes the raw figures (one run per
+# line).
 #
 # Workloads: overhead elementwise softmax matmul conv mlp cnn gpt quant, and ddp (cinder alone, not in
 # the default list: data parallelism over MPI, issue 18). On a device that this build or
@@ -25,7 +27,9 @@
 #
 # A second table sets cinder's figures against this machine's limits, measured in the same run:
 # the MLP's and the CNN's epoch against their GEMM floor (the epoch's GEMM flops at the sgemm_1024
-# rate of matmul), add_16m and softmax_4096 against the memory bandwidth that elementwise measures,
+# rate of matmul), add_16m and softmax_4096 against the memory bandwidth that elementwise measures
+# (and, the fraction held against the bar, against a bandwidth sample taken by their own program
+# just before each of their runs: add_16m_bw, softmax_4096_bw; bench/bench_ceiling.h),
 # and the peak RSS of `cinder train --model mlp` against the data set's f32 size + 100 MB. A row
 # whose figures come from a workload left out by --only says which to add.
 #
@@ -228,6 +232,7 @@ import collections, statistics, subprocess, sys
 
 raw, device, reps, openblas, core, torch_version, threads, load = sys.argv[1:]
 values = collections.defaultdict(list)   # (impl, figure) -> [value]
+byrep = collections.defaultdict(dict)    # (impl, figure) -> {repetition: value}
 units, skipped = {}, {}
 for line in open(raw):
     impl, rep, rest = line.rstrip("\n").split(" ", 2)
@@ -237,6 +242,7 @@ for line in open(raw):
         continue
     name, value, unit = rest.split(" ", 2)
     values[(impl, name)].append(float(value))
+    byrep[(impl, name)][rep] = float(value)
     units[name] = unit
 
 # figure, what it measures, lower is better?, absolute cap on cinder's figure, bar on the ratio
@@ -287,6 +293,14 @@ def med(impl, name):
     v = values.get((impl, name))
     return statistics.median(v) if v else None
 
+# The median of each repetition's own cinder/PyTorch ratio (f(cinder, torch) per repetition): the
+# two runs of a repetition are seconds apart, so they see the same machine, whose speed moves by
+# up to 2x over minutes here. The figure held against the bars; the ratio of the medians beside it.
+def paired(name, f=lambda c, t: c / t):
+    c, t = byrep.get(("cinder", name), {}), byrep.get(("torch", name), {})
+    r = [f(c[k], t[k]) for k in c if k in t]
+    return statistics.median(r) if r else None
+
 def fmt(x):
     return "-" if x is None else f"{x:.4g}"
 
@@ -300,8 +314,9 @@ print(f"device {device}, {threads} threads; {cpu}, {sh('nproc')} cores, {memory}
       f"GEMM: {core} (Debian {openblas}); PyTorch {torch_version}; medians of {reps} runs; "
       f"load average at the end {load}")
 print()
-print("| workload | unit | cinder | PyTorch | cinder/PyTorch | bar | met |")
-print("|---|---|---|---|---|---|---|")
+print("| workload | unit | cinder | PyTorch | cinder/PyTorch, ratio of medians | "
+      "median of paired ratios | bar (on the paired ratio) | met |")
+print("|---|---|---|---|---|---|---|---|")
 shown = set()
 for name, what, lower, cap, bar in BARS:
     shown.add(name)
@@ -309,10 +324,10 @@ for name, what, lower, cap, bar in BARS:
     unit = units.get(name, "")
     if c is None or t is None:
         why = skipped.get(("cinder", name)) or skipped.get(("torch", name)) or "not run"
-        print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | - | - | skipped: {why} |")
+        print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | - | - | - | skipped: {why} |")
         continue
-    ratio = c / t
-    ok = ratio <= bar if lower else ratio >= bar
+    ratio, pr = c / t, paired(name)
+    ok = pr <= bar if lower else pr >= bar
     text = f"{'<=' if lower else '>='} {bar:.3g}"
     if cap is not None:
         ok = ok and c <= cap
@@ -330,11 +345,15 @@ for name, what, lower, cap, bar in BARS:
         if cl is not None and tl is not None:
             ok = ok and abs(cl - tl) <= 1e-3
             text += f"; final loss {cl:.5f} vs {tl:.5f} (within 1e-3)"
-    print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {ratio:.3f} | {text} | {'yes' if ok else 'NO'} |")
+    print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {ratio:.3f} | {pr:.3f} | {text} | "
+          f"{'yes' if ok else 'NO'} |")
 
 # Against this machine's limits, measured in this run. A row: figure, what, the workload that
 # makes it, the limit's value (None when not measured), the workload that measures the limit,
 # fraction(value, limit), the bar on cinder's fraction, whether the fraction must stay below it.
+# add_16m and softmax_4096 also come as fractions measured together with the bandwidth
+# (figure_bw: each run over a bandwidth sample taken just before it, bench/bench_ceiling.h): that
+# fraction is held against the bar, the run-wide one shown beside it.
 peak = med("cinder", "sgemm_1024")
 bandwidth = med("cinder", "bandwidth")
 floor = {m: (epoch_gflop(m) / peak if peak else None) for m in GEMMS}
@@ -356,9 +375,9 @@ print("Against this machine's limits, measured in the same run: "
       f"bandwidth {fmt(bandwidth)} GB/s (the best of memcpy and STREAM copy/add/triad, from "
       "elementwise). Fraction: limit / time for an epoch, figure / limit otherwise.")
 print()
-print("| figure | unit | cinder | PyTorch | limit | cinder's fraction | PyTorch's fraction | bar "
-      "| met |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| figure | unit | cinder | PyTorch | limit | cinder's fraction | cinder's, paired with "
+      "the bandwidth | PyTorch's fraction | bar | met |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for name, what, source, limit, limit_source, fraction, bar, below in LIMITS:
     shown.add(name)
     c, t = med("cinder", name), med("torch", name)
@@ -370,29 +389,44 @@ for name, what, source, limit, limit_source, fraction, bar, below in LIMITS:
         need.append(limit_source)
     if need:
         why = skipped.get(("cinder", name)) or ("needs " + " and ".join(need) + " in the run")
-        print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {fmt(limit)} | - | - | - | skipped: {why} |")
+        print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {fmt(limit)} | - | - | - | - | "
+              f"skipped: {why} |")
         continue
     fc = fraction(c, limit)
     ft = fraction(t, limit) if t is not None else None
-    ok = fc <= bar if below else fc >= bar
-    print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {fmt(limit)} | {fc:.3f} | {fmt(ft)} | "
-          f"{'<=' if below else '>='} {bar:g} | {'yes' if ok else 'NO'} |")
+    fp = med("cinder", name + "_bw")
+    shown.add(name + "_bw")
+    held = fp if fp is not None else fc
+    ok = held <= bar if below else held >= bar
+    print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {fmt(limit)} | {fc:.3f} | {fmt(fp)} | "
+          f"{fmt(ft)} | {'<=' if below else '>='} {bar:g}{' (paired)' if fp is not None else ''} | "
+          f"{'yes' if ok else 'NO'} |")
 
 # Quantized linear (issue 19), 4096 x 4096: batch 1 at least 3x cinder's f32 linear and at least
 # 0.7 of the memory bandwidth (packed weights and scales read / time), batch 64 at least as fast
 # as PyTorch's dynamically quantized Linear (int8, fbgemm; the one PyTorch figure both schemes
 # are held against). A row: what, cinder's figure, its reference, fraction(figure, reference), bar.
+# cinder's figure `name` against PyTorch's `ref` in the same repetition: the median of ref / name
+def paired_with(name, ref):
+    c, t = byrep.get(("cinder", name), {}), byrep.get(("torch", ref), {})
+    r = [t[k] / c[k] for k in c if k in t]
+    return statistics.median(r) if r else None
+
 if any(med("cinder", f"quant_{s}_b1") is not None for s in ("q8", "q4")):
     f32_b1, torch_b64 = med("cinder", "quant_f32_b1"), med("torch", "quant_q8_b64")
-    QUANT = []
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+    QUANT = []  # what, unit, cinder's figure, its reference, the fraction held, bar
     for s, label in (("q8", "q8_block"), ("q4", "q4_block")):
+        b1, gbs, b64 = (med("cinder", f"quant_{s}_{k}") for k in ("b1", "b1_gbs", "b64"))
         QUANT += [
-            (f"{label}, batch 1: cinder's f32 linear / {label}", "ms", med("cinder", f"quant_{s}_b1"),
-             f32_b1, lambda v, ref: ref / v, 3.0),
-            (f"{label}, batch 1: GB/s of weights and scales / memory bandwidth", "GB/s",
-             med("cinder", f"quant_{s}_b1_gbs"), bandwidth, lambda v, ref: v / ref, 0.7),
-            (f"{label}, batch 64: PyTorch's dynamic int8 Linear / {label}", "ms",
-             med("cinder", f"quant_{s}_b64"), torch_b64, lambda v, ref: ref / v, 1.0),
+            (f"{label}, batch 1: cinder's f32 linear / {label}", "ms", b1, f32_b1,
+             ratio(f32_b1, b1), 3.0),
+            (f"{label}, batch 1: GB/s of weights and scales / memory bandwidth", "GB/s", gbs,
+             bandwidth, ratio(gbs, bandwidth), 0.7),
+            (f"{label}, batch 64: PyTorch's dynamic int8 Linear / {label}, the median of paired "
+             f"ratios (the ratio of the medians: {fmt(ratio(torch_b64, b64))})", "ms", b64,
+             torch_b64, paired_with(f"quant_{s}_b64", "quant_q8_b64"), 1.0),
         ]
     print()
     print("Quantized linear, 4096 x 4096 (issue 19): each scheme against cinder's f32 linear "
@@ -401,12 +435,11 @@ if any(med("cinder", f"quant_{s}_b1") is not None for s in ("q8", "q4")):
     print()
     print("| figure | unit | cinder | reference | fraction | bar | met |")
     print("|---|---|---|---|---|---|---|")
-    for what, unit, v, ref, fraction, bar in QUANT:
-        if v is None or ref is None:
+    for what, unit, v, ref, fr, bar in QUANT:
+        if fr is None:
             print(f"| {what} | {unit} | {fmt(v)} | {fmt(ref)} | - | >= {bar:g} | skipped: needs "
                   "quant and elementwise in the run |")
             continue
-        fr = fraction(v, ref)
         print(f"| {what} | {unit} | {fmt(v)} | {fmt(ref)} | {fr:.3f} | >= {bar:g} | "
               f"{'yes' if fr >= bar else 'NO'} |")
 

@@ -1036,8 +1036,7 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
                 softmax_row_stream_f32((const float *)xp + j * pl->cs, pl->n, (float *)yp + j,
                                        (const float *)next, ebuf + cur * ebuf_row, &pend);
                 cur ^= 1;
-            }
-            else if (pl->f64)
+            } else if (pl->f64)
                 softmax_row_f64((const double *)xp + j * pl->cs, pl->n, pl->rs,
                                 (double *)yp + j, pl->inner, pl->lg, (const double *)next);
             else

@@ -296,8 +296,9 @@ def med(impl, name):
 # The median of each repetition's own cinder/PyTorch ratio (f(cinder, torch) per repetition): the
 # two runs of a repetition are seconds apart, so they see the same machine, whose speed moves by
 # up to 2x over minutes here. The figure held against the bars; the ratio of the medians beside it.
-def paired(name, f=lambda c, t: c / t):
-    c, t = byrep.get(("cinder", name), {}), byrep.get(("torch", name), {})
+# ref: PyTorch's figure to pair with, when its name differs.
+def paired(name, ref=None, f=lambda c, t: c / t):
+    c, t = byrep.get(("cinder", name), {}), byrep.get(("torch", ref or name), {})
     r = [f(c[k], t[k]) for k in c if k in t]
     return statistics.median(r) if r else None
 
@@ -406,12 +407,6 @@ for name, what, source, limit, limit_source, fraction, bar, below in LIMITS:
 # 0.7 of the memory bandwidth (packed weights and scales read / time), batch 64 at least as fast
 # as PyTorch's dynamically quantized Linear (int8, fbgemm; the one PyTorch figure both schemes
 # are held against). A row: what, cinder's figure, its reference, fraction(figure, reference), bar.
-# cinder's figure `name` against PyTorch's `ref` in the same repetition: the median of ref / name
-def paired_with(name, ref):
-    c, t = byrep.get(("cinder", name), {}), byrep.get(("torch", ref), {})
-    r = [t[k] / c[k] for k in c if k in t]
-    return statistics.median(r) if r else None
-
 if any(med("cinder", f"quant_{s}_b1") is not None for s in ("q8", "q4")):
     f32_b1, torch_b64 = med("cinder", "quant_f32_b1"), med("torch", "quant_q8_b64")
     def ratio(a, b):
@@ -426,7 +421,7 @@ if any(med("cinder", f"quant_{s}_b1") is not None for s in ("q8", "q4")):
              bandwidth, ratio(gbs, bandwidth), 0.7),
             (f"{label}, batch 64: PyTorch's dynamic int8 Linear / {label}, the median of paired "
              f"ratios (the ratio of the medians: {fmt(ratio(torch_b64, b64))})", "ms", b64,
-             torch_b64, paired_with(f"quant_{s}_b64", "quant_q8_b64"), 1.0),
+             torch_b64, paired(f"quant_{s}_b64", "quant_q8_b64", lambda c, t: t / c), 1.0),
         ]
     print()
     print("Quantized linear, 4096 x 4096 (issue 19): each scheme against cinder's f32 linear "

@@ -67,6 +67,15 @@ static inline float exp_nonpos_f32(float x) {
  * exp_clamped_f32's: both round to nearest, ties to even, and p 2^k1 2^k2 rounds once, at the
  * last product, as p 2^k does (p 2^k1 is exact: 2^k1 >= 2^-75). The polynomial's fused
  * multiply-adds round as fmaf's do, so every path rounds alike. Callers check cpu_has_avx512(). */
+/* A row of exps waiting to be scaled and stored (softmax's streamed rows, reduce.c): its `left`
+ * values from e go to y, 64-byte aligned, each times inv, with non-temporal stores. */
+typedef struct exp_pending {
+    const float *e;
+    float *y;
+    int64_t left;
+    float inv;
+} exp_pending;
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
     !defined(__SANITIZE_THREAD__)
 #include <immintrin.h>
@@ -101,21 +110,35 @@ __attribute__((target("avx512f"))) static inline __m512 exp512(__m512 x) {
  * i % 16 of *acc, in the order a compiled loop over 16 lanes adds them. nonpos: x - m is <= 0 or
  * NaN, taken as exp_nonpos_f32 does (a NaN gives 0: softmax's rows); else as exp_f32 (clamps, NaN
  * kept). pf: each iteration prefetches one line of it into L2 (the next row, read while this
- * one's exps are computed), or NULL. x and y may be the same array. Returns how many leading
- * elements it did: the caller's loop does the rest. */
+ * one's exps are computed), or NULL. pend: a row whose stores go out a 64-byte line an iteration
+ * while its whole lines last (advanced past them), so that they overlap these exps, or NULL. x and
+ * y may be the same array. Returns how many leading elements it did: the caller's loop does the
+ * rest. */
 __attribute__((target("avx512f"))) static inline int64_t
 exp_sub512_acc(const float *x, float *y, int64_t n, float m, __m512 *acc, int nonpos,
-               const float *pf) {
+               const float *pf, exp_pending *pend) {
     const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-104.0f);
+    const __m512 vinv = _mm512_set1_ps(pend ? pend->inv : 0.0f);
+    const float *pe = pend ? pend->e : NULL;
+    float *py = pend ? pend->y : NULL;
+    int64_t lines = pend ? pend->left / 16 : 0;
     __m512 a = *acc;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         if (pf) _mm_prefetch((const char *)(pf + i), _MM_HINT_T1);
+        if (lines > 0) {
+            _mm512_stream_ps(py, _mm512_mul_ps(_mm512_loadu_ps(pe), vinv));
+            py += 16, pe += 16, lines--;
+        }
         __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
         /* nonpos: below -104 (or NaN: max returns its second operand) becomes -104 */
         __m512 e = nonpos ? exp_clamped512(_mm512_max_ps(v, lo)) : exp512(v);
         _mm512_storeu_ps(y + i, e);
         a = _mm512_add_ps(a, e);
+    }
+    if (pend) {
+        pend->left -= pe - pend->e;
+        pend->e = pe, pend->y = py;
     }
     *acc = a;
     return i;
@@ -125,7 +148,7 @@ exp_sub512_acc(const float *x, float *y, int64_t n, float m, __m512 *acc, int no
 __attribute__((target("avx512f"))) static inline int64_t
 exp_sub512(const float *x, float *y, int64_t n, float m, float *lane, int nonpos) {
     __m512 acc = lane ? _mm512_loadu_ps(lane) : _mm512_setzero_ps();
-    int64_t i = exp_sub512_acc(x, y, n, m, &acc, nonpos, NULL);
+    int64_t i = exp_sub512_acc(x, y, n, m, &acc, nonpos, NULL, NULL);
     if (lane) _mm512_storeu_ps(lane, acc);
     return i;
 }
@@ -133,11 +156,14 @@ exp_sub512(const float *x, float *y, int64_t n, float m, float *lane, int nonpos
 /* A softmax leaf: y = exp_nonpos_f32(x - m) for all n, returning the sum that a loop over 16
  * lanes gives, lanes then halved (8, 4, 2, 1: _mm512_reduce_add_ps's order), then a running sum
  * of the tail added. The lanes stay in registers: exp_sub512's lane array, written as a vector
- * and read back as halves and scalars, stalls the loads that read it. pf as exp_sub512_acc. */
+ * and read back as halves and scalars, stalls the loads that read it. pf and pend as
+ * exp_sub512_acc. */
 __attribute__((target("avx512f"))) static inline float
-expsum_leaf512(const float *x, float *y, int64_t n, float m, const float *pf) {
+expsum_leaf512(const float *x, float *y, int64_t n, float m, const float *pf, exp_pending *pend) {
     __m512 acc = _mm512_setzero_ps();
-    int64_t i = exp_sub512_acc(x, y, n, m, &acc, 1, pf);
+    /* two copies of the loop: with NULL written out, the ordinary rows' has no store branch */
+    int64_t i = pend ? exp_sub512_acc(x, y, n, m, &acc, 1, pf, pend)
+                     : exp_sub512_acc(x, y, n, m, &acc, 1, pf, NULL);
     float s = 0;
     for (; i < n; i++) {
         y[i] = exp_nonpos_f32(x[i] - m);
@@ -153,8 +179,9 @@ static inline int64_t exp_sub512(const float *x, float *y, int64_t n, float m, f
     (void)x, (void)y, (void)n, (void)m, (void)lane, (void)nonpos;
     return 0;
 }
-static inline float expsum_leaf512(const float *x, float *y, int64_t n, float m, const float *pf) {
-    (void)x, (void)y, (void)n, (void)m, (void)pf;
+static inline float expsum_leaf512(const float *x, float *y, int64_t n, float m, const float *pf,
+                                   exp_pending *pend) {
+    (void)x, (void)y, (void)n, (void)m, (void)pf, (void)pend;
     return 0;
 }
 #endif

@@ -758,20 +758,22 @@ DEF_SUM_ROWS(double, f64)
     /* exp(x - mx) into y, returning the sum; pairwise like sum_row. Contiguous x and y. pf: the   \
      * next row (or NULL), which each block prefetches as far as it reaches into this row, so the  \
      * next row's reads from memory overlap this row's exps instead of stalling its max pass (on   \
-     * AVX-512 a line an iteration, into L2; elsewhere the block's lines first, into L1).          \
+     * AVX-512 a line an iteration, into L2; elsewhere the block's lines first, into L1). pend:    \
+     * the streamed row whose stores go out beside these exps (expsum_leaf512), or NULL; only     \
+     * where the AVX-512 leaf runs (softmax_row_stream_f32).                                       \
      * f32 takes exp_nonpos_f32: where x - mx is NaN (a row holding a NaN or +inf, or only -inf)   \
      * the sum is 0, and the caller's y * (1 / 0) is NaN everywhere, as exp_f32's NaN would be. */ \
     CPU_CLONES_EXP static T expsum_row_##SUF(const T *restrict x, int64_t n, T mx, T *restrict y,  \
-                                             const T *pf) {                                        \
+                                             const T *pf, exp_pending *pend) {                     \
         if (n > PAIR_BLOCK) {                                                                      \
             int64_t h = (n / 2 + LANES - 1) / LANES * LANES;                                       \
-            return expsum_row_##SUF(x, h, mx, y, pf) +                                             \
-                   expsum_row_##SUF(x + h, n - h, mx, y + h, pf ? pf + h : NULL);                  \
+            return expsum_row_##SUF(x, h, mx, y, pf, pend) +                                       \
+                   expsum_row_##SUF(x + h, n - h, mx, y + h, pf ? pf + h : NULL, pend);            \
         }                                                                                          \
         /* f32 on AVX-512: the same bits and order of sums, in registers */                        \
         if (CPU_EXP512_##SUF && cpu_has_avx512())                                                  \
             return (T)expsum_leaf512((const float *)x, (float *)y, n, (float)mx,                   \
-                                     (const float *)pf);                                           \
+                                     (const float *)pf, pend);                                     \
         if (pf)                                                                                    \
             for (int64_t i = 0; i < n; i += 64 / (int64_t)sizeof(T)) __builtin_prefetch(pf + i);   \
         T acc[LANES] = {0};                                                                        \
@@ -808,7 +810,7 @@ DEF_SUM_ROWS(double, f64)
         }                                                                                          \
         T s;                                                                                       \
         if (dense) {                                                                               \
-            s = expsum_row_##SUF(x, n, mx, y, next);                                               \
+            s = expsum_row_##SUF(x, n, mx, y, next, NULL);                                         \
         } else {                                                                                   \
             for (int64_t i = 0; i < n; i++) y[i * ys] = EXP_##SUF(x[i * xs] - mx);                 \
             s = sum_row_id_##SUF(y, n, ys, 0);                                                     \
@@ -876,20 +878,13 @@ DEF_SOFTMAX(double, f64, 8)
  * later: three transfers for two tensors' worth of data. For an output too large to stay in
  * cache, the exps go to a buffer (two per chunk, in L1/L2) and y = exp * (1 / sum) is stored with
  * non-temporal stores, which write whole lines without reading them first. The stores of a row
- * are interleaved with the next row's exps, a line per 16 exps (a pending row, below), so the
+ * are interleaved with the next row's exps, a line per 16 exps (exp_pending, cpu_math.h), so the
  * writes to memory overlap that computation instead of following it. The values are the same
  * products of the same exps, so the bits do not change. AVX-512 only (the path that
  * exp_clamped512 serves); the caller fences after its rows. */
-typedef struct pending_row {
-    const float *e; /* the row's exps, not yet scaled and stored */
-    float *y;       /* where they go: 64-byte aligned once started */
-    int64_t left;   /* how many are left */
-    float inv;      /* 1 / the row's sum */
-} pending_row;
-
 #if CPU_EXP512
 /* Starts a pending row: the elements before y's first 64-byte boundary are stored as usual. */
-static void pending_start(pending_row *p, const float *e, float *y, int64_t n, float inv) {
+static void pending_start(exp_pending *p, const float *e, float *y, int64_t n, float inv) {
     int64_t i = 0;
     for (; i < n && ((uintptr_t)(y + i) & 63) != 0; i++) y[i] = e[i] * inv;
     p->e = e + i;
@@ -899,7 +894,7 @@ static void pending_start(pending_row *p, const float *e, float *y, int64_t n, f
 }
 
 /* Stores what is left of a pending row. */
-__attribute__((target("avx512f"))) static void pending_flush(pending_row *p) {
+__attribute__((target("avx512f"))) static void pending_flush(exp_pending *p) {
     const __m512 v = _mm512_set1_ps(p->inv);
     int64_t i = 0;
     for (; i + 16 <= p->left; i += 16)
@@ -908,54 +903,11 @@ __attribute__((target("avx512f"))) static void pending_flush(pending_row *p) {
     p->left = 0;
 }
 
-/* expsum_leaf512 (the same bits) that also stores a line of the pending row per 16 exps. */
-__attribute__((target("avx512f"))) static float expsum_store_leaf(const float *x, float *y,
-                                                                  int64_t n, float m,
-                                                                  const float *pf,
-                                                                  pending_row *p) {
-    const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-104.0f);
-    const __m512 vinv = _mm512_set1_ps(p->inv);
-    const float *pe = p->e;
-    float *py = p->y;
-    int64_t lines = p->left / 16;
-    __m512 a = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        if (pf) _mm_prefetch((const char *)(pf + i), _MM_HINT_T1);
-        if (lines > 0) {
-            _mm512_stream_ps(py, _mm512_mul_ps(_mm512_loadu_ps(pe), vinv));
-            py += 16, pe += 16, lines--;
-        }
-        __m512 e = exp_clamped512(_mm512_max_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), lo));
-        _mm512_storeu_ps(y + i, e);
-        a = _mm512_add_ps(a, e);
-    }
-    p->left -= pe - p->e;
-    p->e = pe, p->y = py;
-    float s = 0;
-    for (; i < n; i++) {
-        y[i] = exp_nonpos_f32(x[i] - m);
-        s += y[i];
-    }
-    return _mm512_reduce_add_ps(a) + s;
-}
-
-/* expsum_row_f32 on AVX-512 (the same halving, so the same sum), storing the pending row. */
-static float expsum_store_row(const float *x, int64_t n, float m, float *y, const float *pf,
-                              pending_row *p) {
-    if (n > PAIR_BLOCK) {
-        int64_t h = (n / 2 + 15) / 16 * 16;
-        return expsum_store_row(x, h, m, y, pf, p) +
-               expsum_store_row(x + h, n - h, m, y + h, pf ? pf + h : NULL, p);
-    }
-    return expsum_store_leaf(x, y, n, m, pf, p);
-}
-
 /* One row into e; its predecessor's stores (p) go out meanwhile, then p holds this row. */
 static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const float *next,
-                                   float *restrict e, pending_row *p) {
+                                   float *restrict e, exp_pending *p) {
     float mx = max_dense_f32(x, n);
-    float inv = 1 / expsum_store_row(x, n, mx, e, next, p);
+    float inv = 1 / expsum_row_f32(x, n, mx, e, next, p);
     pending_flush(p);
     pending_start(p, e, y, n, inv);
 }
@@ -963,11 +915,11 @@ static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const fl
 static void stream_fence(void) { _mm_sfence(); }
 #else
 static void softmax_row_stream_f32(const float *x, int64_t n, float *y, const float *next,
-                                   float *e, pending_row *p) {
+                                   float *e, exp_pending *p) {
     (void)e, (void)p;
     softmax_row_f32(x, n, 1, y, 1, 0, next);
 }
-static void pending_flush(pending_row *p) { (void)p; }
+static void pending_flush(exp_pending *p) { (void)p; }
 static void stream_fence(void) {}
 #endif
 
@@ -1006,7 +958,7 @@ static void softmax_items(const splan *pl, int64_t begin, int64_t end) {
      * (without memory for it, the rows take the ordinary path) */
     int64_t ebuf_row = (pl->n + 15) / 16 * 16;
     float *ebuf = pl->stream ? aligned_alloc(64, (size_t)ebuf_row * 2 * sizeof(float)) : NULL;
-    pending_row pend = {NULL, NULL, 0, 0};
+    exp_pending pend = {NULL, NULL, 0, 0};
     int cur = 0;
     for (int64_t i = begin; i < end; i++) {
         for (; q < i / pl->ntiles; q++) walker_next(&wk);

@@ -9,7 +9,9 @@
  *
  * cinder's runs come first, then the library's (whose OpenMP threads keep spinning after a call,
  * which would slow a cinder call run right after); medians of --reps runs after a warm-up.
- * Usage: bench_matmul [--device D] [--reps N]; bench_matmul --info prints the oneDNN version and
+ * Usage: bench_matmul [--sgemm-only] [--device D] [--reps N]; --sgemm-only times sgemm_1024 alone
+ * on the CPU (scripts/bench.sh's sample of the GEMM rate around each epoch, with no cinder call
+ * before it); bench_matmul --info prints the oneDNN version and
  * the instruction set its kernels use here, and OpenBLAS's build and kernel (f64), and nothing
  * else. */
 #include "bench_common.h" /* first: it sets _POSIX_C_SOURCE */
@@ -41,6 +43,12 @@ int main(int argc, char **argv) {
                isa_name, openblas_get_config(), openblas_get_corename());
         return 0;
     }
+    const int sgemm_only = argc > 1 && strcmp(argv[1], "--sgemm-only") == 0;
+    if (sgemm_only) { /* the other options follow it */
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     bench_options o;
     bench_parse(argc, argv, 9, &o);
     static const char *const figures[] = {"matmul_1024"};
@@ -52,6 +60,10 @@ int main(int argc, char **argv) {
     cn_tensor *a = bench_check(cn_rand_uniform(&gen, shape, 2, -1, 1, CN_F32, o.device), "rand");
     cn_tensor *b = bench_check(cn_rand_uniform(&gen, shape, 2, -1, 1, CN_F32, o.device), "rand");
     int host = o.device.backend == CN_BACKEND_CPU;
+    if (sgemm_only && !host) {
+        fprintf(stderr, "bench_matmul: --sgemm-only times oneDNN on the CPU; drop --device\n");
+        return 2;
+    }
     float *ha = malloc(bytes), *hb = malloc(bytes), *hc = malloc(bytes);
     if (!ha || !hb || !hc || cn_read(a, ha, bytes) != CN_OK || cn_read(b, hb, bytes) != CN_OK) {
         fprintf(stderr, "bench_matmul: setup failed: %s\n", cn_last_error());
@@ -65,7 +77,7 @@ int main(int argc, char **argv) {
     double *t_blas = malloc(sizeof(double) * (size_t)o.reps);
     /* cinder's runs first, then OpenBLAS's: OpenBLAS's threads spin for a while after each of
      * its calls, and interleaved they took a core from the cinder call that followed */
-    for (int r = -1; r < o.reps; r++) { /* r = -1: warm-up */
+    for (int r = -1; r < o.reps && !sgemm_only; r++) { /* r = -1: warm-up */
         double t0 = bench_now();
         cn_tensor *c = cn_matmul(a, b);
         bench_sync(o.device);
@@ -85,7 +97,7 @@ int main(int argc, char **argv) {
         omp_set_num_threads(saved);
     }
     double gflop = 2.0 * n * (double)n * n * 1e-9;
-    bench_print("matmul_1024", gflop / bench_median(t_cn, o.reps), "GFLOP/s");
+    if (!sgemm_only) bench_print("matmul_1024", gflop / bench_median(t_cn, o.reps), "GFLOP/s");
     if (host) bench_print("sgemm_1024", gflop / bench_median(t_blas, o.reps), "GFLOP/s");
     free(t_cn);
     free(t_blas);

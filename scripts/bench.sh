@@ -114,12 +114,12 @@ bench_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS="$thread
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 
-# oneDNN's sgemm rate on this run's threads now (16 calls of 1024^3 in bench_matmul, ~0.3 s), on
-# CPU: the machine's speed moves by up to 2x from one minute to the next here, so an epoch is set
-# against the rate of its own minute
+# oneDNN's sgemm rate on this run's threads now (16 calls of 1024^3, ~0.2 s), on CPU: the
+# machine's speed moves by up to 2x from one minute to the next here, so an epoch is set against
+# the rate of its own minute
 sgemm_sample() {
   [ "$device" = cpu ] || return 0
-  "${bench_env[@]}" "$build/bench/bench_matmul" --device cpu --reps 15 | awk '$1 == "sgemm_1024" { print $2 }'
+  "${bench_env[@]}" "$build/bench/bench_matmul" --sgemm-only --reps 15 | awk '$1 == "sgemm_1024" { print $2 }'
 }
 
 # cinder's figures for one workload, `name value unit` per line (or `skip ...`)
@@ -341,7 +341,8 @@ for name, what, lower, cap, bar in BARS:
         why = skipped.get(("cinder", name)) or skipped.get(("torch", name)) or "not run"
         print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | - | - | - | skipped: {why} |")
         continue
-    ratio, pr = c / t, paired(name)
+    ratio = c / t
+    pr = paired(name) or ratio  # no repetition with both: the ratio of the medians
     ok = pr <= bar if lower else pr >= bar
     text = f"{'<=' if lower else '>='} {bar:.3g}"
     if cap is not None:
@@ -377,9 +378,11 @@ def floor_paired(m):
 
 peak = med("cinder", "sgemm_1024")
 bandwidth = med("cinder", "bandwidth")
-# (without matmul in the run, at the median of the epoch's own samples)
-floor = {m: (epoch_gflop(m) / rate if rate else None) for m in GEMMS
-         for rate in [peak or med("cinder", f"{m}_sgemm")]}
+def floor_at(m):  # without matmul in the run, at the median of the epoch's own samples
+    rate = peak or med("cinder", f"{m}_sgemm")
+    return epoch_gflop(m) / rate if rate else None
+
+floor = {m: floor_at(m) for m in GEMMS}
 LIMITS = [
     ("mlp_epoch", f"MLP epoch: GEMM floor ({epoch_gflop('mlp'):.4g} GFLOP at sgemm_1024) / time",
      "mlp", floor["mlp"], "matmul", lambda v, lim: lim / v, 0.7, False),
@@ -419,7 +422,7 @@ for name, what, source, limit, limit_source, fraction, bar, below in LIMITS:
     ft = fraction(t, limit) if t is not None else None
     m = name[:-len("_epoch")] if name.endswith("_epoch") else None
     fp = floor_paired(m) if m else med("cinder", name + "_bw")
-    shown.update({name + "_bw", f"{m}_sgemm"})
+    shown.add(f"{m}_sgemm" if m else name + "_bw")
     held = fp if fp is not None else fc
     ok = held <= bar if below else held >= bar
     print(f"| {what} | {unit} | {fmt(c)} | {fmt(t)} | {fmt(limit)} | {fc:.3f} | {fmt(fp)} | "

@@ -59,14 +59,6 @@ static inline float exp_nonpos_f32(float x) {
     return exp_clamped_f32(x > -104.0f ? x : -104.0f);
 }
 
-/* ---- exp for 16 lanes on AVX-512 ------------------------------------------------------------ *
- * exp_clamped_f32 of 16 values at once, written with intrinsics so that two instructions the
- * compiler does not find take the place of eleven: vrndscaleps rounds x log2(e) to the nearest
- * integer (the magic-constant add and subtract), vscalefps multiplies by 2^k (the exponent split
- * into two normal powers of two, built with integer shifts, and the two products). The bits are
- * exp_clamped_f32's: both round to nearest, ties to even, and p 2^k1 2^k2 rounds once, at the
- * last product, as p 2^k does (p 2^k1 is exact: 2^k1 >= 2^-75). The polynomial's fused
- * multiply-adds round as fmaf's do, so every path rounds alike. Callers check cpu_has_avx512(). */
 /* A row of exps waiting to be scaled and stored (softmax's streamed rows, reduce.c): its `left`
  * values from e go to y, 64-byte aligned, each times inv, with non-temporal stores. */
 typedef struct exp_pending {
@@ -76,6 +68,14 @@ typedef struct exp_pending {
     float inv;
 } exp_pending;
 
+/* ---- exp for 16 lanes on AVX-512 ------------------------------------------------------------ *
+ * exp_clamped_f32 of 16 values at once, written with intrinsics so that two instructions the
+ * compiler does not find take the place of eleven: vrndscaleps rounds x log2(e) to the nearest
+ * integer (the magic-constant add and subtract), vscalefps multiplies by 2^k (the exponent split
+ * into two normal powers of two, built with integer shifts, and the two products). The bits are
+ * exp_clamped_f32's: both round to nearest, ties to even, and p 2^k1 2^k2 rounds once, at the
+ * last product, as p 2^k does (p 2^k1 is exact: 2^k1 >= 2^-75). The polynomial's fused
+ * multiply-adds round as fmaf's do, so every path rounds alike. Callers check cpu_has_avx512(). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
     !defined(__SANITIZE_THREAD__)
 #include <immintrin.h>

@@ -501,6 +501,65 @@ static void test_linear_every_isa(void) {
     cn_scope_end();
 }
 
+/* Values at the ends of the int8 range on every ISA path: rows of x all +1, all -1 or +-1
+ * alternating (each quantizes to +-127), weight rows all +1, all -1, alternating, or ramps, so
+ * the q4 nibbles sit at 0 and 15 and every sum the kernels keep in int16 (the AVX2 tiles' q4
+ * blocks: up to 30480) is at its largest. Against the double product of x and the dequantized
+ * weight (x is exact after quantization), within 1e-5 of the sum of |x w|; 1 row (the row
+ * kernels) and 9 (the tiles, and a partial one). */
+static void test_linear_extremes_every_isa(void) {
+    cn_scope_begin();
+    const char *isas[4] = {"c", "avx2", "vnni", "amx"};
+    const cn_dtype blk[3] = {CN_Q8_BLOCK, CN_Q4_BLOCK, CN_Q8_CHANNEL};
+    enum { M = 9, N = 20, K = 256 };
+    static double x[M * K], w[N * K], wd[N * K], want[M * N], mag[M * N];
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++)
+            x[m * K + k] = m % 3 == 0 ? 1.0 : m % 3 == 1 ? -1.0 : (k % 2 ? -1.0 : 1.0);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++)
+            w[n * K + k] = n % 4 == 0   ? 1.0
+                           : n % 4 == 1 ? -1.0
+                           : n % 4 == 2 ? (k % 2 ? 1.0 : -1.0)
+                                        : (double)(k % 32) / 31.0 - 0.5;
+    const int64_t xs[2] = {M, K}, ws[2] = {N, K}, x1[2] = {1, K};
+    for (int s = 0; s < 3; s++) {
+        cn_tensor *wq = cn_quantize(th_tensor(w, ws, 2, CN_F32), blk[s]);
+        cn_tensor *deq = cn_dequantize(wq, CN_F32);
+        float wf[N * K];
+        CHECK(deq && cn_read(deq, wf, sizeof wf) == CN_OK);
+        for (int e = 0; e < N * K; e++) wd[e] = wf[e];
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double acc = 0, a = 0;
+                for (int k = 0; k < K; k++) {
+                    acc += x[m * K + k] * wd[n * K + k];
+                    a += fabs(x[m * K + k] * wd[n * K + k]);
+                }
+                want[m * N + n] = acc, mag[m * N + n] = a;
+            }
+        for (int i = 0; i < 4; i++) {
+            setenv("CINDER_QUANT_ISA", isas[i], 1);
+            if (strcmp(cn_cpu_quant_isa(), isas[i]) != 0) continue;
+            for (int rows = 1; rows <= M; rows += M - 1) {
+                cn_tensor *y = cn_quant_linear(th_tensor(x, rows == 1 ? x1 : xs, 2, CN_F32), wq,
+                                               NULL);
+                float got[M * N];
+                CHECK(y && cn_read(y, got, sizeof(float) * (size_t)(rows * N)) == CN_OK);
+                for (int e = 0; y && e < rows * N; e++)
+                    if (fabs(got[e] - want[e]) > 1e-5 * mag[e] + 1e-30) {
+                        fprintf(stderr, "%s on %s, %d rows: %.9g, want %.9g at %d\n",
+                                cn_dtype_name(blk[s]), isas[i], rows, got[e], want[e], e);
+                        th_checks_failed++;
+                        break;
+                    }
+            }
+        }
+    }
+    unsetenv("CINDER_QUANT_ISA");
+    cn_scope_end();
+}
+
 /* The outputs of the products below, each scheme on each ISA path this CPU has, into out
  * (THREADS_FLOATS floats); returns how many were written. */
 #define THREADS_FLOATS (2 * 4 * (65 * 20 + 3 * 50 + 17 * 97 + 20 * 600))
@@ -876,6 +935,7 @@ int main(void) {
     RUN(test_misuse);
     RUN(test_linear_by_hand);
     RUN(test_linear_every_isa);
+    RUN(test_linear_extremes_every_isa);
     RUN(test_linear_views);
     RUN(test_linear_weight_slices);
     RUN(test_linear_gradients);

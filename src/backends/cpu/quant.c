@@ -18,9 +18,9 @@
  * The block schemes on VNNI take their own path (vnni_blocks, below): activations quantized once
  * (the same values), then a 512-bit row kernel for 1-5 rows and a register-blocked kernel that
  * reads the weight in place (broadcast) from 6 rows. Every path computes each output from the
- * same int8 products; the block paths differ only in the order of the f32 sums (tests/test_quant.c checks
- * each against the double-precision product of the same int8 values: within 1e-5 of the sum of
- * |terms|). No output depends on the number of threads or on how the work is cut. */
+ * same int8 products; the block paths differ only in the order of the f32 sums (tests/test_quant.c
+ * checks each against the double-precision product of the same int8 values: within 1e-5 of the sum
+ * of |terms|). No output depends on the number of threads or on how the work is cut. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -138,6 +138,56 @@ T_AVX2 static float dot_blocks_avx2(const int8_t *a, const int8_t *b, const floa
     for (; i < nb; i++) {
         __m256i d = dot32_avx2(_mm256_loadu_si256((const __m256i *)(a + 32 * i)),
                                _mm256_loadu_si256((const __m256i *)(b + 32 * i)));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sb[i]), acc0);
+    }
+    return hsum_f32(_mm256_add_ps(acc0, acc1));
+}
+
+/* q4_block on AVX2, a few activation rows (the row kernel): the packed weight is dotted as it
+ * is, without unpacking it to bytes first. Each activation block is reordered once per call to
+ * its 16 even then 16 odd elements, the order of a packed block's low then high nibbles, so
+ * [low nibbles | high nibbles] of the 16 packed bytes lines up with it; the nibbles u = q + 8 are
+ * unsigned bytes, vpmaddubsw's first operand (pairs at most 2 * 15 * 127: no saturation), and
+ * corr, the int16 pair sums times 8 (vpmaddubsw of 8 with the same block), takes the 8 back out
+ * exactly: (u - 8) x = u x - 8 x per pair, in int16. */
+T_AVX2 static void q4_prep_avx2(const int8_t *xq, int64_t nb, int8_t *xr, int16_t *corr) {
+    const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                              0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i v =
+            _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(xq + 32 * b)), even_odd);
+        v = _mm256_permute4x64_epi64(v, _MM_SHUFFLE(3, 1, 2, 0)); /* evens, then odds */
+        _mm256_storeu_si256((__m256i *)(xr + 32 * b), v);
+        _mm256_storeu_si256((__m256i *)(corr + 16 * b),
+                            _mm256_maddubs_epi16(_mm256_set1_epi8(8), v));
+    }
+}
+
+/* 8 int32 lanes whose sum is the dot of packed q4 block w (16 bytes) with prepared block xr */
+T_AVX2 static inline __m256i dot_q4_block_avx2(const uint8_t *w, const int8_t *xr,
+                                               const int16_t *corr) {
+    __m128i v = _mm_loadu_si128((const __m128i *)w);
+    __m256i u = _mm256_and_si256(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1),
+        _mm256_set1_epi8(15));
+    __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)xr)),
+                                 _mm256_loadu_si256((const __m256i *)corr));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* dot_blocks_avx2 of a packed q4 row w with a prepared activation row (q4_prep_avx2) */
+T_AVX2 static float dot_q4_blocks_avx2(const int8_t *xr, const int16_t *corr, const uint8_t *w,
+                                       const float *sb, int64_t nb) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m256i d0 = dot_q4_block_avx2(w + 16 * i, xr + 32 * i, corr + 16 * i);
+        __m256i d1 = dot_q4_block_avx2(w + 16 * i + 16, xr + 32 * i + 32, corr + 16 * i + 16);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(sb[i]), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(sb[i + 1]), acc1);
+    }
+    for (; i < nb; i++) {
+        __m256i d = dot_q4_block_avx2(w + 16 * i, xr + 32 * i, corr + 16 * i);
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sb[i]), acc0);
     }
     return hsum_f32(_mm256_add_ps(acc0, acc1));
@@ -355,11 +405,21 @@ T_VNNI static void gemv_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
     vjob *j = ctx;
 #define GEMV_CASES(Q4)                                                                             \
     switch (j->M) {                                                                                \
-    case 1: gemv_body(j, 1, Q4, n0, n1); break;                                                    \
-    case 2: gemv_body(j, 2, Q4, n0, n1); break;                                                    \
-    case 3: gemv_body(j, 3, Q4, n0, n1); break;                                                    \
-    case 4: gemv_body(j, 4, Q4, n0, n1); break;                                                    \
-    default: gemv_body(j, 5, Q4, n0, n1); break;                                                   \
+    case 1:                                                                                        \
+        gemv_body(j, 1, Q4, n0, n1);                                                               \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        gemv_body(j, 2, Q4, n0, n1);                                                               \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        gemv_body(j, 3, Q4, n0, n1);                                                               \
+        break;                                                                                     \
+    case 4:                                                                                        \
+        gemv_body(j, 4, Q4, n0, n1);                                                               \
+        break;                                                                                     \
+    default:                                                                                       \
+        gemv_body(j, 5, Q4, n0, n1);                                                               \
+        break;                                                                                     \
     }
     if (j->q4)
         GEMV_CASES(1)
@@ -692,11 +752,13 @@ static cn_status vnni_blocks(vjob *j) {
 typedef struct qjob {
     qisa isa;
     cn_dtype scheme;
-    int block;                /* block scheme: scales per 32 */
-    int64_t M, N, K, nb;      /* nb: blocks of 32 in a (zero-padded) row */
-    const float *x;           /* [M, K] */
-    int8_t *xq;               /* [M, 32 nb] */
-    float *xs;                /* [M]: the rows' scales */
+    int block;           /* block scheme: scales per 32 */
+    int64_t M, N, K, nb; /* nb: blocks of 32 in a (zero-padded) row */
+    const float *x;      /* [M, K] */
+    int8_t *xq;          /* [M, 32 nb] */
+    int8_t *xr;          /* q4 on AVX2's row kernel: [M, 32 nb] (q4_prep_avx2), or NULL */
+    int16_t *corr;       /* and its [M, 16 nb] pair sums times 8 */
+    float *xs;           /* [M]: the rows' scales */
     const uint8_t *w, *scales;
     int64_t w_off, w_s0, group;
     const float *bias;
@@ -744,6 +806,8 @@ static void weight_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
         const int8_t *wr = wrow;
         if (j->scheme != CN_Q4_BLOCK && K % 32 == 0) {
             wr = (const int8_t *)(j->w + e0); /* whole blocks: read the row in place */
+        } else if (j->xr) {
+            /* packed: dot_q4_blocks_avx2 reads it in place */
         } else if (j->scheme == CN_Q4_BLOCK) {
             const uint8_t *src = j->w + (e0 >> 1);
             for (int64_t b = 0; b < nb; b++) {
@@ -779,7 +843,9 @@ static void weight_rows(void *ctx, int64_t chunk, int64_t n0, int64_t n1) {
             float v;
             if (j->block) {
 #if QX86
-                v = j->isa >= ISA_VNNI   ? dot_blocks_vnni(xq, wr, ws, nb)
+                v = j->xr ? dot_q4_blocks_avx2(j->xr + m * 32 * nb, j->corr + m * 16 * nb,
+                                               j->w + (e0 >> 1), ws, nb)
+                    : j->isa >= ISA_VNNI ? dot_blocks_vnni(xq, wr, ws, nb)
                     : j->isa == ISA_AVX2 ? dot_blocks_avx2(xq, wr, ws, nb)
                                          : dot_blocks_c(xq, wr, ws, nb);
 #else
@@ -858,12 +924,29 @@ cn_status cpu_quant_linear(const cn_kernel_args *a) {
                          .w_s0 = j.w_s0, .bias = j.bias, .bias_stride = j.bias_stride, .y = j.y};
         st = cpu_quant_tiles_avx2(&q);
     } else {
+#if QX86
+        if (j.isa == ISA_AVX2 && j.scheme == CN_Q4_BLOCK) {
+            j.xr = cn__malloc("quant_linear", (size_t)(j.M * 32 * j.nb + 1));
+            j.corr = j.xr ? cn__malloc("quant_linear", (size_t)(j.M * 16 * j.nb + 1) * 2) : NULL;
+            if (!j.corr) {
+                cn__free(j.xr);
+                cn__free(j.xq);
+                cn__free(j.xs);
+                return CN_ERR_OUT_OF_MEMORY;
+            }
+            for (int64_t m = 0; m < j.M; m++)
+                q4_prep_avx2(j.xq + m * 32 * j.nb, j.nb, j.xr + m * 32 * j.nb,
+                             j.corr + m * 16 * j.nb);
+        }
+#endif
         double macs = work * (double)j.N;
         int64_t chunks =
             macs >= 262144.0 ? cpu_chunks(j.N, 1 + (int64_t)(262144.0 / (work + 1))) : 1;
         cpu_parallel(j.N, chunks, weight_rows, &j);
         if (j.failed) st = CN_ERR_OUT_OF_MEMORY;
     }
+    cn__free(j.xr);
+    cn__free(j.corr);
     cn__free(j.xq);
     cn__free(j.xs);
     return st;

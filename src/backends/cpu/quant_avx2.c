@@ -3,15 +3,16 @@
  * VNNI tile kernel, where the row kernel (weight_rows in quant.c) dots each activation row with
  * each weight row on its own.
  *
- * The activations come quantized (quant.c's quantize_rows: int8 [M, 32 nb], row scales [M]). The weight is repacked 16 output columns (a panel) at a time into a buffer of the
- * chunk's: per block of 32 and vector of 8 columns, 8 vectors whose int32 lane c holds bytes
- * 4t..4t+3 of the block of column c (t = 0..7; q4 unpacked to q - 8), and the columns' f32
- * scales. A tile of 4 activation rows x 8 columns keeps its accumulators in registers over all
- * blocks: per block and row, 4 activation bytes are broadcast to every lane and multiplied with
- * the sign trick (|w| as unsigned bytes times x with w's sign, vpmaddubsw: a pair sums to at most
- * 2 * 127 * 127, no saturation; vpmaddwd by 1 sums the pairs to int32). Each block's int32 sums
- * are scaled and added in f32 as the VNNI and AMX kernels do (over b in order: C = fma(f32(dot_b),
- * dw_b, C), then C dx + bias): the same bits as theirs. */
+ * The activations come quantized (quant.c's quantize_rows: int8 [M, 32 nb], row scales [M]). The
+ * weight is repacked 16 output columns (a panel) at a time into a buffer of the chunk's: per block
+ * of 32 and vector of 8 columns, 8 vectors whose int32 lane c holds bytes 4t..4t+3 of the block of
+ * column c (t = 0..7; q4 unpacked to q - 8), and the columns' f32 scales. A tile of 4 activation
+ * rows x 8 columns keeps its accumulators in registers over all blocks: per block and row, 4
+ * activation bytes are broadcast to every lane and multiplied with the sign trick (|w| as unsigned
+ * bytes times x with w's sign, vpmaddubsw: a pair sums to at most 2 * 127 * 127, no saturation;
+ * vpmaddwd by 1 sums the pairs to int32). Each block's int32 sums are scaled and added in f32 as
+ * the VNNI and AMX kernels do (over b in order: C = fma(f32(dot_b), dw_b, C), then C dx + bias):
+ * the same bits as theirs. */
 #include <stdint.h>
 #include <string.h>
 
@@ -47,10 +48,11 @@ T_AVX2 static void a2_repack(const cpu_qlinear *q, int64_t n0, int8_t *pw, float
         for (int64_t b = 0; b < nb; b++) {
             __m256i v[8];
             for (int c = 0; c < 8; c++) {
-                if (q->q4) {
+                if (q->q4) { /* the nibbles as unsigned bytes u = q + 8 (a2_tile) */
                     _Alignas(32) int8_t un[32];
                     quant_unpack_q4_avx2(row[c] + 16 * b, un);
-                    v[c] = _mm256_load_si256((const __m256i *)un);
+                    v[c] = _mm256_add_epi8(_mm256_load_si256((const __m256i *)un),
+                                           _mm256_set1_epi8(8));
                 } else {
                     v[c] = _mm256_loadu_si256((const __m256i *)(row[c] + 32 * b));
                 }
@@ -74,11 +76,13 @@ T_AVX2 static void a2_repack(const cpu_qlinear *q, int64_t n0, int8_t *pw, float
 }
 
 /* rows [m0, m0 + RM) x the panel at column n0 (nn of its columns exist), one vector of 8
- * columns after the other (both at once would not fit AVX2's 16 registers) */
-T_AVX2 static inline __attribute__((always_inline)) void a2_tile(const cpu_qlinear *q, int RM,
-                                                                 const int8_t *pw, const float *ps,
-                                                                 const float *pb, int64_t m0,
-                                                                 int64_t n0, int64_t nn) {
+ * columns after the other (both at once would not fit AVX2's 16 registers). q4: the weight bytes
+ * are u = q + 8 in [0, 15], vpmaddubsw's unsigned operand as they are (no sign trick); a pair is at
+ * most 2 * 15 * 127, so a block's 8 steps add up in int16 (at most 30480), and the row's corr
+ * (a2_corr) takes 8 x back out of each int16 lane before vpmaddwd: the same int32 block dots. */
+T_AVX2 static inline __attribute__((always_inline)) void
+a2_tile(const cpu_qlinear *q, int RM, int Q4, const int8_t *pw, const float *ps, const float *pb,
+        const int32_t *corr, int64_t m0, int64_t n0, int64_t nn) {
     const int64_t nb = q->nb, K = 32 * nb;
     const __m256i ones = _mm256_set1_epi16(1);
     for (int jj = 0; jj < 2 && 8 * jj < nn; jj++) {
@@ -90,17 +94,33 @@ T_AVX2 static inline __attribute__((always_inline)) void a2_tile(const cpu_qline
             __m256i a[A2_RM];
             for (int i = 0; i < RM; i++)
                 a[i] = _mm256_setzero_si256();
-            for (int t = 0; t < 8; t++) {
-                __m256i w = _mm256_loadu_si256(wv + t), aw = _mm256_abs_epi8(w);
-                for (int i = 0; i < RM; i++) {
-                    int32_t xv;
-                    memcpy(&xv, q->xq + (m0 + i) * K + 32 * b + 4 * t, 4);
-                    __m256i p =
-                        _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(xv), w));
-                    a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(p, ones));
-                    /* the sum kept a running one in a register: gcc otherwise reassociates the
-                     * 8 steps into a tree and spills the products to the stack */
-                    __asm__("" : "+x"(a[i]));
+            if (Q4) {
+                for (int t = 0; t < 8; t++) {
+                    __m256i w = _mm256_loadu_si256(wv + t);
+                    for (int i = 0; i < RM; i++) {
+                        int32_t xv;
+                        memcpy(&xv, q->xq + (m0 + i) * K + 32 * b + 4 * t, 4);
+                        a[i] =
+                            _mm256_add_epi16(a[i], _mm256_maddubs_epi16(w, _mm256_set1_epi32(xv)));
+                        __asm__("" : "+x"(a[i])); /* as below */
+                    }
+                }
+                for (int i = 0; i < RM; i++)
+                    a[i] = _mm256_madd_epi16(
+                        _mm256_sub_epi16(a[i], _mm256_set1_epi32(corr[(m0 + i) * nb + b])), ones);
+            } else {
+                for (int t = 0; t < 8; t++) {
+                    __m256i w = _mm256_loadu_si256(wv + t), aw = _mm256_abs_epi8(w);
+                    for (int i = 0; i < RM; i++) {
+                        int32_t xv;
+                        memcpy(&xv, q->xq + (m0 + i) * K + 32 * b + 4 * t, 4);
+                        __m256i p =
+                            _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(xv), w));
+                        a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(p, ones));
+                        /* the sum kept a running one in a register: gcc otherwise reassociates
+                         * the 8 steps into a tree and spills the products to the stack */
+                        __asm__("" : "+x"(a[i]));
+                    }
                 }
             }
             __m256 s = _mm256_loadu_ps(ps + (b * 2 + jj) * 8);
@@ -118,10 +138,47 @@ T_AVX2 static inline __attribute__((always_inline)) void a2_tile(const cpu_qline
     }
 }
 
+/* Rows [m, m1) of x against the panel at n0: tiles of A2_RM rows, then the rest as one tile. */
+T_AVX2 static inline __attribute__((always_inline)) void
+a2_rows(const cpu_qlinear *q, int Q4, const int8_t *pw, const float *ps, const float *pb,
+        const int32_t *corr, int64_t m, int64_t m1, int64_t n0, int64_t nn) {
+    for (; m + A2_RM <= m1; m += A2_RM)
+        a2_tile(q, A2_RM, Q4, pw, ps, pb, corr, m, n0, nn);
+    switch (m1 - m) {
+    case 3:
+        a2_tile(q, 3, Q4, pw, ps, pb, corr, m, n0, nn);
+        break;
+    case 2:
+        a2_tile(q, 2, Q4, pw, ps, pb, corr, m, n0, nn);
+        break;
+    case 1:
+        a2_tile(q, 1, Q4, pw, ps, pb, corr, m, n0, nn);
+        break;
+    default:
+        break;
+    }
+}
+
 typedef struct a2job {
     const cpu_qlinear *q;
+    const int32_t *corr; /* q4: a2_corr's [M, nb] */
     int failed;
 } a2job;
+
+/* q4: for each row and block of the quantized activations, 8 times the sums of the block's
+ * elements 4t, 4t + 1 (low int16) and 4t + 2, 4t + 3 (high) over t = 0..7: what the unsigned
+ * nibbles' 8 adds to a2_tile's int16 lanes (at most 8 * 2 * 8 * 127 = 16256 each). */
+T_AVX2 static void a2_corr(const cpu_qlinear *q, int32_t *corr) {
+    const int64_t nb = q->nb;
+    for (int64_t e = 0; e < q->M * nb; e++) {
+        __m256i h = _mm256_maddubs_epi16(_mm256_set1_epi8(8),
+                                         _mm256_loadu_si256((const __m256i *)(q->xq + 32 * e)));
+        __m128i v = _mm_add_epi16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        v = _mm_add_epi16(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
+        v = _mm_add_epi16(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
+        corr[e] = _mm_cvtsi128_si32(v);
+    }
+}
 
 /* Work tiles [t0, t1): tile t is rows [A2_MB * (t / panels), +A2_MB) x panel t % panels. */
 T_AVX2 static void a2_tiles(void *ctx, int64_t chunk, int64_t t0, int64_t t1) {
@@ -145,32 +202,28 @@ T_AVX2 static void a2_tiles(void *ctx, int64_t chunk, int64_t t0, int64_t t1) {
         if (p != repacked) a2_repack(q, n0, pw, ps, pb, tmp);
         repacked = p;
         int64_t m = A2_MB * mb, m1 = m + A2_MB < q->M ? m + A2_MB : q->M;
-        for (; m + A2_RM <= m1; m += A2_RM)
-            a2_tile(q, A2_RM, pw, ps, pb, m, n0, nn);
-        switch (m1 - m) {
-        case 3:
-            a2_tile(q, 3, pw, ps, pb, m, n0, nn);
-            break;
-        case 2:
-            a2_tile(q, 2, pw, ps, pb, m, n0, nn);
-            break;
-        case 1:
-            a2_tile(q, 1, pw, ps, pb, m, n0, nn);
-            break;
-        default:
-            break;
-        }
+        if (q->q4)
+            a2_rows(q, 1, pw, ps, pb, j->corr, m, m1, n0, nn);
+        else
+            a2_rows(q, 0, pw, ps, pb, NULL, m, m1, n0, nn);
     }
     cn__free(pw);
     cn__free(ps);
 }
 
 cn_status cpu_quant_tiles_avx2(const cpu_qlinear *q) {
-    a2job j = {.q = q};
+    int32_t *corr = NULL;
+    if (q->q4) {
+        corr = cn__malloc("quant_linear", (size_t)(q->M * q->nb + 1) * sizeof(int32_t));
+        if (!corr) return CN_ERR_OUT_OF_MEMORY;
+        a2_corr(q, corr);
+    }
+    a2job j = {.q = q, .corr = corr};
     int64_t tiles = ((q->M + A2_MB - 1) / A2_MB) * ((q->N + A2_NP - 1) / A2_NP);
     double macs = (double)q->M * 32.0 * (double)q->nb * (double)q->N;
     int64_t most = 16 * (int64_t)cpu_threads();
     cpu_parallel(tiles, macs >= 262144.0 ? (tiles < most ? tiles : most) : 1, a2_tiles, &j);
+    cn__free(corr);
     return j.failed ? CN_ERR_OUT_OF_MEMORY : CN_OK;
 }
 

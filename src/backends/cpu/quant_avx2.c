@@ -76,13 +76,11 @@ T_AVX2 static void a2_repack(const cpu_qlinear *q, int64_t n0, int8_t *pw, float
 }
 
 /* rows [m0, m0 + RM) x the panel at column n0 (nn of its columns exist), one vector of 8
- * columns after the other (both at once would not fit AVX2's 16 registers). q4: the weight bytes
- * are u = q + 8 in [0, 15], vpmaddubsw's unsigned operand as they are (no sign trick); a pair is at
- * most 2 * 15 * 127, so a block's 8 steps add up in int16 (at most 30480), and the row's corr
- * (a2_corr) takes 8 x back out of each int16 lane before vpmaddwd: the same int32 block dots. */
-T_AVX2 static inline __attribute__((always_inline)) void
-a2_tile(const cpu_qlinear *q, int RM, int Q4, const int8_t *pw, const float *ps, const float *pb,
-        const int32_t *corr, int64_t m0, int64_t n0, int64_t nn) {
+ * columns after the other (both at once would not fit AVX2's 16 registers); q8 (q4: a2_tile_q4) */
+T_AVX2 static inline __attribute__((always_inline)) void a2_tile(const cpu_qlinear *q, int RM,
+                                                                 const int8_t *pw, const float *ps,
+                                                                 const float *pb, int64_t m0,
+                                                                 int64_t n0, int64_t nn) {
     const int64_t nb = q->nb, K = 32 * nb;
     const __m256i ones = _mm256_set1_epi16(1);
     for (int jj = 0; jj < 2 && 8 * jj < nn; jj++) {
@@ -94,33 +92,17 @@ a2_tile(const cpu_qlinear *q, int RM, int Q4, const int8_t *pw, const float *ps,
             __m256i a[A2_RM];
             for (int i = 0; i < RM; i++)
                 a[i] = _mm256_setzero_si256();
-            if (Q4) {
-                for (int t = 0; t < 8; t++) {
-                    __m256i w = _mm256_loadu_si256(wv + t);
-                    for (int i = 0; i < RM; i++) {
-                        int32_t xv;
-                        memcpy(&xv, q->xq + (m0 + i) * K + 32 * b + 4 * t, 4);
-                        a[i] =
-                            _mm256_add_epi16(a[i], _mm256_maddubs_epi16(w, _mm256_set1_epi32(xv)));
-                        __asm__("" : "+x"(a[i])); /* as below */
-                    }
-                }
-                for (int i = 0; i < RM; i++)
-                    a[i] = _mm256_madd_epi16(
-                        _mm256_sub_epi16(a[i], _mm256_set1_epi32(corr[(m0 + i) * nb + b])), ones);
-            } else {
-                for (int t = 0; t < 8; t++) {
-                    __m256i w = _mm256_loadu_si256(wv + t), aw = _mm256_abs_epi8(w);
-                    for (int i = 0; i < RM; i++) {
-                        int32_t xv;
-                        memcpy(&xv, q->xq + (m0 + i) * K + 32 * b + 4 * t, 4);
-                        __m256i p =
-                            _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(xv), w));
-                        a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(p, ones));
-                        /* the sum kept a running one in a register: gcc otherwise reassociates
-                         * the 8 steps into a tree and spills the products to the stack */
-                        __asm__("" : "+x"(a[i]));
-                    }
+            for (int t = 0; t < 8; t++) {
+                __m256i w = _mm256_loadu_si256(wv + t), aw = _mm256_abs_epi8(w);
+                for (int i = 0; i < RM; i++) {
+                    int32_t xv;
+                    memcpy(&xv, q->xq + (m0 + i) * K + 32 * b + 4 * t, 4);
+                    __m256i p =
+                        _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(xv), w));
+                    a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(p, ones));
+                    /* the sum kept a running one in a register: gcc otherwise reassociates the
+                     * 8 steps into a tree and spills the products to the stack */
+                    __asm__("" : "+x"(a[i]));
                 }
             }
             __m256 s = _mm256_loadu_ps(ps + (b * 2 + jj) * 8);
@@ -138,21 +120,90 @@ a2_tile(const cpu_qlinear *q, int RM, int Q4, const int8_t *pw, const float *ps,
     }
 }
 
+/* a2_tile for q4, both vectors of 8 columns at once. The weight bytes are u = q + 8 in [0, 15],
+ * vpmaddubsw's unsigned operand as they are (no sign trick); a pair is at most 2 * 15 * 127, so a
+ * block's 8 steps add up in int16 (at most 30480), and the row's corr (a2_corr) takes 8 x back out
+ * of each int16 lane before vpmaddwd: the same int32 block dots as a2_tile's, scaled and summed
+ * in the same order. Each broadcast of 4 activation bytes serves 16 columns: a step is 2.5 vector
+ * operations (3 one vector at a time; q8's is 5). */
+T_AVX2 static inline __attribute__((always_inline)) void
+a2_tile_q4(const cpu_qlinear *q, int RM, const int8_t *pw, const float *ps, const float *pb,
+           const int32_t *corr, int64_t m0, int64_t n0, int64_t nn) {
+    const int64_t nb = q->nb, K = 32 * nb;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 c[A2_RM][2];
+    for (int i = 0; i < RM; i++)
+        c[i][0] = c[i][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i *wv = (const __m256i *)(pw + b * 2 * 8 * 32);
+        __m256i a[A2_RM][2];
+        for (int i = 0; i < RM; i++)
+            a[i][0] = a[i][1] = _mm256_setzero_si256();
+        for (int t = 0; t < 8; t++) {
+            __m256i w0 = _mm256_loadu_si256(wv + t), w1 = _mm256_loadu_si256(wv + 8 + t);
+            for (int i = 0; i < RM; i++) {
+                int32_t xv;
+                memcpy(&xv, q->xq + (m0 + i) * K + 32 * b + 4 * t, 4);
+                __m256i xb = _mm256_set1_epi32(xv);
+                a[i][0] = _mm256_add_epi16(a[i][0], _mm256_maddubs_epi16(w0, xb));
+                a[i][1] = _mm256_add_epi16(a[i][1], _mm256_maddubs_epi16(w1, xb));
+                __asm__("" : "+x"(a[i][0]), "+x"(a[i][1])); /* as a2_tile's */
+            }
+        }
+        for (int i = 0; i < RM; i++) {
+            __m256i cr = _mm256_set1_epi32(corr[(m0 + i) * nb + b]);
+            for (int jj = 0; jj < 2; jj++)
+                c[i][jj] = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_sub_epi16(a[i][jj], cr), ones)),
+                    _mm256_loadu_ps(ps + (b * 2 + jj) * 8), c[i][jj]);
+        }
+    }
+    for (int jj = 0; jj < 2 && 8 * jj < nn; jj++) {
+        __m256 bias = _mm256_loadu_ps(pb + 8 * jj);
+        int64_t left = nn - 8 * jj < 8 ? nn - 8 * jj : 8;
+        for (int i = 0; i < RM; i++) {
+            _Alignas(32) float out[8];
+            _mm256_store_ps(out, _mm256_add_ps(_mm256_mul_ps(c[i][jj],
+                                                             _mm256_set1_ps(q->xs[m0 + i])),
+                                               bias));
+            memcpy(q->y + (m0 + i) * q->N + n0 + 8 * jj, out, sizeof(float) * (size_t)left);
+        }
+    }
+}
+
 /* Rows [m, m1) of x against the panel at n0: tiles of A2_RM rows, then the rest as one tile. */
 T_AVX2 static inline __attribute__((always_inline)) void
 a2_rows(const cpu_qlinear *q, int Q4, const int8_t *pw, const float *ps, const float *pb,
         const int32_t *corr, int64_t m, int64_t m1, int64_t n0, int64_t nn) {
+    if (Q4) { /* one copy of the loop for each: Q4 is a constant where a2_tiles calls it */
+        for (; m + A2_RM <= m1; m += A2_RM)
+            a2_tile_q4(q, A2_RM, pw, ps, pb, corr, m, n0, nn);
+        switch (m1 - m) {
+        case 3:
+            a2_tile_q4(q, 3, pw, ps, pb, corr, m, n0, nn);
+            break;
+        case 2:
+            a2_tile_q4(q, 2, pw, ps, pb, corr, m, n0, nn);
+            break;
+        case 1:
+            a2_tile_q4(q, 1, pw, ps, pb, corr, m, n0, nn);
+            break;
+        default:
+            break;
+        }
+        return;
+    }
     for (; m + A2_RM <= m1; m += A2_RM)
-        a2_tile(q, A2_RM, Q4, pw, ps, pb, corr, m, n0, nn);
+        a2_tile(q, A2_RM, pw, ps, pb, m, n0, nn);
     switch (m1 - m) {
     case 3:
-        a2_tile(q, 3, Q4, pw, ps, pb, corr, m, n0, nn);
+        a2_tile(q, 3, pw, ps, pb, m, n0, nn);
         break;
     case 2:
-        a2_tile(q, 2, Q4, pw, ps, pb, corr, m, n0, nn);
+        a2_tile(q, 2, pw, ps, pb, m, n0, nn);
         break;
     case 1:
-        a2_tile(q, 1, Q4, pw, ps, pb, corr, m, n0, nn);
+        a2_tile(q, 1, pw, ps, pb, m, n0, nn);
         break;
     default:
         break;

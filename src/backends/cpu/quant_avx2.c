@@ -171,39 +171,31 @@ a2_tile_q4(const cpu_qlinear *q, int RM, const int8_t *pw, const float *ps, cons
     }
 }
 
+/* the tile kernel of the scheme (Q4 and RM constants where a2_rows calls it) */
+T_AVX2 static inline __attribute__((always_inline)) void
+a2_tile_any(const cpu_qlinear *q, int RM, int Q4, const int8_t *pw, const float *ps,
+            const float *pb, const int32_t *corr, int64_t m0, int64_t n0, int64_t nn) {
+    if (Q4)
+        a2_tile_q4(q, RM, pw, ps, pb, corr, m0, n0, nn);
+    else
+        a2_tile(q, RM, pw, ps, pb, m0, n0, nn);
+}
+
 /* Rows [m, m1) of x against the panel at n0: tiles of A2_RM rows, then the rest as one tile. */
 T_AVX2 static inline __attribute__((always_inline)) void
 a2_rows(const cpu_qlinear *q, int Q4, const int8_t *pw, const float *ps, const float *pb,
         const int32_t *corr, int64_t m, int64_t m1, int64_t n0, int64_t nn) {
-    if (Q4) { /* one copy of the loop for each: Q4 is a constant where a2_tiles calls it */
-        for (; m + A2_RM <= m1; m += A2_RM)
-            a2_tile_q4(q, A2_RM, pw, ps, pb, corr, m, n0, nn);
-        switch (m1 - m) {
-        case 3:
-            a2_tile_q4(q, 3, pw, ps, pb, corr, m, n0, nn);
-            break;
-        case 2:
-            a2_tile_q4(q, 2, pw, ps, pb, corr, m, n0, nn);
-            break;
-        case 1:
-            a2_tile_q4(q, 1, pw, ps, pb, corr, m, n0, nn);
-            break;
-        default:
-            break;
-        }
-        return;
-    }
     for (; m + A2_RM <= m1; m += A2_RM)
-        a2_tile(q, A2_RM, pw, ps, pb, m, n0, nn);
+        a2_tile_any(q, A2_RM, Q4, pw, ps, pb, corr, m, n0, nn);
     switch (m1 - m) {
     case 3:
-        a2_tile(q, 3, pw, ps, pb, m, n0, nn);
+        a2_tile_any(q, 3, Q4, pw, ps, pb, corr, m, n0, nn);
         break;
     case 2:
-        a2_tile(q, 2, pw, ps, pb, m, n0, nn);
+        a2_tile_any(q, 2, Q4, pw, ps, pb, corr, m, n0, nn);
         break;
     case 1:
-        a2_tile(q, 1, pw, ps, pb, m, n0, nn);
+        a2_tile_any(q, 1, Q4, pw, ps, pb, corr, m, n0, nn);
         break;
     default:
         break;

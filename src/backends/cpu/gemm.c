@@ -132,7 +132,11 @@ void cpu_gemm(cn_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, cons
     double macs = (double)m * (double)n * (double)k;
     j.split_rows = m >= n;
     int64_t blocks = ((j.split_rows ? m : n) + GEMM_BLOCK - 1) / GEMM_BLOCK;
-    int64_t chunks = macs < GEMM_PARALLEL_MACS ? 1 : 2 * (int64_t)threads;
+    /* One block per thread: thinner blocks (two per thread gave 256 x 1024 for a 1024^3
+     * product) fall to oneDNN's no-copy kernel, which reads b in place with its full row stride,
+     * and two threads doing that at once ran at half the rate of one block each on a Zen 3
+     * (82 against 182 GFLOP/s, docs/benchmarks.md) */
+    int64_t chunks = macs < GEMM_PARALLEL_MACS ? 1 : (int64_t)threads;
     if (chunks <= 1 || blocks < 2) {
         gemm_call(&j, m, n, j.a, j.b, j.c);
         return;

@@ -5,6 +5,8 @@
  * threads); ints; NaN and infinities; empty dims; scalars; and the errors the router raises. */
 #include "harness.h"
 
+#include "backends/cpu/cpu_math.h" /* exp_nonpos_f32 as the baseline build compiles it */
+
 /* ---- reference ------------------------------------------------------------------------------ */
 
 typedef enum rop {
@@ -623,6 +625,66 @@ static void test_softmax_streamed_rows(void) {
     free(v);
 }
 
+/* The sum the CPU softmax forms over a dense f32 row: halves (the first a multiple of 16) down to
+ * 256 elements or fewer, each summed in 16 lanes, the lanes halved (8, 4, 2, 1), then the tail's
+ * running sum added; y gets the exps. */
+static float dense_expsum(const float *x, int64_t n, float m, float *y) {
+    if (n > 256) {
+        int64_t h = (n / 2 + 15) / 16 * 16;
+        return dense_expsum(x, h, m, y) + dense_expsum(x + h, n - h, m, y + h);
+    }
+    float acc[16] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) {
+            y[i + j] = exp_nonpos_f32(x[i + j] - m);
+            acc[j] += y[i + j];
+        }
+    for (int h = 8; h > 0; h /= 2)
+        for (int j = 0; j < h; j++) acc[j] += acc[j + h];
+    for (; i < n; i++) {
+        y[i] = exp_nonpos_f32(x[i] - m);
+        s += y[i];
+    }
+    return acc[0] + s;
+}
+
+/* Dense f32 rows (the intrinsic leaves on AVX-512 and on AVX2 with FMA, the compiled loop
+ * elsewhere) give the bits of the formula computed here in scalar code, baseline x86-64 with
+ * glibc's fmaf: the result does not depend on the CPU. Row lengths around the 16-lane vectors
+ * and the 256-element blocks; values in [-8, 8] with -inf entries and one 300 above the rest
+ * (the others fall below exp's clamp at -104). */
+static void test_softmax_dense_rows_same_bits_on_every_path(void) {
+    const int64_t lens[10] = {1, 15, 16, 17, 255, 256, 257, 1000, 4096, 4099};
+    for (int k = 0; k < 10; k++) {
+        int64_t n = lens[k], rows = 3, shape[2] = {rows, n};
+        float *v = malloc(sizeof(float) * (size_t)(rows * n)), *want = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < rows * n; i++) v[i] = (float)(16.0 * uniform01() - 8.0);
+        if (n > 2) v[n + 1] = -INFINITY, v[2 * n + n / 2] = 300.0f;
+        cn_tensor *x = cn_from_data(v, shape, 2, CN_F32, cn_cpu()), *y = cn_softmax(x, 1);
+        CHECK(y != NULL);
+        const float *yd = y ? cn_data_ptr(y) : NULL;
+        int64_t differ = 0;
+        for (int64_t r = 0; yd && r < rows; r++) {
+            const float *row = v + r * n;
+            float m = row[0];
+            for (int64_t i = 1; i < n; i++) m = row[i] > m ? row[i] : m;
+            float inv = 1 / dense_expsum(row, n, m, want);
+            for (int64_t i = 0; i < n; i++) {
+                float w = want[i] * inv, g = yd[r * n + i];
+                if (memcmp(&w, &g, sizeof w) != 0 && differ++ < 3)
+                    fprintf(stderr, "softmax row of %lld: [%lld][%lld] = %a, want %a\n",
+                            (long long)n, (long long)r, (long long)i, g, w);
+            }
+        }
+        CHECK(differ == 0);
+        cn_release(y);
+        cn_release(x);
+        free(v);
+        free(want);
+    }
+}
+
 static void test_softmax_large_values(void) {
     const double v[3] = {1000, 1001, 1002};
     const int64_t three[1] = {3};
@@ -806,6 +868,7 @@ int main(void) {
     RUN(test_softmax_shapes);
     RUN(test_softmax_large_values);
     RUN(test_softmax_streamed_rows);
+    RUN(test_softmax_dense_rows_same_bits_on_every_path);
     RUN(test_softmax_extremes_every_layout);
     RUN(test_softmax_relative_accuracy);
     RUN(test_int_mean_truncates_as_burn);

@@ -774,6 +774,9 @@ DEF_SUM_ROWS(double, f64)
         if (CPU_EXP512_##SUF && cpu_has_avx512())                                                  \
             return (T)expsum_leaf512((const float *)x, (float *)y, n, (float)mx,                   \
                                      (const float *)pf, pend);                                     \
+        if (CPU_EXP256_##SUF && cpu_has_avx2_fma())                                                \
+            return (T)expsum_leaf256((const float *)x, (float *)y, n, (float)mx,                   \
+                                     (const float *)pf);                                           \
         if (pf)                                                                                    \
             for (int64_t i = 0; i < n; i += 64 / (int64_t)sizeof(T)) __builtin_prefetch(pf + i);   \
         T acc[LANES] = {0};                                                                        \

@@ -774,6 +774,12 @@ typedef struct qjob {
     int failed;
 } qjob;
 
+/* v rounded half away from zero (roundf) and clamped to [-127, 127]: an activation's byte */
+static inline int8_t quant_round_clamp(float v) {
+    float r = roundf(v);
+    return (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+}
+
 /* Quantizes activation rows [m0, m1) to int8, a scale a row (the largest |x| not NaN / 127). */
 static void quantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t m1) {
     (void)chunk;
@@ -787,8 +793,7 @@ static void quantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t m1) {
         for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(x[k]));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         for (int64_t k = 0; k < K; k++) {
-            float r = roundf(x[k] * id);
-            q[k] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+            q[k] = quant_round_clamp(x[k] * id);
         }
         j->xs[m] = d;
     }
@@ -829,8 +834,7 @@ T_AVX2 static void quantize_rows_avx2(void *ctx, int64_t chunk, int64_t m0, int6
             _mm256_storeu_si256((__m256i *)(q + k), _mm256_permutevar8x32_epi32(b, order));
         }
         for (int64_t k = K32; k < K; k++) {
-            float r = roundf(x[k] * id);
-            q[k] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+            q[k] = quant_round_clamp(x[k] * id);
         }
         j->xs[m] = d;
     }

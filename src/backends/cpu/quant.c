@@ -151,26 +151,42 @@ T_AVX2 static float dot_blocks_avx2(const int8_t *a, const int8_t *b, const floa
 }
 
 /* q4_block on AVX2, a few activation rows (the row kernel): the packed weight is dotted as it
- * is, without unpacking it to bytes first. Each activation block is reordered once per call to
- * its 16 even then 16 odd elements, the order of a packed block's low then high nibbles, so
- * [low nibbles | high nibbles] of the 16 packed bytes lines up with it; the nibbles u = q + 8 are
- * unsigned bytes, vpmaddubsw's first operand (pairs at most 2 * 15 * 127: no saturation), and
- * corr, the int16 pair sums times 8 (vpmaddubsw of 8 with the same block), takes the 8 back out
- * exactly: (u - 8) x = u x - 8 x per pair, in int16. */
+ * is, without unpacking it to bytes first. A packed block holds element 2i in the low nibble of
+ * byte i and 2i + 1 in the high one; the nibbles u = q + 8 are unsigned bytes, vpmaddubsw's first
+ * operand (pairs at most 2 * 15 * 127: no saturation). The activations are reordered once per
+ * call to line up with them, two blocks at a time: one 32-byte load of blocks b and b + 1 gives
+ * their low nibbles (v & 15) and high nibbles ((v >> 4) & 15), so block pair b is stored as
+ * [evens of b | evens of b + 1] then [odds of b | odds of b + 1] (64 bytes), and a last block
+ * left over as [evens | odds]. corr, 8 x the pair sums that line up with each int16 lane
+ * (vpmaddubsw of 8 with the same bytes), takes the 8 back out exactly: (u - 8) x = u x - 8 x, in
+ * int16 (both halves' products plus corr stay within 7620 + 4064). corr is indexed by block: 16
+ * int16 at block b for the pair starting there, or for the last block. */
 T_AVX2 static void q4_prep_avx2(const int8_t *xq, int64_t nb, int8_t *xr, int16_t *corr) {
     const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
                                               0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256i v[2];
     for (int64_t b = 0; b < nb; b++) {
-        __m256i v =
+        __m256i e =
             _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(xq + 32 * b)), even_odd);
-        v = _mm256_permute4x64_epi64(v, _MM_SHUFFLE(3, 1, 2, 0)); /* evens, then odds */
-        _mm256_storeu_si256((__m256i *)(xr + 32 * b), v);
-        _mm256_storeu_si256((__m256i *)(corr + 16 * b),
-                            _mm256_maddubs_epi16(_mm256_set1_epi8(8), v));
+        v[b % 2] = _mm256_permute4x64_epi64(e, _MM_SHUFFLE(3, 1, 2, 0)); /* evens, then odds */
+        if (b % 2 == 1) {
+            __m256i ev = _mm256_permute2x128_si256(v[0], v[1], 0x20);
+            __m256i od = _mm256_permute2x128_si256(v[0], v[1], 0x31);
+            _mm256_storeu_si256((__m256i *)(xr + 32 * (b - 1)), ev);
+            _mm256_storeu_si256((__m256i *)(xr + 32 * b), od);
+            _mm256_storeu_si256((__m256i *)(corr + 16 * (b - 1)),
+                                _mm256_add_epi16(_mm256_maddubs_epi16(eight, ev),
+                                                 _mm256_maddubs_epi16(eight, od)));
+        } else if (b == nb - 1) {
+            _mm256_storeu_si256((__m256i *)(xr + 32 * b), v[0]);
+            _mm256_storeu_si256((__m256i *)(corr + 16 * b), _mm256_maddubs_epi16(eight, v[0]));
+        }
     }
 }
 
-/* 8 int32 lanes whose sum is the dot of packed q4 block w (16 bytes) with prepared block xr */
+/* 8 int32 lanes whose sum is the dot of packed q4 block w (16 bytes) with prepared block xr (the
+ * last block of an odd count) */
 T_AVX2 static inline __m256i dot_q4_block_avx2(const uint8_t *w, const int8_t *xr,
                                                const int16_t *corr) {
     __m128i v = _mm_loadu_si128((const __m128i *)w);
@@ -182,20 +198,40 @@ T_AVX2 static inline __m256i dot_q4_block_avx2(const uint8_t *w, const int8_t *x
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
+/* Block pair b (w: 32 packed bytes) against its prepared 64 bytes: int32 lanes 0-3 sum to block
+ * b's dot, lanes 4-7 to block b + 1's; scaled by sb[b] and sb[b + 1] into acc. */
+T_AVX2 static inline __m256 dot_q4_pair_avx2(const uint8_t *w, const int8_t *xr,
+                                             const int16_t *corr, const float *sb, __m256 acc) {
+    const __m256i m15 = _mm256_set1_epi8(15);
+    __m256i v = _mm256_loadu_si256((const __m256i *)w);
+    __m256i lo = _mm256_and_si256(v, m15), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15);
+    __m256i p = _mm256_add_epi16(
+        _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xr)),
+        _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xr + 32))));
+    p = _mm256_sub_epi16(p, _mm256_loadu_si256((const __m256i *)corr));
+    __m256i d = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    __m256 s = _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_broadcast_sd((const double *)sb)),
+                                        _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), s, acc);
+}
+
 /* dot_blocks_avx2 of a packed q4 row w with a prepared activation row (q4_prep_avx2) */
 T_AVX2 static float dot_q4_blocks_avx2(const int8_t *xr, const int16_t *corr, const uint8_t *w,
                                        const float *sb, int64_t nb) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        __m256i d0 = dot_q4_block_avx2(w + 16 * i, xr + 32 * i, corr + 16 * i);
-        __m256i d1 = dot_q4_block_avx2(w + 16 * i + 16, xr + 32 * i + 32, corr + 16 * i + 16);
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(sb[i]), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_set1_ps(sb[i + 1]), acc1);
+    for (; i + 3 < nb; i += 4) { /* two pairs: two accumulators */
+        acc0 = dot_q4_pair_avx2(w + 16 * i, xr + 32 * i, corr + 16 * i, sb + i, acc0);
+        acc1 = dot_q4_pair_avx2(w + 16 * i + 32, xr + 32 * i + 64, corr + 16 * i + 32, sb + i + 2,
+                                acc1);
     }
-    for (; i < nb; i++) {
+    if (i + 1 < nb) {
+        acc0 = dot_q4_pair_avx2(w + 16 * i, xr + 32 * i, corr + 16 * i, sb + i, acc0);
+        i += 2;
+    }
+    if (i < nb) {
         __m256i d = dot_q4_block_avx2(w + 16 * i, xr + 32 * i, corr + 16 * i);
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sb[i]), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sb[i]), acc1);
     }
     return hsum_f32(_mm256_add_ps(acc0, acc1));
 }

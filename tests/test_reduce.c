@@ -659,10 +659,11 @@ static void test_softmax_dense_rows_same_bits_on_every_path(void) {
     const int64_t lens[10] = {1, 15, 16, 17, 255, 256, 257, 1000, 4096, 4099};
     for (int k = 0; k < 10; k++) {
         int64_t n = lens[k], rows = 3, shape[2] = {rows, n};
-        float *v = malloc(sizeof(float) * (size_t)(rows * n)), *want = malloc(sizeof(float) * (size_t)n);
-        for (int64_t i = 0; i < rows * n; i++) v[i] = (float)(16.0 * uniform01() - 8.0);
+        float *v = malloc(sizeof(float) * (size_t)(rows * n));
+        float *want = malloc(sizeof(float) * (size_t)n);
         /* row 0 spans 115 below its max: exps from 1 down through the subnormals to 0 */
-        for (int64_t i = 0; i < n; i++) v[i] = (float)(115.0 * uniform01() - 110.0);
+        for (int64_t i = 0; i < rows * n; i++)
+            v[i] = i < n ? (float)(115.0 * uniform01() - 110.0) : (float)(16.0 * uniform01() - 8.0);
         if (n > 2) v[n + 1] = -INFINITY, v[2 * n + n / 2] = 300.0f;
         cn_tensor *x = cn_from_data(v, shape, 2, CN_F32, cn_cpu()), *y = cn_softmax(x, 1);
         CHECK(y != NULL);

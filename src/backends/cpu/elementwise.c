@@ -595,45 +595,18 @@ DEFINE_FIND_ZERO(find_zero_i64, int64_t)
  * twice: each output line is read before it is written (write-allocate), and the lines they
  * leave push the inputs of the next op out of the L3. Streaming stores write whole lines to
  * memory without either. Measured there (2 threads, this loop alone): add of 4M f32 (48 MB) 46
- * -> 66 GB/s, of 16M 38 -> 51; at 1M-1.5M f32 (12-18 MB, in the L3) ordinary stores are faster,
- * by up to 2x. On a Zen 3 with AVX2 (32 MB of L3), 4M 42-46 -> 58-65 GB/s, 16M 37 -> 46.
+ * -> 66 GB/s, of 16M 38 -> 51 (with 64-byte stores, before the loop below took 32-byte ones on
+ * every CPU); at 1M-1.5M f32 (12-18 MB, in the L3) ordinary stores are faster, by up to 2x. On a
+ * Zen 3 with AVX2 (32 MB of L3): 4M 42-46 -> 58-65 GB/s, 16M 37 -> 46.
  * add sub mul div only: one vector instruction each, the same bits as the scalar loop. */
 #define STREAM_BYTES ((int64_t)24 << 20)
 
 #if CPU_EXP512
-/* out = x OP y over dense f32 runs (VOP: OP on 16 lanes); ordinary stores up to the output's
- * first 64-byte boundary and after its last whole vector, streaming stores between. */
+/* out = x OP y over dense f32 runs (VOP: OP on 8 lanes); ordinary stores up to the output's
+ * first 64-byte boundary and after its last whole vector, streaming stores between (two 32-byte
+ * stores a line: the write-combining buffer sends the line whole). One loop for every CPU with
+ * AVX2, AVX-512 ones included: the op runs at memory speed, not at the vector width. */
 #define STREAM_LOOP(VOP, OP)                                                                   \
-    do {                                                                                       \
-        int64_t i_ = 0, head_ = (int64_t)((64 - ((uintptr_t)o & 63)) & 63) / 4;               \
-        for (; i_ < head_ && i_ < n; i_++) o[i_] = x[i_] OP y[i_];                             \
-        for (; i_ + 16 <= n; i_ += 16)                                                         \
-            _mm512_stream_ps(o + i_, VOP(_mm512_loadu_ps(x + i_), _mm512_loadu_ps(y + i_)));   \
-        for (; i_ < n; i_++) o[i_] = x[i_] OP y[i_];                                           \
-    } while (0)
-
-/* binary_f32's add sub mul div on dense runs whose output is float-aligned (run_binary checks
- * both), with streaming stores; fenced, so that the lines are visible before the pool reports
- * the part done. */
-__attribute__((target("avx512f"))) static void binary_stream_f32(char **ptrs, const int64_t *step,
-                                                                 int64_t n, const void *ctx) {
-    (void)step;
-    const ew_ctx *c = ctx;
-    float *restrict o = (float *)ptrs[0];
-    const float *restrict x = (const float *)ptrs[1], *restrict y = (const float *)ptrs[2];
-    switch (c->op) {
-    case CN_OP_ADD: STREAM_LOOP(_mm512_add_ps, +); break;
-    case CN_OP_SUB: STREAM_LOOP(_mm512_sub_ps, -); break;
-    case CN_OP_MUL: STREAM_LOOP(_mm512_mul_ps, *); break;
-    case CN_OP_DIV: STREAM_LOOP(_mm512_div_ps, /); break;
-    default: UNKNOWN_OP(c); break;
-    }
-    _mm_sfence();
-}
-#undef STREAM_LOOP
-
-/* binary_stream_f32 on AVX2 (8 lanes, 32-byte stores from the output's first 64-byte boundary) */
-#define STREAM_LOOP256(VOP, OP)                                                                \
     do {                                                                                       \
         int64_t i_ = 0, head_ = (int64_t)((64 - ((uintptr_t)o & 63)) & 63) / 4;               \
         for (; i_ < head_ && i_ < n; i_++) o[i_] = x[i_] OP y[i_];                             \
@@ -642,36 +615,38 @@ __attribute__((target("avx512f"))) static void binary_stream_f32(char **ptrs, co
         for (; i_ < n; i_++) o[i_] = x[i_] OP y[i_];                                           \
     } while (0)
 
-__attribute__((target("avx2"))) static void binary_stream256_f32(char **ptrs, const int64_t *step,
-                                                                 int64_t n, const void *ctx) {
+/* binary_f32's add sub mul div on dense runs whose output is float-aligned (run_binary checks
+ * both), with streaming stores; fenced, so that the lines are visible before the pool reports
+ * the part done. */
+__attribute__((target("avx2"))) static void binary_stream_f32(char **ptrs, const int64_t *step,
+                                                              int64_t n, const void *ctx) {
     (void)step;
     const ew_ctx *c = ctx;
     float *restrict o = (float *)ptrs[0];
     const float *restrict x = (const float *)ptrs[1], *restrict y = (const float *)ptrs[2];
     switch (c->op) {
-    case CN_OP_ADD: STREAM_LOOP256(_mm256_add_ps, +); break;
-    case CN_OP_SUB: STREAM_LOOP256(_mm256_sub_ps, -); break;
-    case CN_OP_MUL: STREAM_LOOP256(_mm256_mul_ps, *); break;
-    case CN_OP_DIV: STREAM_LOOP256(_mm256_div_ps, /); break;
+    case CN_OP_ADD: STREAM_LOOP(_mm256_add_ps, +); break;
+    case CN_OP_SUB: STREAM_LOOP(_mm256_sub_ps, -); break;
+    case CN_OP_MUL: STREAM_LOOP(_mm256_mul_ps, *); break;
+    case CN_OP_DIV: STREAM_LOOP(_mm256_div_ps, /); break;
     default: UNKNOWN_OP(c); break;
     }
     _mm_sfence();
 }
-#undef STREAM_LOOP256
+#undef STREAM_LOOP
 #endif
 
 /* The row function for fn over n dense elements of views: binary_f32 becomes binary_f32_wide,
- * or binary_stream_f32 (binary_stream256_f32 without AVX-512) for a large output (above). */
+ * or binary_stream_f32 for a large output (above). */
 static cpu_row_fn dense_binary_fn(cpu_row_fn fn, const ew_ctx *c, const cn_view *const *views,
                                   int64_t n) {
     if (fn != binary_f32) return fn;
 #if CPU_EXP512
     int arith = c->op == CN_OP_ADD || c->op == CN_OP_SUB || c->op == CN_OP_MUL ||
                 c->op == CN_OP_DIV;
-    if (arith && n >= STREAM_BYTES / 12 && ((uintptr_t)views[0]->data & 3) == 0) {
-        if (cpu_has_avx512()) return binary_stream_f32;
-        if (__builtin_cpu_supports("avx2")) return binary_stream256_f32;
-    }
+    if (arith && n >= STREAM_BYTES / 12 && ((uintptr_t)views[0]->data & 3) == 0 &&
+        __builtin_cpu_supports("avx2"))
+        return binary_stream_f32;
 #else
     (void)c, (void)views, (void)n;
 #endif

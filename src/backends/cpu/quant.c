@@ -165,23 +165,26 @@ T_AVX2 static void q4_prep_avx2(const int8_t *xq, int64_t nb, int8_t *xr, int16_
     const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
                                               0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     const __m256i eight = _mm256_set1_epi8(8);
-    __m256i v[2];
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i e =
-            _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(xq + 32 * b)), even_odd);
-        v[b % 2] = _mm256_permute4x64_epi64(e, _MM_SHUFFLE(3, 1, 2, 0)); /* evens, then odds */
-        if (b % 2 == 1) {
-            __m256i ev = _mm256_permute2x128_si256(v[0], v[1], 0x20);
-            __m256i od = _mm256_permute2x128_si256(v[0], v[1], 0x31);
-            _mm256_storeu_si256((__m256i *)(xr + 32 * (b - 1)), ev);
-            _mm256_storeu_si256((__m256i *)(xr + 32 * b), od);
-            _mm256_storeu_si256((__m256i *)(corr + 16 * (b - 1)),
-                                _mm256_add_epi16(_mm256_maddubs_epi16(eight, ev),
-                                                 _mm256_maddubs_epi16(eight, od)));
-        } else if (b == nb - 1) {
+    __m256i v[2]; /* blocks b and b + 1, each [evens | odds] */
+    int64_t b = 0;
+    for (; b < nb; b += 2) {
+        for (int h = 0; h < 2 && b + h < nb; h++)
+            v[h] = _mm256_permute4x64_epi64(
+                _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(xq + 32 * (b + h))),
+                                    even_odd),
+                _MM_SHUFFLE(3, 1, 2, 0));
+        if (b + 1 == nb) { /* the last block of an odd count, as it is */
             _mm256_storeu_si256((__m256i *)(xr + 32 * b), v[0]);
             _mm256_storeu_si256((__m256i *)(corr + 16 * b), _mm256_maddubs_epi16(eight, v[0]));
+            break;
         }
+        __m256i ev = _mm256_permute2x128_si256(v[0], v[1], 0x20);
+        __m256i od = _mm256_permute2x128_si256(v[0], v[1], 0x31);
+        _mm256_storeu_si256((__m256i *)(xr + 32 * b), ev);
+        _mm256_storeu_si256((__m256i *)(xr + 32 * b + 32), od);
+        _mm256_storeu_si256((__m256i *)(corr + 16 * b),
+                            _mm256_add_epi16(_mm256_maddubs_epi16(eight, ev),
+                                             _mm256_maddubs_epi16(eight, od)));
     }
 }
 
@@ -828,9 +831,7 @@ static void quantize_rows(void *ctx, int64_t chunk, int64_t m0, int64_t m1) {
         float amax = 0.0f;
         for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(x[k]));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int64_t k = 0; k < K; k++) {
-            q[k] = quant_round_clamp(x[k] * id);
-        }
+        for (int64_t k = 0; k < K; k++) q[k] = quant_round_clamp(x[k] * id);
         j->xs[m] = d;
     }
 }
@@ -869,9 +870,7 @@ T_AVX2 static void quantize_rows_avx2(void *ctx, int64_t chunk, int64_t m0, int6
                                            _mm256_packs_epi32(v[2], v[3]));
             _mm256_storeu_si256((__m256i *)(q + k), _mm256_permutevar8x32_epi32(b, order));
         }
-        for (int64_t k = K32; k < K; k++) {
-            q[k] = quant_round_clamp(x[k] * id);
-        }
+        for (int64_t k = K32; k < K; k++) q[k] = quant_round_clamp(x[k] * id);
         j->xs[m] = d;
     }
 }

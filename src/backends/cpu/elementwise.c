@@ -601,7 +601,7 @@ DEFINE_FIND_ZERO(find_zero_i64, int64_t)
  * add sub mul div only: one vector instruction each, the same bits as the scalar loop. */
 #define STREAM_BYTES ((int64_t)24 << 20)
 
-#if CPU_EXP512
+#if CPU_EXP256
 /* out = x OP y over dense f32 runs (VOP: OP on 8 lanes); ordinary stores up to the output's
  * first 64-byte boundary and after its last whole vector, streaming stores between (two 32-byte
  * stores a line: the write-combining buffer sends the line whole). One loop for every CPU with
@@ -641,11 +641,11 @@ __attribute__((target("avx2"))) static void binary_stream_f32(char **ptrs, const
 static cpu_row_fn dense_binary_fn(cpu_row_fn fn, const ew_ctx *c, const cn_view *const *views,
                                   int64_t n) {
     if (fn != binary_f32) return fn;
-#if CPU_EXP512
+#if CPU_EXP256
     int arith = c->op == CN_OP_ADD || c->op == CN_OP_SUB || c->op == CN_OP_MUL ||
                 c->op == CN_OP_DIV;
     if (arith && n >= STREAM_BYTES / 12 && ((uintptr_t)views[0]->data & 3) == 0 &&
-        __builtin_cpu_supports("avx2"))
+        cpu_has_avx2_fma())
         return binary_stream_f32;
 #else
     (void)c, (void)views, (void)n;

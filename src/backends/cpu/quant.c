@@ -150,6 +150,14 @@ T_AVX2 static float dot_blocks_avx2(const int8_t *a, const int8_t *b, const floa
     return hsum_f32(_mm256_add_ps(acc0, acc1));
 }
 
+/* activation block b as [its 16 evens | its 16 odds] */
+T_AVX2 static inline __m256i q4_even_odd_avx2(const int8_t *xq, int64_t b) {
+    const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                              0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(xq + 32 * b)), even_odd);
+    return _mm256_permute4x64_epi64(v, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
 /* q4_block on AVX2, a few activation rows (the row kernel): the packed weight is dotted as it
  * is, without unpacking it to bytes first. A packed block holds element 2i in the low nibble of
  * byte i and 2i + 1 in the high one; the nibbles u = q + 8 are unsigned bytes, vpmaddubsw's first
@@ -162,29 +170,22 @@ T_AVX2 static float dot_blocks_avx2(const int8_t *a, const int8_t *b, const floa
  * int16 (both halves' products plus corr stay within 7620 + 4064). corr is indexed by block: 16
  * int16 at block b for the pair starting there, or for the last block. */
 T_AVX2 static void q4_prep_avx2(const int8_t *xq, int64_t nb, int8_t *xr, int16_t *corr) {
-    const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
-                                              0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     const __m256i eight = _mm256_set1_epi8(8);
-    __m256i v[2]; /* blocks b and b + 1, each [evens | odds] */
     int64_t b = 0;
-    for (; b < nb; b += 2) {
-        for (int h = 0; h < 2 && b + h < nb; h++)
-            v[h] = _mm256_permute4x64_epi64(
-                _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(xq + 32 * (b + h))),
-                                    even_odd),
-                _MM_SHUFFLE(3, 1, 2, 0));
-        if (b + 1 == nb) { /* the last block of an odd count, as it is */
-            _mm256_storeu_si256((__m256i *)(xr + 32 * b), v[0]);
-            _mm256_storeu_si256((__m256i *)(corr + 16 * b), _mm256_maddubs_epi16(eight, v[0]));
-            break;
-        }
-        __m256i ev = _mm256_permute2x128_si256(v[0], v[1], 0x20);
-        __m256i od = _mm256_permute2x128_si256(v[0], v[1], 0x31);
+    for (; b + 1 < nb; b += 2) {
+        __m256i v0 = q4_even_odd_avx2(xq, b), v1 = q4_even_odd_avx2(xq, b + 1);
+        __m256i ev = _mm256_permute2x128_si256(v0, v1, 0x20);
+        __m256i od = _mm256_permute2x128_si256(v0, v1, 0x31);
         _mm256_storeu_si256((__m256i *)(xr + 32 * b), ev);
         _mm256_storeu_si256((__m256i *)(xr + 32 * b + 32), od);
         _mm256_storeu_si256((__m256i *)(corr + 16 * b),
                             _mm256_add_epi16(_mm256_maddubs_epi16(eight, ev),
                                              _mm256_maddubs_epi16(eight, od)));
+    }
+    if (b < nb) { /* the last block of an odd count, as it is */
+        __m256i v = q4_even_odd_avx2(xq, b);
+        _mm256_storeu_si256((__m256i *)(xr + 32 * b), v);
+        _mm256_storeu_si256((__m256i *)(corr + 16 * b), _mm256_maddubs_epi16(eight, v));
     }
 }
 

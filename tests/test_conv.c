@@ -279,6 +279,10 @@ static void test_conv2d_errors(void) {
     cn_tensor *w0 = th_own(cn_ones((int64_t[]){2, 3, 0, 0}, 4, CN_F32, cn_cpu()));
     cn_conv2d_params huge = {{1, 1}, {4, 4}, {INT64_MAX - 3, INT64_MAX - 3}, 1};
     CHECK_FAILS(cn_conv2d(x, w0, NULL, &huge), CN_ERR_OVERFLOW, "conv2d");
+    /* an empty kernel, stride 1 and padding that makes the room exactly INT64_MAX: the + 1 of
+     * the output size passes int64 (found by fuzz_ops in CI) */
+    cn_conv2d_params edge = {{1, 1}, {(INT64_MAX - 5) / 2, 0}, {1, 1}, 1};
+    CHECK_FAILS(cn_conv2d(x, w0, NULL, &edge), CN_ERR_OVERFLOW, "conv2d");
     th_release_owned();
 }
 

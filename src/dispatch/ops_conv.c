@@ -19,7 +19,8 @@ static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int6
     if (padded < span) return -1;
     /* an empty kernel (k = 0) makes span 1 - dil: the difference can pass int64 */
     if (__builtin_sub_overflow(padded, span, &room)) return -2;
-    return room / stride + 1;
+    room /= stride; /* stride 1 with room = INT64_MAX leaves no room for the + 1 */
+    return room == INT64_MAX ? -2 : room + 1;
 }
 
 /* The error for an out_size of -2. */

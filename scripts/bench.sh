@@ -84,29 +84,40 @@ workloads=(overhead elementwise softmax matmul conv mlp cnn gpt quant)
 if [ -n "$only" ]; then IFS=, read -r -a workloads <<< "$only"; fi
 
 # ---- PyTorch, in a virtual environment of our own ---------------------------------------------
-venv=.venv-bench
-if ! "$venv/bin/python" -c "import torch, numpy, safetensors" 2>/dev/null; then
-  echo "bench.sh: installing PyTorch from PyPI into $venv (large download)..." >&2
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip
-  "$venv/bin/pip" install -q torch numpy safetensors  # safetensors: the GPT's shared weights
+# BENCH_PYTHON names a Python that already has torch, numpy and safetensors (a machine that
+# cannot reach PyPI: scripts/gpu-check.sh)
+if [ -n "${BENCH_PYTHON:-}" ]; then
+  py=$(command -v "$BENCH_PYTHON")
+else
+  venv=.venv-bench
+  if ! "$venv/bin/python" -c "import torch, numpy, safetensors" 2>/dev/null; then
+    echo "bench.sh: installing PyTorch from PyPI into $venv (large download)..." >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip
+    "$venv/bin/pip" install -q torch numpy safetensors  # safetensors: the GPT's shared weights
+  fi
+  py="$PWD/$venv/bin/python"
 fi
-py="$venv/bin/python"
 
 # ---- cinder, Release ------------------------------------------------------------------------------
-scripts/deps.sh
-if [ "$device" = cpu ]; then
-  build=build-bench
-  cuda_opt=-DCINDER_CUDA=OFF
+# BENCH_BUILD names a build made elsewhere (scripts/gpu-check.sh carries one to a GPU machine)
+if [ -n "${BENCH_BUILD:-}" ]; then
+  build=$BENCH_BUILD
 else
-  build=build-bench-cuda
-  cuda_opt=-DCINDER_CUDA=AUTO
+  scripts/deps.sh
+  if [ "$device" = cpu ]; then
+    build=build-bench
+    cuda_opt=-DCINDER_CUDA=OFF
+  else
+    build=build-bench-cuda
+    cuda_opt=-DCINDER_CUDA=AUTO
+  fi
+  mkdir -p "$build"
+  log="$build/bench-build.log"
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCINDER_TESTS=OFF "$cuda_opt" > "$log" 2>&1 ||
+    { cat "$log" >&2; exit 1; }
+  cmake --build "$build" -j"$(nproc)" >> "$log" 2>&1 || { tail -50 "$log" >&2; exit 1; }
 fi
-mkdir -p "$build"
-log="$build/bench-build.log"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCINDER_TESTS=OFF "$cuda_opt" > "$log" 2>&1 ||
-  { cat "$log" >&2; exit 1; }
-cmake --build "$build" -j"$(nproc)" >> "$log" 2>&1 || { tail -50 "$log" >&2; exit 1; }
 
 # ---- running ----------------------------------------------------------------------------------------
 # Benchmark commands run without the OpenBLAS overrides (see the top of this file).
@@ -200,8 +211,8 @@ run_torch() {
   [ "$1" = overhead ] && args+=(--iters 100000)
   [ "$1" = gpt ] && args+=(--weights "$gpt_weights")
   local wrap=()
-  case "$1" in mlp|cnn|gpt) wrap=("../../$py" ../peak_rss.py "$1_peak_rss") ;; esac
-  (cd bench/torch && "${bench_env[@]}" "${wrap[@]}" "../../$py" "$1.py" "${args[@]}")
+  case "$1" in mlp|cnn|gpt) wrap=("$py" ../peak_rss.py "$1_peak_rss") ;; esac
+  (cd bench/torch && "${bench_env[@]}" "${wrap[@]}" "$py" "$1.py" "${args[@]}")
 }
 
 # Appends `<impl> <rep> <line>` for each line a program printed; a skip (exit 77) is fine.
@@ -218,9 +229,9 @@ record() {
 }
 
 # the GPT's initial weights, shared by both sides (nanoGPT's init, seed 0)
-gpt_weights="$PWD/$build/gpt_init.safetensors"
+gpt_weights="$(cd "$build" && pwd)/gpt_init.safetensors"
 case " ${workloads[*]} " in
-  *" gpt "*) (cd bench/torch && "../../$py" gpt.py --write-weights "$gpt_weights") ;;
+  *" gpt "*) (cd bench/torch && "$py" gpt.py --write-weights "$gpt_weights") ;;
 esac
 
 echo "bench.sh: $reps repetitions of: ${workloads[*]} (device $device, $threads threads); load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -69,7 +69,19 @@ static int th_tests_passed, th_tests_failed;
 
 typedef void (*th_fn)(void);
 
+/* CINDER_TEST_ONLY=a,b runs only the tests named (one at a time in their own processes, say, so
+ * that a crash in one hides none of the others: scripts/gpu-check.sh does this). */
+static inline int th_selected(const char *name) {
+    const char *only = getenv("CINDER_TEST_ONLY");
+    if (!only || !*only) return 1;
+    size_t n = strlen(name);
+    for (const char *p = only; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
 static inline void th_run(const char *name, th_fn fn) {
+    if (!th_selected(name)) return;
     int before = th_checks_failed;
     int64_t live = cn_live_tensors();
     cn_clear_error();

@@ -524,7 +524,13 @@ static void test_devices_and_kernels(void) {
     cn_clear_error();
     expect_failure(cn_ext_call(sumdiff, CN_EXT_ROUTE_AUTO, in, tags, NULL, NULL, out),
                    CN_ERR_DEVICE_MISMATCH, "ext_other:0", a, av);
-    /* a backend without a kernel for the op */
+    /* a backend without a kernel for the op: cn_ext_has_kernel says so first, without an error */
+    CHECK(cn_ext_has_kernel(affine, cn_cpu()) == 1);
+    CHECK(cn_ext_has_kernel(affine, cn_autodiff(cn_cpu())) == 1); /* the concrete backend's */
+    CHECK(cn_ext_has_kernel(affine, other) == 0);
+    CHECK(cn_ext_has_kernel(NULL, cn_cpu()) == 0);
+    CHECK(cn_ext_has_kernel(affine, (cn_device){CN_BACKEND_INVALID, 0, 0, 0}) == 0);
+    CHECK(cn_last_status() == CN_OK);
     cn_tensor *o = NULL;
     expect_failure(cn_ext_call(affine, CN_EXT_ROUTE_AUTO, &b, NULL, NULL, reals, &o),
                    CN_ERR_NO_KERNEL, "'test_affine' has no kernel for backend 'ext_other'", NULL,

@@ -141,6 +141,12 @@ CN_API const cn_ext_op *cn_ext_find(const char *name);
  * op keeps the error of the call that produced it. */
 CN_API cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_kernel_fn kernel);
 
+/* 1 when `op` has a kernel for the concrete backend of `device` (its autodiff flag ignored), so
+ * that a call with inputs there can run; 0 otherwise, a NULL op or an invalid device included.
+ * Sets no error. A program picks its path with it: a fused op where it has a kernel, the
+ * composition of built-in ops elsewhere (as `cinder train` does for its MLP). Any thread. */
+CN_API int cn_ext_has_kernel(const cn_ext_op *op, cn_device device);
+
 /* Registers the backward of `op`, which makes it differentiable. As for kernels: one backward
  * per op (a different second one is refused), a NULL backward is CN_ERR_NULL_ARG, and an op
  * defined with CN_EXT_NON_DIFFERENTIABLE refuses one (CN_ERR_INVALID_ARG). */

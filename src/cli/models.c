@@ -1,5 +1,6 @@
 /* The models of `cinder train` and `cinder eval` (models.h): the MLP built on the fused
- * linear + relu extension op, the CNN built from nn.h's modules, and their checkpoints. */
+ * linear + relu extension op (on a backend without a kernel for it, the same layer as built-in
+ * linear and relu), the CNN built from nn.h's modules, and their checkpoints. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,10 +52,28 @@ static cn_tensor *fused_forward(cn_module *m, cn_tensor *x) {
     return fused_linear_relu(x, s->weight, s->bias);
 }
 
+/* The same layer from built-in ops, for a backend the extension has no kernel for. */
+static cn_tensor *unfused_forward(cn_module *m, cn_tensor *x) {
+    fused_state *s = cn_module_state(m);
+    cn_tensor *z = cn_linear(x, s->weight, s->bias);
+    return z ? cn_relu(z) : NULL; /* z belongs to the forward's scope */
+}
+
 static void fused_free_state(void *state) { free(state); }
 
 static const cn_module_vtable fused_vtable = {"FusedLinearReLU", fused_forward, NULL,
                                               fused_free_state};
+static const cn_module_vtable unfused_vtable = {"LinearReLU", unfused_forward, NULL,
+                                                fused_free_state};
+
+/* Whether the fused op can run on device's backend (its kernels are registered on first use). */
+static int fused_runs_on(cn_device device) {
+    if (fused_register() != CN_OK) {
+        cn_clear_error(); /* the built-in layer serves instead */
+        return 0;
+    }
+    return cn_ext_has_kernel(cn_ext_find("fused_linear_relu"), device);
+}
 
 /* Parameters as torch.nn.Linear(in, out) draws them: weight, then bias, both from
  * U(-1/sqrt(in), 1/sqrt(in)). */
@@ -64,7 +83,7 @@ static cn_module *fused_layer_new(int64_t in, int64_t out, cn_device device, cn_
         cn_set_error(CN_ERR_OUT_OF_MEMORY, "cli_model_new", "no memory for a layer's state");
         return NULL;
     }
-    cn_module *m = cn_module_new(&fused_vtable, s);
+    cn_module *m = cn_module_new(fused_runs_on(device) ? &fused_vtable : &unfused_vtable, s);
     if (!m) return NULL;
     double bound = 1.0 / sqrt((double)in);
     const int64_t wshape[2] = {out, in};

@@ -208,6 +208,11 @@ cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_ke
     return CN_OK;
 }
 
+int cn_ext_has_kernel(const cn_ext_op *op, cn_device device) {
+    if (!op || device.backend < 0 || device.backend >= CN_MAX_BACKENDS) return 0;
+    return op->kernels[device.backend] != NULL;
+}
+
 cn_status cn_ext_register_backward(const cn_ext_op *op, cn_ext_backward_fn backward) {
     const char *name = "ext_register_backward";
     if (!op) {

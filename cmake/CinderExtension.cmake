@@ -1,4 +1,4 @@
-# cinder_add_extension(<target> <decl> [SOURCES <file>...])
+# cinder_add_extension(<target> <decl> [SOURCES <file>...] [CUDA_SOURCES <file>...])
 #
 # Builds a cinder extension as a static library <target>: at build time cinder-extgen turns the
 # declaration file <decl> (docs/extensions.md) into <stem>.h and <stem>.c, where <stem> is the
@@ -9,14 +9,22 @@
 #     cinder_add_extension(fused fused.cnext SOURCES fused_kernels.c)
 #     target_link_libraries(train PRIVATE fused)     # then: #include "fused.h"
 #
+# CUDA_SOURCES hold the ops' CUDA kernels (<ext>_<op>_cuda, for ops that list `cuda` among their
+# backends). They are built when the project has enabled the CUDA language (cinder's own build
+# does when it finds nvcc), with CINDER_HAVE_CUDA defined so that the generated source registers
+# them; without CUDA they are left out, and such an op called on a GPU tensor reports that it has
+# no CUDA kernel. They link CUDA's runtime statically (CUDA::cudart_static), so a program using
+# the extension still starts where CUDA's libraries are missing, as libcinder does.
+#
 # A declaration error fails the build with `<decl>:<line>: error: <message>`.
 include_guard(GLOBAL)
 
 function(cinder_add_extension target decl)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "SOURCES")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "SOURCES;CUDA_SOURCES")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cinder_add_extension(${target} ...): unexpected arguments "
-                        "${ARG_UNPARSED_ARGUMENTS} (usage: <target> <decl> [SOURCES files...])")
+                        "${ARG_UNPARSED_ARGUMENTS} (usage: <target> <decl> [SOURCES files...] "
+                        "[CUDA_SOURCES files...])")
   endif()
   get_filename_component(decl_path ${decl} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
   if(NOT EXISTS ${decl_path})
@@ -48,7 +56,18 @@ function(cinder_add_extension target decl)
     VERBATIM)
 
   find_package(Threads REQUIRED)
-  add_library(${target} STATIC ${source} ${header} ${ARG_SOURCES})
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  set(cuda_sources "")
+  if(ARG_CUDA_SOURCES AND "CUDA" IN_LIST languages)
+    set(cuda_sources ${ARG_CUDA_SOURCES})
+  endif()
+  add_library(${target} STATIC ${source} ${header} ${ARG_SOURCES} ${cuda_sources})
+  if(cuda_sources)
+    find_package(CUDAToolkit REQUIRED)
+    target_compile_definitions(${target} PRIVATE CINDER_HAVE_CUDA)
+    set_target_properties(${target} PROPERTIES CUDA_RUNTIME_LIBRARY Static)
+    target_link_libraries(${target} PUBLIC CUDA::cudart_static)
+  endif()
   target_include_directories(${target} PUBLIC ${out_dir})
   # cinder's own tree links the static library (its programs do); users get cinder::cinder.
   if(TARGET cinder_static AND PROJECT_NAME STREQUAL "cinder")

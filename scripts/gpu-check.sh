@@ -6,14 +6,16 @@
 #   scripts/gpu-check.sh pack
 #       Here: builds build/gpu (RelWithDebInfo, CUDA on, no sanitizers) and writes .gpu/ (git-ignored,
 #       carried to the GPU machine): the build's programs and libraries, the libraries they load
-#       that are neither CUDA's nor the C runtime's (OpenBLAS, oneDNN, ...), and Open MPI's files
-#       with the libraries they load.
-#   scripts/gpu-check.sh run [--budget S] [--no-tests] [--train] [--bench LIST]
+#       that are neither CUDA's nor the C runtime's (OpenBLAS, oneDNN, ...), Open MPI's files
+#       with the libraries they load, Fashion-MNIST and the GPT benchmark's text.
+#   scripts/gpu-check.sh run [--budget S] [--tests each|whole|no] [--train] [--bench LIST]
 #       There, from the repository root: puts those files in place (Open MPI's copied into / without
 #       replacing a file already there), finds CUDA's libraries (the toolkit's, cuDNN's and NCCL's
 #       from PyTorch's wheels), then runs, each under a time limit and while the S seconds of the
 #       budget (default 400) last: each test of test_cuda_ops in its own process (a crash in one
-#       hides no other), the whole program once, cuda_static_link, test_dist_nccl under
+#       hides no other; --tests each, the default), the whole program once (--tests whole: only
+#       that), cuda_static_link, the extension example's CUDA
+#       kernel (test_fused_linear_relu), test_dist_nccl under
 #       `mpirun -np 1` (one rank per GPU), test_cuda_ops under compute-sanitizer's memcheck, and
 #       with --train two epochs of `cinder train --device cuda` for the MLP and the CNN, and
 #       with --bench scripts/bench.sh --device cuda --reps 1 --only LIST against the machine's
@@ -33,7 +35,7 @@ pack() {
   rm -rf .gpu
   mkdir -p .gpu/lib .gpu/mpi
   local progs=(build/gpu/cinder build/gpu/tests/test_cuda_ops build/gpu/tests/cuda_static_link
-               build/gpu/tests/test_dist_nccl)
+               build/gpu/tests/test_dist_nccl build/gpu/examples/extension/test_fused_linear_relu)
   local f
   for f in build/gpu/bench/bench_*; do [ -x "$f" ] && [ -f "$f" ] && progs+=("$f"); done
   local libs=(build/gpu/libcinder*.so*)
@@ -65,6 +67,8 @@ pack() {
   rm -rf .gpu/lib .gpu/mpi
   # Fashion-MNIST for `cinder train` and the MLP and CNN benchmarks (Debian's, as gzip files)
   cp -r /usr/share/datasets/fashion-mnist .gpu/
+  # the GPT benchmark's text (Debian's fortunes)
+  mkdir -p .gpu/fortunes && cp /usr/share/games/fortunes/science .gpu/fortunes/
   du -sh .gpu/*
   echo "the device tool carries at most 64 MiB with the working tree: $(du -sm .gpu | cut -f1) MiB here"
 }
@@ -72,7 +76,7 @@ pack() {
 # ---- on the GPU machine -------------------------------------------------------------------------
 budget=400
 bench=""
-tests=1
+tests=each
 train=0
 start=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - start) )); }
@@ -101,7 +105,7 @@ run() {
     case "$1" in
       --budget) budget=$2; shift 2 ;;
       --bench) bench=$2; shift 2 ;;
-      --no-tests) tests=0; shift ;;
+      --tests) tests=$2; shift 2 ;;
       --train) train=1; shift ;;
       *) echo "gpu-check.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
@@ -126,6 +130,9 @@ run() {
   if [ ! -e /usr/share/datasets/fashion-mnist ]; then
     mkdir -p /usr/share/datasets && ln -s "$PWD/.gpu/fashion-mnist" /usr/share/datasets/fashion-mnist
   fi
+  if [ ! -e /usr/share/games/fortunes/science ]; then
+    mkdir -p /usr/share/games/fortunes && cp .gpu/fortunes/science /usr/share/games/fortunes/
+  fi
 
   # CUDA's libraries: the toolkit's, and cuDNN's and NCCL's from PyTorch's wheels
   local dirs="" f d
@@ -141,14 +148,16 @@ run() {
 
   local t=build/gpu/tests/test_cuda_ops names n
   names=$(grep -o 'RUN(test_[a-z0-9_]*)' tests/test_cuda_ops.c | sed 's/RUN(\(.*\))/\1/')
-  if [ "$tests" = 1 ]; then
+  if [ "$tests" != no ]; then
     for n in $names; do
+      [ "$tests" = each ] || break
       # the last test counts the ops the others compared: it runs in the whole program alone
       [ "$n" = test_every_op_has_a_kernel_and_a_check ] && continue
       run_step "cuda_ops.$n" 120 env CINDER_TEST_ONLY="$n" "$t"
     done
     run_step cuda_ops_whole 180 "$t"
     run_step cuda_static_link 60 build/gpu/tests/cuda_static_link
+    run_step extension_cuda 60 build/gpu/examples/extension/test_fused_linear_relu
     run_step dist_nccl 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
       OMPI_MCA_btl_vader_single_copy_mechanism=none /usr/bin/orterun -np 1 build/gpu/tests/test_dist_nccl
     # API errors are not counted: test_out_of_memory asks for more than the GPU has on purpose
@@ -166,7 +175,8 @@ run() {
       --reps 1 --only "$bench" --out "$out/bench_raw.txt"
   fi
   # the failing tests' own lines, for the summary
-  grep -h -E "^FAIL|FAILED|error|Error|leaked|want" "$out"/cuda_ops.*.log 2>/dev/null | head -60 > "$out/failures.txt"
+  grep -H -E "^FAIL|FAILED|error|Error|leaked|want" "$out"/cuda_ops*.log "$out"/extension_cuda.log \
+    "$out"/dist_nccl.log "$out"/train_*.log 2>/dev/null | grep -v "^[^:]*:epoch" | head -60 > "$out/failures.txt"
   echo "---- failures (first lines)"; head -40 "$out/failures.txt"
 }
 

@@ -678,6 +678,26 @@ static void test_binary(void) {
             pair_free(in[1]);
         }
     }
+    /* dense f32 (the float4 path): 1031 elements (a tail of 3), then views one element in (dense
+     * but not 16-byte aligned: the general kernel) */
+    const int64_t len = 1031, one_in = 1030;
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        args a = {.b = ops[k].f};
+        const char *on = cn_op_name(ops[k].op);
+        pair in[2] = {input(&len, 1, CN_F32, ops[k].alo, ops[k].ahi, CONTIG),
+                      input(&len, 1, CN_F32, ops[k].blo, ops[k].bhi, CONTIG)};
+        check_op(label("%s f32 dense 1031", on), ops[k].op, f_binary, &a, in, 2, 2);
+        pair sl[2];
+        for (int i = 0; i < 2; i++)
+            sl[i] = (pair){cn_slice(in[i].c, 0, 1, len, 1), cn_slice(in[i].g, 0, 1, len, 1)};
+        CHECK(sl[0].g && cn_numel(sl[0].g) == one_in);
+        check_op(label("%s f32 dense unaligned", on), ops[k].op, f_binary, &a, sl, 2, 2);
+        for (int i = 0; i < 2; i++) {
+            pair_free(sl[i]);
+            pair_free(in[i]);
+        }
+    }
+
     /* integer division: truncation, x / -1 at the minimum, and signs */
     const double x[8] = {7, -7, 7, -7, -2147483648.0, 0, 100, -3};
     const double y[8] = {2, 2, -2, -2, -1, 5, -7, 1};

@@ -556,8 +556,45 @@ static void test_schema_errors(void) {
     CHECK_FAILS((cn_tensor *)cn_ext_define(&s), CN_ERR_INVALID_ARG, "taken");
     CHECK(cn_ext_find("test_affine") == affine);
     cn_clear_error();
-    CHECK(cn_ext_register_kernel(affine, "tpu", affine_cpu) == CN_ERR_UNKNOWN_DEVICE);
+    CHECK(cn_ext_register_kernel(affine, "", affine_cpu) == CN_ERR_INVALID_ARG);
     cn_clear_error();
+}
+
+/* A kernel for a backend not registered yet (as cuda is before its module loads) waits under
+ * its name, without loading anything, and serves once a backend of that name registers. */
+static void test_kernel_for_a_later_backend(void) {
+    static const cn_ext_tensor_arg x_arg[] = {{"x", CN_KIND_FLOAT, 0, -1, 0}};
+    cn_ext_schema s = {.name = "test_late", .n_tensors = 1, .tensors = x_arg, .n_reals = 2,
+                       .real_names = ab_names, .n_outputs = 1, .output_names = y_name,
+                       .shape = like_first};
+    const cn_ext_op *late = cn_ext_define(&s);
+    CHECK(late != NULL);
+    CHECK(cn_backend_find("ext_late") < 0);
+    CHECK(cn_ext_register_kernel(late, "ext_late", affine_cpu) == CN_OK);
+    CHECK(cn_ext_register_kernel(late, "ext_late", affine_cpu) == CN_OK); /* the same: no change */
+    CHECK(cn_ext_register_kernel(late, "ext_late", masked_cpu) == CN_ERR_INVALID_ARG);
+    CHECK(strstr(cn_last_error(), "'test_late'") && strstr(cn_last_error(), "'ext_late'"));
+    cn_clear_error();
+    /* at most 4 backends wait per op */
+    const char *more[3] = {"ext_wait1", "ext_wait2", "ext_wait3"};
+    for (int i = 0; i < 3; i++) CHECK(cn_ext_register_kernel(late, more[i], affine_cpu) == CN_OK);
+    CHECK(cn_ext_register_kernel(late, "ext_wait4", affine_cpu) == CN_ERR_INVALID_ARG);
+    CHECK(strstr(cn_last_error(), "not registered yet") != NULL);
+    cn_clear_error();
+
+    cn_backend copy = *cn_backend_get(CN_BACKEND_CPU);
+    copy.name = "ext_late";
+    int id = cn_backend_register(&copy);
+    CHECK(id >= 0);
+    cn_device dev = {(int16_t)id, 0, 0, 0};
+    CHECK(cn_ext_has_kernel(late, dev) == 1);
+    cn_tensor *x = vec(dev, 1, 2, 0);
+    cn_tensor *y = call1(late, CN_EXT_ROUTE_AUTO, x, 3, 1);
+    th_check_values("the waiting kernel", y, (double[]){4, 7}, 2, 0);
+    CHECK(cn_ext_register_kernel(late, "ext_late", masked_cpu) == CN_ERR_INVALID_ARG);
+    cn_clear_error();
+    cn_release(y);
+    cn_release(x);
 }
 
 /* One backward through test_backward_rules (y = 3 x + 1, z optional and tracked when given)
@@ -786,6 +823,7 @@ int main(void) {
     RUN(test_mixed_tracking);
     RUN(test_devices_and_kernels);
     RUN(test_schema_errors);
+    RUN(test_kernel_for_a_later_backend);
     RUN(test_backward_ownership_rule);
     RUN(test_backward_gradient_checks);
     RUN(test_constant_first_tracked_later);

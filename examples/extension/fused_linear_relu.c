@@ -14,6 +14,7 @@
 
 #include "cinder/cinder.h"
 #include "fused.h"
+#include "fused_operand.h"
 
 #define OP "fused_linear_relu"
 
@@ -72,33 +73,19 @@ typedef struct operand {
 
 static cn_status make_operand(const cn_view *v, size_t esize, operand *o) {
     int64_t r = v->shape[0], c = v->shape[1];
-    /* a size-1 dim's stride is meaningless: take whatever makes the operand dense */
-    int64_t rs = r == 1 ? (c > 1 ? c : 1) : v->strides[0], cs = c == 1 ? 1 : v->strides[1];
-    int64_t rs_t = r == 1 ? 1 : v->strides[0], cs_t = c == 1 ? (r > 1 ? r : 1) : v->strides[1];
     o->packed = NULL;
-    if (cs == 1 && rs >= (c > 1 ? c : 1) && rs <= INT_MAX) {
-        o->data = v->data;
-        o->trans = 0;
-        o->ld = (int)rs;
-    } else if (rs_t == 1 && cs_t >= (r > 1 ? r : 1) && cs_t <= INT_MAX) {
-        o->data = v->data;
-        o->trans = 1;
-        o->ld = (int)cs_t;
-    } else {
-        o->packed = malloc((size_t)(r * c) * esize);
-        if (!o->packed)
-            return cn_set_error(CN_ERR_OUT_OF_MEMORY, OP, "packing a [%lld, %lld] operand",
-                                (long long)r, (long long)c);
-        for (int64_t i = 0; i < r; i++)
-            for (int64_t j = 0; j < c; j++)
-                memcpy((char *)o->packed + (size_t)(i * c + j) * esize,
-                       (const char *)v->data +
-                           (size_t)(i * v->strides[0] + j * v->strides[1]) * esize,
-                       esize);
-        o->data = o->packed;
-        o->trans = 0;
-        o->ld = (int)(c > 1 ? c : 1);
-    }
+    o->data = v->data;
+    if (fused_plan_operand(v, &o->trans, &o->ld)) return CN_OK;
+    o->packed = malloc((size_t)(r * c) * esize);
+    if (!o->packed)
+        return cn_set_error(CN_ERR_OUT_OF_MEMORY, OP, "packing a [%lld, %lld] operand",
+                            (long long)r, (long long)c);
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++)
+            memcpy((char *)o->packed + (size_t)(i * c + j) * esize,
+                   (const char *)v->data + (size_t)(i * v->strides[0] + j * v->strides[1]) * esize,
+                   esize);
+    o->data = o->packed;
     return CN_OK;
 }
 

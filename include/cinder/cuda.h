@@ -68,6 +68,31 @@ CN_API cn_status cn_cuda_empty_cache(int device);
  * asynchronous kernel is reported here (CN_ERR_BACKEND, with CUDA's message). */
 CN_API cn_status cn_cuda_synchronize(int device);
 
+/* ---- for extension kernels (docs/extensions.md, examples/extension) ----------------------------
+ *
+ * A CUDA kernel of an extension op (<ext>_<op>_cuda) receives device pointers in its views and
+ * runs its work on the backend's stream, so that it is ordered with cinder's own kernels before
+ * and after it: no synchronisation is needed, and its scratch memory can be freed in stream order
+ * (cudaFreeAsync on that stream). */
+
+/* Writes into *stream the cudaStream_t (as a void *) on which the backend queues all work of
+ * device `device`, and makes that device current on the calling thread, so that the caller's own
+ * launches go to it. The stream lives until the process ends; do not destroy it. CN_OK;
+ * CN_ERR_NULL_ARG for a NULL stream; CN_ERR_DEVICE_UNAVAILABLE for a device index that is not
+ * usable here; CN_ERR_UNKNOWN_DEVICE when the CUDA module is not found. Any thread. */
+CN_API cn_status cn_cuda_stream(int device, void **stream);
+
+/* The GEMM of cinder's CUDA kernels, for extension kernels: c = a @ b + beta * c on device memory
+ * of `device`, row-major, with the arguments of cn_cpu_gemm (cinder/backend.h) and the same
+ * checks and errors, plus dtypes f16 and bf16 (f32 sums, one rounding to c). cuBLAS on the
+ * backend's stream: it returns once the product is queued. f32 is plain FP32 (no TF32), as
+ * cn_matmul on CUDA. CN_ERR_BACKEND with cuBLAS's status when the library refuses the call;
+ * CN_ERR_DEVICE_UNAVAILABLE for a device index that is not usable here. Any thread, on disjoint
+ * c. */
+CN_API cn_status cn_cuda_gemm(int device, cn_dtype dtype, int ta, int tb, int64_t m, int64_t n,
+                              int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
+                              double beta, void *c, int64_t ldc);
+
 /* Whether convolutions may use cuDNN (when cinder was built with it): 1 = yes (the default),
  * 0 = use cinder's own im2col + cuBLAS kernels. Returns the previous setting. Process-wide. */
 CN_API int cn_cuda_set_cudnn_enabled(int enabled);

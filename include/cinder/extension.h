@@ -133,12 +133,15 @@ CN_API const cn_ext_op *cn_ext_define(const cn_ext_schema *schema);
 /* The op defined under name, or NULL. */
 CN_API const cn_ext_op *cn_ext_find(const char *name);
 
-/* Registers the kernel of `op` for the backend named `backend` ("cpu", "cuda", or a registered
- * one). The kernel receives the inputs in schema order (absent ones: data NULL, ndim -1),
- * ints/reals as attributes and args->op == CN_OP_COUNT (an extension). One kernel per backend:
- * registering the same function again changes nothing; a different one is refused
- * (CN_ERR_INVALID_ARG) and the first stays. A NULL backend or kernel is CN_ERR_NULL_ARG; a NULL
- * op keeps the error of the call that produced it. */
+/* Registers the kernel of `op` for the backend named `backend` ("cpu", "cuda", or a program's
+ * own). A backend not registered yet (a module not loaded yet, as cuda is until a GPU is first
+ * asked for) keeps the kernel by name until it is (at most 4 such backends an op): registering
+ * never loads a module, so a program that never uses a GPU never loads CUDA's libraries. The
+ * kernel receives the inputs in schema order (absent ones: data NULL, ndim -1), ints/reals as
+ * attributes and args->op == CN_OP_COUNT (an extension). One kernel per backend: registering the
+ * same function again changes nothing; a different one is refused (CN_ERR_INVALID_ARG) and the
+ * first stays. A NULL backend or kernel is CN_ERR_NULL_ARG; an empty name or one of 48 characters
+ * or more, CN_ERR_INVALID_ARG; a NULL op keeps the error of the call that produced it. */
 CN_API cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_kernel_fn kernel);
 
 /* 1 when `op` has a kernel for the concrete backend of `device` (its autodiff flag ignored), so

@@ -11,6 +11,7 @@
 #ifndef CINDER_CORE_BACKEND_COMMON_H
 #define CINDER_CORE_BACKEND_COMMON_H
 
+#include <limits.h>
 #include <stdint.h>
 
 #include "cinder/backend.h"
@@ -99,6 +100,48 @@ static inline int cn__merge_dims(int nops, const cn_view *const *views, const in
 }
 
 /* ---------------------------------------------------------------------------------------------- */
+
+/* The argument checks of the GEMMs that extension kernels call (cn_cpu_gemm, cn_cuda_gemm), as
+ * their documentation lists them: the dtype (f32 or f64, and f16 or bf16 where half_ok), negative
+ * sizes, a leading dimension smaller than its row, a NULL operand of a non-empty product, and the
+ * libraries' int sizes. Row-major: a is [m, k] (stored [k, m] when ta), b [k, n] (stored [n, k]
+ * when tb), c [m, n]. CN_OK (with *empty set when m or n is 0: nothing to compute) or the error,
+ * naming op. */
+static inline cn_status cn__gemm_check(const char *op, cn_dtype dtype, int half_ok, int ta, int tb,
+                                       int64_t m, int64_t n, int64_t k, const void *a,
+                                       int64_t lda, const void *b, int64_t ldb, const void *c,
+                                       int64_t ldc, int *empty) {
+    *empty = 0;
+    int half = dtype == CN_F16 || dtype == CN_BF16;
+    if (dtype != CN_F32 && dtype != CN_F64 && !(half_ok && half))
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "dtype %s: the GEMM takes %s; cast the "
+                            "operands with cn_cast", cn_dtype_name(dtype),
+                            half_ok ? "f32, f64, f16 or bf16" : "f32 or f64");
+    if (m < 0 || n < 0 || k < 0)
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "negative size (m %lld, n %lld, k %lld)",
+                            (long long)m, (long long)n, (long long)k);
+    /* the rows as stored: a is [m, k] or [k, m], b [k, n] or [n, k] */
+    int64_t a_row = ta ? m : k, b_row = tb ? k : n;
+    if (lda < (a_row > 1 ? a_row : 1) || ldb < (b_row > 1 ? b_row : 1) || ldc < (n > 1 ? n : 1))
+        return cn_set_error(CN_ERR_INVALID_ARG, op, "a leading dimension is smaller than its "
+                            "row (lda %lld for %lld, ldb %lld for %lld, ldc %lld for %lld)",
+                            (long long)lda, (long long)a_row, (long long)ldb, (long long)b_row,
+                            (long long)ldc, (long long)n);
+    if (m == 0 || n == 0) {
+        *empty = 1;
+        return CN_OK;
+    }
+    if ((k > 0 && (!a || !b)) || !c)
+        return cn_set_error(CN_ERR_NULL_ARG, op, "'%s' is NULL for a [%lld, %lld] product",
+                            !c ? "c" : !a ? "a" : "b", (long long)m, (long long)n);
+    /* OpenBLAS and cuBLAS take int sizes */
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX)
+        return cn_set_error(CN_ERR_OVERFLOW, op, "[%lld, %lld] x [%lld, %lld] exceeds the int "
+                            "sizes of the GEMM libraries; split the product",
+                            (long long)m, (long long)k, (long long)k, (long long)n);
+    return CN_OK;
+}
 
 /* A kernel reached with a dtype its backend does not declare for op (cn_backend.dtypes): the
  * router refuses those before launching, so this is a guard against a wrong table or a direct

@@ -40,6 +40,19 @@ cn_status cn_cuda_synchronize(int device) {
     return a ? a->synchronize(device) : cn_last_status();
 }
 
+cn_status cn_cuda_stream(int device, void **stream) {
+    const cu_api *a = cuda("cuda_stream");
+    return a ? a->stream(device, stream) : cn_last_status();
+}
+
+cn_status cn_cuda_gemm(int device, cn_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                       const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
+                       void *c, int64_t ldc) {
+    const cu_api *api = cuda("cuda_gemm");
+    return api ? api->gemm(device, dtype, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc)
+               : cn_last_status();
+}
+
 int cn_cuda_set_cudnn_enabled(int enabled) {
     cn__saved_error saved;
     cn__error_save(&saved);

@@ -9,6 +9,8 @@
 #include "cinder/extension.h"
 #include "dispatch/registry.h"
 
+#define CN_EXT_MAX_PENDING 4
+
 struct cn_ext_op {
     cn_ext_schema schema;                 /* a deep copy: every array and string is owned */
     /* Registered under the registry's lock and read without it, by any thread that calls the op:
@@ -16,6 +18,21 @@ struct cn_ext_op {
      * at all (on x86 a load of one is a plain load). */
     _Atomic(cn_kernel_fn) kernels[CN_MAX_BACKENDS]; /* by backend id; NULL: not registered */
     _Atomic(cn_ext_backward_fn) backward;
+    /* Kernels for backends not registered when they were given (a module not loaded yet: cuda
+     * before the first GPU is asked for), by name, under the registry's lock: registering never
+     * loads a module. Moved to kernels[] once their backend is registered. */
+    struct {
+        char backend[48];
+        cn_kernel_fn kernel;
+    } pending[CN_EXT_MAX_PENDING];
+    int n_pending;
 };
+
+/* The kernel of op for backend id (named `name`), moving a pending one into place first; NULL
+ * when it has none. */
+cn_kernel_fn cn__ext_kernel(const cn_ext_op *op, int id, const char *name);
+
+/* Moves every pending kernel whose backend is registered now into place. */
+void cn__ext_attach_pending(const cn_ext_op *op);
 
 #endif

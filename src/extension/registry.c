@@ -179,6 +179,16 @@ const cn_ext_op *cn_ext_define(const cn_ext_schema *schema) {
 /* The op argument of a registration may come from a failed cn_ext_define or cn_ext_find: a NULL
  * there keeps the earlier error, as chained calls do. A NULL function or backend name is the
  * caller's own mistake and always gets a message of its own. */
+/* Under the lock: moves the pending kernel of backend id (named name) into place. */
+static void attach_locked(cn_ext_op *o, int id, const char *name) {
+    for (int i = 0; i < o->n_pending; i++) {
+        if (strcmp(o->pending[i].backend, name) != 0) continue;
+        if (!o->kernels[id]) o->kernels[id] = o->pending[i].kernel;
+        o->pending[i] = o->pending[--o->n_pending];
+        return;
+    }
+}
+
 cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_kernel_fn kernel) {
     const char *name = "ext_register_kernel";
     if (!op) {
@@ -192,13 +202,41 @@ cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_ke
     if (!kernel)
         return cn_set_error(CN_ERR_NULL_ARG, name, "argument 'kernel' is NULL for op '%s' on "
                             "backend '%s'; pass the kernel function", op_name, backend);
-    /* a backend that comes as a module (cuda) is loaded here, so its kernels can be added */
-    int id = cn__backend_load(name, backend);
-    if (id < 0) return cn_last_status();
+    size_t len = strlen(backend);
+    if (len == 0 || len >= sizeof op->pending[0].backend)
+        return cn_set_error(CN_ERR_INVALID_ARG, name, "backend name '%s' for op '%s' is empty or "
+                            "longer than %d characters; pass a backend's name, e.g. \"cpu\"",
+                            backend, op_name, (int)sizeof op->pending[0].backend - 1);
+    cn_ext_op *o = (cn_ext_op *)op;
+    /* a backend not registered yet (a module not loaded yet) keeps the kernel by name: loading
+     * a GPU module here would cost every program that never uses a GPU */
+    int id = cn_backend_find(backend);
+    cn_kernel_fn had = NULL;
+    int full = 0;
     pthread_mutex_lock(&lock);
-    cn_kernel_fn had = ((cn_ext_op *)op)->kernels[id];
-    if (!had) ((cn_ext_op *)op)->kernels[id] = kernel;
+    if (id >= 0) {
+        attach_locked(o, id, backend);
+        had = o->kernels[id];
+        if (!had) o->kernels[id] = kernel;
+    } else {
+        int i = 0;
+        while (i < o->n_pending && strcmp(o->pending[i].backend, backend) != 0) i++;
+        if (i < o->n_pending) {
+            had = o->pending[i].kernel;
+        } else if (o->n_pending == CN_EXT_MAX_PENDING) {
+            full = 1;
+        } else {
+            memcpy(o->pending[i].backend, backend, len + 1);
+            o->pending[i].kernel = kernel;
+            o->n_pending++;
+        }
+    }
     pthread_mutex_unlock(&lock);
+    if (full)
+        return cn_set_error(CN_ERR_INVALID_ARG, name, "op '%s' already has kernels for %d "
+                            "backends that are not registered yet; register the kernel of '%s' "
+                            "once that backend is (cn_backend_load)", op_name, CN_EXT_MAX_PENDING,
+                            backend);
     if (had && had != kernel)
         return cn_set_error(CN_ERR_INVALID_ARG, name, "op '%s' already has a kernel for backend "
                             "'%s', which stays registered; register each backend's kernel once "
@@ -208,9 +246,32 @@ cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_ke
     return CN_OK;
 }
 
+cn_kernel_fn cn__ext_kernel(const cn_ext_op *op, int id, const char *name) {
+    if (id < 0 || id >= CN_MAX_BACKENDS) return NULL;
+    cn_kernel_fn k = op->kernels[id];
+    if (k || !name) return k;
+    cn_ext_op *o = (cn_ext_op *)op;
+    pthread_mutex_lock(&lock);
+    attach_locked(o, id, name);
+    k = o->kernels[id];
+    pthread_mutex_unlock(&lock);
+    return k;
+}
+
+void cn__ext_attach_pending(const cn_ext_op *op) {
+    cn_ext_op *o = (cn_ext_op *)op;
+    pthread_mutex_lock(&lock);
+    for (int i = o->n_pending - 1; i >= 0; i--) {
+        int id = cn_backend_find(o->pending[i].backend);
+        if (id >= 0) attach_locked(o, id, o->pending[i].backend);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 int cn_ext_has_kernel(const cn_ext_op *op, cn_device device) {
     if (!op || device.backend < 0 || device.backend >= CN_MAX_BACKENDS) return 0;
-    return op->kernels[device.backend] != NULL;
+    const cn_backend *b = cn_backend_get(device.backend);
+    return b && cn__ext_kernel(op, device.backend, b->name) != NULL;
 }
 
 cn_status cn_ext_register_backward(const cn_ext_op *op, cn_ext_backward_fn backward) {

@@ -1,7 +1,12 @@
 /* The extension op fused_linear_relu (examples/extension) against its oracle, the unfused
  * composition of built-in ops cn_relu(cn_linear(x, w, b)): outputs and the gradients of x, w and
- * b agree in f64 to 1e-12, with and without the optional bias, for dense and strided inputs. */
+ * b agree in f64 to 1e-12, with and without the optional bias, for dense and strided inputs.
+ * Where a GPU is usable, its CUDA kernel (fused_linear_relu_cuda.cu) against the same oracle
+ * computed on the CPU: f64 to 1e-12, f32 to 1e-5, strided, broadcast (packed) and empty inputs,
+ * and the gradients under autodiff(cuda); without one that part says so and passes. */
 #include "harness.h"
+
+#include "cinder/cuda.h"
 
 #include "fused.h"
 
@@ -306,6 +311,115 @@ static void test_gradient_of_one_input(void) {
     free_data(&d);
 }
 
+/* ---- the CUDA kernel ------------------------------------------------------------------------ */
+
+static cn_device gpu;
+
+/* The views of test_forward_strided_inputs, made on `dev`: y = f(x, w, b) for x every other row,
+ * w transposed, b broadcast (stride 0); then x broadcast from one row (packed by the kernels);
+ * then x column-major (the GEMM's transposed a) with w as stored (its untransposed b). */
+static void strided_case(cn_device dev, cn_tensor **y1, cn_tensor **y2, cn_tensor **y3) {
+    cn_generator gen = cn_generator_new(3);
+    int64_t xs[2] = {2 * N, IN}, wts[2] = {IN, OUT}, one[1] = {1}, bs[1] = {OUT};
+    int64_t x_shape[2] = {N, IN};
+    cn_scope_begin();
+    cn_tensor *xbig = cn_to_device(cn_rand_normal(&gen, xs, 2, 0, 1, CN_F64, cn_cpu()), dev);
+    cn_tensor *wt = cn_to_device(cn_rand_normal(&gen, wts, 2, 0, 1, CN_F64, cn_cpu()), dev);
+    cn_tensor *b1 = cn_to_device(cn_rand_normal(&gen, one, 1, 0, 1, CN_F64, cn_cpu()), dev);
+    cn_tensor *x = cn_slice(xbig, 0, 0, 2 * N, 2), *w = cn_transpose(wt, 0, 1);
+    cn_tensor *b = cn_expand(b1, bs, 1);
+    cn_tensor *xb = cn_expand(cn_slice(x, 0, 0, 1, 1), x_shape, 2);
+    CHECK(x && !cn_is_contiguous(x) && w && !cn_is_contiguous(w) && b && cn_strides(b)[0] == 0);
+    CHECK(xb && cn_strides(xb)[0] == 0);
+    cn_tensor *xcol = cn_transpose(cn_contiguous(cn_transpose(x, 0, 1)), 0, 1);
+    cn_tensor *wrow = cn_contiguous(w);
+    CHECK(xcol && cn_strides(xcol)[0] == 1 && wrow && cn_strides(wrow)[1] == 1);
+    *y1 = cn_keep(cn_to_device(fused_linear_relu(x, w, b), cn_cpu()));
+    *y2 = cn_keep(cn_to_device(fused_linear_relu(xb, w, b), cn_cpu()));
+    *y3 = cn_keep(cn_to_device(fused_linear_relu(xcol, wrow, b), cn_cpu()));
+    cn_scope_end();
+}
+
+static void test_cuda_kernel_forward(void) {
+    if (gpu.backend == CN_BACKEND_INVALID) return;
+    CHECK(cn_ext_has_kernel(cn_ext_find("fused_linear_relu"), gpu) == 1);
+    for (int f64 = 0; f64 < 2; f64++)
+        for (int with_b = 0; with_b < 2; with_b++) {
+            data d = make_data(20 + f64, f64 ? CN_F64 : CN_F32);
+            cn_scope_begin();
+            cn_tensor *b = with_b ? d.b : NULL;
+            cn_tensor *want = cn_relu(cn_linear(d.x, d.w, b));
+            cn_tensor *got = fused_linear_relu(cn_to_device(d.x, gpu), cn_to_device(d.w, gpu),
+                                               b ? cn_to_device(b, gpu) : NULL);
+            CHECK(got && cn_device_eq(cn_device_of(got), gpu));
+            check_same(f64 ? "cuda y f64" : "cuda y f32", cn_to_device(got, cn_cpu()), want,
+                       f64 ? 1e-12 : 1e-5);
+            cn_scope_end();
+            free_data(&d);
+        }
+    cn_tensor *c1, *c2, *c3, *g1, *g2, *g3;
+    strided_case(cn_cpu(), &c1, &c2, &c3);
+    strided_case(gpu, &g1, &g2, &g3);
+    check_same("cuda y strided", g1, c1, 1e-12);
+    check_same("cuda y broadcast x", g2, c2, 1e-12);
+    check_same("cuda y column-major x", g3, c3, 1e-12);
+    check_same("cpu y column-major x", c3, c1, 1e-12); /* the same product, stored otherwise */
+    cn_release(c1);
+    cn_release(c2);
+    cn_release(c3);
+    cn_release(g1);
+    cn_release(g2);
+    cn_release(g3);
+
+    /* a product of 96 x 400 x 70 in f32, and the empty sizes */
+    cn_scope_begin();
+    cn_generator gen = cn_generator_new(11);
+    int64_t xs[2] = {96, 400}, ws[2] = {70, 400}, bs[1] = {70};
+    cn_tensor *x = cn_rand_normal(&gen, xs, 2, 0, 1, CN_F32, cn_cpu());
+    cn_tensor *w = cn_rand_normal(&gen, ws, 2, 0, 0.05, CN_F32, cn_cpu());
+    cn_tensor *b = cn_rand_normal(&gen, bs, 1, 0, 1, CN_F32, cn_cpu());
+    cn_tensor *got = fused_linear_relu(cn_to_device(x, gpu), cn_to_device(w, gpu),
+                                       cn_to_device(b, gpu));
+    CHECK(max_abs_diff(cn_to_device(got, cn_cpu()), cn_relu(cn_linear(x, w, b))) <= 1e-4);
+    int64_t x0s[2] = {N, 0}, w0s[2] = {OUT, 0}, e_shape[2] = {0, IN}, y_shape[2] = {0, OUT};
+    double bv[OUT] = {-1, 0.5, 2}, want0[N * OUT];
+    int64_t b0s[1] = {OUT}, wes[2] = {OUT, IN};
+    for (int i = 0; i < N * OUT; i++) want0[i] = bv[i % OUT] > 0 ? bv[i % OUT] : 0;
+    cn_tensor *y0 = fused_linear_relu(cn_zeros(x0s, 2, CN_F64, gpu), cn_zeros(w0s, 2, CN_F64, gpu),
+                                      cn_from_data(bv, b0s, 1, CN_F64, gpu));
+    th_check_values("cuda y with in = 0", y0, want0, N * OUT, 0);
+    cn_tensor *ye = fused_linear_relu(cn_zeros(e_shape, 2, CN_F64, gpu),
+                                      cn_zeros(wes, 2, CN_F64, gpu), NULL);
+    th_check_shape("cuda y with N = 0", ye, y_shape, 2);
+    cn_scope_end();
+}
+
+/* y and the gradients under autodiff(cuda), against the unfused ones on autodiff(cpu). */
+static void test_cuda_kernel_gradients(void) {
+    if (gpu.backend == CN_BACKEND_INVALID) return;
+    data d = make_data(24, CN_F64);
+    grads3 want = run_backward(0, &d, 1);
+    cn_device ad = cn_autodiff(gpu);
+    cn_scope_begin();
+    cn_tensor *x = cn_require_grad(cn_to_device(d.x, ad));
+    cn_tensor *w = cn_require_grad(cn_to_device(d.w, ad));
+    cn_tensor *b = cn_require_grad(cn_to_device(d.b, ad));
+    cn_tensor *y = fused_linear_relu(x, w, b);
+    CHECK(y && cn_requires_grad(y));
+    cn_grads *g = cn_backward(cn_sum(cn_mul(y, cn_to_device(d.r, ad))));
+    CHECK(g != NULL);
+    if (g) {
+        check_same("cuda y (autodiff)", cn_to_device(cn_inner(y), cn_cpu()), want.y, 1e-12);
+        check_same("cuda grad x", cn_to_device(cn_inner(cn_grad(g, x)), cn_cpu()), want.gx, 1e-12);
+        check_same("cuda grad w", cn_to_device(cn_inner(cn_grad(g, w)), cn_cpu()), want.gw, 1e-12);
+        check_same("cuda grad b", cn_to_device(cn_inner(cn_grad(g, b)), cn_cpu()), want.gb, 1e-12);
+    }
+    cn_grads_free(g);
+    cn_scope_end();
+    free_grads3(&want);
+    free_data(&d);
+}
+
 /* ---- the generated glue -------------------------------------------------------------------- */
 
 static void test_register_is_idempotent(void) {
@@ -339,6 +453,14 @@ static void test_null_input_keeps_earlier_error(void) {
 }
 
 int main(void) {
+    gpu = (cn_device){CN_BACKEND_INVALID, 0, 0, 0};
+    if (cn_backend_load("cuda") >= 0 && cn_backend_device_count("cuda") > 0) {
+        if (cn_device_parse("cuda:0", &gpu) != CN_OK) gpu.backend = CN_BACKEND_INVALID;
+    } else {
+        printf("cuda: no usable GPU here (%s); the CUDA kernel's tests pass without running\n",
+               cn_cuda_unavailable_reason());
+    }
+    cn_clear_error();
     RUN(test_register_is_idempotent);
     RUN(test_forward_matches_unfused_f64);
     RUN(test_forward_has_zeros_and_positives);
@@ -351,5 +473,7 @@ int main(void) {
     RUN(test_gradient_of_one_input);
     RUN(test_shape_errors_name_the_op);
     RUN(test_null_input_keeps_earlier_error);
+    RUN(test_cuda_kernel_forward);
+    RUN(test_cuda_kernel_gradients);
     return th_finish();
 }

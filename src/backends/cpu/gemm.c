@@ -16,6 +16,7 @@
 #include <omp.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/backend_common.h"
 
 /* Products with fewer multiply-adds run as one call (~30 us at the rate one core reaches). */
 #define GEMM_PARALLEL_MACS (1 << 21)
@@ -79,30 +80,11 @@ static void gemm_blocks(void *ctx, int64_t chunk, int64_t begin, int64_t end) {
 cn_status cn_cpu_gemm(cn_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k,
                       const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
                       void *c, int64_t ldc) {
-    const char *op = "cpu_gemm";
-    if (dtype != CN_F32 && dtype != CN_F64)
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "dtype %s: the GEMM takes f32 or f64; cast "
-                            "the operands with cn_cast", cn_dtype_name(dtype));
-    if (m < 0 || n < 0 || k < 0)
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "negative size (m %lld, n %lld, k %lld)",
-                            (long long)m, (long long)n, (long long)k);
-    /* the rows as stored: a is [m, k] or [k, m], b [k, n] or [n, k] */
-    int64_t a_row = ta ? m : k, b_row = tb ? k : n;
-    if (lda < (a_row > 1 ? a_row : 1) || ldb < (b_row > 1 ? b_row : 1) || ldc < (n > 1 ? n : 1))
-        return cn_set_error(CN_ERR_INVALID_ARG, op, "a leading dimension is smaller than its "
-                            "row (lda %lld for %lld, ldb %lld for %lld, ldc %lld for %lld)",
-                            (long long)lda, (long long)a_row, (long long)ldb, (long long)b_row,
-                            (long long)ldc, (long long)n);
-    if (m == 0 || n == 0) return CN_OK;
-    if ((k > 0 && (!a || !b)) || !c)
-        return cn_set_error(CN_ERR_NULL_ARG, op, "'%s' is NULL for a [%lld, %lld] product",
-                            !c ? "c" : !a ? "a" : "b", (long long)m, (long long)n);
-    /* OpenBLAS (f64, and the f32 fallback) takes int sizes */
-    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
-        ldc > INT_MAX)
-        return cn_set_error(CN_ERR_OVERFLOW, op, "[%lld, %lld] x [%lld, %lld] exceeds the int "
-                            "sizes of the GEMM libraries; split the product",
-                            (long long)m, (long long)k, (long long)k, (long long)n);
+    int empty;
+    if (cn__gemm_check("cpu_gemm", dtype, 0, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, &empty) !=
+        CN_OK)
+        return cn_last_status();
+    if (empty) return CN_OK;
     gemm_job j = {.dt = dtype, .ta = ta != 0, .tb = tb != 0, .m = m, .n = n, .k = k, .lda = lda,
                   .ldb = ldb, .ldc = ldc, .a = a, .b = b, .c = c, .beta = beta,
                   .es = dtype == CN_F32 ? sizeof(float) : sizeof(double)};

@@ -15,6 +15,11 @@ typedef struct cu_api {
     cn_status (*synchronize)(int device);
     int (*set_cudnn_enabled)(int enabled);
     int (*cudnn_compiled)(void);
+    /* ABI 9: for extension kernels */
+    cn_status (*stream)(int device, void **stream);
+    cn_status (*gemm)(int device, cn_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                      const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
+                      void *c, int64_t ldc);
 } cu_api;
 
 #endif

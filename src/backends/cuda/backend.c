@@ -18,6 +18,7 @@
 
 #include "backends/cuda/api.h"
 #include "backends/cuda/cuda_internal.h"
+#include "core/backend_common.h"
 
 /* Copies of at least this many bytes use the pinned staging buffers. */
 #define STAGE_MIN ((size_t)1 << 20)
@@ -533,6 +534,34 @@ static int cudnn_compiled(void) {
 #endif
 }
 
+static cn_status stream_of(int device, void **stream) {
+    if (!stream)
+        return cn_set_error(CN_ERR_NULL_ARG, "cuda_stream", "argument 'stream' is NULL; pass the "
+                            "address of a void * to receive the cudaStream_t");
+    cu_dev *d = cu_device("cuda_stream", device);
+    if (!d) return cn_last_status();
+    *stream = d->stream;
+    return CN_OK;
+}
+
+/* cn_cuda_gemm: row-major c [m, n] = a @ b is column-major c^T [n, m] = b^T @ a^T, and a
+ * row-major matrix is its own transpose in column-major terms, read in place. */
+static cn_status gemm(int device, cn_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                      const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                      int64_t ldc) {
+    const char *op = "cuda_gemm";
+    int empty;
+    if (cn__gemm_check(op, dtype, 1, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, &empty) != CN_OK)
+        return cn_last_status();
+    if (empty) return CN_OK;
+    cu_dev *d = cu_device(op, device);
+    if (!d) return cn_last_status();
+    cu_gemm_args g = {.dtype = dtype, .c_dtype = dtype, .trans_a = tb != 0, .trans_b = ta != 0,
+                      .m = n, .n = m, .k = k, .a = b, .lda = ldb, .b = a, .ldb = lda, .c = c,
+                      .ldc = ldc, .batch = 1, .beta = beta};
+    return cu_gemm(d, op, &g);
+}
+
 static const char *unavailable_reason(void) {
     pthread_once(&probe_once, probe);
     return probe_message;
@@ -547,6 +576,8 @@ static const cu_api api = {
     .synchronize = synchronize_device,
     .set_cudnn_enabled = set_cudnn_enabled,
     .cudnn_compiled = cudnn_compiled,
+    .stream = stream_of,
+    .gemm = gemm,
 };
 
 static cn_backend table;

@@ -1302,6 +1302,31 @@ static void test_softmax(void) {
         check_op("log_softmax specials", CN_OP_LOG_SOFTMAX, f_log_softmax, &a, &x, 1, 1);
     }
     pair_free(x);
+    /* the same specials in long f32 rows (the one-read kernel of contiguous f32 rows): a plain
+     * row, one with a NaN, one with a +inf, one of -inf only; and rows of 8192 and 8193 (its
+     * limit, and the general kernel past it) */
+    const int64_t s4k[2] = {4, 1000};
+    double *w = malloc(sizeof(double) * 4000);
+    uint64_t st = 77;
+    th_fill_eighths(&st, w, 4000);
+    w[1000 + 17] = NAN;
+    w[2000 + 500] = INFINITY;
+    for (int k = 0; k < 1000; k++) w[3000 + k] = -INFINITY;
+    x = pair_from(w, s4k, 2, CN_F32);
+    args last = {.i0 = 1};
+    check_op("softmax f32 rows specials", CN_OP_SOFTMAX, f_softmax, &last, &x, 1, 1);
+    check_op("log_softmax f32 rows specials", CN_OP_LOG_SOFTMAX, f_log_softmax, &last, &x, 1, 1);
+    pair_free(x);
+    free(w);
+    for (int64_t n = 8192; n <= 8193; n++) {
+        const int64_t sh[2] = {3, n};
+        x = input(sh, 2, CN_F32, -6, 6, CONTIG);
+        check_op(label("softmax f32 rows of %lld", (long long)n), CN_OP_SOFTMAX, f_softmax, &last,
+                 &x, 1, 2);
+        check_op(label("log_softmax f32 rows of %lld", (long long)n), CN_OP_LOG_SOFTMAX,
+                 f_log_softmax, &last, &x, 1, 2);
+        pair_free(x);
+    }
 }
 
 /* ---- scans and sorts, any / all ------------------------------------------------------------------ */

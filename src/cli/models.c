@@ -66,24 +66,25 @@ static const cn_module_vtable fused_vtable = {"FusedLinearReLU", fused_forward, 
 static const cn_module_vtable unfused_vtable = {"LinearReLU", unfused_forward, NULL,
                                                 fused_free_state};
 
-/* Whether the fused op can run on device's backend (its kernels are registered on first use). */
-static int fused_runs_on(cn_device device) {
-    if (fused_register() != CN_OK) {
-        cn_clear_error(); /* the built-in layer serves instead */
-        return 0;
-    }
-    return cn_ext_has_kernel(cn_ext_find("fused_linear_relu"), device);
+/* The layer's kind on device: the fused op where it has a kernel, built-in ops elsewhere; NULL
+ * with the error set when the extension's registration failed. */
+static const cn_module_vtable *layer_kind(cn_device device) {
+    if (fused_register() != CN_OK) return NULL;
+    return cn_ext_has_kernel(cn_ext_find("fused_linear_relu"), device) ? &fused_vtable
+                                                                        : &unfused_vtable;
 }
 
 /* Parameters as torch.nn.Linear(in, out) draws them: weight, then bias, both from
  * U(-1/sqrt(in), 1/sqrt(in)). */
 static cn_module *fused_layer_new(int64_t in, int64_t out, cn_device device, cn_generator *gen) {
+    const cn_module_vtable *kind = layer_kind(device);
+    if (!kind) return NULL;
     fused_state *s = calloc(1, sizeof *s);
     if (!s) {
         cn_set_error(CN_ERR_OUT_OF_MEMORY, "cli_model_new", "no memory for a layer's state");
         return NULL;
     }
-    cn_module *m = cn_module_new(fused_runs_on(device) ? &fused_vtable : &unfused_vtable, s);
+    cn_module *m = cn_module_new(kind, s);
     if (!m) return NULL;
     double bound = 1.0 / sqrt((double)in);
     const int64_t wshape[2] = {out, in};

@@ -286,8 +286,9 @@ static int64_t max_pool_out_size(int64_t in, int64_t k, int64_t stride, int64_t 
         (ceil_mode && __builtin_add_overflow(num, stride - 1, &num)))
         return -2;
     if (num < 0) return -1;
-    if (num / stride == INT64_MAX) return -2; /* stride 1: no room for the + 1 */
-    int64_t out = num / stride + 1;
+    int64_t q = num / stride;
+    if (q == INT64_MAX) return -2; /* stride 1: no room for the + 1 */
+    int64_t out = q + 1;
     if (ceil_mode && (out - 1) * stride >= in + pad) out--;
     return out;
 }

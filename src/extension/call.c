@@ -214,9 +214,8 @@ static cn_status call_without_tensors(const cn_ext_op *op, const int64_t *ints,
                                       const double *reals, cn_tensor **outputs) {
     const char *name = op->schema.name;
     int found = -1, count = 0;
-    cn__ext_attach_pending(op);
     for (int id = 0; id < CN_MAX_BACKENDS; id++)
-        if (op->kernels[id]) {
+        if (cn__ext_kernel(op, id)) {
             found = id;
             count++;
         }
@@ -264,7 +263,7 @@ cn_status cn_ext_call(const cn_ext_op *op, cn_ext_route route, cn_tensor *const 
         check_tracking(s, backward, route, tensors, &tracked) != CN_OK)
         return cn_last_status();
     if (route == CN_EXT_ROUTE_CONCRETE) device = cn_inner_device(device);
-    cn_kernel_fn kernel = cn__ext_kernel(op, device.backend, b->name);
+    cn_kernel_fn kernel = cn__ext_kernel(op, device.backend);
     if (!kernel)
         return cn_set_error(CN_ERR_NO_KERNEL, s->name, "extension op '%s' has no kernel for "
                             "backend '%s'; register one with cn_ext_register_kernel (or list the "

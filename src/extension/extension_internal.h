@@ -25,14 +25,11 @@ struct cn_ext_op {
         char backend[48];
         cn_kernel_fn kernel;
     } pending[CN_EXT_MAX_PENDING];
-    int n_pending;
+    _Atomic int n_pending; /* also read without the lock, to skip it when nothing waits */
 };
 
-/* The kernel of op for backend id (named `name`), moving a pending one into place first; NULL
- * when it has none. */
-cn_kernel_fn cn__ext_kernel(const cn_ext_op *op, int id, const char *name);
-
-/* Moves every pending kernel whose backend is registered now into place. */
-void cn__ext_attach_pending(const cn_ext_op *op);
+/* The kernel of op for backend id, moving a kernel that waited for that backend into place
+ * first; NULL when it has none (or id is out of range). */
+cn_kernel_fn cn__ext_kernel(const cn_ext_op *op, int id);
 
 #endif

@@ -176,9 +176,6 @@ const cn_ext_op *cn_ext_define(const cn_ext_schema *schema) {
     return op;
 }
 
-/* The op argument of a registration may come from a failed cn_ext_define or cn_ext_find: a NULL
- * there keeps the earlier error, as chained calls do. A NULL function or backend name is the
- * caller's own mistake and always gets a message of its own. */
 /* Under the lock: moves the pending kernel of backend id (named name) into place. */
 static void attach_locked(cn_ext_op *o, int id, const char *name) {
     for (int i = 0; i < o->n_pending; i++) {
@@ -189,6 +186,9 @@ static void attach_locked(cn_ext_op *o, int id, const char *name) {
     }
 }
 
+/* The op argument of a registration may come from a failed cn_ext_define or cn_ext_find: a NULL
+ * there keeps the earlier error, as chained calls do. A NULL function or backend name is the
+ * caller's own mistake and always gets a message of its own. */
 cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_kernel_fn kernel) {
     const char *name = "ext_register_kernel";
     if (!op) {
@@ -246,32 +246,22 @@ cn_status cn_ext_register_kernel(const cn_ext_op *op, const char *backend, cn_ke
     return CN_OK;
 }
 
-cn_kernel_fn cn__ext_kernel(const cn_ext_op *op, int id, const char *name) {
+cn_kernel_fn cn__ext_kernel(const cn_ext_op *op, int id) {
     if (id < 0 || id >= CN_MAX_BACKENDS) return NULL;
     cn_kernel_fn k = op->kernels[id];
-    if (k || !name) return k;
+    if (k || op->n_pending == 0) return k; /* read unlocked: a stale count only costs the lock */
+    const cn_backend *b = cn_backend_get(id);
+    if (!b) return NULL;
     cn_ext_op *o = (cn_ext_op *)op;
     pthread_mutex_lock(&lock);
-    attach_locked(o, id, name);
+    attach_locked(o, id, b->name);
     k = o->kernels[id];
     pthread_mutex_unlock(&lock);
     return k;
 }
 
-void cn__ext_attach_pending(const cn_ext_op *op) {
-    cn_ext_op *o = (cn_ext_op *)op;
-    pthread_mutex_lock(&lock);
-    for (int i = o->n_pending - 1; i >= 0; i--) {
-        int id = cn_backend_find(o->pending[i].backend);
-        if (id >= 0) attach_locked(o, id, o->pending[i].backend);
-    }
-    pthread_mutex_unlock(&lock);
-}
-
 int cn_ext_has_kernel(const cn_ext_op *op, cn_device device) {
-    if (!op || device.backend < 0 || device.backend >= CN_MAX_BACKENDS) return 0;
-    const cn_backend *b = cn_backend_get(device.backend);
-    return b && cn__ext_kernel(op, device.backend, b->name) != NULL;
+    return op && cn__ext_kernel(op, device.backend) != NULL;
 }
 
 cn_status cn_ext_register_backward(const cn_ext_op *op, cn_ext_backward_fn backward) {

@@ -61,12 +61,21 @@ static cudnnHandle_t handle_of(cu_dev *d) {
     return (cudnnHandle_t)d->cudnn;
 }
 
+/* Everything the heuristics' answer depends on. Zeroed with the descs that hold it, so that memcmp sees
+ * no stray padding. */
+typedef struct algo_key {
+    int device, dir, dtype;
+    int64_t x[8], y[8], w[4]; /* shapes, then strides */
+    int64_t conv[7];          /* strides, paddings, dilations, groups */
+} algo_key;
+
 typedef struct descs {
     cudnnTensorDescriptor_t x, y;  /* input and output (or their gradients) */
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
     cudnnMathType_t math;
     int f64;
+    algo_key key; /* the geometry here; run() adds the device and the direction */
 } descs;
 
 static void destroy(descs *s) {
@@ -107,6 +116,17 @@ static int make_descs(descs *s, const cu_conv_geom *g, const cn_view *xv, const 
                       const int64_t *ws, cn_dtype dt) {
     memset(s, 0, sizeof *s);
     s->f64 = dt == CN_F64;
+    algo_key *k = &s->key;
+    k->dtype = (int)dt;
+    for (int i = 0; i < 4; i++) {
+        k->x[i] = xv->shape[i];
+        k->x[4 + i] = xv->strides[i];
+        k->y[i] = yv->shape[i];
+        k->y[4 + i] = yv->strides[i];
+        k->w[i] = ws[i];
+    }
+    const int64_t conv[7] = {g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->groups};
+    memcpy(k->conv, conv, sizeof conv);
     s->math = dt == CN_F32 || dt == CN_F64 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
     for (int k = 0; k < 4; k++)
         if (ws[k] > INT_MAX) return 0;
@@ -162,14 +182,6 @@ static int pick(const descs *s, const choice *c, const cudnnStatus_t *status, in
 
 /* ---- the choices made, per geometry ------------------------------------------------------------ */
 
-/* Everything the heuristics' answer depends on. Zeroed before it is filled, so that memcmp sees
- * no stray padding. */
-typedef struct algo_key {
-    int device, dir, dtype;
-    int64_t x[8], y[8], w[4]; /* shapes, then strides */
-    int64_t conv[7];          /* strides, paddings, dilations, groups */
-} algo_key;
-
 typedef struct algo_entry {
     algo_key key;
     choice c;
@@ -180,23 +192,6 @@ typedef struct algo_entry {
 
 static algo_entry algo_cache[ALGO_CACHE];
 static int algo_used, algo_next;
-
-static void make_key(algo_key *k, int device, int dir, cn_dtype dt, const cn_view *xv,
-                     const cn_view *yv, const int64_t *ws, const cu_conv_geom *g) {
-    memset(k, 0, sizeof *k);
-    k->device = device;
-    k->dir = dir;
-    k->dtype = (int)dt;
-    for (int i = 0; i < 4; i++) {
-        k->x[i] = xv->shape[i];
-        k->x[4 + i] = xv->strides[i];
-        k->y[i] = yv->shape[i];
-        k->y[4 + i] = yv->strides[i];
-        k->w[i] = ws[i];
-    }
-    int64_t c[7] = {g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, g->groups};
-    memcpy(k->conv, c, sizeof c);
-}
 
 /* 1 with *e filled when key was seen. */
 static int cache_get(const algo_key *key, algo_entry *e) {
@@ -300,16 +295,18 @@ static int heuristics(cudnnHandle_t h, direction dir, const descs *s, choice *c,
 /* Runs direction dir. x, y: the image-shaped and output-shaped tensors (data pointers and
  * descriptors in s); w: the packed filter. The written one is x (input gradient), y (forward) or
  * w (weight gradient); beta = 0 overwrites it. */
-static cn_status run(cu_dev *d, const char *op, direction dir, descs *s, const algo_key *key,
-                     const void *x, const void *w, const void *y, void *out) {
+static cn_status run(cu_dev *d, const char *op, direction dir, descs *s, const void *x,
+                     const void *w, const void *y, void *out) {
     cudnnHandle_t h = handle_of(d);
     if (!h) return CU_NOT_HANDLED;
+    s->key.device = d->index;
+    s->key.dir = (int)dir;
     algo_entry e;
-    if (!cache_get(key, &e)) {
+    if (!cache_get(&s->key, &e)) {
         choice c[MAX_ALGOS];
         cudnnStatus_t status[MAX_ALGOS];
         int n = heuristics(h, dir, s, c, status);
-        e.key = *key;
+        e.key = s->key;
         e.usable = n > 0 && pick(s, c, status, n, &e.c);
         cache_put(&e);
     }
@@ -348,14 +345,12 @@ cn_status cu_cudnn_conv_forward(cu_dev *d, const cn_kernel_args *a, const cu_con
     const char *op = "conv2d";
     const cn_view *xv = &a->in[0], *wv = &a->in[1], *yv = &a->out[0];
     descs s;
-    algo_key key;
-    make_key(&key, d->index, FORWARD, yv->dtype, xv, yv, wv->shape, g);
     cn_status r = CU_NOT_HANDLED;
     if (make_descs(&s, g, xv, yv, wv->shape, yv->dtype)) {
         const void *w;
         void *owned;
         r = packed_filter(d, op, wv, &w, &owned);
-        if (r == CN_OK) r = run(d, op, FORWARD, &s, &key, xv->data, w, NULL, yv->data);
+        if (r == CN_OK) r = run(d, op, FORWARD, &s, xv->data, w, NULL, yv->data);
         cu_scratch_free(d, owned);
     }
     destroy(&s);
@@ -369,14 +364,12 @@ cn_status cu_cudnn_conv_backward_input(cu_dev *d, const cn_kernel_args *a,
     const char *op = "conv2d_backward_input";
     const cn_view *gv = &a->in[0], *wv = &a->in[1], *xv = &a->out[0];
     descs s;
-    algo_key key;
-    make_key(&key, d->index, BACKWARD_INPUT, xv->dtype, xv, gv, wv->shape, g);
     cn_status r = CU_NOT_HANDLED;
     if (make_descs(&s, g, xv, gv, wv->shape, xv->dtype)) {
         const void *w;
         void *owned;
         r = packed_filter(d, op, wv, &w, &owned);
-        if (r == CN_OK) r = run(d, op, BACKWARD_INPUT, &s, &key, NULL, w, gv->data, xv->data);
+        if (r == CN_OK) r = run(d, op, BACKWARD_INPUT, &s, NULL, w, gv->data, xv->data);
         cu_scratch_free(d, owned);
     }
     destroy(&s);
@@ -389,11 +382,9 @@ cn_status cu_cudnn_conv_backward_weight(cu_dev *d, const cn_kernel_args *a,
     const char *op = "conv2d_backward_weight";
     const cn_view *gv = &a->in[0], *xv = &a->in[1], *wv = &a->out[0];
     descs s;
-    algo_key key;
-    make_key(&key, d->index, BACKWARD_WEIGHT, wv->dtype, xv, gv, wv->shape, g);
     cn_status r = CU_NOT_HANDLED;
     if (make_descs(&s, g, xv, gv, wv->shape, wv->dtype))
-        r = run(d, op, BACKWARD_WEIGHT, &s, &key, xv->data, NULL, gv->data, wv->data);
+        r = run(d, op, BACKWARD_WEIGHT, &s, xv->data, NULL, gv->data, wv->data);
     destroy(&s);
     return r;
 }
